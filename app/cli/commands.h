@@ -1,0 +1,10 @@
+#pragma once
+// Each kvscope-cli subcommand: argc/argv start after the subcommand name's index `first`.
+namespace kvscope::cli {
+
+int cmd_generate(int argc, char** argv, int first);
+int cmd_inspect(int argc, char** argv, int first);
+int cmd_make_model(int argc, char** argv, int first);
+int cmd_bench(int argc, char** argv, int first);
+
+}  // namespace kvscope::cli

@@ -1,0 +1,90 @@
+#include "cli/engine_options.h"
+
+#include <iostream>
+
+#include "cpu/cpu_backend.h"
+#include "model/model_locator.h"
+
+namespace kvscope::cli {
+
+const std::set<std::string>& engine_option_names() {
+  static const std::set<std::string> names = {
+      "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "prefix-caching", "window",
+      "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
+      "repeat-penalty", "repeat-last-n", "seed"};
+  return names;
+}
+
+std::set<std::string> with_engine_options(std::set<std::string> extra) {
+  extra.insert(engine_option_names().begin(), engine_option_names().end());
+  return extra;
+}
+
+LoadedModel load_model(const Args& a) {
+  const ModelChoice choice = resolve_model(a.str("model"));
+  if (!choice.note.empty()) std::cerr << "kvscope: " << choice.note << "\n";
+  LoadedModel lm;
+  lm.path = choice.path;
+  lm.note = choice.note;
+  lm.model = Model::load(choice.path);
+  return lm;
+}
+
+SamplingParams sampling_params(const Args& a) {
+  SamplingParams p;
+  p.temperature = static_cast<float>(a.f64("temp", 0.0));
+  p.top_k = static_cast<int32_t>(a.i64("top-k", 0));
+  p.top_p = static_cast<float>(a.f64("top-p", 1.0));
+  p.min_p = static_cast<float>(a.f64("min-p", 0.0));
+  p.repetition_penalty = static_cast<float>(a.f64("repeat-penalty", 1.0));
+  p.repetition_last_n = static_cast<int32_t>(a.i64("repeat-last-n", 64));
+  p.seed = static_cast<uint64_t>(a.i64("seed", 0));
+  if (p.temperature < 0) throw UsageError("--temp must be >= 0");
+  if (p.top_k < 0) throw UsageError("--top-k must be >= 0");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) throw UsageError("--top-p must be in (0, 1]");
+  if (p.min_p < 0.0f || p.min_p > 1.0f) throw UsageError("--min-p must be in [0, 1]");
+  if (!(p.repetition_penalty > 0.0f)) throw UsageError("--repeat-penalty must be > 0");
+  return p;
+}
+
+EngineConfig engine_config(const Args& a, const Model& m) {
+  EngineConfig c;
+  c.block_size = static_cast<int32_t>(a.i64("block-size", 16));
+  c.num_blocks = static_cast<int32_t>(a.i64("kv-blocks", 0));
+  const double mib = a.f64("kv-memory", 0.0);
+  if (c.num_blocks < 0) throw UsageError("--kv-blocks must be positive");
+  if (mib < 0) throw UsageError("--kv-memory must be positive");
+  if (c.num_blocks == 0) {
+    // Default pool: room for 8 sequences at full context, capped at 1 GiB.
+    const int64_t per_token = 2LL * m.config.n_layer * m.config.n_head_kv * m.config.head_dim * 4;
+    const int64_t want = std::min<int64_t>(per_token * 8 * std::min(m.config.n_ctx_train, 4096), 1LL << 30);
+    c.kv_memory_bytes = mib > 0 ? static_cast<int64_t>(mib * (1 << 20)) : want;
+  }
+  const std::string dt = a.str("kv-dtype", "f32");
+  auto parsed = parse_kv_dtype(dt);
+  if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of f32, f16, bf16");
+  c.kv_dtype = *parsed;
+  const std::string pc = a.str("prefix-caching", "on");
+  if (pc != "on" && pc != "off") throw UsageError("--prefix-caching takes on or off");
+  c.prefix_caching = pc == "on";
+  c.window = static_cast<int32_t>(a.i64("window", 0));
+  c.sinks = static_cast<int32_t>(a.i64("sinks", 0));
+  c.sched.max_running = static_cast<int32_t>(a.i64("max-running", 64));
+  c.sched.max_batched_tokens = static_cast<int32_t>(a.i64("max-batched-tokens", 512));
+  c.sched.max_model_len = static_cast<int32_t>(a.i64("max-model-len", 0));
+  return c;
+}
+
+std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m) {
+  const int threads = static_cast<int>(a.i64("threads", 0));
+  if (threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
+  EngineConfig cfg = engine_config(a, *m);
+  try {
+    auto backend = std::make_unique<CpuBackend>(m, threads);
+    return std::make_unique<Engine>(m, std::move(backend), cfg);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace kvscope::cli

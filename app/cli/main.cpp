@@ -1,0 +1,54 @@
+// kvscope-cli: the headless face of the engine (generation, model inspection, benchmarks,
+// workloads). Every error is reported in one line and a non-zero exit code, never a crash.
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: kvscope-cli <command> [options]\n"
+    "commands:\n"
+    "  generate    generate text (default command): --model M --prompt P -n N [--json] [--logits-out F]\n"
+    "  inspect     show a GGUF file's metadata, tensors and KV cost per token: inspect MODEL [--json]\n"
+    "  make-model  write a synthetic random-weight GGUF: --out F [--arch llama --dtype q8_0 ...]\n"
+    "  bench       prefill/decode tokens/s as JSON: --model M [--prompt-len N --gen N]\n"
+    "run `kvscope-cli <command> --help` for the options of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvscope::cli;
+  std::string cmd = argc > 1 ? argv[1] : "generate";
+  int first = 2;
+  if (cmd.rfind("-", 0) == 0) {  // options only: the default command
+    if (cmd == "--help" || cmd == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    cmd = "generate";
+    first = 1;
+  }
+  try {
+    if (cmd == "generate") return cmd_generate(argc, argv, first);
+    if (cmd == "inspect") return cmd_inspect(argc, argv, first);
+    if (cmd == "make-model") return cmd_make_model(argc, argv, first);
+    if (cmd == "bench") return cmd_bench(argc, argv, first);
+    if (cmd == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << "kvscope-cli: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "kvscope-cli " << cmd << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kvscope-cli " << cmd << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,197 @@
+#include "cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <stdexcept>
+
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
+
+namespace kvscope {
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, int n_threads)
+    : model_(std::move(model)), pool_(n_threads) {
+  scores_.resize(static_cast<size_t>(pool_.size()));
+  tiles_.resize(static_cast<size_t>(pool_.size()));
+}
+
+std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
+
+void CpuBackend::init_kv(const KvLayout& layout, const AttentionPolicy& policy) {
+  const ModelConfig& c = model_->config;
+  if (layout.n_layer != c.n_layer || layout.n_head_kv != c.n_head_kv || layout.head_dim != c.head_dim)
+    throw std::invalid_argument("KV layout does not match the model");
+  kv_.init(layout);
+  policy_ = policy;
+}
+
+void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
+  for (const BlockCopy& cp : copies) kv_.copy_block(cp.src, cp.dst, cp.n_slots);
+}
+
+int32_t CpuBackend::layer_window(int32_t layer) const {
+  const ModelConfig& c = model_->config;
+  int32_t w = policy_.window;
+  if (c.layer_is_swa(layer) && c.sliding_window > 0) w = (w == 0) ? c.sliding_window : std::min(w, c.sliding_window);
+  return w;
+}
+
+// One query head of one token against the keys its sequence can see: the last `window`
+// positions (all when 0), plus the first `sinks` positions. Walks the block table; never
+// assumes physical blocks are adjacent.
+void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, int32_t h, const float* q, float* out,
+                            std::vector<float>& scores, std::vector<float>& tile) const {
+  const ModelConfig& c = model_->config;
+  const KvLayout& L = kv_.layout();
+  const int32_t bs = L.block_size, d = c.head_dim;
+  const int32_t g = h / (c.n_head / c.n_head_kv);
+  const int32_t pos = batch.positions[static_cast<size_t>(t)];
+  const auto& table = batch.block_tables[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
+  const int32_t window = layer_window(layer);
+  const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+  const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
+  const int32_t n_vis = n_sink + (pos - lo + 1);
+  scores.resize(static_cast<size_t>(n_vis));
+  tile.resize(static_cast<size_t>(bs) * d);
+
+  // Visible positions: [0, n_sink) then [lo, pos]. Visit them block by block.
+  auto for_each_run = [&](auto&& fn) {
+    int32_t idx = 0;
+    auto run = [&](int32_t from, int32_t to) {  // [from, to)
+      for (int32_t p = from; p < to;) {
+        const int32_t lb = p / bs, off = p % bs;
+        const int32_t n = std::min(bs - off, to - p);
+        const BlockId b = table[static_cast<size_t>(lb)];
+        assert(b != kNoBlock && "attention reached a dropped block");
+        fn(b, off, n, idx);
+        idx += n;
+        p += n;
+      }
+    };
+    run(0, n_sink);
+    run(lo, pos + 1);
+  };
+  const float scale = c.attn_scale;
+  for_each_run([&](BlockId b, int32_t off, int32_t n, int32_t idx) {
+    const float* k = kv_.load_tile(layer, false, b, g, off + n, tile.data());
+    for (int32_t j = 0; j < n; ++j) scores[static_cast<size_t>(idx + j)] = dot_f32(q, k + static_cast<int64_t>(off + j) * d, d) * scale;
+  });
+  softmax_inplace(scores.data(), n_vis);
+  std::fill(out, out + d, 0.0f);
+  for_each_run([&](BlockId b, int32_t off, int32_t n, int32_t idx) {
+    const float* v = kv_.load_tile(layer, true, b, g, off + n, tile.data());
+    for (int32_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<size_t>(idx + j)], v + static_cast<int64_t>(off + j) * d, out, d);
+  });
+}
+
+void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {
+  const ModelConfig& c = model_->config;
+  const int64_t n = static_cast<int64_t>(batch.n_tokens()) * c.n_head;
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int tid) {
+    auto& scores = scores_[static_cast<size_t>(tid)];
+    auto& tile = tiles_[static_cast<size_t>(tid)];
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t t = static_cast<int32_t>(i / c.n_head), h = static_cast<int32_t>(i % c.n_head);
+      const int64_t off = static_cast<int64_t>(t) * c.q_dim() + static_cast<int64_t>(h) * c.head_dim;
+      attend_one(layer, batch, t, h, q + off, out + off, scores, tile);
+    }
+  });
+}
+
+void CpuBackend::forward(const BatchView& batch, float* logits) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& W = model_->weights;
+  const int32_t n = batch.n_tokens();
+  if (n == 0) return;
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, D = c.head_dim;
+  x_.resize(static_cast<size_t>(n * E));
+  xn_.resize(static_cast<size_t>(n * E));
+  q_.resize(static_cast<size_t>(n * Q));
+  k_.resize(static_cast<size_t>(n * KV));
+  v_.resize(static_cast<size_t>(n * KV));
+  att_.resize(static_cast<size_t>(n * Q));
+  o_.resize(static_cast<size_t>(n * E));
+  gate_.resize(static_cast<size_t>(n * F));
+  up_.resize(static_cast<size_t>(n * F));
+
+  // Embedding lookup (rows dequantized from the file's dtype).
+  for (int32_t t = 0; t < n; ++t) {
+    const TokenId id = batch.tokens[static_cast<size_t>(t)];
+    if (id < 0 || id >= c.n_vocab) throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
+    float* xr = &x_[static_cast<size_t>(t * E)];
+    dequantize_row(W.token_embd.type(), W.token_embd.row(id), xr, E);
+    if (c.traits.embed_scale) {
+      const float s = std::sqrt(static_cast<float>(E));
+      for (int64_t i = 0; i < E; ++i) xr[i] *= s;
+    }
+  }
+
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = W.layers[static_cast<size_t>(il)];
+    for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
+    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
+    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
+    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+    const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+    for (int32_t t = 0; t < n; ++t) {
+      float* qt = &q_[t * Q];
+      float* kt = &k_[t * KV];
+      float* vt = &v_[t * KV];
+      if (c.traits.qkv_bias) {
+        for (int64_t i = 0; i < Q; ++i) qt[i] += L.bq[i];
+        for (int64_t i = 0; i < KV; ++i) kt[i] += L.bk[i];
+        for (int64_t i = 0; i < KV; ++i) vt[i] += L.bv[i];
+      }
+      const int32_t pos = batch.positions[static_cast<size_t>(t)];
+      for (int32_t h = 0; h < c.n_head; ++h) {
+        float* qh = qt + h * D;
+        if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
+        rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+      }
+      for (int32_t h = 0; h < c.n_head_kv; ++h) {
+        float* kh = kt + h * D;
+        if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
+        rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+        // Every token of the batch stores its K/V before any attention of this layer runs,
+        // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
+        kv_.store(il, false, batch.slot_mapping[static_cast<size_t>(t)], h, kh);
+        kv_.store(il, true, batch.slot_mapping[static_cast<size_t>(t)], h, vt + h * D);
+      }
+    }
+    attention(il, batch, q_.data(), att_.data());
+    matmul(L.wo, att_.data(), n, o_.data(), pool_);
+    for (int32_t t = 0; t < n; ++t) {
+      float* ot = &o_[t * E];
+      if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
+      float* xt = &x_[t * E];
+      for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
+      rms_norm(xt, L.ffn_norm.data(), &xn_[t * E], E, c.rms_eps);
+    }
+    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
+    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+    const int64_t nf = static_cast<int64_t>(n) * F;
+    if (c.traits.act == FfnActivation::Silu)
+      for (int64_t i = 0; i < nf; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+    else
+      for (int64_t i = 0; i < nf; ++i) gate_[i] = gelu_tanh(gate_[i]) * up_[i];
+    matmul(L.w_down, gate_.data(), n, o_.data(), pool_);
+    for (int32_t t = 0; t < n; ++t) {
+      float* ot = &o_[t * E];
+      if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);
+      float* xt = &x_[t * E];
+      for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
+    }
+  }
+
+  // Only the rows whose logits are wanted go through the (large) output matrix.
+  const int32_t n_out = static_cast<int32_t>(batch.logits_rows.size());
+  if (n_out == 0) return;
+  for (int32_t r = 0; r < n_out; ++r) {
+    const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
+    rms_norm(&x_[t * E], W.output_norm.data(), &xn_[r * E], E, c.rms_eps);
+  }
+  matmul(W.output, xn_.data(), n_out, logits, pool_);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,75 @@
+#include "cpu/ops.h"
+
+#include <cmath>
+
+namespace kvscope {
+
+void rms_norm(const float* x, const float* w, float* y, int32_t n, float eps) {
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (int32_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style) {
+  // Same recurrence as ggml's rope cache: theta_i = pos * base^(-2i/n_rot), built by repeated
+  // multiplication in f32 so our angles round the way llama.cpp's do.
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  const int32_t half = n_rot / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    const float angle = freq_scale * theta;
+    const float c = std::cos(angle), s = std::sin(angle);
+    float* a;
+    float* b;
+    if (style == RopeStyle::Normal) {
+      a = &x[2 * i];
+      b = &x[2 * i + 1];
+    } else {
+      a = &x[i];
+      b = &x[i + half];
+    }
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+    theta *= theta_scale;
+  }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+void softmax_inplace(float* x, int32_t n) {
+  float mx = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int32_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float dot_f32(const float* a, const float* b, int32_t n) {
+  // Several accumulators let the compiler vectorise without -ffast-math.
+  float acc[16] = {0};
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
+  float s = 0.0f;
+  for (int k = 0; k < 16; ++k) s += acc[k];
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void axpy_f32(float a, const float* x, float* y, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace kvscope

@@ -1,0 +1,21 @@
+#pragma once
+// Element-wise and per-row operations of the transformer forward, f32, matching ggml's CPU math.
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace kvscope {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (sum in double, as ggml does)
+void rms_norm(const float* x, const float* w, float* y, int32_t n, float eps);
+// Rotates the first n_rot dims of one head vector in place for position pos.
+void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style);
+float silu(float x);
+float gelu_tanh(float x);  // exact f32 tanh-GELU (llama.cpp uses an f16 table on CPU; see README)
+// In-place numerically stable softmax of n values.
+void softmax_inplace(float* x, int32_t n);
+float dot_f32(const float* a, const float* b, int32_t n);
+// y += a * x
+void axpy_f32(float a, const float* x, float* y, int32_t n);
+
+}  // namespace kvscope

@@ -1,0 +1,101 @@
+#pragma once
+// The engine step loop: schedule -> run (backend forward) -> postprocess (sample, finish,
+// publish a snapshot). Single-threaded by design: the caller (CLI loop or the UI's worker
+// thread) calls step(); only the backend uses worker threads inside a step.
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_dtype.h"
+#include "model/model.h"
+#include "telemetry/snapshot.h"
+
+namespace kvscope {
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;            // when 0, derived from kv_memory_bytes
+  int64_t kv_memory_bytes = 64LL << 20;
+  KvDtype kv_dtype = KvDtype::F32;
+  bool prefix_caching = true;
+  int32_t window = 0;
+  int32_t sinks = 0;
+  SchedulerConfig sched;             // max_model_len 0 -> model's context length
+  size_t max_events = 100000;        // bounded block-event history
+};
+
+struct Request {
+  std::vector<TokenId> prompt;       // BOS included as wanted
+  int32_t max_new_tokens = 16;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  bool record_logits = false;        // keep the logits of every sampling step (for --logits-out)
+  std::string label;
+};
+
+struct EngineCallbacks {
+  std::function<void(SeqId, TokenId)> on_token;     // called inside step()
+  std::function<void(SeqId)> on_finished;
+};
+
+class Engine {
+ public:
+  // Throws std::invalid_argument on a bad config (block size, empty pool...).
+  Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend, const EngineConfig& cfg);
+  ~Engine();
+
+  SeqId submit(const Request& r);
+  // n > 1 parallel samples of one prompt sharing its blocks; returns the n ids.
+  std::vector<SeqId> submit_parallel(const Request& r, int n);
+  void cancel(SeqId id);
+  bool step();                        // false when there was nothing to do
+  void run_until_idle();
+  bool has_work() const;
+
+  const Sequence& sequence(SeqId id) const;
+  const std::vector<std::vector<float>>& recorded_logits(SeqId id) const;
+  SnapshotPtr snapshot() const;       // newest published snapshot; never blocks on a step
+  std::vector<BlockEvent> events_since(uint64_t step) const;
+  void set_callbacks(EngineCallbacks cb) { callbacks_ = std::move(cb); }
+
+  const EngineConfig& config() const { return cfg_; }
+  const Model& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+  const KvCacheManager& kv() const { return *kv_; }
+  std::string kv_summary() const;     // "KV cache: N blocks = T tokens = X MiB, max concurrency at context C"
+
+ private:
+  struct SeqRuntime;
+  void postprocess(const SchedulerOutput& out, const std::vector<float>& logits);
+  void publish();
+  void finish(SeqRuntime& rt, SeqState state, FinishReason reason);
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Backend> backend_;
+  EngineConfig cfg_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unordered_map<SeqId, std::unique_ptr<SeqRuntime>> seqs_;
+  SeqId next_id_ = 1;
+  uint64_t arrival_counter_ = 0;
+  EngineCounters counters_;
+  EngineCallbacks callbacks_;
+  std::chrono::steady_clock::time_point start_;
+  std::deque<BlockEvent> events_;
+  std::vector<BlockSnap> prev_blocks_;
+  std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
+  double last_step_ms_ = 0;
+  mutable std::mutex snap_mu_;        // guards only the pointer swap
+  SnapshotPtr snapshot_;
+};
+
+}  // namespace kvscope

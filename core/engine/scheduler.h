@@ -1,0 +1,72 @@
+#pragma once
+// Continuous batching, vLLM style: a FCFS waiting queue and a running list. Each step the
+// scheduler gives every running sequence its next tokens (1 for decode, a chunk for prefill)
+// within a token budget, admits waiting sequences while the KV pool can hold their next chunk,
+// and, when the pool runs dry, preempts the newest running sequence by recompute (its blocks
+// are freed and it goes back to the front of the waiting queue).
+// The scheduler talks to the KV cache only through KvSlotAllocator, so the paged KvCacheManager
+// and the contiguous baseline (ContiguousKvManager) run the same policy on the same workload.
+// Invariant between steps: for every running sequence, kv.seq_len(id) == num_computed.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"  // BlockCopy, and the usual allocator
+#include "kv/kv_slot_allocator.h"
+
+namespace kvscope {
+
+struct SchedulerConfig {
+  int32_t max_running = 64;          // max sequences in one step
+  int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
+  int32_t max_model_len = 2048;      // a sequence may never exceed this many tokens
+};
+
+struct ScheduledChunk {
+  Sequence* seq;
+  int32_t first_pos;   // == seq->num_computed before the step
+  int32_t n_tokens;    // tokens of seq->all_tokens() [first_pos, first_pos + n_tokens) to compute
+  bool wants_logits;   // the chunk reaches the end of the sequence: sample a token after it
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<SeqId> preempted;       // this step
+  std::vector<SeqId> rejected;        // can never fit; state Rejected with error set
+  std::vector<BlockCopy> copies;      // copy-on-write block copies to perform before the forward
+  std::vector<SeqId> length_capped;   // reached max_model_len: state Finished, FinishReason::Length
+  int32_t total_tokens() const;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& cfg, KvSlotAllocator& kv);
+  const SchedulerConfig& config() const { return cfg_; }
+  void add(Sequence* seq);             // state Waiting, goes to the back of the queue (not owned)
+  SchedulerOutput schedule();          // one step's plan; allocates the slots it schedules
+  // After the forward + sampling: the engine appended tokens / finished sequences.
+  void on_step_done(const SchedulerOutput& out);
+  void finish(Sequence* seq, SeqState state);  // finished or cancelled: frees its blocks now
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  uint64_t preemptions() const { return preemptions_; }
+
+ private:
+  SchedulerConfig cfg_;
+  void preempt(Sequence* seq, SchedulerOutput& out);  // recompute later: blocks freed, front of waiting
+  void reject(Sequence* seq, std::string why, SchedulerOutput& out);
+  void remove(Sequence* seq);                         // out of running_ and waiting_
+  bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);
+
+  KvSlotAllocator& kv_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;     // in admission order (newest last)
+  uint64_t preemptions_ = 0;
+  int64_t step_ = 0;             // schedule() calls so far (Sequence::arrival_step)
+  uint64_t next_arrival_ = 0;    // Sequence::arrival_order
+};
+
+}  // namespace kvscope

@@ -1,0 +1,67 @@
+#pragma once
+// Tensor element types as ggml numbers them in GGUF files, with their block layouts.
+// The block structs are bit-exact copies of llama.cpp's layouts (ggml-common.h) so that
+// weights can be read straight out of the mmapped file.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvscope {
+
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
+  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
+  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+};
+
+constexpr int QK8_0 = 32;
+constexpr int QK4_0 = 32;
+constexpr int QK_K = 256;
+constexpr int K_SCALE_SIZE = 12;
+
+using ggml_half = uint16_t;  // IEEE binary16 bits
+
+#pragma pack(push, 1)
+struct BlockQ8_0 { ggml_half d; int8_t qs[QK8_0]; };                          // 34 bytes
+struct BlockQ4_0 { ggml_half d; uint8_t qs[QK4_0 / 2]; };                     // 18 bytes
+struct BlockQ4_K { ggml_half d; ggml_half dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };  // 144
+struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; ggml_half d; }; // 210
+struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };     // 292 (activations only)
+#pragma pack(pop)
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+struct GgmlTypeInfo {
+  const char* name;     // "f32", "q4_K", ... as llama.cpp prints them; "unknown" if not a ggml type
+  int64_t block_elems;  // elements per block (1 for plain floats); 0 when unknown
+  size_t block_bytes;   // bytes per block; 0 when unknown
+  bool supported;       // kvscope can dequantize and multiply it
+};
+
+// Works for any raw value read from a file, including values ggml never defined.
+GgmlTypeInfo ggml_type_info(uint32_t raw_type);
+inline GgmlTypeInfo ggml_type_info(GgmlType t) { return ggml_type_info(static_cast<uint32_t>(t)); }
+std::string ggml_type_name(uint32_t raw_type);  // "q6_K", or "unknown type 77"
+bool ggml_type_supported(GgmlType t);
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).
+size_t ggml_row_bytes(GgmlType t, int64_t n);
+
+// Half / bfloat conversion (IEEE round-to-nearest-even, like ggml's reference code).
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);
+float bf16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);  // round-to-nearest-even, NaN kept quiet (as ggml)
+
+// Dequantize n elements (a whole number of blocks) of type t into f32.
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+// Reference quantizers (as llama.cpp's *_ref functions): used by the GGUF writer for synthetic
+// models and by the matmul to round activations to the weight's vec-dot type.
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+}  // namespace kvscope

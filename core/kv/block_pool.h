@@ -1,0 +1,76 @@
+#pragma once
+// Bookkeeping for a fixed pool of physical KV blocks (no tensor memory here).
+// A block is free (ref 0, no hash), in use (ref > 0), or cached-evictable (ref 0 with a hash:
+// its K/V are still valid and a later prefix-cache hit can revive it). Free and evictable blocks
+// share one LRU queue, as in vLLM: allocate() takes the least recently freed block and, if it was
+// cached, drops its hash (an eviction).
+// Chain invariant: a hashed block's parent is kNoBlock or a hashed block, and a hashed block's
+// contents never change. Evicting a block therefore also un-hashes its cached descendants
+// (counted as `orphaned`): their K/V were computed after the old parent contents, so a lookup
+// through a reused parent id must never find them. With it, lookup(hash, parent, tokens) is exact
+// by induction over the chain, whatever the hash function does.
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_types.h"
+
+namespace kvscope {
+
+struct BlockState {
+  int32_t ref_count = 0;
+  int32_t filled = 0;                 // slots written (0..block_size)
+  bool hashed = false;                // full block registered in the prefix cache
+  BlockHash hash = 0;
+  BlockId parent = kNoBlock;          // previous block of the hash chain (exact collision check)
+  std::vector<TokenId> tokens;        // token ids of a hashed block (exact collision check)
+};
+
+struct BlockPoolCounters {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;       // ref count reached 0
+  uint64_t evictions = 0;   // a cached block's hash dropped to reuse the block
+  uint64_t orphaned = 0;    // cached descendants un-hashed because an ancestor was evicted
+};
+
+class BlockPool {
+ public:
+  explicit BlockPool(int32_t num_blocks);
+  BlockPool(int32_t num_blocks, int32_t block_size);  // block_size > 0 also bounds set_filled/set_hash
+  int32_t num_blocks() const;
+  int32_t num_free() const;        // allocatable now: truly free + cached-evictable
+  int32_t num_evictable() const;   // ref 0 but still hashed
+  int32_t num_used() const;        // ref > 0
+
+  std::optional<BlockId> allocate();        // ref becomes 1; evicts the LRU cached block if needed
+  void ref(BlockId b);                      // another table holds b (revives an evictable block)
+  void unref(BlockId b);                    // ref 0: to the LRU tail (hashed blocks stay cached)
+  void set_filled(BlockId b, int32_t filled);
+  // Register a full block in the prefix cache. tokens/parent are stored so a hash collision
+  // can never return the wrong K/V (lookup compares them exactly).
+  void set_hash(BlockId b, BlockHash h, BlockId parent, std::span<const TokenId> tokens);
+  std::optional<BlockId> lookup(BlockHash h, BlockId parent, std::span<const TokenId> tokens) const;
+
+  const BlockState& state(BlockId b) const;
+  const BlockPoolCounters& counters() const { return counters_; }
+  void validate() const;  // throws std::logic_error naming the broken invariant
+
+ private:
+  void drop_hash(BlockId b);
+  void check_id(BlockId b) const;
+  void unlink_child(BlockId parent, BlockId child);
+  int32_t block_size_ = 0;                                  // 0: unknown (no upper bound checks)
+  int32_t evictable_ = 0;                                   // ref 0 and hashed
+  std::vector<std::vector<BlockId>> children_;              // hashed blocks whose parent is this block
+  std::vector<BlockState> blocks_;
+  std::list<BlockId> lru_;                                  // ref-0 blocks, least recently freed first
+  std::vector<std::list<BlockId>::iterator> lru_pos_;       // per block, valid when ref 0
+  std::unordered_multimap<BlockHash, BlockId> cached_;      // hash -> block
+  BlockPoolCounters counters_;
+  int32_t used_ = 0;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,28 @@
+#pragma once
+// Shape of the KV block pool shared by every backend: per layer, keys and values are stored as
+// [block][kv_head][slot_in_block][head_dim], so one (block, head) is a contiguous tile that the
+// attention loop walks block by block through the block table.
+#include <cstdint>
+
+#include "kv/kv_dtype.h"
+
+namespace kvscope {
+
+struct KvLayout {
+  int32_t n_layer = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  KvDtype dtype = KvDtype::F32;
+
+  int64_t bytes_per_token() const { return 2LL * n_layer * n_head_kv * kv_bytes_per_head_vector(dtype, head_dim); }
+  int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
+  int64_t total_bytes() const { return bytes_per_block() * num_blocks; }
+  // Element offset of (block, head, slot) inside one layer's K or V array.
+  int64_t tile_offset(int32_t block, int32_t head, int32_t slot_in_block) const {
+    return ((static_cast<int64_t>(block) * n_head_kv + head) * block_size + slot_in_block) * head_dim;
+  }
+};
+
+}  // namespace kvscope

@@ -1,0 +1,29 @@
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+
+using TokenId = int32_t;
+using BlockId = int32_t;
+using SeqId = int64_t;
+using BlockHash = uint64_t;
+
+constexpr BlockId kNoBlock = -1;  // a block-table entry whose block was dropped (outside the window)
+
+// Copy-on-write work for the backend: copy slots [src*bs, src*bs + n_slots) to [dst*bs, ...),
+// bs being the allocator's block size (1 for the contiguous baseline, whose "blocks" are slots).
+struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; };
+
+// Bookkeeping bugs must never become silent wrong K/V, and the default build is Release
+// (NDEBUG), so these checks stay on and throw instead of aborting: a test can catch them and
+// the GUI can report them.
+[[noreturn]] inline void kv_check_failed(const char* cond, const std::string& what, const char* file, int line) {
+  throw std::logic_error(std::string(file) + ":" + std::to_string(line) + ": " + what + " (" + cond + ")");
+}
+
+}  // namespace kvscope
+
+#define KV_CHECK(cond, what) \
+  do { if (!(cond)) ::kvscope::kv_check_failed(#cond, (what), __FILE__, __LINE__); } while (0)

@@ -1,0 +1,125 @@
+#include "model/model_config.h"
+
+#include <cmath>
+
+#include "gguf/gguf_file.h"
+
+namespace kvscope {
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3"};
+  return archs;
+}
+
+static ArchTraits traits_for(const std::string& arch) {
+  ArchTraits t;
+  if (arch == "llama") return t;
+  if (arch == "qwen2") {
+    t.rope = RopeStyle::Neox;
+    t.qkv_bias = true;
+    return t;
+  }
+  if (arch == "qwen3") {
+    t.rope = RopeStyle::Neox;
+    t.qk_norm = true;
+    return t;
+  }
+  if (arch == "gemma3") {
+    t.rope = RopeStyle::Neox;
+    t.act = FfnActivation::GeluTanh;
+    t.qk_norm = true;
+    t.post_norms = true;
+    t.embed_scale = true;
+    t.interleaved_swa = true;
+    return t;
+  }
+  std::string list;
+  for (const auto& a : supported_architectures()) list += (list.empty() ? "" : ", ") + a;
+  throw ModelError("unsupported architecture '" + arch + "' (kvscope runs: " + list + ")");
+}
+
+namespace {
+struct Reader {
+  const GgufFile& f;
+  const std::string& arch;
+  int64_t req_int(const std::string& key) const {
+    auto v = f.get_int(arch + "." + key);
+    if (!v) throw ModelError("missing hyper-parameter '" + arch + "." + key + "'");
+    return *v;
+  }
+  int64_t opt_int(const std::string& key, int64_t def) const { return f.get_int(arch + "." + key).value_or(def); }
+  double opt_float(const std::string& key, double def) const { return f.get_float(arch + "." + key).value_or(def); }
+};
+
+int32_t checked_i32(int64_t v, const std::string& what, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw ModelError(what + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+  return static_cast<int32_t>(v);
+}
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) throw ModelError("missing 'general.architecture': not a model file");
+  c.arch = *arch;
+  c.traits = traits_for(c.arch);
+  c.name = f.get_string("general.name").value_or("");
+  Reader r{f, c.arch};
+  constexpr int64_t kBig = int64_t(1) << 24;
+  c.n_embd = checked_i32(r.req_int("embedding_length"), c.arch + ".embedding_length", 1, kBig);
+  c.n_layer = checked_i32(r.req_int("block_count"), c.arch + ".block_count", 1, 4096);
+  c.n_head = checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
+  // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
+  c.n_head_kv = checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
+  c.n_ff = checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
+  c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
+  if (c.n_head % c.n_head_kv != 0)
+    throw ModelError("head counts do not divide: " + std::to_string(c.n_head) + " query heads, " +
+                     std::to_string(c.n_head_kv) + " KV heads");
+  const int64_t key_len = r.opt_int("attention.key_length", c.n_embd % c.n_head == 0 ? c.n_embd / c.n_head : 0);
+  if (key_len <= 0)
+    throw ModelError("embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
+                     std::to_string(c.n_head) + " and attention.key_length is missing");
+  c.head_dim = checked_i32(key_len, c.arch + ".attention.key_length", 2, 4096);
+  const int64_t val_len = r.opt_int("attention.value_length", c.head_dim);
+  if (val_len != c.head_dim)
+    throw ModelError("attention.value_length " + std::to_string(val_len) + " != key_length " +
+                     std::to_string(c.head_dim) + " is not supported");
+  c.rms_eps = static_cast<float>(r.opt_float("attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) throw ModelError("layer_norm_rms_epsilon must be positive");
+  c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
+  c.rope_base_swa = static_cast<float>(r.opt_float("rope.freq_base_swa", 10000.0));
+  if (!(c.rope_base > 0.0f) || !(c.rope_base_swa > 0.0f)) throw ModelError("rope.freq_base must be positive");
+  double scale = r.opt_float("rope.scale_linear", 0.0);
+  if (scale == 0.0) {
+    const std::string type = f.get_string(c.arch + ".rope.scaling.type").value_or("none");
+    if (type == "linear") scale = r.opt_float("rope.scaling.factor", 1.0);
+    else if (type != "none" && type != "")
+      throw ModelError("rope scaling type '" + type + "' is not supported yet");
+  }
+  c.rope_freq_scale = scale > 0.0 ? static_cast<float>(1.0 / scale) : 1.0f;
+  c.rope_dim = checked_i32(r.opt_int("rope.dimension_count", c.head_dim), c.arch + ".rope.dimension_count", 2, c.head_dim);
+  if (c.rope_dim % 2 != 0) throw ModelError("rope.dimension_count must be even");
+  if (c.traits.interleaved_swa) {
+    c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), c.arch + ".attention.sliding_window", 0, int64_t(1) << 30);
+    // Real Gemma 3 files omit the pattern; llama.cpp then uses 6 (5 sliding layers, 1 global).
+    c.swa_pattern = checked_i32(r.opt_int("attention.sliding_window_pattern", 6), c.arch + ".attention.sliding_window_pattern", 1, 4096);
+  }
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  if (const GgufValue* toks = f.find("tokenizer.ggml.tokens"); toks && toks->type == GgufValueType::ARRAY)
+    c.n_vocab = static_cast<int32_t>(toks->arr.size());
+  if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight")) {
+    const int64_t rows = emb->ne.size() > 1 ? emb->ne[1] : 1;
+    if (c.n_vocab == 0) c.n_vocab = static_cast<int32_t>(rows);
+    if (rows != c.n_vocab)
+      throw ModelError("vocabulary size mismatch: tokenizer has " + std::to_string(c.n_vocab) +
+                       " tokens but token_embd.weight has " + std::to_string(rows) + " rows");
+  }
+  if (c.n_vocab <= 0) throw ModelError("no vocabulary: tokenizer.ggml.tokens and token_embd.weight are missing");
+  return c;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,33 @@
+#pragma once
+// Random-weight models written as real GGUF files: for tests (any architecture, shape, dtype),
+// benchmarks, and as the app's last-resort default model. Clearly labelled: general.name says
+// "RANDOM WEIGHTS" and kvscope.synthetic = true.
+#include <cstdint>
+#include <string>
+
+#include "gguf/ggml_types.h"
+
+namespace kvscope {
+
+struct SyntheticSpec {
+  std::string arch = "llama";     // llama, qwen2, qwen3, gemma3
+  int32_t n_vocab = 512;          // >= 259 (unk, bos, eos and 256 byte tokens)
+  int32_t n_embd = 256;
+  int32_t n_layer = 2;
+  int32_t n_head = 4;
+  int32_t n_head_kv = 2;
+  int32_t head_dim = 0;           // 0: n_embd / n_head
+  int32_t n_ff = 768;
+  int32_t n_ctx = 4096;
+  float rope_base = 10000.0f;
+  int32_t sliding_window = 32;    // gemma3 only
+  int32_t swa_pattern = 3;        // gemma3 only
+  GgmlType dtype = GgmlType::F32; // matrices; norms stay f32
+  bool tied_output = false;
+  uint64_t seed = 1;
+};
+
+// Writes the model; throws std::runtime_error on a bad spec or I/O failure.
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
+
+}  // namespace kvscope

@@ -1,0 +1,99 @@
+#pragma once
+// Everything a panel draws, copied out of the engine after a step. Immutable once published
+// (shared_ptr<const Snapshot>), so the UI thread reads it without ever locking the engine.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/kv_types.h"
+
+namespace kvscope {
+
+enum class BlockStatus : uint8_t { Free, Used, Cached };  // Cached: ref 0 but hashed (evictable)
+const char* block_status_name(BlockStatus s);
+
+struct BlockSnap {
+  BlockStatus status = BlockStatus::Free;
+  int32_t ref_count = 0;
+  int32_t filled = 0;          // slots holding a token
+  bool hashed = false;
+  BlockHash hash = 0;
+  SeqId owner = -1;            // lowest owning sequence id (-1: none); all owners via seq tables
+  bool sink = false;           // holds attention-sink positions of some sequence
+};
+
+enum class BlockEventKind : uint8_t { Allocated, Freed, Shared, CopiedOnWrite, Cached, CacheHit, Evicted, Preempted, DroppedOutOfWindow };
+const char* block_event_name(BlockEventKind k);
+
+struct BlockEvent {
+  uint64_t step = 0;
+  BlockEventKind kind = BlockEventKind::Allocated;
+  BlockId block = kNoBlock;
+  SeqId seq = -1;
+  BlockId other = kNoBlock;    // CopiedOnWrite: the source block
+};
+
+struct SeqSnap {
+  SeqId id = 0;
+  std::string label;           // e.g. "chat 2", "req 7"
+  SeqState state = SeqState::Waiting;
+  std::vector<BlockId> block_table;   // logical -> physical, kNoBlock where dropped
+  std::vector<TokenId> tokens;        // prompt + generated
+  int32_t prompt_len = 0;
+  int32_t generated = 0;
+  int32_t num_computed = 0;           // tokens whose K/V are in the cache
+  int32_t cached_prompt_tokens = 0;   // prompt tokens reused from the prefix cache
+  int32_t preemptions = 0;
+  double ttft_ms = -1;                // -1 until the first token
+  double mean_itl_ms = -1;            // mean inter-token latency
+  std::string error;
+};
+
+struct EngineCounters {
+  uint64_t steps = 0;
+  uint64_t tokens_prefilled = 0;      // prompt tokens computed (not counting prefix hits)
+  uint64_t tokens_decoded = 0;        // generated tokens
+  uint64_t preemptions = 0;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t evictions = 0;
+  uint64_t prefix_queries_tokens = 0;
+  uint64_t prefix_hits_tokens = 0;
+  uint64_t requests_finished = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_rejected = 0;
+};
+
+struct MemorySnap {
+  int64_t weights_bytes = 0;
+  int64_t kv_bytes_per_token = 0;
+  int64_t kv_bytes_per_block = 0;
+  int32_t blocks_total = 0, blocks_used = 0, blocks_cached = 0, blocks_free = 0;
+  int64_t slots_reserved = 0;         // used blocks x block_size
+  int64_t slots_filled = 0;           // tokens actually stored
+  double waste_pct = 0;               // 100 * (1 - filled / reserved)
+};
+
+struct Snapshot {
+  uint64_t step = 0;
+  double elapsed_s = 0;               // engine wall time since start
+  std::string model;                  // Model::describe()
+  std::string backend;
+  int32_t block_size = 16;
+  std::string kv_dtype = "f32";
+  int32_t window = 0, sinks = 0;
+  bool prefix_caching = true;
+  std::vector<BlockSnap> blocks;      // [num_blocks]
+  std::vector<SeqSnap> seqs;          // live and recently finished
+  EngineCounters counters;
+  MemorySnap memory;
+  double step_ms = 0;                 // duration of the last step
+  double tokens_per_s = 0;            // generated tokens per second over the last second or so
+  std::vector<BlockEvent> events;     // events of this step
+};
+
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
+
+}  // namespace kvscope

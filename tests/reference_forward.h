@@ -1,0 +1,141 @@
+#pragma once
+// The oracle: a plain, obviously-correct forward pass. Contiguous per-sequence KV cache,
+// weights dequantized to f32 once, scalar loops with double accumulation, no batching, no
+// paging, no threads. Every optimisation of the real engine is compared against this.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+
+namespace kvscope::test {
+
+class ReferenceForward {
+ public:
+  explicit ReferenceForward(std::shared_ptr<const Model> m, int32_t window = 0, int32_t sinks = 0)
+      : m_(std::move(m)), window_(window), sinks_(sinks) {
+    const ModelConfig& c = m_->config;
+    k_.resize(static_cast<size_t>(c.n_layer));
+    v_.resize(static_cast<size_t>(c.n_layer));
+  }
+
+  // Feeds one token at the next position; returns its logits.
+  std::vector<float> step(TokenId tok) {
+    const ModelConfig& c = m_->config;
+    const ModelWeights& W = m_->weights;
+    const int32_t pos = n_past_++;
+    const int32_t E = c.n_embd, D = c.head_dim;
+    std::vector<float> x = row(W.token_embd, tok);
+    if (c.traits.embed_scale)
+      for (auto& v : x) v *= std::sqrt(static_cast<float>(E));
+    for (int32_t il = 0; il < c.n_layer; ++il) {
+      const LayerWeights& L = W.layers[static_cast<size_t>(il)];
+      std::vector<float> xn = norm(x, L.attn_norm);
+      std::vector<float> q = matvec(L.wq, xn), k = matvec(L.wk, xn), v = matvec(L.wv, xn);
+      if (c.traits.qkv_bias)
+        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
+      if (c.traits.qkv_bias)
+        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
+      const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+      for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base);
+      for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base);
+      auto& K = k_[static_cast<size_t>(il)];
+      auto& V = v_[static_cast<size_t>(il)];
+      K.insert(K.end(), k.begin(), k.end());
+      V.insert(V.end(), v.begin(), v.end());
+      int32_t win = window_;
+      if (c.layer_is_swa(il) && c.sliding_window > 0) win = win == 0 ? c.sliding_window : std::min(win, c.sliding_window);
+      std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
+      for (int32_t h = 0; h < c.n_head; ++h) {
+        const int32_t g = h / (c.n_head / c.n_head_kv);
+        std::vector<int32_t> vis;
+        const int32_t lo = win > 0 ? std::max(0, pos - win + 1) : 0;
+        for (int32_t j = 0; j < (win > 0 ? std::min(sinks_, lo) : 0); ++j) vis.push_back(j);
+        for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
+        std::vector<double> s(vis.size());
+        double mx = -1e300;
+        for (size_t t = 0; t < vis.size(); ++t) {
+          double d = 0;
+          for (int32_t i = 0; i < D; ++i)
+            d += static_cast<double>(q[static_cast<size_t>(h * D + i)]) * K[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D + i)];
+          s[t] = d * c.attn_scale;
+          mx = std::max(mx, s[t]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int32_t i = 0; i < D; ++i) {
+          double acc = 0;
+          for (size_t t = 0; t < vis.size(); ++t) acc += s[t] / sum * V[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D + i)];
+          att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
+        }
+      }
+      std::vector<float> o = matvec(L.wo, att);
+      if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
+      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+      xn = norm(x, L.ffn_norm);
+      std::vector<float> gt = matvec(L.w_gate, xn), up = matvec(L.w_up, xn);
+      for (size_t i = 0; i < gt.size(); ++i) {
+        const double g = gt[i];
+        const double a = c.traits.act == FfnActivation::Silu
+                             ? g / (1.0 + std::exp(-g))
+                             : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)));
+        gt[i] = static_cast<float>(a * up[i]);
+      }
+      o = matvec(L.w_down, gt);
+      if (c.traits.post_norms) o = norm(o, L.post_ffw_norm);
+      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+    }
+    return matvec(W.output, norm(x, W.output_norm));
+  }
+
+ private:
+  std::vector<float> row(const TensorView& t, int64_t r) const {
+    std::vector<float> out(static_cast<size_t>(t.ne(0)));
+    dequantize_row(t.type(), t.row(r), out.data(), t.ne(0));
+    return out;
+  }
+  std::vector<float> matvec(const TensorView& w, const std::vector<float>& x) const {
+    std::vector<float> y(static_cast<size_t>(w.ne(1)));
+    std::vector<float> r(static_cast<size_t>(w.ne(0)));
+    for (int64_t o = 0; o < w.ne(1); ++o) {
+      dequantize_row(w.type(), w.row(o), r.data(), w.ne(0));
+      double acc = 0;
+      for (int64_t i = 0; i < w.ne(0); ++i) acc += static_cast<double>(r[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      y[static_cast<size_t>(o)] = static_cast<float>(acc);
+    }
+    return y;
+  }
+  std::vector<float> norm(const std::vector<float>& x, const std::vector<float>& w) const {
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + m_->config.rms_eps);
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * w[i]);
+    return y;
+  }
+  void head_prep(float* h, const std::vector<float>& qk_norm, int32_t pos, float base) const {
+    const ModelConfig& c = m_->config;
+    const int32_t D = c.head_dim;
+    if (c.traits.qk_norm) {
+      std::vector<float> v(h, h + D);
+      v = norm(v, qk_norm);
+      std::copy(v.begin(), v.end(), h);
+    }
+    const int32_t half = c.rope_dim / 2;
+    for (int32_t i = 0; i < half; ++i) {
+      const double theta = pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
+      const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
+      const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
+      const double x0 = h[a], x1 = h[b];
+      h[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+      h[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+  }
+
+  std::shared_ptr<const Model> m_;
+  int32_t window_, sinks_;
+  int32_t n_past_ = 0;
+  std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim]
+};
+
+}  // namespace kvscope::test

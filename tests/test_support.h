@@ -1,0 +1,27 @@
+#pragma once
+// Where tests find the read-only shared models/golden data and a writable scratch folder.
+#include <QtTest>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace kvscope::test {
+
+inline std::filesystem::path shared_dir() {
+  const char* env = std::getenv("KVSCOPE_SHARED_DIR");
+  return env ? std::filesystem::path(env) : std::filesystem::path("../shared");
+}
+inline std::filesystem::path models_dir() { return shared_dir() / "models"; }
+inline std::filesystem::path golden_dir() { return shared_dir() / "golden"; }
+inline std::filesystem::path tmp_dir() {
+  const char* env = std::getenv("KVSCOPE_TEST_TMP");
+  std::filesystem::path p = env ? std::filesystem::path(env) : std::filesystem::temp_directory_path() / "kvscope-test";
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+}  // namespace kvscope::test
+
+// The shared models are part of the test contract: a missing file fails, it does not skip.
+#define KVSCOPE_REQUIRE_FILE(path) \
+  QVERIFY2(std::filesystem::exists(path), ("missing test data: " + (path).string()).c_str())
