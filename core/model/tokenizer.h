@@ -69,7 +69,7 @@ class Tokenizer {
 
   // Type-specific metadata (merges, pre-tokenizer, defaults), run after the token arrays are loaded
   // and before the special ids and add_bos/add_eos keys are read.
-  virtual void configure(const GgufFile& file) = 0;
+  virtual void configure(const GgufFile& /*file*/) {}
   // llama.cpp's tokenizer_st_partition: control/unknown tokens (only when parse_special) and
   // user-defined tokens (always) found in the text become their own fragments.
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;

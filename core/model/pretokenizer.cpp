@@ -1,0 +1,320 @@
+#include "model/pretokenizer.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "model/unicode.h"
+
+namespace kvscope {
+namespace {
+
+using unicode::flags;
+
+struct PreType {
+  const char* name;
+  std::vector<PreTokenizer::Step> steps;
+  bool ignore_merges;
+  bool add_bos;
+};
+
+using S = PreTokenizer::Step;
+
+const std::vector<PreType>& pre_types() {
+  static const std::vector<PreType> types = {
+      // llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT (also used when tokenizer.ggml.pre is absent)
+      {"default", {S::PunctRun, S::Gpt2, S::NumberRun, S::AsciiDigits3}, false, false},
+      {"gpt-2", {S::Gpt2}, false, false},
+      {"phi-2", {S::Gpt2}, false, false},
+      {"mpt", {S::Gpt2}, false, false},
+      {"olmo", {S::Gpt2}, false, false},
+      {"jais", {S::Gpt2}, false, false},
+      {"exaone4", {S::Gpt2}, false, false},
+      {"llama3", {S::Llama3}, true, true},
+      {"llama-v3", {S::Llama3}, true, true},
+      {"llama-bpe", {S::Llama3}, true, true},
+      {"falcon3", {S::Llama3}, true, true},
+      {"pixtral", {S::Llama3}, true, true},
+      {"dbrx", {S::Llama3}, false, false},
+      {"smaug-bpe", {S::Llama3}, false, false},
+      {"qwen2", {S::Qwen2}, false, false},
+      {"deepseek-r1-qwen", {S::Qwen2}, false, false},
+      {"stablelm2", {S::Qwen2}, false, false},
+      {"megrez", {S::Qwen2}, false, false},
+      {"deepseek-coder", {S::Newline, S::SpaceLetters, S::SpacePunct, S::CjkRun, S::Number}, false, false},
+      {"starcoder", {S::Number, S::Gpt2}, false, false},
+      {"refact", {S::Number, S::Gpt2}, false, false},
+      {"command-r", {S::Number, S::Gpt2}, false, false},
+      {"smollm", {S::Number, S::Gpt2}, false, false},
+      {"codeshell", {S::Number, S::Gpt2}, false, false},
+  };
+  return types;
+}
+
+// A fragment is cpts[begin, end); positions at or past `end` read as "no code point" (flags 0).
+struct Fragment {
+  const std::vector<uint32_t>& cpts;
+  size_t begin, end;
+  static constexpr uint32_t kNone = 0xFFFFFFFF;
+  uint32_t cpt(size_t pos) const { return pos >= begin && pos < end ? cpts[pos] : kNone; }
+  uint16_t fl(size_t pos) const { return pos >= begin && pos < end ? flags(cpts[pos]) : 0; }
+};
+
+constexpr uint16_t kWLN = unicode::kWhitespace | unicode::kLetter | unicode::kNumber;
+
+// Emits the lengths of consecutive pieces of one fragment.
+class Emitter {
+ public:
+  Emitter(std::vector<size_t>& out, size_t begin) : out_(out), prev_(begin) {}
+  size_t to(size_t end) {
+    const size_t len = end - prev_;
+    if (len > 0) out_.push_back(len);
+    prev_ = end;
+    return len;
+  }
+
+ private:
+  std::vector<size_t>& out_;
+  size_t prev_;
+};
+
+// 's|'t|'re|'ve|'m|'ll|'d  (case-insensitive when `fold`)
+size_t contraction(const Fragment& f, size_t pos, bool fold) {
+  if (f.cpt(pos) != '\'' || pos + 1 >= f.end) return 0;
+  auto low = [&](uint32_t c) { return fold ? unicode::ascii_tolower(c) : c; };
+  const uint32_t n1 = low(f.cpt(pos + 1));
+  if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
+  if (pos + 2 >= f.end) return 0;
+  const uint32_t n2 = low(f.cpt(pos + 2));
+  if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) return 3;
+  return 0;
+}
+
+void scan_gpt2(const Fragment& f, std::vector<size_t>& out) {
+  Emitter emit(out, f.begin);
+  for (size_t pos = f.begin; pos < f.end;) {
+    const uint32_t c = f.cpt(pos);
+    if (size_t n = contraction(f, pos, false)) {
+      pos += emit.to(pos + n);
+      continue;
+    }
+    const uint16_t fl2 = c == ' ' ? f.fl(pos + 1) : f.fl(pos);
+    const uint16_t cls = fl2 & (unicode::kLetter | unicode::kNumber);
+    if (cls) {  // ' ?\p{L}+' or ' ?\p{N}+'
+      pos += (c == ' ');
+      while (f.fl(pos) & cls) ++pos;
+      emit.to(pos);
+      continue;
+    }
+    if (!(fl2 & kWLN) && fl2) {  // ' ?[^\s\p{L}\p{N}]+'
+      pos += (c == ' ');
+      while (!(f.fl(pos) & kWLN) && f.fl(pos)) ++pos;
+      emit.to(pos);
+      continue;
+    }
+    size_t nws = 0;
+    while (f.fl(pos + nws) & unicode::kWhitespace) ++nws;
+    if (nws > 1 && f.cpt(pos + nws) != Fragment::kNone) {  // '\s+(?!\S)': leave one for the next word
+      pos += nws - 1;
+      emit.to(pos);
+    } else if (nws > 0) {  // '\s+'
+      pos += nws;
+      emit.to(pos);
+    } else {
+      emit.to(++pos);
+    }
+  }
+}
+
+void scan_llama3(const Fragment& f, size_t max_digits, std::vector<size_t>& out) {
+  Emitter emit(out, f.begin);
+  for (size_t pos = f.begin; pos < f.end;) {
+    const uint32_t c = f.cpt(pos);
+    const uint16_t fl = f.fl(pos);
+    if (size_t n = contraction(f, pos, true)) {
+      pos += emit.to(pos + n);
+      continue;
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (!(c == '\r' || c == '\n' || (fl & unicode::kNumber))) {
+      if ((fl & unicode::kLetter) || (f.fl(pos + 1) & unicode::kLetter)) {
+        ++pos;
+        while (f.fl(pos) & unicode::kLetter) ++pos;
+        emit.to(pos);
+        continue;
+      }
+    }
+    // \p{N}{1,max_digits}
+    if (fl & unicode::kNumber) {
+      size_t ini = pos;
+      while (f.fl(pos) & unicode::kNumber) {
+        if (++pos - ini >= max_digits) {
+          emit.to(pos);
+          ini = pos;
+        }
+      }
+      emit.to(pos);
+      continue;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    const uint16_t fl2 = c == ' ' ? f.fl(pos + 1) : fl;
+    if (!(fl2 & kWLN) && fl) {
+      pos += (c == ' ');
+      while (!(f.fl(pos) & kWLN) && f.fl(pos)) ++pos;
+      while (f.cpt(pos) == '\r' || f.cpt(pos) == '\n') ++pos;
+      emit.to(pos);
+      continue;
+    }
+    size_t nws = 0, last_newline_end = 0;
+    while (f.fl(pos + nws) & unicode::kWhitespace) {
+      const uint32_t w = f.cpt(pos + nws);
+      if (w == '\r' || w == '\n') last_newline_end = pos + nws + 1;
+      ++nws;
+    }
+    if (last_newline_end > 0) {  // \s*[\r\n]+
+      pos = last_newline_end;
+      emit.to(pos);
+    } else if (nws > 1 && f.cpt(pos + nws) != Fragment::kNone) {  // \s+(?!\S)
+      pos += nws - 1;
+      emit.to(pos);
+    } else if (nws > 0) {  // \s+
+      pos += nws;
+      emit.to(pos);
+    } else {
+      emit.to(++pos);
+    }
+  }
+}
+
+bool is_ws(uint32_t c) { return flags(c) & unicode::kWhitespace; }
+
+// Length of the match of a simple pattern at `pos` (0: none). These patterns run through std::regex
+// in llama.cpp, which searches for the leftmost match and keeps the text between matches as pieces.
+size_t match_simple(S step, const Fragment& f, size_t pos) {
+  auto run = [&](size_t p, auto pred) {
+    while (p < f.end && pred(f.cpts[p])) ++p;
+    return p;
+  };
+  const uint32_t c = f.cpts[pos];
+  switch (step) {
+    case S::PunctRun: {
+      auto pred = [](uint32_t x) {
+        if (x < 0x80 && (x == '$' || x == '+' || x == '<' || x == '=' || x == '>' || x == '^' || x == '~' ||
+                         x == '|'))
+          return true;
+        return (flags(x) & unicode::kPunctuation) && !(x >= 0x80 && is_ws(x));
+      };
+      return run(pos, pred) - pos;
+    }
+    case S::NumberRun:
+      return run(pos, [](uint32_t x) { return unicode::is_number(x); }) - pos;
+    case S::Number:
+      return unicode::is_number(c) ? 1 : 0;
+    case S::AsciiDigits3: {
+      auto d = [&](size_t p) { return p < f.end && f.cpts[p] >= '0' && f.cpts[p] <= '9'; };
+      return d(pos) && d(pos + 1) && d(pos + 2) ? 3 : 0;
+    }
+    case S::Newline:
+      return c == '\r' || c == '\n' ? 1 : 0;
+    case S::SpaceLetters:
+    case S::SpacePunct: {
+      const uint16_t cls = step == S::SpaceLetters ? unicode::kLetter : unicode::kPunctuation;
+      auto pred = [cls](uint32_t x) { return (flags(x) & cls) != 0; };
+      size_t p = pos;
+      if (is_ws(c) && p + 1 < f.end && pred(f.cpts[p + 1])) ++p;  // \s?
+      const size_t e = run(p, pred);
+      return e > p ? e - pos : 0;
+    }
+    case S::CjkRun: {
+      // the regex runs on code points where non-ASCII white space has been replaced by '\v'
+      auto pred = [](uint32_t x) {
+        if (is_ws(x)) return false;
+        return (x >= 0x4E00 && x <= 0x9FA5) || (x >= 0x0800 && x <= 0x4E00) || (x >= 0xAC00 && x <= 0xD7FF);
+      };
+      return run(pos, pred) - pos;
+    }
+    default:
+      return 0;
+  }
+}
+
+std::vector<size_t> apply(S step, const std::vector<uint32_t>& cpts, const std::vector<size_t>& pieces) {
+  std::vector<size_t> out;
+  out.reserve(pieces.size() * 2);
+  size_t start = 0;
+  for (size_t len : pieces) {
+    const Fragment f{cpts, start, start + len};
+    switch (step) {
+      case S::Gpt2:
+        scan_gpt2(f, out);
+        break;
+      case S::Llama3:
+        scan_llama3(f, 3, out);
+        break;
+      case S::Qwen2:
+        scan_llama3(f, 1, out);
+        break;
+      default: {
+        size_t gap = f.begin;
+        for (size_t pos = f.begin; pos < f.end;) {
+          const size_t n = match_simple(step, f, pos);
+          if (n == 0) {
+            ++pos;
+            continue;
+          }
+          if (pos > gap) out.push_back(pos - gap);
+          out.push_back(n);
+          pos += n;
+          gap = pos;
+        }
+        if (f.end > gap) out.push_back(f.end - gap);
+      }
+    }
+    start += len;
+  }
+  return out;
+}
+
+}  // namespace
+
+PreTokenizer::PreTokenizer(const std::string& pre) {
+  for (const PreType& t : pre_types()) {
+    if (pre == t.name) {
+      steps_ = t.steps;
+      ignore_merges_ = t.ignore_merges;
+      default_add_bos_ = t.add_bos;
+      return;
+    }
+  }
+  std::string names;
+  for (const std::string& n : supported_names()) {
+    if (!names.empty()) names += ", ";
+    names += n;
+  }
+  throw std::runtime_error("unsupported BPE pre-tokenizer '" + pre + "' (tokenizer.ggml.pre); supported: " + names);
+}
+
+std::vector<std::string> PreTokenizer::supported_names() {
+  std::vector<std::string> names;
+  for (const PreType& t : pre_types()) names.emplace_back(t.name);
+  return names;
+}
+
+std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+  const std::vector<uint32_t> cpts = unicode::decode_utf8(text);
+  std::vector<size_t> pieces;
+  if (!cpts.empty()) pieces.push_back(cpts.size());
+  for (Step step : steps_) pieces = apply(step, cpts, pieces);
+
+  std::vector<std::string> words;
+  words.reserve(pieces.size());
+  size_t start = 0;
+  for (size_t len : pieces) {
+    std::string w;
+    for (size_t i = start; i < start + len; ++i) unicode::append_utf8(w, cpts[i]);
+    words.push_back(std::move(w));
+    start += len;
+  }
+  return words;
+}
+
+}  // namespace kvscope
