@@ -55,12 +55,12 @@ class Scheduler {
   uint64_t preemptions() const { return preemptions_; }
 
  private:
-  SchedulerConfig cfg_;
   void preempt(Sequence* seq, SchedulerOutput& out);  // recompute later: blocks freed, front of waiting
   void reject(Sequence* seq, std::string why, SchedulerOutput& out);
   void remove(Sequence* seq);                         // out of running_ and waiting_
   bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);
 
+  SchedulerConfig cfg_;
   KvSlotAllocator& kv_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;     // in admission order (newest last)

@@ -1,0 +1,160 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+
+namespace kvscope {
+
+int32_t SchedulerOutput::total_tokens() const {
+  int32_t n = 0;
+  for (const auto& c : chunks) n += c.n_tokens;
+  return n;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& cfg, KvSlotAllocator& kv) : cfg_(cfg), kv_(kv) {
+  if (cfg.max_running <= 0 || cfg.max_batched_tokens <= 0 || cfg.max_model_len <= 0)
+    throw std::invalid_argument("SchedulerConfig: max_running, max_batched_tokens and max_model_len must be > 0");
+}
+
+void Scheduler::add(Sequence* seq) {
+  KV_CHECK(seq != nullptr, "add(nullptr)");
+  seq->state = SeqState::Waiting;
+  seq->arrival_step = step_;
+  seq->arrival_order = next_arrival_++;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+}
+
+void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
+  // Recompute, not swap: the blocks go back to the pool now; on resume prompt + output are
+  // prefilled again as one prompt (the prefix cache may still hold most of them).
+  kv_.free(seq->id);
+  remove(seq);
+  seq->num_computed = 0;
+  seq->state = SeqState::Preempted;
+  ++seq->preemptions;
+  ++preemptions_;
+  waiting_.push_front(seq);  // it was admitted before everything still waiting
+  out.preempted.push_back(seq->id);
+}
+
+void Scheduler::reject(Sequence* seq, std::string why, SchedulerOutput& out) {
+  kv_.free(seq->id);
+  remove(seq);
+  seq->state = SeqState::Rejected;
+  seq->finish = FinishReason::Rejected;
+  seq->error = std::move(why);
+  out.rejected.push_back(seq->id);
+}
+
+void Scheduler::finish(Sequence* seq, SeqState state) {
+  KV_CHECK(state == SeqState::Finished || state == SeqState::Cancelled || state == SeqState::Rejected,
+           "finish() needs a final state");
+  kv_.free(seq->id);  // now, not at the next step: the UI shows the blocks back in the pool at once
+  remove(seq);
+  seq->state = state;
+  if (seq->finish == FinishReason::None && state == SeqState::Cancelled) seq->finish = FinishReason::Cancelled;
+  if (seq->finish == FinishReason::None && state == SeqState::Rejected) seq->finish = FinishReason::Rejected;
+}
+
+// Returns false when the head of the queue must wait (FCFS: nobody overtakes it).
+bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) {
+  const auto tokens = seq->all_tokens();  // after a preemption: prompt + output, one prompt
+  const int32_t len = static_cast<int32_t>(tokens.size());
+  const int32_t need = len + 1;  // room for at least the next token
+  if (len == 0) {
+    reject(seq, "empty prompt: nothing to compute logits from", out);
+    return true;
+  }
+  if (need > cfg_.max_model_len) {
+    reject(seq, std::to_string(len) + " tokens + 1 to generate exceed max_model_len " + std::to_string(cfg_.max_model_len), out);
+    return true;
+  }
+  if (auto why = kv_.never_fits(need, cfg_.max_batched_tokens); !why.empty()) {
+    reject(seq, "KV cache too small: " + why, out);
+    return true;
+  }
+  KV_CHECK(!kv_.has_seq(seq->id), "waiting sequence " + std::to_string(seq->id) + " still holds KV");
+  const int32_t cached = kv_.peek_cached_prefix(tokens);
+  const int32_t n = std::min(len - cached, budget);
+  if (!kv_.can_admit(tokens, cached + n)) return false;
+  const int32_t attached = kv_.attach_cached_prefix(seq->id, tokens);
+  KV_CHECK(attached == cached, "prefix cache changed between the dry run and the attach");
+  if (!kv_.allocate_slots(seq->id, std::span(tokens).first(cached + n), n)) {
+    kv_.free(seq->id);  // can_admit promised otherwise; stay correct anyway
+    return false;
+  }
+  waiting_.pop_front();
+  running_.push_back(seq);
+  seq->state = SeqState::Running;
+  seq->num_computed = cached;
+  seq->num_cached_prompt = cached;
+  out.chunks.push_back(ScheduledChunk{seq, cached, n, cached + n == len});
+  budget -= n;
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  ++step_;
+  SchedulerOutput out;
+  int32_t budget = cfg_.max_batched_tokens;
+
+  // 1. Running sequences, oldest first: decodes get 1 token, unfinished prefills a chunk.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i];
+    const auto tokens = s->all_tokens();
+    const int32_t total = static_cast<int32_t>(tokens.size());
+    KV_CHECK(kv_.seq_len(s->id) == s->num_computed, "sequence " + std::to_string(s->id) + ": KV length != num_computed");
+    if (total > cfg_.max_model_len) {
+      // Its newest token would need position max_model_len: it is done, by length.
+      s->finish = FinishReason::Length;
+      finish(s, SeqState::Finished);
+      out.length_capped.push_back(s->id);
+      continue;
+    }
+    if (s->num_computed >= total) {  // nothing new to compute (engine did not append)
+      ++i;
+      continue;
+    }
+    const int32_t n = std::min(total - s->num_computed, budget);
+    bool placed = true;
+    while (!kv_.allocate_slots(s->id, std::span(tokens).first(s->num_computed + n), n)) {
+      // The newest is always unscheduled this step (we walk oldest first), unless it is s.
+      Sequence* victim = running_.back();
+      preempt(victim, out);
+      if (victim == s) {
+        placed = false;
+        break;
+      }
+    }
+    if (!placed) break;  // s was the newest: everything after it is already preempted
+    out.chunks.push_back(ScheduledChunk{s, s->num_computed, n, s->num_computed + n == total});
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Admission, FCFS. Skipped in a step that preempted (as vLLM v1): admitting now would
+  //    only take the blocks the preemption just freed for the older sequences.
+  if (out.preempted.empty()) {
+    while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_running && budget > 0)
+      if (!try_admit(waiting_.front(), budget, out)) break;
+  }
+
+  out.copies = kv_.take_pending_copies();
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out) {
+  for (const auto& c : out.chunks) {
+    if (c.seq->state != SeqState::Running) continue;  // finished or cancelled meanwhile
+    KV_CHECK(c.seq->num_computed == c.first_pos, "chunk applied twice or out of order");
+    c.seq->num_computed += c.n_tokens;
+  }
+}
+
+}  // namespace kvscope

@@ -1,0 +1,49 @@
+#pragma once
+// What the Scheduler (and the engine's slot mapping) needs from a KV allocator, so the same
+// scheduler can drive the paged KvCacheManager or the contiguous pre-paging baseline
+// (ContiguousKvManager) on the same workload and their memory numbers compare.
+//
+// Contract for every implementation:
+// - a sequence appears with attach_cached_prefix() (or its first allocate_slots()) and
+//   disappears with free(); seq_len() counts tokens that have a slot;
+// - allocate_slots() either reserves everything asked or returns false and changes nothing;
+// - the dry runs (peek_cached_prefix, can_admit, blocks_needed, never_fits) change nothing,
+//   not even counters, so a request blocked at the head of the queue is not counted twice.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_types.h"
+
+namespace kvscope {
+
+class KvSlotAllocator {
+ public:
+  virtual ~KvSlotAllocator() = default;
+
+  // New sequence: attach the cached prefix of prompt; returns the tokens already present.
+  virtual int32_t attach_cached_prefix(SeqId seq, std::span<const TokenId> prompt) = 0;
+  // Units (blocks; slots for the contiguous baseline) newly taken to hold n_new more tokens.
+  virtual int32_t blocks_needed(SeqId seq, int32_t n_new) const = 0;
+  // Slots for tokens [seq_len, seq_len + n_new); tokens holds all ids up to seq_len + n_new.
+  virtual bool allocate_slots(SeqId seq, std::span<const TokenId> tokens, int32_t n_new) = 0;
+  virtual int64_t slot(SeqId seq, int32_t pos) const = 0;
+  virtual int32_t seq_len(SeqId seq) const = 0;
+  virtual bool has_seq(SeqId seq) const = 0;
+  virtual void fork(SeqId parent, SeqId child) = 0;
+  virtual void free(SeqId seq) = 0;  // no-op for an unknown sequence (cancel may race admission)
+  virtual std::vector<BlockCopy> take_pending_copies() = 0;
+
+  // --- admission control (dry runs) ---
+  // Tokens of prompt that attach_cached_prefix would find right now.
+  virtual int32_t peek_cached_prefix(std::span<const TokenId> prompt) const = 0;
+  // Could a new sequence attach its cached prefix and then hold its first n_tokens tokens
+  // (n_tokens >= the cached prefix) with what is free now?
+  virtual bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const = 0;
+  // Empty when a sequence of n_tokens, computed in chunks of at most max_chunk tokens, fits
+  // an otherwise empty allocator; else why it never can (the scheduler's rejection message).
+  virtual std::string never_fits(int32_t n_tokens, int32_t max_chunk) const = 0;
+};
+
+}  // namespace kvscope
