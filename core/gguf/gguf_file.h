@@ -90,6 +90,7 @@ class GgufFile {
 
   const std::vector<GgufKV>& metadata() const { return kv_; }
   const GgufValue* find(std::string_view key) const;
+  // nullopt when the key is absent; GgufError when it is present but of an incompatible kind.
   std::optional<int64_t> get_int(std::string_view key) const;
   std::optional<double> get_float(std::string_view key) const;
   std::optional<bool> get_bool(std::string_view key) const;

@@ -11,6 +11,8 @@ namespace kvscope {
 
 class GgufWriter {
  public:
+  // general.alignment is added automatically when alignment != 32; a general.alignment set
+  // explicitly with set() is written as given (tests use that to make lying files).
   explicit GgufWriter(uint64_t alignment = 32) : alignment_(alignment) {}
   void set(const std::string& key, GgufValue value);  // replaces an existing key
   void set_u32(const std::string& key, uint32_t v);

@@ -1,0 +1,59 @@
+// y[t][r] = W[r] . x[t]. Activations are rounded to the weight's vec-dot type once per call;
+// threads split the output rows. Within a thread, a tile of kTileRows weight rows is swept
+// across every token before moving on, so those rows are read from memory once and then
+// served from cache for the remaining tokens.
+#include "cpu/matmul.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "cpu/quant_dot.h"
+#include "cpu/thread_pool.h"
+
+namespace kvscope {
+
+namespace {
+constexpr int64_t kTileRows = 4;
+}
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (!w.info) throw std::invalid_argument("matmul: empty weight view");
+  if (n_tokens <= 0) return;
+  const GgmlType type = w.type();
+  const int64_t n_in = w.ne(0);
+  const int64_t n_out = w.rows();
+  const size_t w_row_bytes = w.row_bytes();
+
+  // F32 weights take the activations as they are; other types need a converted copy. The
+  // buffer belongs to the calling thread and is reused, so decode steps do not allocate.
+  const void* xc = x;
+  size_t x_row_bytes = static_cast<size_t>(n_in) * sizeof(float);
+  if (vec_dot_type(type) != GgmlType::F32) {
+    thread_local std::vector<uint8_t> buffer;
+    x_row_bytes = vec_dot_row_bytes(type, n_in);
+    buffer.resize(x_row_bytes * static_cast<size_t>(n_tokens));
+    uint8_t* dst = buffer.data();
+    auto convert = [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) convert_activations(type, x + t * n_in, dst + t * x_row_bytes, n_in);
+    };
+    if (n_tokens > 1) pool.parallel_for(n_tokens, convert);
+    else convert(0, 1, 0);
+    xc = dst;
+  }
+  const auto* xb = static_cast<const uint8_t*>(xc);
+
+  const int64_t n_tiles = (n_out + kTileRows - 1) / kTileRows;
+  pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
+    for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+      const int64_t r0 = tile * kTileRows;
+      const int64_t r1 = r0 + kTileRows < n_out ? r0 + kTileRows : n_out;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const uint8_t* xt = xb + t * x_row_bytes;
+        for (int64_t r = r0; r < r1; ++r)
+          y[t * n_out + r] = vec_dot(type, n_in, w.data + r * w_row_bytes, xt);
+      }
+    }
+  });
+}
+
+}  // namespace kvscope

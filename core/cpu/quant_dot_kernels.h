@@ -1,0 +1,105 @@
+#pragma once
+// Internal to quant_dot*.cpp: per-type dot kernels over raw bytes. Weight rows come straight
+// from the mmapped file at any alignment, so kernels read blocks by byte offset (memcpy for
+// scalars, unaligned loads for vectors) and never cast to the block structs.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "gguf/ggml_types.h"
+
+#if defined(__F16C__)
+// GCC 12 reports its own _mm512_undefined_* placeholders inside the AVX-512 headers as
+// "used uninitialized" once inlined; the diagnostic state at the header lines is what counts.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+#endif
+
+namespace kvscope::qdot {
+
+// Byte offsets inside the blocks (see the structs in ggml_types.h).
+constexpr size_t kQ8_0Qs = offsetof(BlockQ8_0, qs);
+constexpr size_t kQ4_0Qs = offsetof(BlockQ4_0, qs);
+constexpr size_t kQ4_KDmin = offsetof(BlockQ4_K, dmin);
+constexpr size_t kQ4_KScales = offsetof(BlockQ4_K, scales);
+constexpr size_t kQ4_KQs = offsetof(BlockQ4_K, qs);
+constexpr size_t kQ6_KQl = offsetof(BlockQ6_K, ql);
+constexpr size_t kQ6_KQh = offsetof(BlockQ6_K, qh);
+constexpr size_t kQ6_KScales = offsetof(BlockQ6_K, scales);
+constexpr size_t kQ6_KD = offsetof(BlockQ6_K, d);
+constexpr size_t kQ8_KQs = offsetof(BlockQ8_K, qs);
+constexpr size_t kQ8_KBsums = offsetof(BlockQ8_K, bsums);
+
+// Block scales are read once per block; with F16C that is one instruction instead of a call.
+inline float load_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_fp32(h);
+#endif
+}
+inline float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+// The 8 six-bit (scale, min) pairs of a Q4_K block, unpacked from its 12 scale bytes.
+inline void unpack_q4_k_scales(const uint8_t* q, uint8_t sc[8], uint8_t m[8]) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = q[j] & 63;
+      m[j] = q[j + 4] & 63;
+    } else {
+      sc[j] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+      m[j] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+  }
+}
+
+// The same unpacking on whole 32-bit words: out[0..7] = scales, out[8..15] = mins. Scales 0-3
+// and mins 0-3 are the low 6 bits of bytes 0-3 / 4-7; scales and mins 4-7 take their low 4
+// bits from the nibbles of bytes 8-11 and their top 2 bits from the spare bits 6-7 of bytes 0-7.
+inline void unpack_q4_k_scales_words(const uint8_t* q, uint8_t out[16]) {
+  uint32_t w[3];
+  std::memcpy(w, q, 12);
+  const uint32_t r[4] = {
+      w[0] & 0x3F3F3F3Fu,
+      (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4),
+      w[1] & 0x3F3F3F3Fu,
+      ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4),
+  };
+  std::memcpy(out, r, 16);
+}
+
+// The K-quant kernels end each super-block with explicit std::fma calls (never contracted or
+// split by the compiler), so the scalar and SIMD kernels produce the same bits.
+
+// Reference kernels (quant_dot_scalar.cpp). n is a whole number of blocks.
+float dot_f32_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_f16_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_bf16_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q8_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+
+// Fast kernels (quant_dot_simd.cpp); they fall back to the scalar ones without AVX2.
+float dot_f32_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_f16_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_bf16_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+
+}  // namespace kvscope::qdot

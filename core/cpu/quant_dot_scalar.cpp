@@ -1,0 +1,120 @@
+// Scalar dot kernels: the oracle the SIMD kernels are tested against, and the fallback on CPUs
+// without AVX2. Quantized kernels sum exact int32 products per block and scale once per block,
+// like ggml; the float kernels accumulate in double so they are a tighter reference than f32.
+#include "cpu/quant_dot_kernels.h"
+
+#include <cmath>
+
+namespace kvscope::qdot {
+
+float dot_f32_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(load_f32(w + 4 * i)) * load_f32(x + 4 * i);
+  return static_cast<float>(sum);
+}
+
+float dot_f16_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(load_half(w + 2 * i)) * load_half(x + 2 * i);
+  return static_cast<float>(sum);
+}
+
+float dot_bf16_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, w + 2 * i, 2);
+    std::memcpy(&b, x + 2 * i, 2);
+    sum += static_cast<double>(bf16_to_fp32(a)) * bf16_to_fp32(b);
+  }
+  return static_cast<float>(sum);
+}
+
+float dot_q8_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ8_0);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK8_0; ++j)
+      sumi += static_cast<int8_t>(bw[kQ8_0Qs + j]) * static_cast<int8_t>(bx[kQ8_0Qs + j]);
+    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+  }
+  return sum;
+}
+
+float dot_q4_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK4_0; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ4_0);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const int v0 = (bw[kQ4_0Qs + j] & 0x0F) - 8;  // element j
+      const int v1 = (bw[kQ4_0Qs + j] >> 4) - 8;    // element j + 16
+      sumi += v0 * static_cast<int8_t>(bx[kQ8_0Qs + j]) + v1 * static_cast<int8_t>(bx[kQ8_0Qs + j + QK4_0 / 2]);
+    }
+    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+  }
+  return sum;
+}
+
+float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ4_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    uint8_t sc[8], m[8];
+    unpack_q4_k_scales(bw + kQ4_KScales, sc, m);
+    int16_t bsums[QK_K / 16];
+    std::memcpy(bsums, bx + kQ8_KBsums, sizeof bsums);
+    const int8_t* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_KQs);
+    const uint8_t* q4 = bw + kQ4_KQs;
+    // value = d*sc*q - dmin*m, so the min term only needs the activation sums per 32 values.
+    int32_t sum_q = 0, sum_m = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+      const int shift = (j & 1) * 4;  // even sub-blocks are low nibbles, odd ones high nibbles
+      const uint8_t* q = q4 + (j / 2) * 32;
+      int32_t s = 0;
+      for (int l = 0; l < 32; ++l) s += ((q[l] >> shift) & 0xF) * q8[j * 32 + l];
+      sum_q += sc[j] * s;
+      sum_m += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    const float dx = load_f32(bx);
+    const float d = load_half(bw) * dx;
+    const float dmin = load_half(bw + kQ4_KDmin) * dx;
+    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
+  }
+  return sum;
+}
+
+float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ6_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    const int8_t* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_KQs);
+    int8_t sc[QK_K / 16];
+    std::memcpy(sc, bw + kQ6_KScales, sizeof sc);
+    int32_t sumi = 0;
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = bw + kQ6_KQl + 64 * half;
+      const uint8_t* qh = bw + kQ6_KQh + 32 * half;
+      const int8_t* y = q8 + 128 * half;
+      const int8_t* s = sc + 8 * half;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        sumi += s[is + 0] * q1 * y[l] + s[is + 2] * q2 * y[l + 32] + s[is + 4] * q3 * y[l + 64] +
+                s[is + 6] * q4 * y[l + 96];
+      }
+    }
+    sum = std::fma(load_half(bw + kQ6_KD) * load_f32(bx), static_cast<float>(sumi), sum);
+  }
+  return sum;
+}
+
+}  // namespace kvscope::qdot

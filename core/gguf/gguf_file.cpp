@@ -1,0 +1,405 @@
+// GGUF v2/v3 reader. The file is untrusted input: every read goes through ByteReader, which
+// checks the remaining length first and copies with memcpy (no unaligned pointer casts), and
+// every count is checked against the bytes that could possibly hold it before anything is
+// allocated for it. Layout reference: ggml/docs/gguf.md.
+#include "gguf/gguf_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <unordered_set>
+
+namespace kvscope {
+
+namespace {
+
+constexpr int kMaxDims = 4;           // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 4;     // nested arrays are legal GGUF but never deep in practice
+// A parsed array element costs ~90 bytes of GgufValue; cap the total so that a small hostile
+// file cannot make us allocate gigabytes. Real vocabularies stay well below a million entries.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
+
+std::string offset_str(uint64_t off) { return " (at byte offset " + std::to_string(off) + ")"; }
+
+// Smallest encoded size of a value of type t, so that counts can be checked before reading.
+uint64_t min_encoded_size(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
+    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
+    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
+    case GgufValueType::STRING: return 8;   // length prefix
+    case GgufValueType::ARRAY: return 12;   // element type + count
+  }
+  return 1;
+}
+
+bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::FLOAT64); }
+
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* base, uint64_t size, const std::string& label) : base_(base), size_(size), label_(label) {}
+
+  uint64_t pos() const { return pos_; }
+  uint64_t remaining() const { return size_ - pos_; }
+
+  [[noreturn]] void fail(const std::string& what, uint64_t at) const {
+    throw GgufError("gguf '" + label_ + "': " + what + offset_str(at));
+  }
+
+  void need(uint64_t n, const std::string& what) const {
+    if (n > remaining())
+      fail("truncated file: " + what + " needs " + std::to_string(n) + " bytes but only " +
+               std::to_string(remaining()) + " remain",
+           pos_);
+  }
+
+  template <typename T>
+  T read(const std::string& what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, base_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+
+  std::string read_string(const std::string& what) {
+    const uint64_t at = pos_;
+    const uint64_t len = read<uint64_t>(what + " length");
+    if (len > remaining())
+      fail(what + ": string length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) +
+               " bytes left in the file (truncated or corrupt)",
+           at);
+    std::string s(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(len));
+    pos_ += len;
+    return s;
+  }
+
+ private:
+  const uint8_t* base_;
+  uint64_t size_;
+  uint64_t pos_ = 0;
+  const std::string& label_;
+};
+
+class MetadataParser {
+ public:
+  explicit MetadataParser(ByteReader& r) : r_(r) {}
+
+  GgufValue read_value(GgufValueType type, const std::string& key, int depth) {
+    GgufValue v;
+    v.type = type;
+    const std::string what = "value of key '" + key + "'";
+    switch (type) {
+      case GgufValueType::UINT8: v.u = r_.read<uint8_t>(what); break;
+      case GgufValueType::INT8: v.i = r_.read<int8_t>(what); break;
+      case GgufValueType::UINT16: v.u = r_.read<uint16_t>(what); break;
+      case GgufValueType::INT16: v.i = r_.read<int16_t>(what); break;
+      case GgufValueType::UINT32: v.u = r_.read<uint32_t>(what); break;
+      case GgufValueType::INT32: v.i = r_.read<int32_t>(what); break;
+      case GgufValueType::UINT64: v.u = r_.read<uint64_t>(what); break;
+      case GgufValueType::INT64: v.i = r_.read<int64_t>(what); break;
+      case GgufValueType::FLOAT32: v.f = r_.read<float>(what); break;
+      case GgufValueType::FLOAT64: v.f = r_.read<double>(what); break;
+      case GgufValueType::BOOL: v.u = r_.read<uint8_t>(what) != 0 ? 1 : 0; break;
+      case GgufValueType::STRING: v.s = r_.read_string(what); break;
+      case GgufValueType::ARRAY: read_array(v, key, depth); break;
+    }
+    return v;
+  }
+
+ private:
+  void read_array(GgufValue& v, const std::string& key, int depth) {
+    const uint64_t at = r_.pos();
+    if (depth >= kMaxArrayDepth) r_.fail("key '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth), at);
+    const uint32_t et = r_.read<uint32_t>("array element type of key '" + key + "'");
+    if (!valid_value_type(et)) r_.fail("key '" + key + "': unknown array element value type " + std::to_string(et), at);
+    v.elem_type = static_cast<GgufValueType>(et);
+    const uint64_t count_at = r_.pos();
+    const uint64_t count = r_.read<uint64_t>("array count of key '" + key + "'");
+    if (count > r_.remaining() / min_encoded_size(v.elem_type))
+      r_.fail("key '" + key + "': array count " + std::to_string(count) + " cannot fit in the " +
+                  std::to_string(r_.remaining()) + " bytes left in the file",
+              count_at);
+    total_elements_ += count;
+    if (total_elements_ > kMaxArrayElements)
+      r_.fail("key '" + key + "': more than " + std::to_string(kMaxArrayElements) +
+                  " array elements in the metadata (refusing to allocate for them)",
+              count_at);
+    v.arr.reserve(static_cast<size_t>(count));
+    for (uint64_t k = 0; k < count; ++k) v.arr.push_back(read_value(v.elem_type, key, depth + 1));
+  }
+
+  ByteReader& r_;
+  uint64_t total_elements_ = 0;
+};
+
+// a * b, or nullopt when the product does not fit.
+std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
+  uint64_t out;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) {
+  uint64_t out;
+  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+int64_t GgufTensorInfo::n_elements() const {
+  int64_t n = 1;
+  for (int64_t d : ne) n *= d;  // the parser proved this product fits in int64
+  return n;
+}
+
+int64_t TensorView::rows() const {
+  int64_t r = 1;
+  for (size_t i = 1; i < info->ne.size(); ++i) r *= info->ne[i];
+  return r;
+}
+
+std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  std::shared_ptr<GgufFile> f(new GgufFile());
+  f->path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw GgufError("gguf '" + path + "': cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw GgufError("gguf '" + path + "': cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw GgufError("gguf '" + path + "': not a regular file");
+  }
+  if (st.st_size == 0) {
+    ::close(fd);
+    throw GgufError("gguf '" + path + "': empty file, not GGUF");
+  }
+  // MAP_PRIVATE + PROT_READ: the weights are never written, and pages stay shared with the page cache.
+  void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) throw GgufError("gguf '" + path + "': mmap failed: " + std::strerror(err));
+  f->map_ = map;
+  f->base_ = static_cast<const uint8_t*>(map);
+  f->size_ = static_cast<uint64_t>(st.st_size);
+  f->parse();
+  return f;
+}
+
+std::shared_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size, std::string label) {
+  std::shared_ptr<GgufFile> f(new GgufFile());
+  f->path_ = std::move(label);
+  f->owned_.assign(data, data + size);
+  f->base_ = f->owned_.data();
+  f->size_ = size;
+  f->parse();
+  return f;
+}
+
+GgufFile::~GgufFile() {
+  if (map_) ::munmap(map_, static_cast<size_t>(size_));
+}
+
+void GgufFile::parse() {
+  ByteReader r(base_, size_, path_);
+
+  // --- header ---
+  if (size_ < 4) r.fail("file too small to be GGUF (" + std::to_string(size_) + " bytes)", 0);
+  if (std::memcmp(base_, "GGUF", 4) != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", base_[0], base_[1], base_[2], base_[3]);
+    r.fail(std::string("bad magic: expected 'GGUF' (47 47 55 46), found ") + hex, 0);
+  }
+  r.read<uint32_t>("magic");
+  const uint64_t version_at = r.pos();
+  version_ = r.read<uint32_t>("version");
+  if (version_ == 1)
+    r.fail("GGUF v1 is not supported (kvscope reads v2 and v3; re-convert the model with a current llama.cpp)",
+           version_at);
+  if (version_ == 0x02000000u || version_ == 0x03000000u)
+    r.fail("big-endian GGUF is not supported", version_at);
+  if (version_ != 2 && version_ != 3) r.fail("unsupported GGUF version " + std::to_string(version_), version_at);
+
+  const uint64_t counts_at = r.pos();
+  const uint64_t n_tensors = r.read<uint64_t>("tensor count");
+  const uint64_t n_kv = r.read<uint64_t>("metadata count");
+  // Smallest records: a key-value is 8 (key length) + 4 (type) + 1 byte; a tensor info is
+  // 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset) bytes.
+  if (n_kv > r.remaining() / 13)
+    r.fail("metadata count " + std::to_string(n_kv) + " cannot fit in the file", counts_at + 8);
+  if (n_tensors > r.remaining() / 24)
+    r.fail("tensor count " + std::to_string(n_tensors) + " cannot fit in the file", counts_at);
+
+  // --- metadata ---
+  MetadataParser mp(r);
+  std::unordered_set<std::string> keys;
+  uint64_t alignment_at = 0;
+  kv_.reserve(static_cast<size_t>(n_kv));
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    const uint64_t at = r.pos();
+    GgufKV kv;
+    kv.key = r.read_string("metadata key #" + std::to_string(k));
+    if (kv.key == "general.alignment") alignment_at = at;
+    if (!keys.insert(kv.key).second) r.fail("duplicate metadata key '" + kv.key + "'", at);
+    const uint64_t type_at = r.pos();
+    const uint32_t type = r.read<uint32_t>("value type of key '" + kv.key + "'");
+    if (!valid_value_type(type))
+      r.fail("key '" + kv.key + "' has unknown value type " + std::to_string(type), type_at);
+    kv.value = mp.read_value(static_cast<GgufValueType>(type), kv.key, 0);
+    kv_.push_back(std::move(kv));
+  }
+
+  alignment_ = 32;
+  if (const GgufValue* a = find("general.alignment")) {
+    if (!a->is_integer()) r.fail("general.alignment must be an integer, found " + std::string(gguf_value_type_name(a->type)),
+             alignment_at);
+    const int64_t v = a->as_int();
+    if (v <= 0 || (v & (v - 1)) != 0)
+      r.fail("general.alignment " + std::to_string(v) + " is not a nonzero power of two", alignment_at);
+    alignment_ = static_cast<uint64_t>(v);
+  }
+
+  // --- tensor infos ---
+  std::vector<uint64_t> info_at;
+  std::unordered_set<std::string> names;
+  tensors_.reserve(static_cast<size_t>(n_tensors));
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    const uint64_t at = r.pos();
+    GgufTensorInfo t;
+    t.name = r.read_string("tensor #" + std::to_string(k) + " name");
+    if (!names.insert(t.name).second) r.fail("duplicate tensor name '" + t.name + "'", at);
+    const std::string tn = "tensor '" + t.name + "'";
+    const uint64_t dims_at = r.pos();
+    const uint32_t n_dims = r.read<uint32_t>(tn + " n_dims");
+    if (n_dims > kMaxDims)
+      r.fail(tn + " has n_dims " + std::to_string(n_dims) + " (at most " + std::to_string(kMaxDims) + ")", dims_at);
+    uint64_t n_elems = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t ne_at = r.pos();
+      const int64_t ne = r.read<int64_t>(tn + " dimension");
+      if (ne <= 0) r.fail(tn + " dimension " + std::to_string(d) + " is " + std::to_string(ne) + " (must be positive)", ne_at);
+      const auto prod = checked_mul(n_elems, static_cast<uint64_t>(ne));
+      if (!prod || *prod > static_cast<uint64_t>(INT64_MAX))
+        r.fail(tn + ": the product of its dimensions overflows int64", ne_at);
+      n_elems = *prod;
+      t.ne.push_back(ne);
+    }
+    const uint64_t type_at = r.pos();
+    t.raw_type = r.read<uint32_t>(tn + " type");
+    const uint64_t off_at = r.pos();
+    t.offset = r.read<uint64_t>(tn + " offset");
+
+    const GgmlTypeInfo ti = ggml_type_info(t.raw_type);
+    if (ti.block_elems > 0) {
+      const int64_t ne0 = t.ne.empty() ? 1 : t.ne[0];
+      if (ne0 % ti.block_elems != 0)
+        r.fail(tn + ": ne[0] = " + std::to_string(ne0) + " is not a multiple of the block size " +
+                   std::to_string(ti.block_elems) + " of type " + ti.name,
+               type_at);
+      const auto nbytes = checked_mul(n_elems / static_cast<uint64_t>(ti.block_elems), ti.block_bytes);
+      if (!nbytes) r.fail(tn + ": byte size overflows", type_at);
+      t.nbytes = *nbytes;
+    }
+    // Unknown types keep nbytes = 0: we cannot size them, so view() refuses them instead.
+    if (t.offset % alignment_ != 0)
+      r.fail(tn + " data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                 std::to_string(alignment_),
+             off_at);
+    info_at.push_back(at);
+    tensors_.push_back(std::move(t));
+  }
+
+  // --- data section ---
+  const auto padded = checked_add(r.pos(), alignment_ - 1);
+  if (!padded) r.fail("data section offset overflows", r.pos());
+  data_offset_ = *padded / alignment_ * alignment_;
+  if (data_offset_ > size_) {
+    if (!tensors_.empty())
+      r.fail("data section would start at byte " + std::to_string(data_offset_) + ", past the end of the file (" +
+                 std::to_string(size_) + " bytes)",
+             r.pos());
+    data_offset_ = size_;  // a tensor-less (vocab-only) file may omit the final padding
+  }
+  const uint64_t data_size = size_ - data_offset_;
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    const auto& t = tensors_[k];
+    const auto end = checked_add(t.offset, t.nbytes);
+    if (!end || *end > data_size)
+      r.fail("tensor '" + t.name + "' data [" + std::to_string(t.offset) + ", +" + std::to_string(t.nbytes) +
+                 ") relative to the data section at " + std::to_string(data_offset_) +
+                 " extends past the end of the file (" + std::to_string(size_) + " bytes)",
+             info_at[k]);
+  }
+  std::vector<size_t> order(tensors_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const auto& prev = tensors_[order[k - 1]];
+    const auto& cur = tensors_[order[k]];
+    if (prev.offset + prev.nbytes > cur.offset)
+      r.fail("tensors '" + prev.name + "' and '" + cur.name + "' overlap (data offsets " + std::to_string(prev.offset) +
+                 " + " + std::to_string(prev.nbytes) + " > " + std::to_string(cur.offset) + ")",
+             info_at[order[k]]);
+  }
+}
+
+const GgufValue* GgufFile::find(std::string_view key) const {
+  for (const auto& kv : kv_)
+    if (kv.key == key) return &kv.value;
+  return nullptr;
+}
+
+std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  return v->as_int();
+}
+
+std::optional<double> GgufFile::get_float(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  return v->as_float();
+}
+
+std::optional<bool> GgufFile::get_bool(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  return v->as_bool();
+}
+
+std::optional<std::string> GgufFile::get_string(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  return v->as_string();
+}
+
+const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TensorView GgufFile::view(const GgufTensorInfo& t) const {
+  const std::less<const GgufTensorInfo*> before;  // total order, unlike < on unrelated pointers
+  if (tensors_.empty() || before(&t, tensors_.data()) || !before(&t, tensors_.data() + tensors_.size()))
+    throw GgufError("gguf '" + path_ + "': tensor '" + t.name + "' does not belong to this file");
+  if (!ggml_type_info(t.raw_type).supported)
+    throw GgufError("tensor '" + t.name + "' has type " + ggml_type_name(t.raw_type) +
+                    ", which kvscope does not support");
+  return TensorView{&t, base_ + data_offset_ + t.offset};
+}
+
+}  // namespace kvscope

@@ -1,0 +1,383 @@
+// Reference quantizers, written to reproduce llama.cpp's quantize_row_*_ref functions
+// (ggml-quants.c) so that files we write match llama-quantize's output for the same f32 input
+// and activations are rounded the way the CPU backend rounds them. The search heuristics
+// (make_qkx2_quants for Q4_K, make_qx_quants for Q6_K) are part of the format's de-facto
+// definition: a different but "better" search would give different bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "gguf/ggml_types.h"
+
+// llama.cpp's reference build evaluates these searches without fused multiply-adds; with FMA
+// contraction (GCC's default here) about 1% of K-quant blocks come out different, because
+// near-ties in the scale search flip. Keep every product rounded on its own.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace kvscope {
+
+namespace {
+
+constexpr float kGroupMaxEps = 1e-15f;
+
+// ggml's nearest_int adds 1.5*2^23 and reads the mantissa: that is round-half-even for
+// |x| < 2^22, which is exactly what lrintf does in the default rounding mode.
+inline int nearest_int(float x) { return static_cast<int>(std::lrintf(x)); }
+
+void store_half(uint8_t* p, float f) {
+  const uint16_t h = fp32_to_fp16(f);
+  std::memcpy(p, &h, 2);
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    // roundf: half away from zero, as the reference (not the activation path) does.
+    for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+  }
+}
+
+void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
+    // The signed value of largest magnitude maps to -8, so the full [-8, 7] range is used.
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK4_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      // Truncation of (v + 8.5) through int8 is ggml's rounding; keep it bit for bit.
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + QK4_0 / 2] * id + 8.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// Fits x ~ scale * L + min (min <= 0) with L in [0, nmax], minimising the weighted squared
+// error over a small grid of candidate inverse scales. Returns scale; *the_min = -min.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    min = std::min(min, x[i]);
+    max = std::max(max, x[i]);
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.0f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+    float diff = scale * L[i] + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    best_error += weights[i] * diff;
+  }
+  if (nstep < 1) {
+    *the_min = -min;
+    return scale;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      // Weighted least squares for (scale, min) given these levels.
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * Laux[i] + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        std::memcpy(L, Laux, static_cast<size_t>(n));
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+// Symmetric fit x ~ scale * (L - nmax) with L - nmax in [-nmax, nmax-1]; rmse_type 1 weights the
+// error by x^2 and tries 18 perturbed inverse scales around nmax / max.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  float iscale = -nmax / max;
+  auto weight = [&](float v) {
+    return rmse_type == 1 ? v * v : rmse_type == 2 ? 1.0f : rmse_type == 3 ? std::fabs(v) : std::sqrt(std::fabs(v));
+  };
+  if (rmse_type == 0) {
+    for (int i = 0; i < n; ++i) {
+      const int l = nearest_int(iscale * x[i]);
+      L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+    }
+    return 1 / iscale;
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = weight(x[i]);
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = weight(x[i]);
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
+  uint8_t L[QK_K], Laux[32];
+  float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, max_min = 0;  // the min is subtracted, so scales are never negative
+    for (int j = 0; j < QK_K / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20, false);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    // Sub-block scales and mins are themselves quantized to 6 bits against the block maxima.
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    std::memset(y[i].scales, 0, K_SCALE_SIZE);
+    for (int j = 0; j < QK_K / 32; ++j) {
+      // Narrow to uint8 before clamping, as ggml does (a negative fit wraps, then clamps to 63).
+      const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+      const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+      if (j < 4) {
+        y[i].scales[j] = ls;
+        y[i].scales[j + 4] = lm;
+      } else {
+        y[i].scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+        y[i].scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+        y[i].scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+      }
+    }
+    y[i].d = fp32_to_fp16(max_scale / 63.0f);
+    y[i].dmin = fp32_to_fp16(max_min / 63.0f);
+    // Re-derive the levels against the rounded scales actually stored.
+    for (int j = 0; j < QK_K / 32; ++j) {
+      int sc, m;
+      if (j < 4) {
+        sc = y[i].scales[j] & 63;
+        m = y[i].scales[j + 4] & 63;
+      } else {
+        sc = (y[i].scales[j + 4] & 0xF) | ((y[i].scales[j - 4] >> 6) << 4);
+        m = (y[i].scales[j + 4] >> 4) | ((y[i].scales[j] >> 6) << 4);
+      }
+      const float d = fp16_to_fp32(y[i].d) * sc;
+      if (d == 0.0f) continue;
+      const float dm = fp16_to_fp32(y[i].dmin) * m;
+      for (int ii = 0; ii < 32; ++ii) {
+        const int l = nearest_int((x[32 * j + ii] + dm) / d);
+        L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(15, l)));
+      }
+    }
+    uint8_t* q = y[i].qs;
+    for (int j = 0; j < QK_K; j += 64, q += 32)
+      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+      scales[ib] = scale;
+      if (std::fabs(scale) > max_abs_scale) {
+        max_abs_scale = std::fabs(scale);
+        max_scale = scale;
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&y[i], 0, sizeof(BlockQ6_K));
+      continue;
+    }
+    const float iscale = -128.0f / max_scale;
+    y[i].d = fp32_to_fp16(1 / iscale);
+    for (int ib = 0; ib < QK_K / 16; ++ib)
+      y[i].scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float d = fp16_to_fp32(y[i].d) * y[i].scales[j];
+      if (d == 0.0f) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int(x[16 * j + ii] / d);
+        L[16 * j + ii] = static_cast<int8_t>(std::max(-32, std::min(31, l)) + 32);
+      }
+    }
+    // Low 4 bits: values l and l+64 share a ql byte (l and l+32 in the second ql row);
+    // high 2 bits: values l, l+32, l+64, l+96 share one qh byte.
+    uint8_t* ql = y[i].ql;
+    uint8_t* qh = y[i].qh;
+    for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
+        const int q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+        ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
+        ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                     ((L[j + l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
+void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max = 0, amax = 0;
+    for (int j = 0; j < QK_K; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));  // ggml leaves bsums stale here; zero is safer
+      continue;
+    }
+    // -127 (not -128) keeps every value in [-127, 127], which the SIMD sign tricks rely on.
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < QK_K; ++j) y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int j = 0; j < QK_K / 16; ++j) {
+      int sum = 0;
+      for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];
+      y[i].bsums[j] = static_cast<int16_t>(sum);
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+// Quantizes into an aligned local block array and copies out, so dst needs no alignment.
+template <typename Block, typename Fn>
+void quantize_blocks(const float* src, void* dst, int64_t n, int64_t block_elems, Fn fn) {
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / block_elems;
+  Block tmp[4];
+  for (int64_t i = 0; i < nb; i += 4) {
+    const int64_t cnt = std::min<int64_t>(4, nb - i);
+    fn(src + i * block_elems, tmp, cnt);
+    std::memcpy(out + i * sizeof(Block), tmp, static_cast<size_t>(cnt) * sizeof(Block));
+  }
+}
+
+}  // namespace
+
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
+  auto* out = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case GgmlType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) store_half(out + 2 * i, src[i]);
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = fp32_to_bf16(src[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case GgmlType::Q8_0:
+      quantize_blocks<BlockQ8_0>(src, dst, n, QK8_0, quantize_q8_0);
+      return;
+    case GgmlType::Q4_0:
+      quantize_blocks<BlockQ4_0>(src, dst, n, QK4_0, quantize_q4_0);
+      return;
+    case GgmlType::Q4_K:
+      quantize_blocks<BlockQ4_K>(src, dst, n, QK_K, quantize_q4_k);
+      return;
+    case GgmlType::Q6_K:
+      quantize_blocks<BlockQ6_K>(src, dst, n, QK_K, quantize_q6_k);
+      return;
+    case GgmlType::Q8_K:
+      quantize_blocks<BlockQ8_K>(src, dst, n, QK_K, quantize_q8_k);
+      return;
+    default:
+      throw std::invalid_argument("quantize_row: kvscope cannot quantize to " +
+                                  ggml_type_name(static_cast<uint32_t>(t)));
+  }
+}
+
+}  // namespace kvscope
