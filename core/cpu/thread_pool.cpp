@@ -14,17 +14,26 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    ++generation_;
-    published_generation_.store(generation_, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-static void run_chunk(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int index, int parts) {
-  const int64_t begin = n * index / parts;
-  const int64_t end = n * (index + 1) / parts;
-  if (begin < end) fn(begin, end, index);
+void ThreadPool::run_chunks(uint32_t gen, int participant) {
+  for (;;) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    uint32_t idx;
+    do {
+      if (static_cast<uint32_t>(c >> 32) != gen) return;  // a newer job: ours is finished
+      idx = static_cast<uint32_t>(c);
+      if (idx >= n_chunks_) return;
+    } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel));
+    const int64_t begin = job_n_ * idx / n_chunks_;
+    const int64_t end = job_n_ * (idx + 1) / n_chunks_;
+    if (begin < end) (*job_)(begin, end, participant);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -33,41 +42,46 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
+  uint32_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_n_ = n;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    ++generation_;
-    published_generation_.store(generation_, std::memory_order_release);
+    // A few chunks per thread balances uneven rows without much claiming overhead.
+    n_chunks_ = static_cast<uint32_t>(std::min<int64_t>(n, 4LL * n_threads_));
+    done_.store(0, std::memory_order_relaxed);
+    gen = generation_.load(std::memory_order_relaxed) + 1;
+    claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+    generation_.store(gen, std::memory_order_release);
   }
   cv_.notify_all();
-  run_chunk(fn, n, 0, n_threads_);
-  // Workers finish within microseconds of us on a balanced split: spin, don't sleep.
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  run_chunks(gen, 0);
+  // Only chunks another thread has already claimed remain; they are running right now.
+  while (done_.load(std::memory_order_acquire) != n_chunks_) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin a little before sleeping: consecutive parallel_for calls come back to back.
-    for (int spin = 0; spin < 20000 && published_generation_.load(std::memory_order_acquire) == seen; ++spin) {
+    // Spin briefly before sleeping: a decode step issues dozens of parallel_for calls.
+    for (int spin = 0; spin < 4000 && generation_.load(std::memory_order_acquire) == seen; ++spin) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
     }
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n;
+    uint32_t gen;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+      gen = generation_.load(std::memory_order_relaxed);
+      seen = gen;
       if (stop_) return;
-      job = job_;
-      n = job_n_;
     }
-    run_chunk(*job, n, index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(gen, index);
   }
 }
 

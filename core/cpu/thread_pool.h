@@ -1,7 +1,8 @@
 #pragma once
-// A small persistent pool: parallel_for splits [0, n) into contiguous chunks, one per worker,
-// and the calling thread does the first chunk itself. Workers spin briefly then sleep, so a
-// decode step (dozens of parallel_for calls) does not pay a wake-up per call.
+// A small persistent pool. parallel_for splits [0, n) into chunks that participants claim
+// dynamically; the calling thread claims chunks too and only waits for chunks already being
+// run. So a worker that is slow to wake (an oversubscribed machine, the UI and engine threads
+// sharing two cores) never stalls a step: the caller simply does that work itself.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -20,21 +21,28 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // fn(begin, end, thread_index) over disjoint chunks covering [0, n); returns when all are done.
+  // fn(begin, end, participant) over disjoint chunks covering [0, n); participant is in
+  // [0, size()) and unique among concurrent calls (for per-thread scratch). Returns when all
+  // chunks are done. Not reentrant: one parallel_for at a time per pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
   void worker_loop(int index);
+  // Claims and runs chunks of job `gen` until none are left.
+  void run_chunks(uint32_t gen, int participant);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
+  // The current job. `claim_` packs (generation << 32 | next chunk) so that a worker holding a
+  // stale generation can never claim a chunk of a newer job.
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  uint64_t generation_ = 0;
-  std::atomic<int> pending_{0};
-  std::atomic<uint64_t> published_generation_{0};
+  uint32_t n_chunks_ = 0;
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<uint32_t> done_{0};
+  std::atomic<uint32_t> generation_{0};
   bool stop_ = false;
 };
 
