@@ -17,6 +17,7 @@ const char* kUsage =
     "  inspect     show a GGUF file's metadata, tensors and KV cost per token: inspect MODEL [--json]\n"
     "  make-model  write a synthetic random-weight GGUF: --out F [--arch llama --dtype q8_0 ...]\n"
     "  bench       prefill/decode tokens/s as JSON: --model M [--prompt-len N --gen N]\n"
+    "  run         replay a workload, paged vs contiguous baseline: --workload W [--baseline] [--json-out F]\n"
     "run `kvscope-cli <command> --help` for the options of a command.\n";
 
 }  // namespace
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc, argv, first);
     if (cmd == "make-model") return cmd_make_model(argc, argv, first);
     if (cmd == "bench") return cmd_bench(argc, argv, first);
+    if (cmd == "run") return cmd_run(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;

@@ -16,7 +16,11 @@ struct Engine::SeqRuntime {
   std::string label;
   std::unique_ptr<Sampler> sampler;
   bool record_logits = false;
+  bool record_prompt_logits = false;
   std::vector<std::vector<float>> logits;
+  std::vector<std::vector<float>> prompt_logits;
+  int32_t pending_forks = 0;         // parallel samples still to fork off after the prompt
+  Request fork_template;
   Clock::time_point submitted;
   Clock::time_point last_token;
   double ttft_ms = -1;
@@ -54,15 +58,27 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   layout.num_blocks = cfg_.num_blocks;
   backend_->init_kv(layout, AttentionPolicy{cfg_.window, cfg_.sinks});
 
-  KvCacheConfig kc;
-  kc.block_size = cfg_.block_size;
-  kc.num_blocks = cfg_.num_blocks;
-  kc.prefix_caching = cfg_.prefix_caching;
-  kc.sliding_window = cfg_.window;
-  kc.sink_tokens = cfg_.sinks;
-  // Cached K/V are only valid for the same model and KV dtype.
-  kc.hash_salt = std::hash<std::string>{}(model_->file->path() + "|" + kv_dtype_name(cfg_.kv_dtype));
-  kv_ = std::make_unique<KvCacheManager>(kc);
+  if (cfg_.contiguous_baseline) {
+    if (cfg_.window > 0) throw std::invalid_argument("the contiguous baseline has no sliding window");
+    // Reservations are whole blocks, so every base is block-aligned and the backend can walk a
+    // (consecutive) block table exactly as for the paged manager.
+    const int32_t reserve = (cfg_.sched.max_model_len + cfg_.block_size - 1) / cfg_.block_size * cfg_.block_size;
+    auto c = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg_.num_blocks) * cfg_.block_size, reserve);
+    contiguous_ = c.get();
+    kv_ = std::move(c);
+  } else {
+    KvCacheConfig kc;
+    kc.block_size = cfg_.block_size;
+    kc.num_blocks = cfg_.num_blocks;
+    kc.prefix_caching = cfg_.prefix_caching;
+    kc.sliding_window = cfg_.window;
+    kc.sink_tokens = cfg_.sinks;
+    // Cached K/V are only valid for the same model and KV dtype.
+    kc.hash_salt = std::hash<std::string>{}(model_->file->path() + "|" + kv_dtype_name(cfg_.kv_dtype));
+    auto m = std::make_unique<KvCacheManager>(kc);
+    paged_ = m.get();
+    kv_ = std::move(m);
+  }
   sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
   publish();
 }
@@ -93,6 +109,7 @@ SeqId Engine::submit(const Request& r) {
   rt->label = r.label.empty() ? "req " + std::to_string(s.id) : r.label;
   rt->sampler = std::make_unique<Sampler>(r.sampling);
   rt->record_logits = r.record_logits;
+  rt->record_prompt_logits = r.record_prompt_logits;
   rt->submitted = Clock::now();
   SeqRuntime* raw = rt.get();
   seqs_.emplace(s.id, std::move(rt));
@@ -115,16 +132,46 @@ SeqId Engine::submit(const Request& r) {
 }
 
 std::vector<SeqId> Engine::submit_parallel(const Request& r, int n) {
-  // Each sample is its own sequence; the prefix cache makes the later ones share the prompt's
-  // full blocks with the first (the partial last block is recomputed per sample).
-  std::vector<SeqId> ids;
-  for (int i = 0; i < n; ++i) {
-    Request ri = r;
-    ri.sampling.seed = r.sampling.seed + static_cast<uint64_t>(i);
-    ri.label = (r.label.empty() ? "sample" : r.label) + " #" + std::to_string(i + 1);
-    ids.push_back(submit(ri));
-  }
+  if (n < 1) throw std::invalid_argument("parallel samples: n must be at least 1");
+  Request first = r;
+  if (first.label.empty()) first.label = "sample";
+  const SeqId parent = submit(first);
+  std::vector<SeqId> ids = {parent};
+  SeqRuntime& rt = *seqs_.at(parent);
+  if (rt.seq.is_finished() || n == 1) return ids;
+  rt.pending_forks = n - 1;
+  rt.fork_template = first;
+  // The children get their ids now so callers can follow them; they start when the parent's
+  // prompt is computed (see fork_children).
+  for (int i = 1; i < n; ++i) ids.push_back(next_id_ + i - 1);
   return ids;
+}
+
+std::vector<Engine::SeqRuntime*> Engine::fork_children(SeqRuntime& parent) {
+  std::vector<SeqRuntime*> children;
+  const int n = parent.pending_forks;
+  parent.pending_forks = 0;
+  for (int i = 1; i <= n; ++i) {
+    auto rt = std::make_unique<SeqRuntime>();
+    Sequence& s = rt->seq;
+    s.id = next_id_++;
+    s.prompt = parent.seq.prompt;
+    s.max_new_tokens = parent.seq.max_new_tokens;
+    s.ignore_eos = parent.seq.ignore_eos;
+    s.sampling = parent.fork_template.sampling;
+    s.sampling.seed += static_cast<uint64_t>(i);
+    s.num_computed = parent.seq.num_computed;
+    rt->label = parent.fork_template.label + " #" + std::to_string(i + 1);
+    rt->sampler = std::make_unique<Sampler>(s.sampling);
+    rt->record_logits = parent.record_logits;
+    rt->submitted = parent.submitted;
+    kv_->fork(parent.seq.id, s.id);  // shares every block; the partial last one is copied on write
+    sched_->add_running(&s);
+    children.push_back(rt.get());
+    seqs_.emplace(s.id, std::move(rt));
+  }
+  parent.label += " #1";
+  return children;
 }
 
 void Engine::finish(SeqRuntime& rt, SeqState state, FinishReason reason) {
@@ -162,27 +209,43 @@ bool Engine::step() {
     rt.seq.finish = FinishReason::None;
     finish(rt, SeqState::Rejected, FinishReason::Rejected);
   }
+  for (SeqId id : out.length_capped) {  // the scheduler already finished it (max_model_len)
+    ++counters_.requests_finished;
+    if (auto it = seqs_.find(id); it != seqs_.end()) it->second->finished_order = counters_.steps;
+    if (callbacks_.on_finished) callbacks_.on_finished(id);
+  }
   counters_.preemptions += out.preempted.size();
   backend_->copy_blocks(out.copies);
 
   BatchView batch;
-  std::vector<std::vector<TokenId>> all_tokens;  // keep each chunk's tokens alive
-  for (const ScheduledChunk& ch : out.chunks) {
+  std::vector<std::vector<BlockId>> tables;  // alive until the forward is done
+  tables.reserve(out.chunks.size());
+  chunk_rows_.assign(out.chunks.size(), {0, 0});
+  for (size_t c = 0; c < out.chunks.size(); ++c) {
+    const ScheduledChunk& ch = out.chunks[c];
     const Sequence& s = *ch.seq;
-    const int32_t si = static_cast<int32_t>(batch.block_tables.size());
-    batch.block_tables.push_back(kv_->block_table(s.id));
+    const SeqRuntime& rt = *seqs_.at(s.id);
+    const int32_t si = static_cast<int32_t>(tables.size());
+    tables.push_back(block_table_of(s.id));
+    batch.block_tables.push_back(std::span<const BlockId>(tables.back()));
     const std::vector<TokenId> toks = s.all_tokens();
+    const int32_t prompt_len = static_cast<int32_t>(s.prompt.size());
+    chunk_rows_[c].first = static_cast<int32_t>(batch.logits_rows.size());
     for (int32_t i = 0; i < ch.n_tokens; ++i) {
       const int32_t pos = ch.first_pos + i;
       batch.tokens.push_back(toks[static_cast<size_t>(pos)]);
       batch.positions.push_back(pos);
       batch.slot_mapping.push_back(kv_->slot(s.id, pos));
       batch.seq_index.push_back(si);
+      const bool last = i == ch.n_tokens - 1;
+      // Perplexity needs the prediction after every prompt position but the last (whose
+      // logits are the sampling row anyway).
+      if ((last && ch.wants_logits) || (rt.record_prompt_logits && pos < prompt_len - 1))
+        batch.logits_rows.push_back(batch.n_tokens() - 1);
     }
-    if (ch.wants_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
+    chunk_rows_[c].second = static_cast<int32_t>(batch.logits_rows.size()) - chunk_rows_[c].first;
     // A decode step computes the one token sampled last step; everything else is (re)prefill.
-    const bool decode = ch.n_tokens == 1 && ch.first_pos == s.total_len() - 1 &&
-                        ch.first_pos >= static_cast<int32_t>(s.prompt.size());
+    const bool decode = ch.n_tokens == 1 && ch.first_pos == s.total_len() - 1 && ch.first_pos >= prompt_len;
     if (!decode) counters_.tokens_prefilled += static_cast<uint64_t>(ch.n_tokens);
   }
   std::vector<float> logits(batch.logits_rows.size() * static_cast<size_t>(model_->config.n_vocab));
@@ -212,34 +275,46 @@ bool Engine::step() {
 
 void Engine::postprocess(const SchedulerOutput& out, const std::vector<float>& logits) {
   const size_t V = static_cast<size_t>(model_->config.n_vocab);
-  size_t row = 0;
   const auto now = Clock::now();
-  for (const ScheduledChunk& ch : out.chunks) {
-    if (!ch.wants_logits) continue;
-    std::span<const float> lg(logits.data() + row * V, V);
-    ++row;
+  for (size_t c = 0; c < out.chunks.size(); ++c) {
+    const ScheduledChunk& ch = out.chunks[c];
     SeqRuntime& rt = *seqs_.at(ch.seq->id);
     Sequence& s = rt.seq;
-    if (s.is_finished()) continue;
-    if (rt.record_logits) rt.logits.emplace_back(lg.begin(), lg.end());
-    const std::vector<TokenId> hist = s.all_tokens();
-    const TokenId tok = rt.sampler->sample(lg, hist);
-    s.output.push_back(tok);
-    ++counters_.tokens_decoded;
-    if (rt.ttft_ms < 0) {
-      rt.ttft_ms = std::chrono::duration<double, std::milli>(now - rt.submitted).count();
-    } else {
-      rt.itl_sum_ms += std::chrono::duration<double, std::milli>(now - rt.last_token).count();
-      ++rt.itl_count;
+    const auto [row0, n_rows] = chunk_rows_[c];
+    const int32_t n_prompt_rows = n_rows - (ch.wants_logits ? 1 : 0);
+    for (int32_t r = 0; r < n_prompt_rows; ++r) {
+      const float* p = logits.data() + static_cast<size_t>(row0 + r) * V;
+      rt.prompt_logits.emplace_back(p, p + V);
     }
-    rt.last_token = now;
-    if (callbacks_.on_token) callbacks_.on_token(s.id, tok);
-    const bool eos = !s.ignore_eos && model_->tokenizer && model_->tokenizer->is_eog(tok);
-    if (eos) {
-      finish(rt, SeqState::Finished, FinishReason::Eos);
-    } else if (static_cast<int32_t>(s.output.size()) >= s.max_new_tokens ||
-               s.total_len() >= sched_->config().max_model_len) {
-      finish(rt, SeqState::Finished, FinishReason::Length);
+    if (!ch.wants_logits || s.is_finished()) continue;
+    std::span<const float> lg(logits.data() + static_cast<size_t>(row0 + n_rows - 1) * V, V);
+    // Parallel samples fork here, after the shared prompt and before anyone samples, so each
+    // child samples its first token from these same logits.
+    std::vector<SeqRuntime*> samplers = {&rt};
+    if (rt.pending_forks > 0 && s.output.empty())
+      for (SeqRuntime* child : fork_children(rt)) samplers.push_back(child);
+    for (SeqRuntime* sr : samplers) {
+      Sequence& q = sr->seq;
+      if (sr->record_logits) sr->logits.emplace_back(lg.begin(), lg.end());
+      const std::vector<TokenId> hist = q.all_tokens();
+      const TokenId tok = sr->sampler->sample(lg, hist);
+      q.output.push_back(tok);
+      ++counters_.tokens_decoded;
+      if (sr->ttft_ms < 0) {
+        sr->ttft_ms = std::chrono::duration<double, std::milli>(now - sr->submitted).count();
+      } else {
+        sr->itl_sum_ms += std::chrono::duration<double, std::milli>(now - sr->last_token).count();
+        ++sr->itl_count;
+      }
+      sr->last_token = now;
+      if (callbacks_.on_token) callbacks_.on_token(q.id, tok);
+      const bool eos = !q.ignore_eos && model_->tokenizer && model_->tokenizer->is_eog(tok);
+      if (eos) {
+        finish(*sr, SeqState::Finished, FinishReason::Eos);
+      } else if (static_cast<int32_t>(q.output.size()) >= q.max_new_tokens ||
+                 q.total_len() >= sched_->config().max_model_len) {
+        finish(*sr, SeqState::Finished, FinishReason::Length);
+      }
     }
   }
   const double t = std::chrono::duration<double>(now - start_).count();
@@ -262,6 +337,57 @@ const std::vector<std::vector<float>>& Engine::recorded_logits(SeqId id) const {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) throw std::out_of_range("unknown sequence " + std::to_string(id));
   return it->second->logits;
+}
+
+const std::vector<std::vector<float>>& Engine::recorded_prompt_logits(SeqId id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) throw std::out_of_range("unknown sequence " + std::to_string(id));
+  return it->second->prompt_logits;
+}
+
+std::vector<BlockId> Engine::block_table_of(SeqId id) const {
+  if (paged_) {
+    auto t = paged_->block_table(id);
+    return {t.begin(), t.end()};
+  }
+  // Contiguous: the reservation is a run of consecutive, block-aligned blocks.
+  std::vector<BlockId> t;
+  const int32_t bs = cfg_.block_size;
+  const int32_t len = kv_->seq_len(id);
+  if (len == 0) return t;
+  const int64_t base_block = kv_->slot(id, 0) / bs;
+  for (int32_t b = 0; b * bs < len; ++b) t.push_back(static_cast<BlockId>(base_block + b));
+  return t;
+}
+
+void Engine::fill_block_snapshot(Snapshot& S) const {
+  const int32_t bs = cfg_.block_size;
+  S.blocks.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
+  if (paged_) {
+    const BlockPool& pool = paged_->pool();
+    for (BlockId b = 0; b < pool.num_blocks(); ++b) {
+      const BlockState& st = pool.state(b);
+      BlockSnap& x = S.blocks[static_cast<size_t>(b)];
+      x.ref_count = st.ref_count;
+      x.filled = st.filled;
+      x.hashed = st.hashed;
+      x.hash = st.hash;
+      x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
+    }
+    return;
+  }
+  // Baseline: a block is used when a reservation covers it, filled by the slots written.
+  for (const ArenaRange& r : contiguous_->arena().ranges()) {
+    if (r.owner == kFreeRange) continue;
+    for (int64_t slot = r.start; slot < r.start + r.length; slot += bs) {
+      BlockSnap& x = S.blocks[static_cast<size_t>(slot / bs)];
+      x.status = BlockStatus::Used;
+      x.ref_count = 1;
+      x.owner = r.owner;
+      const int64_t filled_here = std::clamp<int64_t>(r.start + r.filled - slot, 0, bs);
+      x.filled = static_cast<int32_t>(filled_here);
+    }
+  }
 }
 
 SnapshotPtr Engine::snapshot() const {
@@ -290,17 +416,7 @@ void Engine::publish() {
   S.sinks = cfg_.sinks;
   S.prefix_caching = cfg_.prefix_caching;
 
-  const BlockPool& pool = kv_->pool();
-  S.blocks.resize(static_cast<size_t>(pool.num_blocks()));
-  for (BlockId b = 0; b < pool.num_blocks(); ++b) {
-    const BlockState& st = pool.state(b);
-    BlockSnap& bs = S.blocks[static_cast<size_t>(b)];
-    bs.ref_count = st.ref_count;
-    bs.filled = st.filled;
-    bs.hashed = st.hashed;
-    bs.hash = st.hash;
-    bs.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
-  }
+  fill_block_snapshot(S);
   // Prune long-finished sequences so a soak run does not grow without bound.
   constexpr uint64_t kKeepFinishedSteps = 2000;
   for (auto it = seqs_.begin(); it != seqs_.end();) {
@@ -331,8 +447,7 @@ void Engine::publish() {
     q.mean_itl_ms = rt.itl_count ? rt.itl_sum_ms / rt.itl_count : -1;
     q.error = s.error;
     if (kv_->has_seq(id)) {
-      auto table = kv_->block_table(id);
-      q.block_table.assign(table.begin(), table.end());
+      q.block_table = block_table_of(id);
       for (size_t lb = 0; lb < q.block_table.size(); ++lb) {
         const BlockId b = q.block_table[lb];
         if (b == kNoBlock) continue;
@@ -353,7 +468,7 @@ void Engine::publish() {
       ++S.memory.blocks_free;
     }
   }
-  S.memory.blocks_total = pool.num_blocks();
+  S.memory.blocks_total = static_cast<int32_t>(S.blocks.size());
   S.memory.weights_bytes = static_cast<int64_t>(model_->weights.total_bytes);
   S.memory.kv_bytes_per_token = L.bytes_per_token();
   S.memory.kv_bytes_per_block = L.bytes_per_block();
@@ -361,11 +476,36 @@ void Engine::publish() {
   S.memory.slots_filled = filled_slots;
   S.memory.waste_pct = S.memory.slots_reserved ? 100.0 * (1.0 - static_cast<double>(filled_slots) / S.memory.slots_reserved) : 0.0;
 
-  counters_.allocations = pool.counters().allocations;
-  counters_.frees = pool.counters().frees;
-  counters_.evictions = pool.counters().evictions;
-  counters_.prefix_queries_tokens = kv_->prefix_queries_tokens();
-  counters_.prefix_hits_tokens = kv_->prefix_hits_tokens();
+  if (paged_) {
+    const BlockPool& pool = paged_->pool();
+    counters_.allocations = pool.counters().allocations;
+    counters_.frees = pool.counters().frees;
+    counters_.evictions = pool.counters().evictions;
+    counters_.prefix_queries_tokens = paged_->prefix_queries_tokens();
+    counters_.prefix_hits_tokens = paged_->prefix_hits_tokens();
+    const int64_t free_slots = static_cast<int64_t>(S.memory.blocks_free + S.memory.blocks_cached) * L.block_size;
+    S.allocator.total_slots = static_cast<int64_t>(S.memory.blocks_total) * L.block_size;
+    S.allocator.total_free = free_slots;
+    S.allocator.largest_free_run = free_slots;
+    S.allocator.live_allocations = static_cast<int32_t>(paged_->sequences().size());
+  } else {
+    const ArenaMetrics am = contiguous_->arena().metrics();
+    S.allocator.contiguous = true;
+    S.allocator.total_slots = am.total_slots;
+    S.allocator.total_free = am.total_free;
+    S.allocator.largest_free_run = am.largest_free_run;
+    S.allocator.external_fragmentation = am.external_fragmentation;
+    S.allocator.live_allocations = am.live_allocations;
+    S.allocator.overflows = am.overflows;
+    S.allocator.failed_reservations = am.failed_reservations;
+    for (const ArenaRange& r : contiguous_->arena().ranges()) S.allocator.ranges.push_back({r.start, r.length, r.owner, r.filled});
+    // The baseline's waste counts every reserved slot, not just the blocks touched so far.
+    S.memory.slots_reserved = am.slots_reserved;
+    S.memory.slots_filled = am.slots_filled;
+    S.memory.waste_pct = am.waste_pct;
+  }
+  S.running = static_cast<int32_t>(sched_->running().size());
+  S.waiting = static_cast<int32_t>(sched_->waiting().size());
   S.counters = counters_;
   S.step_ms = last_step_ms_;
   if (rate_window_.size() >= 2) {

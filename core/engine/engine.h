@@ -15,6 +15,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kv/contiguous_kv_manager.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "telemetry/snapshot.h"
@@ -31,6 +32,9 @@ struct EngineConfig {
   int32_t sinks = 0;
   SchedulerConfig sched;             // max_model_len 0 -> model's context length
   size_t max_events = 100000;        // bounded block-event history
+  // The "traditional" allocator instead of paging: every request reserves max_model_len
+  // contiguous slots up front (first-fit). Same scheduler, model and backend: a real measurement.
+  bool contiguous_baseline = false;
 };
 
 struct Request {
@@ -39,6 +43,7 @@ struct Request {
   SamplingParams sampling;
   bool ignore_eos = false;
   bool record_logits = false;        // keep the logits of every sampling step (for --logits-out)
+  bool record_prompt_logits = false; // keep the logits after every prompt position (perplexity)
   std::string label;
 };
 
@@ -54,7 +59,9 @@ class Engine {
   ~Engine();
 
   SeqId submit(const Request& r);
-  // n > 1 parallel samples of one prompt sharing its blocks; returns the n ids.
+  // n > 1 parallel samples of one prompt: the prompt is computed once, then the samples fork
+  // from it sharing every block (the partly filled last one is copied on write). Returns the
+  // n ids (the first is the parent); sample i uses seed + i.
   std::vector<SeqId> submit_parallel(const Request& r, int n);
   void cancel(SeqId id);
   bool step();                        // false when there was nothing to do
@@ -63,6 +70,8 @@ class Engine {
 
   const Sequence& sequence(SeqId id) const;
   const std::vector<std::vector<float>>& recorded_logits(SeqId id) const;
+  // [prompt position][n_vocab]: row i predicts prompt token i + 1 (record_prompt_logits).
+  const std::vector<std::vector<float>>& recorded_prompt_logits(SeqId id) const;
   SnapshotPtr snapshot() const;       // newest published snapshot; never blocks on a step
   std::vector<BlockEvent> events_since(uint64_t step) const;
   void set_callbacks(EngineCallbacks cb) { callbacks_ = std::move(cb); }
@@ -70,7 +79,9 @@ class Engine {
   const EngineConfig& config() const { return cfg_; }
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
-  const KvCacheManager& kv() const { return *kv_; }
+  const KvSlotAllocator& kv() const { return *kv_; }
+  const KvCacheManager* paged_kv() const { return paged_; }             // null in baseline mode
+  const ContiguousKvManager* contiguous_kv() const { return contiguous_; }  // null when paged
   std::string kv_summary() const;     // "KV cache: N blocks = T tokens = X MiB, max concurrency at context C"
 
  private:
@@ -78,11 +89,16 @@ class Engine {
   void postprocess(const SchedulerOutput& out, const std::vector<float>& logits);
   void publish();
   void finish(SeqRuntime& rt, SeqState state, FinishReason reason);
+  std::vector<BlockId> block_table_of(SeqId id) const;
+  void fill_block_snapshot(Snapshot& S) const;
+  std::vector<SeqRuntime*> fork_children(SeqRuntime& parent);
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
   EngineConfig cfg_;
-  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<KvSlotAllocator> kv_;
+  KvCacheManager* paged_ = nullptr;
+  ContiguousKvManager* contiguous_ = nullptr;
   std::unique_ptr<Scheduler> sched_;
   std::unordered_map<SeqId, std::unique_ptr<SeqRuntime>> seqs_;
   SeqId next_id_ = 1;
@@ -94,6 +110,7 @@ class Engine {
   std::vector<BlockSnap> prev_blocks_;
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
   double last_step_ms_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> chunk_rows_;  // per scheduled chunk: first logits row, rows
   mutable std::mutex snap_mu_;        // guards only the pointer swap
   SnapshotPtr snapshot_;
 };

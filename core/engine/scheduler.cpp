@@ -25,6 +25,16 @@ void Scheduler::add(Sequence* seq) {
   waiting_.push_back(seq);
 }
 
+void Scheduler::add_running(Sequence* seq) {
+  KV_CHECK(seq != nullptr, "add_running(nullptr)");
+  KV_CHECK(kv_.has_seq(seq->id) && kv_.seq_len(seq->id) == seq->num_computed,
+           "add_running: the sequence must already hold slots for its computed tokens");
+  seq->state = SeqState::Running;
+  seq->arrival_step = step_;
+  seq->arrival_order = next_arrival_++;
+  running_.push_back(seq);
+}
+
 void Scheduler::remove(Sequence* seq) {
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());

@@ -45,6 +45,9 @@ class Scheduler {
   Scheduler(const SchedulerConfig& cfg, KvSlotAllocator& kv);
   const SchedulerConfig& config() const { return cfg_; }
   void add(Sequence* seq);             // state Waiting, goes to the back of the queue (not owned)
+  // A sequence that is already computed up to num_computed and holds its slots (a fork of a
+  // running sequence): joins the running list as the newest.
+  void add_running(Sequence* seq);
   SchedulerOutput schedule();          // one step's plan; allocates the slots it schedules
   // After the forward + sampling: the engine appended tokens / finished sequences.
   void on_step_done(const SchedulerOutput& out);

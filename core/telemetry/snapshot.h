@@ -76,6 +76,25 @@ struct MemorySnap {
   double waste_pct = 0;               // 100 * (1 - filled / reserved)
 };
 
+// How the allocator's free space looks. Paged: any free block serves any sequence, so the
+// largest usable run is all free memory. Contiguous baseline: the arena's runs and holes.
+struct ArenaSnap {
+  int64_t start = 0, length = 0;      // in slots
+  SeqId owner = -1;                   // -1: free
+  int32_t filled = 0;
+};
+struct AllocatorSnap {
+  bool contiguous = false;
+  int64_t total_slots = 0;
+  int64_t total_free = 0;             // slots
+  int64_t largest_free_run = 0;       // slots a single new request could use
+  double external_fragmentation = 0;  // 1 - largest_free_run / total_free
+  int32_t live_allocations = 0;
+  uint64_t overflows = 0;             // baseline: requests that outgrew their reservation
+  uint64_t failed_reservations = 0;   // baseline: no contiguous run was long enough
+  std::vector<ArenaSnap> ranges;      // baseline only, address order
+};
+
 struct Snapshot {
   uint64_t step = 0;
   double elapsed_s = 0;               // engine wall time since start
@@ -89,6 +108,8 @@ struct Snapshot {
   std::vector<SeqSnap> seqs;          // live and recently finished
   EngineCounters counters;
   MemorySnap memory;
+  AllocatorSnap allocator;
+  int32_t running = 0, waiting = 0;   // scheduler queues after the step
   double step_ms = 0;                 // duration of the last step
   double tokens_per_s = 0;            // generated tokens per second over the last second or so
   std::vector<BlockEvent> events;     // events of this step

@@ -1,0 +1,111 @@
+// kvscope-cli run: replay a workload on the paged engine and (with --baseline) on the
+// contiguous pre-paging allocator, same model, scheduler and pool size, and compare them.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cpu/cpu_backend.h"
+#include "engine/workload_runner.h"
+#include "workload/workload.h"
+
+namespace kvscope::cli {
+
+namespace {
+
+nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload& wl, bool baseline, bool quiet) {
+  EngineConfig cfg = engine_config(a, *m);
+  if (cfg.sched.max_model_len == 0 && wl.max_model_len) cfg.sched.max_model_len = *wl.max_model_len;
+  cfg.contiguous_baseline = baseline;
+  if (baseline) cfg.prefix_caching = false;  // the pre-paging allocator had no block cache
+  const int threads = static_cast<int>(a.i64("threads", 0));
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = std::make_unique<Engine>(m, std::make_unique<CpuBackend>(m, threads), cfg);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!quiet) std::cerr << (baseline ? "[baseline] " : "[paged]    ") << engine->kv_summary() << "\n";
+  WorkloadRunner runner(*engine, wl);
+  runner.run_to_completion();
+  nlohmann::json j = runner.to_json();
+  j["allocator"] = baseline ? "contiguous" : "paged";
+  j["kv_cache"] = engine->kv_summary();
+  j["block_size"] = cfg.block_size;
+  j["max_model_len"] = engine->config().sched.max_model_len;
+  j["prefix_caching"] = cfg.prefix_caching;
+  j["kv_dtype"] = kv_dtype_name(cfg.kv_dtype);
+  j["window"] = cfg.window;
+  j["sinks"] = cfg.sinks;
+  j["backend"] = engine->backend().name();
+  return j;
+}
+
+void print_table(const nlohmann::json& p, const nlohmann::json* b) {
+  auto row = [&](const char* name, const char* key, const char* fmt) {
+    std::printf("%-30s", name);
+    for (const nlohmann::json* j : {&p, b}) {
+      if (!j) continue;
+      char buf[64];
+      const auto& v = (*j)[key];
+      if (v.is_number_float()) std::snprintf(buf, sizeof buf, fmt, v.get<double>());
+      else std::snprintf(buf, sizeof buf, fmt, static_cast<double>(v.get<int64_t>()));
+      std::printf("%18s", buf);
+    }
+    std::printf("\n");
+  };
+  std::printf("%-30s%18s%s\n", "", "paged", b ? "        contiguous" : "");
+  row("waste % (reserved unfilled)", "waste_pct", "%.1f");
+  row("worst-step waste %", "peak_waste_pct", "%.1f");
+  row("external fragmentation", "external_fragmentation", "%.2f");
+  row("largest free run at peak", "largest_free_run", "%.0f");
+  row("free slots at peak", "total_free_at_peak", "%.0f");
+  row("peak KV MiB reserved", "peak_kv_bytes", "%.2f");
+  row("max concurrent requests", "max_concurrent", "%.0f");
+  row("preemptions", "preemptions", "%.0f");
+  row("rejected", "rejected", "%.0f");
+  row("generated tokens", "generated_tokens", "%.0f");
+  row("prefill tokens computed", "prefill_tokens", "%.0f");
+  row("prefix-cache hit tokens", "prefix_cache_hits_tokens", "%.0f");
+  row("engine steps", "steps", "%.0f");
+  row("tokens/s", "tokens_per_s", "%.1f");
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv, int first) {
+  const Args a(argc, argv, first, with_engine_options({"workload", "json-out"}), {"baseline", "help", "quiet"});
+  if (a.has("help") || !a.has("workload")) {
+    std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B]\n"
+                 "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
+                 "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N]\n";
+    return a.has("help") ? 0 : 2;
+  }
+  const Workload wl = load_workload(a.str("workload"));
+  LoadedModel lm = load_model(a);
+  const bool quiet = a.has("quiet");
+  nlohmann::json out;
+  out["workload"] = wl.name;
+  out["model"] = lm.path;
+  out["paged"] = run_once(a, lm.model, wl, false, quiet);
+  if (a.has("baseline")) out["baseline"] = run_once(a, lm.model, wl, true, quiet);
+  // Bytes -> MiB for the table only; the JSON keeps bytes.
+  auto for_table = [](nlohmann::json j) {
+    j["peak_kv_bytes"] = j["peak_kv_bytes"].get<double>() / (1 << 20);
+    return j;
+  };
+  const nlohmann::json p = for_table(out["paged"]);
+  const nlohmann::json b = a.has("baseline") ? for_table(out["baseline"]) : nlohmann::json();
+  if (!quiet) print_table(p, a.has("baseline") ? &b : nullptr);
+  if (a.has("json-out")) {
+    std::ofstream f(a.str("json-out"));
+    if (!f) throw std::runtime_error("cannot write " + a.str("json-out"));
+    f << out.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace kvscope::cli

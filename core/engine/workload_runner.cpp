@@ -1,0 +1,193 @@
+#include "engine/workload_runner.h"
+
+#include <algorithm>
+
+#include "workload/workload_tokens.h"
+
+namespace kvscope {
+
+WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload)
+    : engine_(engine), wl_(std::move(workload)) {
+  submitted_.assign(wl_.requests.size(), false);
+  seq_of_.resize(wl_.requests.size());
+  metrics_.kv_pool_bytes = engine_.backend().kv_layout().total_bytes();
+}
+
+void WorkloadRunner::submit_due() {
+  const Tokenizer& tok = *engine_.model().tokenizer;
+  for (size_t i = 0; i < wl_.requests.size(); ++i) {
+    if (submitted_[i]) continue;
+    const WorkloadRequest& r = wl_.requests[i];
+    if (static_cast<uint64_t>(r.arrival_step) > step_) continue;
+    Request req;
+    req.max_new_tokens = r.max_new_tokens;
+    req.ignore_eos = r.ignore_eos;
+    req.label = r.id;
+    if (r.sampling) req.sampling = *r.sampling;
+    if (r.is_follow_up_turn()) {
+      // Waits for the previous turn of its conversation to finish, then continues it.
+      auto it = last_turn_.find(r.conversation);
+      if (it == last_turn_.end()) continue;
+      const std::vector<SeqId>& prev = seq_of_[it->second];
+      if (prev.empty()) continue;
+      const Sequence& p = engine_.sequence(prev.front());
+      if (!p.is_finished()) continue;
+      if (p.state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
+        submitted_[i] = true;
+        continue;
+      }
+      std::vector<TokenId> history = p.all_tokens();
+      if (!history.empty() && tok.is_eog(history.back())) history.pop_back();
+      req.prompt = build_turn_prompt(history, r, tok);
+    } else {
+      req.prompt = workload_prompt_ids(r, tok);
+    }
+    seq_of_[i] = r.n > 1 ? engine_.submit_parallel(req, r.n) : std::vector<SeqId>{engine_.submit(req)};
+    submitted_[i] = true;
+    if (!r.conversation.empty()) last_turn_[r.conversation] = i;
+  }
+}
+
+bool WorkloadRunner::done() const {
+  for (size_t i = 0; i < wl_.requests.size(); ++i) {
+    if (!submitted_[i]) return false;
+    for (SeqId id : seq_of_[i])
+      if (!engine_.sequence(id).is_finished()) return false;
+  }
+  return !engine_.has_work();
+}
+
+double WorkloadRunner::progress() const {
+  if (wl_.requests.empty()) return 1.0;
+  size_t finished = 0;
+  for (size_t i = 0; i < wl_.requests.size(); ++i)
+    if (submitted_[i] && std::all_of(seq_of_[i].begin(), seq_of_[i].end(),
+                                     [&](SeqId id) { return engine_.sequence(id).is_finished(); }))
+      ++finished;
+  return static_cast<double>(finished) / static_cast<double>(wl_.requests.size());
+}
+
+bool WorkloadRunner::step() {
+  if (!started_) {
+    start_ = std::chrono::steady_clock::now();
+    started_ = true;
+  }
+  submit_due();
+  if (done()) return false;
+  if (!engine_.step()) {
+    // Nothing runnable now: requests are still to arrive, so time moves on.
+    ++step_;
+    return true;
+  }
+  ++step_;
+  observe(*engine_.snapshot());
+  return true;
+}
+
+void WorkloadRunner::run_to_completion() {
+  while (step()) {
+  }
+}
+
+void WorkloadRunner::observe(const Snapshot& s) {
+  RunMetrics& m = metrics_;
+  m.steps = step_;
+  m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  filled_sum_ += static_cast<double>(s.memory.slots_filled);
+  reserved_sum_ += static_cast<double>(s.memory.slots_reserved);
+  m.waste_pct = reserved_sum_ > 0 ? 100.0 * (1.0 - filled_sum_ / reserved_sum_) : 0.0;
+  m.peak_waste_pct = std::max(m.peak_waste_pct, s.memory.waste_pct);
+  m.external_fragmentation = std::max(m.external_fragmentation, s.allocator.external_fragmentation);
+  if (s.memory.slots_reserved > peak_reserved_slots_) {
+    peak_reserved_slots_ = s.memory.slots_reserved;
+    m.peak_kv_bytes = s.memory.slots_reserved * s.memory.kv_bytes_per_token;
+    m.largest_free_run = s.allocator.largest_free_run;
+    m.total_free_at_peak = s.allocator.total_free;
+  }
+  m.peak_blocks_used = std::max(m.peak_blocks_used, s.memory.blocks_used);
+  m.max_concurrent = std::max(m.max_concurrent, s.running);
+  m.preemptions = s.counters.preemptions;
+  m.rejected = s.counters.requests_rejected;
+  m.generated_tokens = s.counters.tokens_decoded;
+  m.prefill_tokens = s.counters.tokens_prefilled;
+  m.tokens_per_s = m.wall_s > 0 ? static_cast<double>(m.generated_tokens) / m.wall_s : 0.0;
+  m.prefix_cache_queries_tokens = s.counters.prefix_queries_tokens;
+  m.prefix_cache_hits_tokens = s.counters.prefix_hits_tokens;
+  m.evictions = s.counters.evictions;
+  m.overflows = s.allocator.overflows;
+  double ttft_sum = 0;
+  int n = 0;
+  for (const SeqSnap& q : s.seqs)
+    if (q.ttft_ms >= 0) ttft_sum += q.ttft_ms, ++n;
+  if (n) m.mean_ttft_ms = ttft_sum / n;
+}
+
+std::vector<RequestResult> WorkloadRunner::results() const {
+  std::vector<RequestResult> out;
+  const SnapshotPtr snap = engine_.snapshot();
+  for (size_t i = 0; i < wl_.requests.size(); ++i) {
+    RequestResult r;
+    r.id = wl_.requests[i].id;
+    r.seqs = seq_of_[i];
+    if (!r.seqs.empty()) {
+      const Sequence& s = engine_.sequence(r.seqs.front());
+      r.state = s.state;
+      r.prompt = s.prompt;
+      r.tokens = s.output;
+      r.cached_prompt_tokens = s.num_cached_prompt;
+      r.preemptions = s.preemptions;
+      r.error = s.error;
+      for (const SeqSnap& q : snap->seqs)
+        if (q.id == r.seqs.front()) r.ttft_ms = q.ttft_ms;
+    } else {
+      r.state = SeqState::Rejected;
+      r.error = submitted_[i] ? "its conversation's previous turn did not finish" : "never submitted";
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+nlohmann::json run_metrics_json(const RunMetrics& m) {
+  return {{"steps", m.steps},
+          {"wall_s", m.wall_s},
+          {"waste_pct", m.waste_pct},
+          {"peak_waste_pct", m.peak_waste_pct},
+          {"largest_free_run", m.largest_free_run},
+          {"total_free_at_peak", m.total_free_at_peak},
+          {"external_fragmentation", m.external_fragmentation},
+          {"peak_kv_bytes", m.peak_kv_bytes},
+          {"peak_blocks_used", m.peak_blocks_used},
+          {"max_concurrent", m.max_concurrent},
+          {"preemptions", m.preemptions},
+          {"rejected", m.rejected},
+          {"generated_tokens", m.generated_tokens},
+          {"prefill_tokens", m.prefill_tokens},
+          {"tokens_per_s", m.tokens_per_s},
+          {"prefix_cache_queries_tokens", m.prefix_cache_queries_tokens},
+          {"prefix_cache_hits_tokens", m.prefix_cache_hits_tokens},
+          {"evictions", m.evictions},
+          {"overflows", m.overflows},
+          {"mean_ttft_ms", m.mean_ttft_ms},
+          {"kv_pool_bytes", m.kv_pool_bytes}};
+}
+
+nlohmann::json WorkloadRunner::to_json() const {
+  nlohmann::json j = run_metrics_json(metrics_);
+  nlohmann::json reqs = nlohmann::json::array();
+  for (const RequestResult& r : results()) {
+    nlohmann::json q = {{"id", r.id},
+                        {"state", seq_state_name(r.state)},
+                        {"n_prompt", r.prompt.size()},
+                        {"tokens", r.tokens},
+                        {"cached_prompt_tokens", r.cached_prompt_tokens},
+                        {"ttft_ms", r.ttft_ms},
+                        {"preemptions", r.preemptions}};
+    if (!r.error.empty()) q["error"] = r.error;
+    reqs.push_back(std::move(q));
+  }
+  j["requests"] = std::move(reqs);
+  return j;
+}
+
+}  // namespace kvscope

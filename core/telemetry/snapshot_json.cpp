@@ -1,0 +1,75 @@
+#include "telemetry/snapshot_json.h"
+
+namespace kvscope {
+
+nlohmann::json to_json(const BlockEvent& e) {
+  nlohmann::json j = {{"step", e.step}, {"kind", block_event_name(e.kind)}, {"block", e.block}, {"seq", e.seq}};
+  if (e.other != kNoBlock) j["source_block"] = e.other;
+  return j;
+}
+
+nlohmann::json to_json(const Snapshot& s) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const BlockSnap& b : s.blocks) {
+    nlohmann::json j = {{"status", block_status_name(b.status)}, {"ref_count", b.ref_count}, {"filled", b.filled}};
+    if (b.owner >= 0) j["owner"] = b.owner;
+    if (b.hashed) j["hash"] = b.hash;
+    if (b.sink) j["sink"] = true;
+    blocks.push_back(std::move(j));
+  }
+  nlohmann::json seqs = nlohmann::json::array();
+  for (const SeqSnap& q : s.seqs) {
+    nlohmann::json j = {{"id", q.id},
+                        {"label", q.label},
+                        {"state", seq_state_name(q.state)},
+                        {"block_table", q.block_table},
+                        {"tokens", q.tokens},
+                        {"prompt_len", q.prompt_len},
+                        {"generated", q.generated},
+                        {"num_computed", q.num_computed},
+                        {"cached_prompt_tokens", q.cached_prompt_tokens},
+                        {"preemptions", q.preemptions},
+                        {"ttft_ms", q.ttft_ms},
+                        {"mean_itl_ms", q.mean_itl_ms}};
+    if (!q.error.empty()) j["error"] = q.error;
+    seqs.push_back(std::move(j));
+  }
+  const EngineCounters& c = s.counters;
+  const MemorySnap& m = s.memory;
+  const AllocatorSnap& a = s.allocator;
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const ArenaSnap& r : a.ranges) ranges.push_back({{"start", r.start}, {"length", r.length}, {"owner", r.owner}, {"filled", r.filled}});
+  nlohmann::json events = nlohmann::json::array();
+  for (const BlockEvent& e : s.events) events.push_back(to_json(e));
+  return {{"step", s.step},
+          {"elapsed_s", s.elapsed_s},
+          {"model", s.model},
+          {"backend", s.backend},
+          {"config", {{"block_size", s.block_size}, {"kv_dtype", s.kv_dtype}, {"window", s.window}, {"sinks", s.sinks},
+                      {"prefix_caching", s.prefix_caching}}},
+          {"blocks", std::move(blocks)},
+          {"sequences", std::move(seqs)},
+          {"counters", {{"steps", c.steps}, {"tokens_prefilled", c.tokens_prefilled}, {"tokens_decoded", c.tokens_decoded},
+                        {"preemptions", c.preemptions}, {"allocations", c.allocations}, {"frees", c.frees},
+                        {"evictions", c.evictions}, {"prefix_cache_queries_tokens", c.prefix_queries_tokens},
+                        {"prefix_cache_hits_tokens", c.prefix_hits_tokens}, {"requests_finished", c.requests_finished},
+                        {"requests_cancelled", c.requests_cancelled}, {"requests_rejected", c.requests_rejected}}},
+          {"memory", {{"weights_bytes", m.weights_bytes}, {"kv_bytes_per_token", m.kv_bytes_per_token},
+                      {"kv_bytes_per_block", m.kv_bytes_per_block}, {"blocks_total", m.blocks_total},
+                      {"blocks_used", m.blocks_used}, {"blocks_cached", m.blocks_cached}, {"blocks_free", m.blocks_free},
+                      {"kv_used_bytes", static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block},
+                      {"kv_cached_bytes", static_cast<int64_t>(m.blocks_cached) * m.kv_bytes_per_block},
+                      {"kv_free_bytes", static_cast<int64_t>(m.blocks_free) * m.kv_bytes_per_block},
+                      {"slots_reserved", m.slots_reserved}, {"slots_filled", m.slots_filled}, {"waste_pct", m.waste_pct}}},
+          {"allocator", {{"contiguous", a.contiguous}, {"total_slots", a.total_slots}, {"total_free", a.total_free},
+                         {"largest_free_run", a.largest_free_run}, {"external_fragmentation", a.external_fragmentation},
+                         {"live_allocations", a.live_allocations}, {"overflows", a.overflows},
+                         {"failed_reservations", a.failed_reservations}, {"ranges", std::move(ranges)}}},
+          {"running", s.running},
+          {"waiting", s.waiting},
+          {"step_ms", s.step_ms},
+          {"tokens_per_s", s.tokens_per_s},
+          {"events", std::move(events)}};
+}
+
+}  // namespace kvscope
