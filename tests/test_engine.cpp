@@ -1,0 +1,249 @@
+// The engine end to end on stories260K: preemption by recompute, rejection, cancellation,
+// parallel sampling with copy-on-write, prefix caching on vs off, the contiguous baseline, and
+// what the snapshot reports.
+#include <QtTest>
+
+#include <filesystem>
+
+#include "cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine/workload_runner.h"
+#include "telemetry/snapshot_json.h"
+#include "test_support.h"
+#include "workload/workload.h"
+
+using namespace kvscope;
+
+namespace {
+
+std::shared_ptr<Model> stories() {
+  static std::shared_ptr<Model> m = Model::load((test::models_dir() / "stories260K.gguf").string());
+  return m;
+}
+
+std::unique_ptr<Engine> make_engine(EngineConfig cfg) {
+  auto m = stories();
+  return std::make_unique<Engine>(m, std::make_unique<CpuBackend>(m, 2), cfg);
+}
+
+Request story_request(const std::string& text, int32_t n) {
+  Request r;
+  r.prompt = stories()->tokenizer->encode(text, true, true);
+  r.max_new_tokens = n;
+  r.ignore_eos = true;
+  return r;
+}
+
+std::vector<TokenId> run_alone(const Request& r) {
+  EngineConfig cfg;
+  cfg.num_blocks = 256;
+  auto e = make_engine(cfg);
+  const SeqId id = e->submit(r);
+  e->run_until_idle();
+  return e->sequence(id).output;
+}
+
+std::filesystem::path scenario(const std::string& name) {
+  for (auto p = std::filesystem::current_path(); !p.empty(); p = p.parent_path()) {
+    if (std::filesystem::exists(p / "resources/scenarios" / name)) return p / "resources/scenarios" / name;
+    if (p == p.root_path()) break;
+  }
+  const char* src = std::getenv("KVSCOPE_SOURCE_DIR");
+  return std::filesystem::path(src ? src : ".") / "resources/scenarios" / name;
+}
+
+}  // namespace
+
+class TestEngine : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf"); }
+
+  // A pool too small for all sequences forces preemption; every greedy sequence still produces
+  // exactly the tokens it produces alone.
+  void preempted_sequences_resume_identically() {
+    const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom", "The dog", "One day, a little bird"};
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 24;  // 192 slots; the four sequences need about 4 x 90
+    auto e = make_engine(cfg);
+    std::vector<SeqId> ids;
+    for (const auto& p : prompts) ids.push_back(e->submit(story_request(p, 80)));
+    int steps = 0;
+    while (e->step()) {
+      ++steps;
+      e->paged_kv()->validate();
+    }
+    QVERIFY2(e->snapshot()->counters.preemptions > 0, "the pool was meant to run out");
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      QCOMPARE(e->sequence(ids[i]).state, SeqState::Finished);
+      QCOMPARE(e->sequence(ids[i]).output, run_alone(story_request(prompts[i], 80)));
+    }
+    qInfo("%d steps, %llu preemptions", steps, static_cast<unsigned long long>(e->snapshot()->counters.preemptions));
+  }
+
+  void too_long_request_rejected_others_run() {
+    EngineConfig cfg;
+    cfg.num_blocks = 64;
+    cfg.sched.max_model_len = 64;
+    auto e = make_engine(cfg);
+    Request longr;
+    longr.prompt.assign(100, 300);
+    longr.prompt[0] = 1;
+    const SeqId bad = e->submit(longr);
+    const SeqId good = e->submit(story_request("Once upon a time", 20));
+    e->run_until_idle();
+    QCOMPARE(e->sequence(bad).state, SeqState::Rejected);
+    QVERIFY(!e->sequence(bad).error.empty());
+    qInfo("rejection message: %s", e->sequence(bad).error.c_str());
+    QCOMPARE(e->sequence(good).state, SeqState::Finished);
+    QCOMPARE(e->sequence(good).output.size(), size_t(20));
+  }
+
+  void invalid_prompts_rejected_with_reason() {
+    auto e = make_engine(EngineConfig{});
+    Request empty;
+    Request bad_id;
+    bad_id.prompt = {1, 99999};
+    const SeqId a = e->submit(empty), b = e->submit(bad_id);
+    QCOMPARE(e->sequence(a).state, SeqState::Rejected);
+    QVERIFY(e->sequence(a).error.find("empty") != std::string::npos);
+    QCOMPARE(e->sequence(b).state, SeqState::Rejected);
+    QVERIFY(e->sequence(b).error.find("vocabulary") != std::string::npos);
+  }
+
+  void cancel_returns_blocks_at_once() {
+    EngineConfig cfg;
+    cfg.num_blocks = 64;
+    cfg.prefix_caching = false;
+    auto e = make_engine(cfg);
+    const SeqId a = e->submit(story_request("Once upon a time there was a big dog", 200));
+    for (int i = 0; i < 40; ++i) e->step();
+    QVERIFY(e->snapshot()->memory.blocks_used > 0);
+    e->cancel(a);
+    QCOMPARE(e->snapshot()->memory.blocks_used, 0);
+    QCOMPARE(e->sequence(a).state, SeqState::Cancelled);
+    QVERIFY(!e->has_work());
+  }
+
+  // n = 3 greedy samples share the prompt's blocks (ref count 3) and copy the partly filled
+  // last block on write; each produces the same tokens as a single greedy run.
+  void parallel_samples_share_prompt_blocks() {
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 64;
+    cfg.prefix_caching = false;  // sharing must come from fork, not from the prefix cache
+    auto e = make_engine(cfg);
+    const Request r = story_request("Once upon a time, there was a little", 12);  // 11 tokens: one partial block
+    QVERIFY(r.prompt.size() % 8 != 0);
+    const auto ids = e->submit_parallel(r, 3);
+    QCOMPARE(ids.size(), size_t(3));
+    e->step();  // prompt computed once, children forked, first tokens sampled
+    const SnapshotPtr s1 = e->snapshot();
+    int shared = 0;
+    for (const BlockSnap& b : s1->blocks) shared += b.ref_count == 3;
+    QVERIFY2(shared >= 1, "the full prompt block should be held by all three samples");
+    e->run_until_idle();
+    const auto ev = e->events_since(0);
+    const bool cow = std::any_of(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::CopiedOnWrite; });
+    QVERIFY2(cow, "the shared partial block must be copied on write");
+    const auto alone = run_alone(r);
+    for (SeqId id : ids) QCOMPARE(e->sequence(id).output, alone);
+    QCOMPARE(e->snapshot()->counters.tokens_prefilled, uint64_t(r.prompt.size()));
+  }
+
+  // Prefix caching changes what is computed, never what is generated.
+  void prefix_caching_on_off_identical_data() {
+    QTest::addColumn<QString>("file");
+    QTest::newRow("shared-system-prompt") << "shared-system-prompt.json";
+    QTest::newRow("few-shot") << "few-shot.json";
+    QTest::newRow("multi-turn-chat") << "multi-turn-chat.json";
+  }
+  void prefix_caching_on_off_identical() {
+    QFETCH(QString, file);
+    const Workload wl = load_workload(scenario(file.toStdString()));
+    nlohmann::json out[2];
+    for (int on = 0; on < 2; ++on) {
+      EngineConfig cfg;
+      cfg.num_blocks = 512;
+      cfg.prefix_caching = on;
+      cfg.sched.max_model_len = wl.max_model_len.value_or(512);
+      auto e = make_engine(cfg);
+      WorkloadRunner run(*e, wl);
+      run.run_to_completion();
+      out[on] = run.to_json();
+    }
+    for (size_t i = 0; i < out[0]["requests"].size(); ++i)
+      QCOMPARE(out[1]["requests"][i]["tokens"], out[0]["requests"][i]["tokens"]);
+    QCOMPARE(out[0]["prefix_cache_hits_tokens"].get<uint64_t>(), uint64_t(0));
+    QVERIFY(out[1]["prefix_cache_hits_tokens"].get<uint64_t>() > 0);
+    QVERIFY(out[1]["prefill_tokens"].get<uint64_t>() < out[0]["prefill_tokens"].get<uint64_t>());
+    qInfo("%s: prefill tokens %llu -> %llu, hits %llu", qPrintable(file),
+          out[0]["prefill_tokens"].get<unsigned long long>(), out[1]["prefill_tokens"].get<unsigned long long>(),
+          out[1]["prefix_cache_hits_tokens"].get<unsigned long long>());
+  }
+
+  // The baseline runs the same workload through the same scheduler and model: same tokens,
+  // far more memory reserved and far fewer requests at once.
+  void contiguous_baseline_same_tokens_more_waste() {
+    const Workload wl = load_workload(scenario("many-short-chats.json"));
+    nlohmann::json out[2];
+    for (int base = 0; base < 2; ++base) {
+      EngineConfig cfg;
+      cfg.num_blocks = 512;
+      cfg.prefix_caching = false;
+      cfg.contiguous_baseline = base;
+      cfg.sched.max_model_len = 2048;
+      auto e = make_engine(cfg);
+      WorkloadRunner run(*e, wl);
+      run.run_to_completion();
+      out[base] = run.to_json();
+    }
+    for (size_t i = 0; i < out[0]["requests"].size(); ++i)
+      QCOMPARE(out[1]["requests"][i]["tokens"], out[0]["requests"][i]["tokens"]);
+    const double paged = out[0]["waste_pct"], contiguous = out[1]["waste_pct"];
+    qInfo("waste: paged %.1f%%, contiguous %.1f%%; concurrency %d vs %d", paged, contiguous,
+          out[0]["max_concurrent"].get<int>(), out[1]["max_concurrent"].get<int>());
+    QVERIFY(contiguous >= 60.0);
+    QVERIFY(paged < contiguous / 3);
+    QVERIFY(out[0]["max_concurrent"].get<int>() >= 3 * out[1]["max_concurrent"].get<int>());
+  }
+
+  void snapshot_reports_blocks_and_events() {
+    EngineConfig cfg;
+    cfg.num_blocks = 32;
+    auto e = make_engine(cfg);
+    e->submit(story_request("Once upon a time", 30));
+    e->step();
+    const SnapshotPtr s = e->snapshot();
+    int used = 0;
+    for (const BlockSnap& b : s->blocks) used += b.status == BlockStatus::Used;
+    QCOMPARE(used, s->memory.blocks_used);
+    QCOMPARE(s->memory.blocks_used + s->memory.blocks_cached + s->memory.blocks_free, 32);
+    QCOMPARE(static_cast<int>(s->seqs.size()), 1);
+    QCOMPARE(static_cast<int>(s->seqs[0].block_table.size()), 1);  // 5 prompt tokens + 1 in one block
+    QVERIFY(std::any_of(s->events.begin(), s->events.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::Allocated; }));
+    e->run_until_idle();
+    const nlohmann::json j = to_json(*e->snapshot());
+    for (const char* key : {"blocks", "sequences", "counters", "memory", "allocator", "events", "config"}) QVERIFY(j.contains(key));
+    QCOMPARE(j["counters"]["tokens_decoded"].get<int>(), 30);
+    // Finished with prefix caching on: its full blocks stay cached-evictable, the rest is free.
+    QCOMPARE(j["memory"]["blocks_used"].get<int>(), 0);
+  }
+
+  void bad_configs_refused() {
+    EngineConfig c;
+    c.block_size = 12;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_engine(c));
+    EngineConfig d;
+    d.sinks = 4;  // sinks without a window
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_engine(d));
+    EngineConfig f;
+    f.num_blocks = 0;
+    f.kv_memory_bytes = 10;  // smaller than a block
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_engine(f));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestEngine)
+#include "test_engine.moc"
