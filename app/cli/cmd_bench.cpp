@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <numeric>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cpu/contiguous_attention.h"
+#include "cpu/cpu_backend.h"
 
 namespace kvscope::cli {
 
@@ -54,12 +58,79 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
           {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)}};
 }
 
+// Total generated tokens/s with `batch` requests running together (same prompt length and
+// output length each): what continuous batching buys over one sequence at a time.
+nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batch, int32_t prompt_len, int32_t gen) {
+  auto engine = make_engine(a, m);
+  for (int32_t i = 0; i < batch; ++i) {
+    Request req;
+    req.prompt = random_prompt(prompt_len, m->config.n_vocab, 1000 + static_cast<uint64_t>(i));
+    req.max_new_tokens = gen;
+    req.ignore_eos = true;
+    engine->submit(req);
+  }
+  const auto t0 = Clock::now();
+  engine->run_until_idle();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto snap = engine->snapshot();
+  return {{"batch", batch}, {"prompt_len", prompt_len}, {"gen", gen}, {"seconds", s},
+          {"generated_tokens", snap->counters.tokens_decoded},
+          {"tokens_per_s", static_cast<double>(snap->counters.tokens_decoded) / s},
+          {"max_concurrent_ok", snap->counters.preemptions == 0}};
+}
+
+// Decode attention of one token over `ctx` positions, all layers' worth of heads: walking a
+// shuffled block table (the paged path) vs a plain contiguous array. Same math, same threads.
+nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_t ctx, int reps) {
+  const ModelConfig& c = m->config;
+  const int threads = static_cast<int>(a.i64("threads", 0));
+  const int32_t bs = static_cast<int32_t>(a.i64("block-size", 16));
+  CpuBackend be(m, threads);
+  KvLayout L{c.n_layer, c.n_head_kv, c.head_dim, bs, (ctx + bs - 1) / bs + 1, KvDtype::F32};
+  be.init_kv(L, {});
+  std::vector<BlockId> table(static_cast<size_t>(L.num_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937_64(3));
+  BatchView b;
+  b.tokens = {1};
+  b.positions = {ctx - 1};
+  b.slot_mapping = {0};
+  b.seq_index = {0};
+  b.block_tables.push_back(std::span<const BlockId>(table));
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  std::vector<float> kc(static_cast<size_t>(ctx) * c.kv_dim()), vc(kc.size());
+  for (auto& x : kc) x = nd(rng);
+  for (auto& x : vc) x = nd(rng);
+  std::vector<double> paged, contiguous;
+  for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
+    auto t0 = Clock::now();
+    for (int32_t l = 0; l < c.n_layer; ++l) be.attention(l, b, q.data(), out.data());
+    auto t1 = Clock::now();
+    for (int32_t l = 0; l < c.n_layer; ++l)
+      contiguous_attention_decode(be.pool(), q.data(), kc.data(), vc.data(), ctx, c.n_head, c.n_head_kv, c.head_dim,
+                                  c.attn_scale, out.data());
+    auto t2 = Clock::now();
+    if (r == 0) continue;
+    paged.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    contiguous.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  const double p = median(paged), cc = median(contiguous);
+  return {{"context", ctx}, {"block_size", bs}, {"paged_us", p}, {"contiguous_us", cc}, {"paged_over_contiguous", p / cc}};
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps"}), {"help"});
+  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts"}),
+               {"help", "no-batch", "no-paging"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n";
+    std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
+                 "  [--batches 1,4,16] [--contexts 1024,4096] [--no-batch] [--no-paging]\n"
+                 "  single: prefill/decode tokens/s of one sequence; batch: total tokens/s at each batch size;\n"
+                 "  paging: decode attention time, block table vs contiguous array, at each context length\n";
     return 0;
   }
   LoadedModel lm = load_model(a);
@@ -80,6 +151,23 @@ int cmd_bench(int argc, char** argv, int first) {
   j["single"] = bench_single(a, lm.model, prompt_len, gen, reps);
   j["prefill_tokens_per_s"] = j["single"]["prefill_tokens_per_s"];
   j["decode_tokens_per_s"] = j["single"]["decode_tokens_per_s"];
+  auto int_list = [](const std::string& s) {
+    std::vector<int32_t> v;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) v.push_back(static_cast<int32_t>(std::stol(item)));
+    return v;
+  };
+  if (!a.has("no-batch")) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int32_t b : int_list(a.str("batches", "1,4,16"))) rows.push_back(bench_batch(a, lm.model, b, 32, gen));
+    j["batch"] = rows;
+  }
+  if (!a.has("no-paging")) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int32_t ctx : int_list(a.str("contexts", "1024,4096"))) rows.push_back(bench_paging_cost(a, lm.model, ctx, std::max(reps, 5)));
+    j["paging_cost"] = rows;
+  }
   std::cout << j.dump(2) << "\n";
   return 0;
 }
