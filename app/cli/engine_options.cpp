@@ -62,7 +62,7 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   }
   const std::string dt = a.str("kv-dtype", "f32");
   auto parsed = parse_kv_dtype(dt);
-  if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of f32, f16, bf16");
+  if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
   c.kv_dtype = *parsed;
   const std::string pc = a.str("prefix-caching", "on");
   if (pc != "on" && pc != "off") throw UsageError("--prefix-caching takes on or off");

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     if (cmd == "make-model") return cmd_make_model(argc, argv, first);
     if (cmd == "bench") return cmd_bench(argc, argv, first);
     if (cmd == "run") return cmd_run(argc, argv, first);
+    if (cmd == "eval" || cmd == "plan") return (cmd == "eval" ? cmd_eval : cmd_plan)(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;

@@ -12,8 +12,7 @@ namespace kvscope {
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, int n_threads)
     : model_(std::move(model)), pool_(n_threads) {
-  scores_.resize(static_cast<size_t>(pool_.size()));
-  tiles_.resize(static_cast<size_t>(pool_.size()));
+  scratch_.resize(static_cast<size_t>(pool_.size()));
 }
 
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
@@ -22,8 +21,29 @@ void CpuBackend::init_kv(const KvLayout& layout, const AttentionPolicy& policy) 
   const ModelConfig& c = model_->config;
   if (layout.n_layer != c.n_layer || layout.n_head_kv != c.n_head_kv || layout.head_dim != c.head_dim)
     throw std::invalid_argument("KV layout does not match the model");
+  if (policy.window < 0 || policy.sinks < 0) throw std::invalid_argument("window and sinks must not be negative");
+  if (policy.sinks > 0 && policy.window == 0) throw std::invalid_argument("attention sinks need a sliding window");
   kv_.init(layout);
   policy_ = policy;
+  rope_cs_[0].clear();
+  rope_cs_[1].clear();
+  if (sink_mode()) {
+    // A query sees at most sinks + window keys (itself included), so cache positions are
+    // bounded by that, whatever the length of the text.
+    const int32_t n_pos = policy.sinks + policy.window;
+    const float bases[2] = {c.rope_base, c.rope_base_swa};
+    for (int i = 0; i < 2; ++i) {
+      rope_cs_[i].resize(static_cast<size_t>(n_pos) * c.rope_dim);
+      for (int32_t p = 0; p < n_pos; ++p)
+        rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim]);
+    }
+  }
+}
+
+const float* CpuBackend::cache_rope(int32_t il, int32_t p) const {
+  const auto& t = rope_cs_[model_->config.layer_is_swa(il) ? 1 : 0];
+  assert(p >= 0 && static_cast<size_t>(p + 1) * model_->config.rope_dim <= t.size());
+  return &t[static_cast<size_t>(p) * model_->config.rope_dim];
 }
 
 void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
@@ -39,9 +59,12 @@ int32_t CpuBackend::layer_window(int32_t layer) const {
 
 // One query head of one token against the keys its sequence can see: the last `window`
 // positions (all when 0), plus the first `sinks` positions. Walks the block table; never
-// assumes physical blocks are adjacent.
+// assumes physical blocks are adjacent. In sink mode the i-th visible key sits at cache
+// position i and the query at the last one (n_vis - 1); both are rotated here.
 void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, int32_t h, const float* q, float* out,
-                            std::vector<float>& scores, std::vector<float>& tile) const {
+                            Scratch& sc) const {
+  std::vector<float>& scores = sc.scores;
+  std::vector<float>& tile = sc.tile;
   const ModelConfig& c = model_->config;
   const KvLayout& L = kv_.layout();
   const int32_t bs = L.block_size, d = c.head_dim;
@@ -73,9 +96,26 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
     run(lo, pos + 1);
   };
   const float scale = c.attn_scale;
+  float* krot = nullptr;
+  if (sink_mode()) {
+    sc.rot.resize(2 * static_cast<size_t>(d));
+    float* qrot = sc.rot.data();
+    krot = qrot + d;
+    std::copy(q, q + d, qrot);
+    rope_apply(qrot, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope);
+    q = qrot;
+  }
   for_each_run([&](BlockId b, int32_t off, int32_t n, int32_t idx) {
     const float* k = kv_.load_tile(layer, false, b, g, off + n, tile.data());
-    for (int32_t j = 0; j < n; ++j) scores[static_cast<size_t>(idx + j)] = dot_f32(q, k + static_cast<int64_t>(off + j) * d, d) * scale;
+    for (int32_t j = 0; j < n; ++j) {
+      const float* kj = k + static_cast<int64_t>(off + j) * d;
+      if (krot) {  // sink mode: stored before RoPE, rotated to its cache position idx + j
+        std::copy(kj, kj + d, krot);
+        rope_apply(krot, c.rope_dim, cache_rope(layer, idx + j), c.traits.rope);
+        kj = krot;
+      }
+      scores[static_cast<size_t>(idx + j)] = dot_f32(q, kj, d) * scale;
+    }
   });
   softmax_inplace(scores.data(), n_vis);
   std::fill(out, out + d, 0.0f);
@@ -89,12 +129,11 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
   const ModelConfig& c = model_->config;
   const int64_t n = static_cast<int64_t>(batch.n_tokens()) * c.n_head;
   pool_.parallel_for(n, [&](int64_t begin, int64_t end, int tid) {
-    auto& scores = scores_[static_cast<size_t>(tid)];
-    auto& tile = tiles_[static_cast<size_t>(tid)];
+    Scratch& sc = scratch_[static_cast<size_t>(tid)];
     for (int64_t i = begin; i < end; ++i) {
       const int32_t t = static_cast<int32_t>(i / c.n_head), h = static_cast<int32_t>(i % c.n_head);
       const int64_t off = static_cast<int64_t>(t) * c.q_dim() + static_cast<int64_t>(h) * c.head_dim;
-      attend_one(layer, batch, t, h, q + off, out + off, scores, tile);
+      attend_one(layer, batch, t, h, q + off, out + off, sc);
     }
   });
 }
@@ -134,6 +173,8 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
     matmul(L.wk, xn_.data(), n, k_.data(), pool_);
     matmul(L.wv, xn_.data(), n, v_.data(), pool_);
     const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+    // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
+    const bool rope_now = !sink_mode();
     for (int32_t t = 0; t < n; ++t) {
       float* qt = &q_[t * Q];
       float* kt = &k_[t * KV];
@@ -147,12 +188,12 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
       for (int32_t h = 0; h < c.n_head; ++h) {
         float* qh = qt + h * D;
         if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-        rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+        if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
       }
       for (int32_t h = 0; h < c.n_head_kv; ++h) {
         float* kh = kt + h * D;
         if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-        rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+        if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
         // Every token of the batch stores its K/V before any attention of this layer runs,
         // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
         kv_.store(il, false, batch.slot_mapping[static_cast<size_t>(t)], h, kh);

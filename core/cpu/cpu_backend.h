@@ -1,6 +1,18 @@
 #pragma once
 // The CPU backend: f32 activations, weights read in their GGUF type through quant_dot, the KV
 // block pool in host memory, paged attention that walks each sequence's block table.
+//
+// Positions. Full attention and window-only attention use absolute positions: keys are stored
+// after RoPE at their position in the text (window-only is the StreamingLLM paper's failing
+// baseline, kept as such). With attention sinks (policy.sinks > 0) the backend follows the
+// paper instead: keys are stored BEFORE RoPE, and at attention time every visible key is
+// rotated by its position in the cache (sinks 0..S-1, then the window keys consecutively after
+// them) and the query by its own cache position (the last one). Why not rotate by absolute
+// positions and fix up only the sinks (RoPE is relative, so that gives the same scores)? The
+// angles would then grow with the text: past the trained context and, in f32, past ~1e5
+// positions they lose precision, while cache positions stay below sinks + window forever, which
+// is what lets generation stream on with bounded memory. The cost is one rotation per visible
+// key per query head, from a cos/sin table of sinks + window rows.
 #include <memory>
 #include <vector>
 
@@ -24,9 +36,17 @@ class CpuBackend : public Backend {
   void attention(int32_t layer, const BatchView& batch, const float* q, float* out);
 
  private:
+  struct Scratch {                 // per worker thread, reused across steps
+    std::vector<float> scores;     // [visible positions]
+    std::vector<float> tile;       // [block_size][head_dim] dequantized K or V
+    std::vector<float> rot;        // [2][head_dim] rotated query and key (sink mode)
+  };
   int32_t layer_window(int32_t layer) const;
+  bool sink_mode() const { return policy_.sinks > 0; }
+  // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
+  const float* cache_rope(int32_t il, int32_t p) const;
   void attend_one(int32_t layer, const BatchView& batch, int32_t token, int32_t head, const float* q, float* out,
-                  std::vector<float>& scores, std::vector<float>& tile) const;
+                  Scratch& s) const;
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;
@@ -34,7 +54,9 @@ class CpuBackend : public Backend {
   AttentionPolicy policy_;
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
-  std::vector<std::vector<float>> scores_, tiles_;  // per thread
+  std::vector<Scratch> scratch_;  // [threads]
+  // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.
+  std::vector<float> rope_cs_[2];
 };
 
 }  // namespace kvscope

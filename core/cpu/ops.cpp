@@ -36,6 +36,29 @@ void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_s
   }
 }
 
+void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, float* cs) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int32_t i = 0; i < n_rot / 2; ++i) {
+    const float angle = freq_scale * theta;
+    cs[2 * i] = std::cos(angle);
+    cs[2 * i + 1] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+void rope_apply(float* x, int32_t n_rot, const float* cs, RopeStyle style) {
+  const int32_t half = n_rot / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    float* a = style == RopeStyle::Normal ? &x[2 * i] : &x[i];
+    float* b = style == RopeStyle::Normal ? &x[2 * i + 1] : &x[i + half];
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+  }
+}
+
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 float gelu_tanh(float x) {

@@ -1,0 +1,90 @@
+#include "engine/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cpu/cpu_backend.h"
+#include "engine/engine.h"
+
+namespace kvscope {
+
+namespace {
+
+// log softmax in double: the KL of two close distributions is a difference of small numbers.
+std::vector<double> log_softmax(const std::vector<float>& x) {
+  const double mx = *std::max_element(x.begin(), x.end());
+  double sum = 0;
+  for (float v : x) sum += std::exp(v - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] - lse;
+  return y;
+}
+
+}  // namespace
+
+EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg) {
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  if (n < 2) throw std::invalid_argument("eval: the text must have at least 2 tokens");
+  EngineConfig ec;
+  ec.block_size = cfg.block_size;
+  ec.num_blocks = (n + 1 + cfg.block_size - 1) / cfg.block_size + 2;  // the whole text fits; window mode frees early
+  ec.kv_dtype = cfg.kv_dtype;
+  ec.prefix_caching = false;  // every position must be computed to have its logits
+  ec.window = cfg.window;
+  ec.sinks = cfg.sinks;
+  ec.sched.max_running = 1;
+  ec.sched.max_batched_tokens = cfg.chunk;
+  ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context
+  Engine engine(model, std::make_unique<CpuBackend>(model, cfg.threads), ec);
+
+  Request req;
+  req.prompt = tokens;
+  req.max_new_tokens = 1;
+  req.ignore_eos = true;
+  req.record_prompt_logits = true;
+  const SeqId id = engine.submit(req);
+  EvalRun run;
+  while (engine.step()) run.peak_blocks_used = std::max(run.peak_blocks_used, engine.snapshot()->memory.blocks_used);
+  const Sequence& s = engine.sequence(id);
+  if (s.state == SeqState::Rejected) throw std::runtime_error("eval: the engine rejected the text: " + s.error);
+  run.logits = engine.recorded_prompt_logits(id);
+  if (static_cast<int32_t>(run.logits.size()) != n - 1)
+    throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " + std::to_string(run.logits.size()));
+  run.n_tokens = n;
+  run.n_predicted = n - 1;
+  run.kv_bytes_per_token = engine.backend().kv_layout().bytes_per_token();
+  double nll = 0;
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    const std::vector<double> lp = log_softmax(run.logits[static_cast<size_t>(i)]);
+    nll -= lp[static_cast<size_t>(tokens[static_cast<size_t>(i + 1)])];
+  }
+  run.nll_mean = nll / run.n_predicted;
+  run.perplexity = std::exp(run.nll_mean);
+  return run;
+}
+
+LogitsAgreement compare_logits(const std::vector<std::vector<float>>& reference,
+                               const std::vector<std::vector<float>>& run) {
+  if (reference.size() != run.size() || reference.empty())
+    throw std::invalid_argument("compare_logits: row counts differ or are zero");
+  LogitsAgreement a;
+  int64_t same = 0;
+  for (size_t r = 0; r < reference.size(); ++r) {
+    const std::vector<double> lp = log_softmax(reference[r]), lq = log_softmax(run[r]);
+    if (lp.size() != lq.size()) throw std::invalid_argument("compare_logits: vocabulary sizes differ");
+    double kl = 0;
+    for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    kl = std::max(kl, 0.0);  // rounding can leave -1e-17 for identical rows
+    a.kl_mean += kl;
+    a.kl_max = std::max(a.kl_max, kl);
+    const auto am = [](const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
+    same += am(reference[r]) == am(run[r]);
+  }
+  a.kl_mean /= static_cast<double>(reference.size());
+  a.top1 = static_cast<double>(same) / static_cast<double>(reference.size());
+  return a;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,46 @@
+#pragma once
+// Quality of a KV configuration on a text: teacher-forced next-token distributions through the
+// real engine (paged KV, chunked prefill, the chosen KV dtype / window / sinks), perplexity,
+// and the distance of those distributions from a reference run (KL divergence, top-1
+// agreement). Used by `kvscope-cli eval` and tests/test_eval.cpp.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/kv_dtype.h"
+#include "model/model.h"
+
+namespace kvscope {
+
+struct EvalConfig {
+  KvDtype kv_dtype = KvDtype::F32;
+  int32_t window = 0;
+  int32_t sinks = 0;
+  int32_t block_size = 16;
+  int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
+  int threads = 0;        // 0: all cores
+};
+
+struct EvalRun {
+  int32_t n_tokens = 0;               // text length, BOS included
+  int32_t n_predicted = 0;            // n_tokens - 1 predictions
+  double nll_mean = 0;                // mean negative log-likelihood (nats)
+  double perplexity = 0;              // exp(nll_mean)
+  int64_t kv_bytes_per_token = 0;     // KvLayout::bytes_per_token (scales included)
+  int32_t peak_blocks_used = 0;       // largest blocks_used over the run's snapshots
+  std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
+};
+
+// Runs the whole text as one prompt (max_new_tokens 1, prefix caching off) and scores it.
+// Throws std::invalid_argument for a text shorter than 2 tokens or a bad config.
+EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg);
+
+struct LogitsAgreement {
+  double kl_mean = 0;     // mean over positions of KL(reference || run), nats
+  double kl_max = 0;
+  double top1 = 0;        // fraction of positions whose argmax matches the reference's
+};
+LogitsAgreement compare_logits(const std::vector<std::vector<float>>& reference,
+                               const std::vector<std::vector<float>>& run);
+
+}  // namespace kvscope

@@ -1,0 +1,143 @@
+#include "kv/kv_planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <stdexcept>
+
+#include "kv/kv_layout.h"
+
+namespace kvscope {
+
+const std::vector<PlanModel>& plan_presets() {
+  // Hyper-parameters from each model's published config.json.
+  static const std::vector<PlanModel> presets = {
+      {"70B", 70e9, 80, 64, 8, 128, 131072, 0, 0, 0,
+       "the problem statement's 70B model: Llama-70B shape, exactly 70e9 parameters"},
+      {"Llama-2-70B", 68.98e9, 80, 64, 8, 128, 4096, 0, 0, 0, "meta-llama/Llama-2-70b-hf"},
+      {"Llama-3-70B", 70.55e9, 80, 64, 8, 128, 8192, 0, 0, 0, "meta-llama/Meta-Llama-3-70B (3.1: 131072 context)"},
+      {"Mistral-7B", 7.24e9, 32, 32, 8, 128, 32768, 4096, 32, 0,
+       "mistralai/Mistral-7B-v0.1: sliding window 4096 in every layer"},
+      {"Qwen2.5-7B", 7.62e9, 28, 28, 4, 128, 131072, 0, 0, 0, "Qwen/Qwen2.5-7B (32768 native, 131072 with YaRN)"},
+      {"Gemma-3-27B", 27.0e9, 62, 32, 16, 128, 131072, 1024, 52, 0,
+       "google/gemma-3-27b: 5 local (window 1024) : 1 global layers, 52 local + 10 global"},
+  };
+  return presets;
+}
+
+static std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::optional<PlanModel> find_plan_preset(const std::string& name) {
+  for (const PlanModel& m : plan_presets())
+    if (lower(m.name) == lower(name)) return m;
+  return std::nullopt;
+}
+
+std::optional<double> weight_bits(const std::string& name) {
+  static const std::pair<const char*, double> table[] = {
+      {"f32", 32}, {"f16", 16}, {"bf16", 16}, {"fp8", 8}, {"int8", 8}, {"int4", 4},
+      // GGUF blocks carry their scales: q8_0 = 32 x 8 bit + f16 scale per 32; q4_0 = 32 x 4 bit +
+      // f16 scale; q4_k / q6_k = 256-element super-blocks (144 and 210 bytes).
+      {"q8_0", 8.5}, {"q6_k", 6.5625}, {"q4_k", 4.5}, {"q4_0", 4.5}};
+  for (const auto& [n, b] : table)
+    if (lower(name) == n) return b;
+  return std::nullopt;
+}
+
+const char* weight_choices() { return "f32, f16, bf16, fp8, int8, int4, q8_0, q6_k, q4_k, q4_0"; }
+
+std::optional<int64_t> parse_token_count(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  int64_t mult = 1;
+  std::string digits = s;
+  const char last = static_cast<char>(std::tolower(static_cast<unsigned char>(s.back())));
+  if (last == 'k') mult = 1024;
+  if (last == 'm') mult = 1024 * 1024;
+  if (mult != 1) digits.pop_back();
+  if (digits.empty() || digits.size() > 12) return std::nullopt;
+  for (char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  const int64_t v = std::stoll(digits) * mult;
+  return v > 0 ? std::optional<int64_t>(v) : std::nullopt;
+}
+
+// Positions a sequence of length ctx keeps under (window, sinks) — [0, min(S, lo)) and
+// [lo, ctx) with lo = ctx - W, as the engine's attention sees them — split into those inside
+// the shared prefix [0, P) and the rest.
+static std::pair<int64_t, int64_t> kept_positions(int64_t ctx, int32_t window, int32_t sinks, int64_t prefix) {
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, ctx - window) : 0;
+  const int64_t n_sink = window > 0 ? std::min<int64_t>(sinks, lo) : 0;
+  auto overlap = [](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0)); };
+  const int64_t shared = overlap(0, n_sink, 0, prefix) + overlap(lo, ctx, 0, prefix);
+  const int64_t total = n_sink + (ctx - lo);
+  return {shared, total - shared};
+}
+
+PlanResult plan_memory(const PlanInput& in) {
+  const PlanModel& m = in.model;
+  if (m.n_layer <= 0 || m.n_head <= 0 || m.n_head_kv <= 0 || m.head_dim <= 0)
+    throw std::invalid_argument("plan: the model needs layers, heads, KV heads and head_dim");
+  if (in.context < 1) throw std::invalid_argument("plan: context must be at least 1 token");
+  if (in.batch < 1) throw std::invalid_argument("plan: batch must be at least 1");
+  if (in.window < 0 || in.sinks < 0) throw std::invalid_argument("plan: window and sinks must not be negative");
+  if (in.sinks > 0 && in.window == 0) throw std::invalid_argument("plan: sinks need a window");
+  if (in.shared_prefix < 0 || in.shared_prefix > in.context)
+    throw std::invalid_argument("plan: the shared prefix must be between 0 and the context");
+  if (!(in.gpu_gib > 0) || !(in.gpu_util > 0 && in.gpu_util <= 1))
+    throw std::invalid_argument("plan: GPU memory must be positive and the usable fraction in (0, 1]");
+
+  PlanResult r;
+  if (in.weights.empty()) {
+    if (m.file_weight_bytes <= 0) throw std::invalid_argument("plan: name a weight precision (--weights)");
+    r.weights_bytes = m.file_weight_bytes;
+  } else {
+    const auto bits = weight_bits(in.weights);
+    if (!bits) throw std::invalid_argument("plan: unknown weight precision '" + in.weights + "' (" + weight_choices() + ")");
+    r.weights_bytes = static_cast<int64_t>(std::llround(m.n_params * *bits / 8.0));
+  }
+
+  r.kv_heads = in.mha ? m.n_head : m.n_head_kv;
+  KvLayout per_layer;  // one layer: bytes_per_token is the function the engine reports with
+  per_layer.n_layer = 1;
+  per_layer.n_head_kv = r.kv_heads;
+  per_layer.head_dim = m.head_dim;
+  per_layer.dtype = in.kv_dtype;
+  const int64_t layer_token_bytes = per_layer.bytes_per_token();
+  const int64_t layer_elem_bytes = 2LL * r.kv_heads * m.head_dim * kv_elem_bytes(in.kv_dtype);
+  r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
+  r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
+  r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
+              std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +
+              (kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "") + ") = " + std::to_string(r.kv_bytes_per_token) +
+              " B/token";
+
+  // Layer groups: the model's own sliding layers (window narrowed by --window) and the rest.
+  auto add_group = [&](int32_t n_layer, int32_t window) {
+    if (n_layer <= 0) return;
+    PlanGroup g;
+    g.n_layer = n_layer;
+    g.window = window;
+    g.kind = window > 0 ? "window " + std::to_string(window) : "full";
+    const auto [shared, priv] = kept_positions(in.context, window, in.sinks, in.shared_prefix);
+    g.tokens_per_seq = shared + priv;
+    g.tokens_stored = shared + static_cast<int64_t>(in.batch) * priv;
+    g.bytes = g.tokens_stored * layer_token_bytes * n_layer;
+    r.kv_element_bytes += g.tokens_stored * layer_elem_bytes * n_layer;
+    r.kv_bytes += g.bytes;
+    r.groups.push_back(g);
+  };
+  const int32_t n_swa = m.sliding_window > 0 ? std::min(m.n_swa_layers, m.n_layer) : 0;
+  const int32_t swa_window = in.window > 0 ? std::min(in.window, m.sliding_window) : m.sliding_window;
+  add_group(m.n_layer - n_swa, in.window);
+  add_group(n_swa, swa_window);
+  r.kv_scale_bytes = r.kv_bytes - r.kv_element_bytes;
+  r.total_bytes = r.weights_bytes + r.kv_bytes;
+  const double usable = in.gpu_gib * in.gpu_util * static_cast<double>(1LL << 30);
+  r.gpus = static_cast<int32_t>(std::ceil(static_cast<double>(r.total_bytes) / usable));
+  return r;
+}
+
+}  // namespace kvscope
