@@ -33,8 +33,8 @@ int cmd_inspect(int argc, char** argv, int first) {
                           {"head_dim", c.head_dim}, {"n_ff", c.n_ff},           {"context_length", c.n_ctx_train},
                           {"rope_base", c.rope_base}, {"sliding_window", c.sliding_window}};
     j["model_config"] = cfg;
-    // KV cost per token = 2 (K and V) x layers x kv_heads x head_dim x bytes per element.
-    for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::BF16})
+    // KV cost per token = 2 (K and V) x layers x kv_heads x bytes per head vector (scales included).
+    for (KvDtype d : kAllKvDtypes)
       kv[kv_dtype_name(d)] = 2LL * c.n_layer * c.n_head_kv * kv_bytes_per_head_vector(d, c.head_dim);
     j["kv_bytes_per_token"] = kv;
   } catch (const std::exception& e) {
@@ -51,7 +51,7 @@ int cmd_inspect(int argc, char** argv, int first) {
   } else {
     const auto& c = j["model_config"];
     std::cout << "\nKV cache per token = 2 x " << c["n_layer"] << " layers x " << c["n_head_kv"] << " KV heads x "
-              << c["head_dim"] << " head_dim x bytes:";
+              << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";
     for (auto& [name, bytes] : kv.items()) std::cout << "  " << name << " " << bytes.get<int64_t>() << " B";
     std::cout << "\n";
   }

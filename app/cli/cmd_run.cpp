@@ -21,10 +21,9 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
   if (cfg.sched.max_model_len == 0 && wl.max_model_len) cfg.sched.max_model_len = *wl.max_model_len;
   cfg.contiguous_baseline = baseline;
   if (baseline) cfg.prefix_caching = false;  // the pre-paging allocator had no block cache
-  const int threads = static_cast<int>(a.i64("threads", 0));
   std::unique_ptr<Engine> engine;
   try {
-    engine = std::make_unique<Engine>(m, std::make_unique<CpuBackend>(m, threads), cfg);
+    engine = std::make_unique<Engine>(m, make_backend(a, m), cfg);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

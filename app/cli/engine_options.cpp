@@ -3,6 +3,9 @@
 #include <iostream>
 
 #include "cpu/cpu_backend.h"
+#ifdef KVSCOPE_WITH_CUDA
+#include "cuda_backend.h"
+#endif
 #include "model/model_locator.h"
 
 namespace kvscope::cli {
@@ -11,7 +14,7 @@ const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
       "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed"};
+      "repeat-penalty", "repeat-last-n", "seed", "backend"};
   return names;
 }
 
@@ -75,12 +78,27 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   return c;
 }
 
-std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m) {
+std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m) {
   const int threads = static_cast<int>(a.i64("threads", 0));
   if (threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
+  const std::string which = a.str("backend", "auto");
+  if (which != "auto" && which != "cpu" && which != "cuda") throw UsageError("--backend takes auto, cpu or cuda");
+#ifdef KVSCOPE_WITH_CUDA
+  std::string why;
+  if (which != "cpu") {
+    if (cuda_device_available(&why)) return make_cuda_backend(m, 0, 0.9);
+    if (which == "cuda") throw UsageError("--backend cuda: " + why);
+  }
+#else
+  if (which == "cuda") throw UsageError("--backend cuda: this build has no CUDA backend (configured without CUDA or without nvcc)");
+#endif
+  return std::make_unique<CpuBackend>(m, threads);
+}
+
+std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m) {
   EngineConfig cfg = engine_config(a, *m);
+  auto backend = make_backend(a, m);
   try {
-    auto backend = std::make_unique<CpuBackend>(m, threads);
     return std::make_unique<Engine>(m, std::move(backend), cfg);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());

@@ -21,6 +21,8 @@ struct LoadedModel {
 };
 LoadedModel load_model(const Args& a);                // resolves the default model when --model is absent
 EngineConfig engine_config(const Args& a, const Model& m);  // validates values, throws UsageError
+// --backend auto (CUDA when a device is present, else CPU) | cpu | cuda.
+std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m);
 std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m);
 SamplingParams sampling_params(const Args& a);
 

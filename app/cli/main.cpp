@@ -18,6 +18,8 @@ const char* kUsage =
     "  make-model  write a synthetic random-weight GGUF: --out F [--arch llama --dtype q8_0 ...]\n"
     "  bench       prefill/decode tokens/s as JSON: --model M [--prompt-len N --gen N]\n"
     "  run         replay a workload, paged vs contiguous baseline: --workload W [--baseline] [--json-out F]\n"
+    "  eval        perplexity / KL / top-1 of a KV setting vs f32 KV: --text FILE --kv-dtype D [--window W --sinks S]\n"
+    "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "run `kvscope-cli <command> --help` for the options of a command.\n";
 
 }  // namespace
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
     if (cmd == "make-model") return cmd_make_model(argc, argv, first);
     if (cmd == "bench") return cmd_bench(argc, argv, first);
     if (cmd == "run") return cmd_run(argc, argv, first);
-    if (cmd == "eval" || cmd == "plan") return (cmd == "eval" ? cmd_eval : cmd_plan)(argc, argv, first);
+    if (cmd == "eval") return cmd_eval(argc, argv, first);
+    if (cmd == "plan") return cmd_plan(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;
