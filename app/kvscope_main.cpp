@@ -1,0 +1,113 @@
+// kvscope: the workbench window.
+//   kvscope [--model M] [--theme light|dark|system]
+//   kvscope --screenshot-dir DIR [--model M] [--scenario S] [--compare CONFIG_B]
+//   engine settings for either: --block-size B --kv-blocks N --kv-dtype D --window W --sinks S
+//                               --no-prefix-caching
+// The second form runs a scenario in the real window, writes PNGs of every panel and exits.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QFileInfo>
+#include <QPainter>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QTextStream>
+#include <exception>
+
+#include "main_window.h"
+#include "model/model_locator.h"
+#include "screenshot_driver.h"
+#include "settings_panel.h"
+#include "theme.h"
+
+namespace {
+
+// The app icon, painted so the build needs no image plugin: a 3x3 block map.
+QIcon app_icon() {
+  QPixmap pm(64, 64);
+  pm.fill(Qt::transparent);
+  QPainter p(&pm);
+  const QColor cols[] = {QColor(0x4e79a7), QColor(0xf28e2b), QColor(0x59a14f), QColor(0x4e79a7), QColor(0xe15759),
+                         QColor(0xd2d9e2), QColor(0xf28e2b), QColor(0xeef0f3), QColor(0xeef0f3)};
+  for (int i = 0; i < 9; ++i) p.fillRect(4 + (i % 3) * 20, 4 + (i / 3) * 20, 16, 16, cols[i]);
+  return QIcon(pm);
+}
+
+// --model, then $KVSCOPE_MODEL, then the last model opened, then the locator's default.
+QString choose_model(const QString& cli, QString* note) {
+  if (cli.isEmpty() && qEnvironmentVariableIsEmpty("KVSCOPE_MODEL")) {
+    const QString last = QSettings().value(QStringLiteral("lastModel")).toString();
+    if (!last.isEmpty() && QFileInfo(last).isFile()) return last;
+  }
+  try {
+    const kvscope::ModelChoice c = kvscope::resolve_model(cli.toStdString());
+    *note = QString::fromStdString(c.note);
+    return QString::fromStdString(c.path);
+  } catch (const std::exception& e) {
+    *note = QString::fromUtf8(e.what());
+    return cli;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName(QStringLiteral("kvscope"));
+  QCoreApplication::setApplicationName(QStringLiteral("kvscope"));
+  QCoreApplication::setApplicationVersion(QStringLiteral(KVSCOPE_VERSION));
+  QApplication::setWindowIcon(app_icon());
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("KV cache workbench: a paged-attention LLM engine, shown live."));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model to open."), QStringLiteral("M"));
+  QCommandLineOption shots(QStringLiteral("screenshot-dir"), QStringLiteral("Run, write panel screenshots to DIR, exit."), QStringLiteral("DIR"));
+  QCommandLineOption scenario(QStringLiteral("scenario"), QStringLiteral("Scenario for --screenshot-dir (built-in name or JSON file)."),
+                              QStringLiteral("S"));
+  QCommandLineOption compare(QStringLiteral("compare"),
+                             QStringLiteral("Configuration B for the compare shots, e.g. block=64,dtype=f16,prefix=flip,window=256."),
+                             QStringLiteral("CONFIG_B"));
+  QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("light, dark or system."), QStringLiteral("T"));
+  // Engine settings, as in kvscope-cli; they fill the Settings panel before the model opens.
+  QCommandLineOption blockSize(QStringLiteral("block-size"), QStringLiteral("Tokens per KV block (8..128)."), QStringLiteral("B"));
+  QCommandLineOption kvBlocks(QStringLiteral("kv-blocks"), QStringLiteral("KV pool size in blocks."), QStringLiteral("N"));
+  QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type (f32, f16, bf16, int8, fp8...)."), QStringLiteral("D"));
+  QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
+  QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
+  QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
+  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, noPrefix});
+  cli.process(app);
+
+  const bool screenshotMode = cli.isSet(shots);
+  QTemporaryDir settingsDir;
+  if (screenshotMode) {
+    // Screenshots must not depend on (or change) the user's saved layout and settings.
+    QSettings::setDefaultFormat(QSettings::IniFormat);
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir.path());
+  }
+  const QString themeName = cli.isSet(theme) ? cli.value(theme) : QSettings().value(QStringLiteral("window/theme"), QStringLiteral("light")).toString();
+  kvscope::ui::apply_theme(themeName);
+
+  kvscope::ui::MainWindow w;
+  for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks})
+    if (cli.isSet(*o)) w.settingsPanel()->setOverride(o->names().first(), cli.value(*o));
+  if (cli.isSet(noPrefix)) w.settingsPanel()->setOverride(QStringLiteral("prefix-caching"), QStringLiteral("off"));
+  w.show();
+  QString note;
+  const QString path = choose_model(cli.value(model), &note);
+  if (!note.isEmpty()) QTextStream(stderr) << "kvscope: " << note << '\n';
+  w.openModel(path);
+
+  std::unique_ptr<kvscope::ui::ScreenshotDriver> driver;
+  if (screenshotMode) {
+    w.resize(1280, 800);
+    driver = std::make_unique<kvscope::ui::ScreenshotDriver>(&w, cli.value(shots), cli.value(scenario), cli.value(compare));
+    QObject::connect(driver.get(), &kvscope::ui::ScreenshotDriver::finished, &app, [&w](int code) {
+      w.close();
+      QCoreApplication::exit(code);
+    });
+    driver->start();
+  }
+  return app.exec();
+}

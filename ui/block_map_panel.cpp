@@ -1,0 +1,268 @@
+#include "block_map_panel.h"
+
+#include <QCheckBox>
+#include <QEvent>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QScrollArea>
+#include <QSlider>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "block_map_widget.h"
+#include "live_label.h"
+#include "seq_palette.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+QIcon swatch_icon(const QColor& c) {
+  QPixmap pm(12, 12);
+  pm.fill(c);
+  return QIcon(pm);
+}
+
+QString short_state(SeqState s) {
+  switch (s) {
+    case SeqState::Waiting: return QObject::tr("wait");
+    case SeqState::Running: return QObject::tr("run");
+    case SeqState::Preempted: return QObject::tr("preempted");
+    case SeqState::Finished: return QObject::tr("done");
+    case SeqState::Cancelled: return QObject::tr("cancelled");
+    case SeqState::Rejected: return QObject::tr("rejected");
+  }
+  return QString();
+}
+
+}  // namespace
+
+BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
+  map_ = new BlockMapWidget;
+  scroll_ = new QScrollArea;
+  scroll_->setWidget(map_);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+
+  list_ = new QListWidget;
+  list_->setToolTip(tr("Sequences in the newest snapshot. Click one to number its block table on the map "
+                       "(logical block 0, 1, 2… in order); click again to clear."));
+  list_->setMinimumWidth(150);
+  list_->setUniformItemSizes(true);
+
+  summary_ = new LiveLabel;
+  zoom_ = new QSlider(Qt::Horizontal);
+  zoom_->setRange(4, 40);
+  zoom_->setValue(map_->cellSize());
+  zoom_->setMaximumWidth(110);
+  zoom_->setToolTip(tr("Cell size in pixels"));
+
+  fit_ = new QCheckBox(tr("Fit"));
+  fit_->setChecked(true);
+  fit_->setToolTip(tr("Choose the cell size so the whole pool fits in view (when it can at 6 px or more)."));
+  auto* summaryRow = new QHBoxLayout;
+  summaryRow->addWidget(summary_, 1);
+  summaryRow->addWidget(fit_, 0, Qt::AlignTop);
+  summaryRow->addWidget(zoom_, 0, Qt::AlignTop);
+
+  auto* left = new QWidget;
+  auto* lv = new QVBoxLayout(left);
+  lv->setContentsMargins(0, 0, 0, 0);
+  lv->addLayout(summaryRow);
+  lv->addWidget(new BlockLegend);
+  lv->addWidget(scroll_, 1);
+  scroll_->viewport()->installEventFilter(this);
+
+  auto* split = new QSplitter;
+  split->addWidget(left);
+  split->addWidget(list_);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  split->setSizes({480, 160});
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(4, 4, 4, 4);
+  v->addWidget(split);
+
+  connect(zoom_, &QSlider::sliderMoved, this, [this](int v) {
+    fit_->setChecked(false);  // a manual zoom wins over fitting
+    map_->setCellSize(v);
+  });
+  connect(fit_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) fit();
+  });
+  connect(list_, &QListWidget::itemClicked, this, [this](QListWidgetItem* it) {
+    const SeqId id = it->data(Qt::UserRole).toLongLong();
+    map_->setHighlight(map_->highlight() == id ? -1 : id);
+    if (map_->highlight() < 0) list_->clearSelection();
+  });
+  connect(map_, &BlockMapWidget::blockClicked, this, [this](int, qint64 owner) {
+    map_->setHighlight(owner == map_->highlight() ? -1 : owner);
+    for (int i = 0; i < list_->count(); ++i)
+      list_->item(i)->setSelected(list_->item(i)->data(Qt::UserRole).toLongLong() == map_->highlight());
+  });
+}
+
+void BlockMapPanel::setCompact(bool compact) { list_->setVisible(!compact); }
+
+bool BlockMapPanel::eventFilter(QObject* o, QEvent* e) {
+  if (o == scroll_->viewport() && e->type() == QEvent::Resize) fit();
+  return QWidget::eventFilter(o, e);
+}
+
+void BlockMapPanel::fit() {
+  if (!fit_->isChecked()) return;
+  const int n = map_->snapshot() ? static_cast<int>(map_->snapshot()->blocks.size()) : 0;
+  if (n == 0) return;
+  const QSize vp = scroll_->viewport()->size();
+  // Largest cell for which all n blocks fit in the viewport; below 6 px, scroll instead.
+  int best = 6;
+  for (int cell = 40; cell >= 6; --cell) {
+    const int gap = cell >= 10 ? 2 : 1, pitch = cell + gap;
+    const int cols = std::max(1, (vp.width() - gap) / pitch);
+    const int rows = (n + cols - 1) / cols;
+    if (rows * pitch + gap <= vp.height()) {
+      best = cell;
+      break;
+    }
+  }
+  if (best != map_->cellSize()) {
+    map_->setCellSize(best);
+    const QSignalBlocker b(zoom_);
+    zoom_->setValue(best);
+  }
+}
+
+void BlockMapPanel::setVocab(const VocabPtr& v) { map_->setVocab(v); }
+
+void BlockMapPanel::setSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
+  const bool resized = !map_->snapshot() || !snap || map_->snapshot()->blocks.size() != snap->blocks.size();
+  map_->setSnapshot(snap);
+  if (resized) fit();
+  if (events) map_->applyEvents(*events);
+  if (!snap) return;
+  const auto c = map_->counts();
+  const auto& m = snap->memory;
+  summary_->setText(tr("<b>%1</b>×%2 · used <b>%3</b> · shared %4 · cached %5 · free %6 · waste %7%")
+                        .arg(m.blocks_total)
+                        .arg(snap->block_size)
+                        .arg(c.used)
+                        .arg(c.shared)
+                        .arg(c.cached)
+                        .arg(c.free)
+                        .arg(m.waste_pct, 0, 'f', 1));
+  if (list_->isVisible()) refreshList(*snap);
+}
+
+void BlockMapPanel::refreshList(const Snapshot& s) {
+  std::vector<SeqId> ids;
+  for (const SeqSnap& q : s.seqs) ids.push_back(q.id);
+  if (ids != listIds_) {
+    // The set of sequences changed: rebuild, keeping the highlighted one selected.
+    list_->clear();
+    for (const SeqSnap& q : s.seqs) {
+      auto* it = new QListWidgetItem(swatch_icon(seq_color(q.id)), QString());
+      it->setData(Qt::UserRole, static_cast<qlonglong>(q.id));
+      list_->addItem(it);
+      if (q.id == map_->highlight()) it->setSelected(true);
+    }
+    listIds_ = ids;
+  }
+  for (size_t i = 0; i < s.seqs.size(); ++i) {
+    const SeqSnap& q = s.seqs[i];
+    int live = 0, dropped = 0;
+    for (BlockId b : q.block_table) (b == kNoBlock ? dropped : live)++;
+    QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(live);
+    if (dropped) t += tr(" +%1 out").arg(dropped);
+    QListWidgetItem* it = list_->item(static_cast<int>(i));
+    if (it->text() != t) it->setText(t);
+  }
+}
+
+// ---------------------------------------------------------------- legend
+
+BlockLegend::BlockLegend(QWidget* parent) : QWidget(parent) {
+  // The height follows the width (items wrap); it is set in resizeEvent rather than through
+  // height-for-width, which box layouts inside docks honour only partly.
+  setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+  setToolTip(tr("How to read the block map"));
+  setFixedHeight(layoutItems(600, false));
+}
+
+QSize BlockLegend::sizeHint() const { return QSize(600, height()); }
+int BlockLegend::heightForWidth(int w) const { return const_cast<BlockLegend*>(this)->layoutItems(w, false); }
+
+void BlockLegend::resizeEvent(QResizeEvent*) {
+  const int h = layoutItems(width(), false);
+  if (h != height()) setFixedHeight(h);
+}
+
+void BlockLegend::paintEvent(QPaintEvent*) { layoutItems(width(), true); }
+
+int BlockLegend::layoutItems(int width, bool paint) {
+  const MapColors mc = map_colors(is_dark(palette().color(QPalette::Window)));
+  const QColor base = palette().color(QPalette::Base);
+  const QFontMetrics fm(font());
+  const int sw = 14, lineH = std::max(sw, fm.height()) + 4;
+  std::unique_ptr<QPainter> p;
+  if (paint) {
+    p = std::make_unique<QPainter>(this);
+    p->setRenderHint(QPainter::Antialiasing, false);
+  }
+  int x = 0, y = 2;
+  const QStringList names = {tr("used (by sequence)"), tr("partly filled"), tr("shared (ref>1)"), tr("cached, evictable"),
+                             tr("attention sink"), tr("out of window"), tr("free")};
+  for (int i = 0; i < names.size(); ++i) {
+    const int w = sw + 4 + fm.horizontalAdvance(names[i]) + 14;
+    if (x + w > width && x > 0) {
+      x = 0;
+      y += lineH;
+    }
+    if (p) {
+      const QRect r(x, y + (lineH - 4 - sw) / 2, sw, sw);
+      const QColor c = seq_color(1);
+      switch (i) {
+        case 0: p->fillRect(r, c); break;
+        case 1:
+          p->fillRect(r, QColor::fromRgbF(c.redF() * 0.35f + base.redF() * 0.65f, c.greenF() * 0.35f + base.greenF() * 0.65f,
+                                          c.blueF() * 0.35f + base.blueF() * 0.65f));
+          p->fillRect(QRect(r.left(), r.top(), r.width() / 2, r.height()), c);
+          break;
+        case 2:
+          p->fillRect(r, seq_color(2));
+          p->setPen(QPen(mc.sharedRing, 2));
+          p->drawRect(r.adjusted(1, 1, -1, -1));
+          break;
+        case 3:
+          p->fillRect(r, mc.cached);
+          p->fillRect(r, QBrush(mc.cachedHatch, Qt::BDiagPattern));
+          break;
+        case 4:
+          p->fillRect(r, seq_color(3));
+          p->setPen(Qt::NoPen);
+          p->setBrush(mc.sink);
+          p->drawPolygon(QPolygon({r.topLeft(), r.topLeft() + QPoint(7, 0), r.topLeft() + QPoint(0, 7)}));
+          p->setBrush(Qt::NoBrush);
+          break;
+        case 5:
+          p->fillRect(r, mc.free);
+          p->setPen(QPen(mc.dropped, 1.6));
+          p->drawLine(r.topLeft() + QPoint(2, 2), r.bottomRight() - QPoint(2, 2));
+          p->drawLine(r.topRight() + QPoint(-2, 2), r.bottomLeft() + QPoint(2, -2));
+          break;
+        case 6:
+          p->fillRect(r, mc.free);
+          p->setPen(mc.freeBorder);
+          p->drawRect(r.adjusted(0, 0, -1, -1));
+          break;
+      }
+      p->setPen(palette().color(QPalette::WindowText));
+      p->drawText(QRect(x + sw + 4, y, w, lineH - 4), Qt::AlignVCenter | Qt::AlignLeft, names[i]);
+    }
+    x += w;
+  }
+  return y + lineH;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,63 @@
+#pragma once
+// The block map panel: the painted grid of physical blocks, its legend, a zoom slider, a
+// one-line count of what is shown, and the list of sequences (click one to number its block
+// table on the map in logical order).
+#include <QListWidget>
+#include <QWidget>
+
+#include "ui_types.h"
+
+class QCheckBox;
+class QLabel;
+class QScrollArea;
+class QSlider;
+
+namespace kvscope::ui {
+
+class BlockMapWidget;
+class LiveLabel;
+
+class BlockMapPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit BlockMapPanel(QWidget* parent = nullptr);
+  BlockMapWidget* map() const { return map_; }
+  QListWidget* sequenceList() const { return list_; }
+  void setVocab(const VocabPtr& v);
+  void setSnapshot(const SnapshotPtr& snap, const EventBatch& events);
+  void setCompact(bool compact);  // compare view: no sequence list
+  void fit();                     // cell size so the whole pool fits in view, if "Fit" is on
+
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
+ private:
+  void refreshList(const Snapshot& s);
+
+  BlockMapWidget* map_;
+  QScrollArea* scroll_;
+  QListWidget* list_;
+  LiveLabel* summary_;
+  QSlider* zoom_;
+  QCheckBox* fit_;
+  std::vector<SeqId> listIds_;
+};
+
+// Swatches explaining the block map's colours and marks, painted with the map's own colours.
+class BlockLegend : public QWidget {
+  Q_OBJECT
+ public:
+  explicit BlockLegend(QWidget* parent = nullptr);
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override { return QSize(100, height()); }
+  int heightForWidth(int w) const override;
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+
+ private:
+  int layoutItems(int width, bool paint);
+};
+
+}  // namespace kvscope::ui

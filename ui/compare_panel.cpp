@@ -1,0 +1,341 @@
+#include "compare_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QScrollArea>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QIntValidator>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "block_map_panel.h"
+#include "block_map_widget.h"
+#include "memory_panel.h"
+#include "settings_panel.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+QString describe(const EngineConfig& c) {
+  QString s = QObject::tr("block %1 · %2 · %3")
+                  .arg(c.block_size)
+                  .arg(QString::fromLatin1(kv_dtype_name(c.kv_dtype)))
+                  .arg(c.num_blocks > 0 ? QObject::tr("%1 blocks").arg(c.num_blocks) : QObject::tr("%1 MiB").arg(c.kv_memory_bytes >> 20));
+  // The baseline has no prefix cache whatever the flag says.
+  if (c.contiguous_baseline) s = QObject::tr("CONTIGUOUS baseline · ") + s;
+  else s += QObject::tr(" · prefix cache %1").arg(c.prefix_caching ? QObject::tr("on") : QObject::tr("off"));
+  if (c.window > 0) s += QObject::tr(" · window %1").arg(c.window);
+  if (c.sinks > 0) s += QObject::tr(" · sinks %1").arg(c.sinks);
+  return s;
+}
+
+const QStringList kRows = {QObject::tr("configuration"),        QObject::tr("requests done"),
+                           QObject::tr("peak KV in use (MiB)"),  QObject::tr("peak waste %"),
+                           QObject::tr("peak external frag. %"), QObject::tr("peak concurrent requests"),
+                           QObject::tr("prefix hit %"),          QObject::tr("mean TTFT (ms)"),
+                           QObject::tr("tokens/s (run)"),        QObject::tr("preemptions"),
+                           QObject::tr("rejected requests"),     QObject::tr("steps")};
+
+}  // namespace
+
+ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
+  scenario_ = new QComboBox;
+  for (const ScenarioEntry& e : scenario_entries()) scenario_->addItem(e.name, e.key);
+
+  bBlock_ = new QComboBox;
+  bBlock_->addItem(tr("same as A"), 0);
+  for (int b : {8, 16, 32, 64, 128}) bBlock_->addItem(QString::number(b), b);
+  bDtype_ = new QComboBox;
+  bDtype_->addItem(tr("same as A"), QString());
+  for (KvDtype d : kAllKvDtypes) bDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
+  bPrefix_ = new QCheckBox(tr("flip prefix caching"));
+  bAlloc_ = new QComboBox;
+  bAlloc_->addItem(tr("same as A"), 0);
+  bAlloc_->addItem(tr("paged"), 1);
+  bAlloc_->addItem(tr("contiguous baseline"), 2);
+  bAlloc_->setToolTip(tr("The contiguous baseline reserves max-model-length slots per request up front, as "
+                         "pre-paging servers did: compare its waste and concurrency with paging."));
+  bWindow_ = new QLineEdit;
+  bWindow_->setValidator(new QIntValidator(0, 10000000, this));
+  bWindow_->setPlaceholderText(tr("same as A"));
+  bSinks_ = new QLineEdit;
+  bSinks_->setValidator(new QIntValidator(0, 1000000, this));
+  bSinks_->setPlaceholderText(tr("same as A"));
+  bPool_ = new QLineEdit;
+  bPool_->setValidator(new QIntValidator(2, 10000000, this));
+  bPool_->setPlaceholderText(tr("same as A (blocks)"));
+
+  // One compact band of controls: B's differences from A, the scenario, and Run.
+  auto* bBox = new QGroupBox(tr("Configuration B = A (the Settings panel) with:"));
+  auto* grid = new QGridLayout(bBox);
+  auto addField = [grid](int row, int col, const QString& label, QWidget* w) {
+    grid->addWidget(new QLabel(label), row, col * 2);
+    grid->addWidget(w, row, col * 2 + 1);
+  };
+  addField(0, 0, tr("Block size"), bBlock_);
+  addField(0, 1, tr("KV dtype"), bDtype_);
+  addField(0, 2, tr("Pool (blocks)"), bPool_);
+  addField(1, 0, tr("Window"), bWindow_);
+  addField(1, 1, tr("Sinks"), bSinks_);
+  addField(1, 2, tr("Allocator"), bAlloc_);
+  grid->addWidget(bPrefix_, 2, 0, 1, 3);
+
+  run_ = new QPushButton(tr("Run both"));
+  run_->setToolTip(tr("Build two engines (A and B) on their own threads and run the chosen scenario on both."));
+  status_ = new QLabel;
+  status_->setWordWrap(true);
+  auto* runBox = new QGridLayout;
+  runBox->addWidget(new QLabel(tr("Scenario")), 0, 0);
+  runBox->addWidget(scenario_, 0, 1);
+  runBox->addWidget(run_, 0, 2);
+  runBox->addWidget(status_, 1, 0, 1, 3);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(bBox, 3);
+  top->addLayout(runBox, 2);
+
+  auto* sideBySide = new QSplitter(Qt::Horizontal);
+  for (int i = 0; i < 2; ++i) {
+    Side& s = sides_[static_cast<size_t>(i)];
+    auto* col = new QWidget;
+    auto* cv = new QVBoxLayout(col);
+    cv->setContentsMargins(0, 0, 0, 0);
+    s.title = new QLabel(i == 0 ? tr("<b>A</b>") : tr("<b>B</b>"));
+    s.title->setWordWrap(true);
+    s.map = new BlockMapPanel;
+    s.map->setCompact(true);
+    s.map->map()->setCellSize(10);
+    s.memory = new MemoryPanel;
+    auto* vsplit = new QSplitter(Qt::Vertical);
+    vsplit->addWidget(s.map);
+    vsplit->addWidget(s.memory);
+    cv->addWidget(s.title);
+    cv->addWidget(vsplit, 1);
+    sideBySide->addWidget(col);
+  }
+  // Synchronized time axes: panning one plot pans the other.
+  connect(sides_[0].memory, &MemoryPanel::xRangeChanged, sides_[1].memory, &MemoryPanel::setXRange);
+  connect(sides_[1].memory, &MemoryPanel::xRangeChanged, sides_[0].memory, &MemoryPanel::setXRange);
+
+  table_ = new QTableWidget(kRows.size(), 2);
+  table_->setHorizontalHeaderLabels({tr("A"), tr("B")});
+  table_->setVerticalHeaderLabels(kRows);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setMinimumHeight(200);
+  table_->verticalHeader()->setDefaultSectionSize(22);
+
+  // The side-by-side view needs room: inside a narrow dock it scrolls; floated or maximised it fits.
+  auto* content = new QWidget;
+  content->setMinimumSize(900, 640);
+  auto* v = new QVBoxLayout(content);
+  v->setContentsMargins(4, 4, 4, 4);
+  v->addLayout(top);
+  auto* main = new QSplitter(Qt::Vertical);
+  main->addWidget(sideBySide);
+  main->addWidget(table_);
+  main->setStretchFactor(0, 3);
+  main->setStretchFactor(1, 2);
+  main->setSizes({430, 300});  // the table shows all its rows at 1280x800
+  v->addWidget(main, 1);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(content);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  outer->addWidget(scroll);
+
+  connect(run_, &QPushButton::clicked, this, [this] {
+    QString why;
+    if (!start(scenario_->currentData().toString(), &why)) status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(why.toHtmlEscaped()));
+  });
+  refreshTable();
+}
+
+ComparePanel::~ComparePanel() { shutdown(); }
+
+void ComparePanel::shutdown() {
+  for (Side& s : sides_)
+    if (s.host) s.host->shutdown();
+}
+
+void ComparePanel::applyTheme() {
+  for (Side& s : sides_) s.memory->applyTheme();
+}
+
+std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString* why) const {
+  EngineConfig b = a;
+  if (const int bs = bBlock_->currentData().toInt(); bs > 0) b.block_size = bs;
+  if (const QString d = bDtype_->currentData().toString(); !d.isEmpty()) b.kv_dtype = *parse_kv_dtype(d.toStdString());
+  if (!bWindow_->text().isEmpty()) b.window = bWindow_->text().toInt();
+  if (!bSinks_->text().isEmpty()) b.sinks = bSinks_->text().toInt();
+  if (!bPool_->text().isEmpty()) {
+    if (!bPool_->hasAcceptableInput()) {
+      *why = tr("B's pool must be at least 2 blocks.");
+      return std::nullopt;
+    }
+    b.num_blocks = bPool_->text().toInt();
+  }
+  if (bPrefix_->isChecked()) b.prefix_caching = !a.prefix_caching;
+  if (const int alloc = bAlloc_->currentData().toInt(); alloc > 0) b.contiguous_baseline = alloc == 2;
+  if (b.contiguous_baseline && b.window > 0) {
+    *why = tr("B: the contiguous baseline has no sliding window.");
+    return std::nullopt;
+  }
+  // The same rules the Settings panel enforces for A.
+  if (b.window > 0 && b.window < b.block_size) {
+    *why = tr("B's window (%1) is smaller than one block (%2).").arg(b.window).arg(b.block_size);
+    return std::nullopt;
+  }
+  if (b.sinks > 0 && (b.window == 0 || b.sinks >= b.window)) {
+    *why = tr("B's sinks need a window larger than the number of sinks.");
+    return std::nullopt;
+  }
+  return b;
+}
+
+void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& name) {
+  if (!s.host) {
+    // Each side gets one compute thread: the two engines share the machine fairly.
+    s.host = std::make_unique<EngineHost>(nullptr, 1);
+    EngineHost* h = s.host.get();
+    Side* sp = &s;
+    connect(h, &EngineHost::snapshot, this, [this, sp](const SnapshotPtr& snap, const EventBatch& ev) {
+      sp->last = snap;
+      sp->map->setSnapshot(snap, ev);
+      sp->memory->addSnapshot(snap);
+      const double end = std::max(sides_[0].memory->lastTime(), sides_[1].memory->lastTime());
+      for (Side& other : sides_) other.memory->setSharedEnd(end);
+      // Reserved slots, not touched blocks: the baseline's reservation is memory in use too.
+      sp->peakUsedBytes = std::max(sp->peakUsedBytes, static_cast<double>(snap->memory.slots_reserved) * snap->memory.kv_bytes_per_token);
+      if (snap->memory.slots_reserved) sp->peakWaste = std::max(sp->peakWaste, snap->memory.waste_pct);
+      sp->peakExtFrag = std::max(sp->peakExtFrag, 100.0 * snap->allocator.external_fragmentation);
+      sp->peakRunning = std::max(sp->peakRunning, snap->running);
+      refreshTable();
+    });
+    connect(h, &EngineHost::modelLoaded, this, [this, sp](const ModelInfo& info) {
+      sp->loaded = true;
+      sp->map->setVocab(info.vocab);
+      sp->memory->clear();
+      maybeRunScenario();
+    });
+    connect(h, &EngineHost::error, this, [this, name](const QString& msg) {
+      status_->setText(QStringLiteral("<span style='color:#c62828'>%1: %2</span>").arg(name, msg.toHtmlEscaped()));
+    });
+    connect(h->worker(), &EngineWorker::workloadProgress, this, [this, sp](int done, int total) {
+      sp->done = done;
+      sp->total = total;
+      refreshTable();
+    });
+    connect(h->worker(), &EngineWorker::requestFinished, this, [sp](const TurnStats& t) {
+      if (t.ttftMs >= 0) {
+        sp->ttftSum += t.ttftMs;
+        ++sp->ttftN;
+      }
+      sp->generated += t.generated;
+    });
+  }
+  s.host->setStepDelay(stepDelayMs_);
+  s.cfg = cfg;
+  s.loaded = false;
+  s.done = s.total = 0;
+  s.peakUsedBytes = s.peakWaste = s.ttftSum = s.peakExtFrag = 0;
+  s.peakRunning = 0;
+  s.ttftN = s.generated = 0;
+  s.last.reset();
+  s.title->setText(tr("<b>%1</b> — %2").arg(name, describe(cfg).toHtmlEscaped()));
+}
+
+bool ComparePanel::start(const QString& scenario, QString* why) {
+  QString err;
+  auto a = settings_->config(&err);
+  if (!a) {
+    if (why) *why = tr("Configuration A (Settings panel) is invalid: %1").arg(err);
+    return false;
+  }
+  auto b = configB(*a, &err);
+  if (!b) {
+    if (why) *why = err;
+    return false;
+  }
+  try {
+    int idx = scenario_->findData(scenario);
+    if (idx < 0) idx = scenario_->findText(scenario);
+    if (idx >= 0) scenario_->setCurrentIndex(idx);
+    pending_ = load_scenario(idx >= 0 ? scenario_->itemData(idx).toString() : scenario);
+  } catch (const std::exception& e) {
+    if (why) *why = QString::fromUtf8(e.what());
+    return false;
+  }
+  resetSide(sides_[0], *a, tr("A"));
+  resetSide(sides_[1], *b, tr("B"));
+  for (Side& s : sides_) s.host->loadModel(settings_->modelPath(), s.cfg);
+  status_->setText(tr("Loading both engines…"));
+  refreshTable();
+  return true;
+}
+
+void ComparePanel::maybeRunScenario() {
+  if (!pending_ || !sides_[0].loaded || !sides_[1].loaded) return;
+  for (Side& s : sides_) s.host->runWorkload(*pending_);
+  status_->setText(tr("Running “%1” on A and B.").arg(QString::fromStdString(pending_->name)));
+  pending_.reset();
+}
+
+void ComparePanel::setStepDelay(int ms) {
+  stepDelayMs_ = ms;
+  for (Side& s : sides_)
+    if (s.host) s.host->setStepDelay(ms);
+}
+
+int ComparePanel::progressPercent() const {
+  int pct = 100;
+  for (const Side& s : sides_) pct = std::min(pct, s.total > 0 ? 100 * s.done / s.total : 0);
+  return pct;
+}
+
+bool ComparePanel::finished() const {
+  for (const Side& s : sides_)
+    if (!s.host || s.total == 0 || s.done < s.total) return false;
+  return true;
+}
+
+void ComparePanel::refreshTable() {
+  for (int c = 0; c < 2; ++c) {
+    const Side& s = sides_[static_cast<size_t>(c)];
+    QStringList vals;
+    if (!s.host) {
+      for (int r = 0; r < kRows.size(); ++r) vals << QStringLiteral("—");
+    } else {
+      const Snapshot* snap = s.last.get();
+      const double hit = snap && snap->counters.prefix_queries_tokens
+                             ? 100.0 * snap->counters.prefix_hits_tokens / snap->counters.prefix_queries_tokens
+                             : 0.0;
+      const double tps = snap && snap->elapsed_s > 0 ? s.generated / snap->elapsed_s : 0.0;
+      vals << describe(s.cfg) << QStringLiteral("%1 / %2").arg(s.done).arg(s.total)
+           << QString::number(s.peakUsedBytes / (1 << 20), 'f', 3) << QString::number(s.peakWaste, 'f', 1)
+           << QString::number(s.peakExtFrag, 'f', 1) << QString::number(s.peakRunning) << QString::number(hit, 'f', 1) << (s.ttftN ? QString::number(s.ttftSum / s.ttftN, 'f', 2) : QStringLiteral("—"))
+           << QString::number(tps, 'f', 0) << (snap ? QString::number(snap->counters.preemptions) : QStringLiteral("—"))
+           << (snap ? QString::number(snap->counters.requests_rejected) : QStringLiteral("—"))
+           << (snap ? QString::number(snap->step) : QStringLiteral("—"));
+    }
+    for (int r = 0; r < vals.size(); ++r) {
+      auto* item = table_->item(r, c);
+      if (!item) table_->setItem(r, c, item = new QTableWidgetItem);
+      item->setText(vals[r]);
+    }
+  }
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,78 @@
+#pragma once
+// Compare side by side: the same scenario on two engine configurations, each on its own worker
+// thread (two real engines, not a simulation). Configuration A is the Settings panel's; B is A
+// with the changes chosen here. Block maps and memory plots sit side by side (the plots share
+// their time axis) above a summary table: peak KV MiB, waste %, prefix hit %, TTFT, tokens/s.
+#include <QWidget>
+#include <array>
+#include <memory>
+
+#include "engine_host.h"
+#include "workload_source.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QTableWidget;
+
+namespace kvscope::ui {
+
+class BlockMapPanel;
+class MemoryPanel;
+class SettingsPanel;
+
+class ComparePanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ComparePanel(SettingsPanel* settings, QWidget* parent = nullptr);
+  ~ComparePanel() override;
+  // Starts both engines on `scenario` (built-in name or file). False with *why if it cannot.
+  bool start(const QString& scenario, QString* why = nullptr);
+  void shutdown();
+  bool finished() const;
+  QTableWidget* table() const { return table_; }
+  QComboBox* blockSizeB() const { return bBlock_; }
+  QComboBox* dtypeB() const { return bDtype_; }
+  QCheckBox* prefixB() const { return bPrefix_; }
+  QLineEdit* windowB() const { return bWindow_; }
+  QComboBox* allocatorB() const { return bAlloc_; }
+  QLineEdit* sinksB() const { return bSinks_; }
+  QLineEdit* poolB() const { return bPool_; }
+  void applyTheme();
+  void setStepDelay(int ms);   // slow motion for both engines
+  int progressPercent() const; // of the slower side
+
+ private:
+  struct Side {
+    std::unique_ptr<EngineHost> host;
+    BlockMapPanel* map = nullptr;
+    MemoryPanel* memory = nullptr;
+    QLabel* title = nullptr;
+    EngineConfig cfg;
+    bool loaded = false;
+    int done = 0, total = 0;
+    double peakUsedBytes = 0, peakWaste = 0, ttftSum = 0, peakExtFrag = 0;
+    int peakRunning = 0;
+    int ttftN = 0, generated = 0;
+    SnapshotPtr last;
+  };
+  void resetSide(Side& s, const EngineConfig& cfg, const QString& name);
+  void maybeRunScenario();
+  void refreshTable();
+  std::optional<EngineConfig> configB(const EngineConfig& a, QString* why) const;
+
+  SettingsPanel* settings_;
+  QComboBox *scenario_, *bBlock_, *bDtype_, *bAlloc_;
+  QCheckBox* bPrefix_;
+  QLineEdit *bWindow_, *bSinks_, *bPool_;
+  QPushButton* run_;
+  QLabel* status_;
+  QTableWidget* table_;
+  std::array<Side, 2> sides_;
+  std::optional<Scenario> pending_;
+  int stepDelayMs_ = 0;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,112 @@
+#include "engine_host.h"
+
+#include <QTimer>
+
+namespace kvscope::ui {
+
+namespace {
+constexpr qint64 kFrameMs = 16;
+}
+
+EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
+  worker_ = new EngineWorker(nThreads);
+  worker_->moveToThread(&thread_);
+  // The worker (and the Engine it owns) is destroyed on its own thread as the thread ends.
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+
+  connect(worker_, &EngineWorker::snapshotReady, this, [this](const SnapshotPtr& s, const EventBatch& ev) {
+    latest_ = s;
+    emit snapshot(s, ev);
+    // Panels only stored the pointer and scheduled a repaint; now the worker may send the next,
+    // but not sooner than one display frame after this one: a faster engine is coalesced
+    // instead of keeping the UI thread busy.
+    const qint64 since = paceClock_.isValid() ? paceClock_.elapsed() : kFrameMs;
+    paceClock_.start();
+    if (since >= kFrameMs) post([w = worker_] { w->ackSnapshot(); });
+    else QTimer::singleShot(static_cast<int>(kFrameMs - since), this, [this] { post([w = worker_] { w->ackSnapshot(); }); });
+  });
+  connect(worker_, &EngineWorker::modelLoading, this, [this](const QString& what) {
+    loading_ = true;
+    emit loadingChanged(true, what);
+  });
+  connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+    info_ = info;
+    loading_ = false;
+    emit loadingChanged(false, QString());
+    emit modelLoaded(info);
+  });
+  connect(worker_, &EngineWorker::engineError, this, [this](const QString& msg) {
+    if (loading_) {
+      loading_ = false;
+      emit loadingChanged(false, QString());
+    }
+    emit error(msg);
+  });
+  connect(worker_, &EngineWorker::runningChanged, this, [this](bool r) { running_ = r; });
+  connect(worker_, &EngineWorker::pausedChanged, this, [this](bool p) { paused_ = p; });
+  thread_.setObjectName(QStringLiteral("kvscope-engine"));
+  thread_.start();
+}
+
+EngineHost::~EngineHost() { shutdown(); }
+
+void EngineHost::shutdown() {
+  if (down_) return;
+  down_ = true;
+  worker_->requestStop();  // the step loop ends at the next tick
+  thread_.quit();
+  thread_.wait();
+}
+
+template <typename F>
+void EngineHost::post(F&& f) {
+  if (down_) return;
+  QMetaObject::invokeMethod(worker_, std::forward<F>(f), Qt::QueuedConnection);
+}
+
+void EngineHost::loadModel(const QString& path, const EngineConfig& cfg) {
+  loading_ = true;  // set now, not when the worker gets to it, so the UI shows busy at once
+  emit loadingChanged(true, tr("Loading…"));
+  post([w = worker_, path, cfg] { w->loadModel(path, cfg); });
+}
+
+void EngineHost::applyConfig(const EngineConfig& cfg) {
+  loading_ = true;
+  emit loadingChanged(true, tr("Rebuilding the engine…"));
+  post([w = worker_, cfg] { w->applyConfig(cfg); });
+}
+
+quint64 EngineHost::submit(const Request& r) {
+  const quint64 tag = nextTag_++;
+  post([w = worker_, tag, r] { w->submit(tag, r); });
+  return tag;
+}
+
+quint64 EngineHost::submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp,
+                               int maxNewTokens) {
+  const quint64 tag = nextTag_++;
+  post([w = worker_, tag, history, text, sp, maxNewTokens] { w->submitChat(tag, history, text, sp, maxNewTokens); });
+  return tag;
+}
+
+void EngineHost::cancel(SeqId id) {
+  post([w = worker_, id] { w->cancel(id); });
+}
+void EngineHost::cancelAll() {
+  post([w = worker_] { w->cancelAll(); });
+}
+void EngineHost::runWorkload(const Scenario& wl) {
+  post([w = worker_, wl] { w->runWorkload(wl); });
+}
+void EngineHost::setPaused(bool paused) {
+  paused_ = paused;
+  post([w = worker_, paused] { w->setPaused(paused); });
+}
+void EngineHost::singleStep() {
+  post([w = worker_] { w->singleStep(); });
+}
+void EngineHost::setStepDelay(int ms) {
+  post([w = worker_, ms] { w->setStepDelay(ms); });
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,436 @@
+#include "engine_worker.h"
+
+#include <QFileInfo>
+#include <QThread>
+#include <algorithm>
+#include <exception>
+
+#include "cpu/cpu_backend.h"
+#include "workload/workload_tokens.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+// Display text of every token: control tokens spelled out, byte tokens as <0xNN>, so that a
+// tooltip never shows half a UTF-8 character.
+VocabPtr build_vocab(const Model& m) {
+  auto v = std::make_shared<Vocab>();
+  if (!m.tokenizer) return v;
+  const Tokenizer& tok = *m.tokenizer;
+  v->pieces.resize(static_cast<size_t>(tok.n_vocab()));
+  for (TokenId id = 0; id < tok.n_vocab(); ++id) {
+    QString s;
+    if (tok.token_type(id) == TokenType::Byte) {
+      // "<0x0A>": ASCII bytes show as themselves (newline included); a lone byte of a multi-byte
+      // UTF-8 character cannot be shown alone and keeps its hex spelling.
+      const QString name = QString::fromStdString(tok.token_text(id));
+      bool ok = false;
+      const int byte = name.mid(3, 2).toInt(&ok, 16);
+      s = (ok && byte < 0x80 && name.startsWith(QLatin1String("<0x"))) ? QString(QChar(byte)) : name;
+    } else {
+      s = QString::fromUtf8(tok.token_to_piece(id, true));
+    }
+    v->pieces[static_cast<size_t>(id)] = s;
+  }
+  return v;
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker(int nThreads)
+    : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount() - 1)),
+      pendingEvents_(std::make_shared<std::vector<BlockEvent>>()) {
+  qRegisterMetaType<kvscope::SnapshotPtr>();
+  qRegisterMetaType<kvscope::ui::EventBatch>();
+  qRegisterMetaType<kvscope::ui::ModelInfo>();
+  qRegisterMetaType<kvscope::ui::TurnStats>();
+}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::fail(const QString& what) {
+  // An engine that threw mid-step may be inconsistent: stop stepping it, keep the window alive.
+  paused_ = true;
+  emit pausedChanged(true);
+  setRunning(false);
+  emit engineError(what);
+}
+
+void EngineWorker::loadModel(const QString& path, const EngineConfig& cfg) {
+  emit modelLoading(tr("Loading %1…").arg(QFileInfo(path).fileName()));
+  std::shared_ptr<const Model> model;
+  try {
+    model = Model::load(path.toStdString());
+  } catch (const std::exception& e) {
+    emit engineError(tr("Could not load model %1:\n%2").arg(path, QString::fromUtf8(e.what())));
+    return;
+  }
+  modelPath_ = path;
+  vocab_ = build_vocab(*model);
+  buildEngine(std::move(model), cfg, path);
+}
+
+void EngineWorker::applyConfig(const EngineConfig& cfg) {
+  if (!model_) {
+    emit engineError(tr("No model is loaded yet; open a model file first."));
+    return;
+  }
+  buildEngine(model_, cfg, modelPath_);
+}
+
+void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path) {
+  emit modelLoading(tr("Building the engine (%1 KV pool)…").arg(cfg.num_blocks > 0 ? tr("%1 blocks").arg(cfg.num_blocks)
+                                                                                      : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = std::make_unique<Engine>(model, std::make_unique<CpuBackend>(model, nThreads_), cfg);
+  } catch (const std::exception& e) {
+    // Keep the previous engine running: a bad setting must not cost the user their session.
+    emit engineError(tr("The engine refused these settings:\n%1").arg(QString::fromUtf8(e.what())));
+    return;
+  }
+  // The old engine's requests die with it; tell their owners so no chat waits forever.
+  for (auto& [id, live] : live_) {
+    TurnStats t;
+    t.id = id;
+    t.tag = live.tag;
+    t.state = QStringLiteral("cancelled");
+    t.error = tr("the engine was rebuilt");
+    t.tokens = live.tokens;
+    emit requestFinished(t);
+  }
+  live_.clear();
+  finishedThisStep_.clear();
+  arrivals_.clear();
+  workloadSeqs_.clear();
+  conversations_.clear();
+  workloadTotal_ = workloadDone_ = 0;
+  pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
+
+  engine_ = std::move(engine);
+  model_ = std::move(model);
+  engine_->set_callbacks(EngineCallbacks{
+      [this](SeqId id, TokenId tok) {
+        auto it = live_.find(id);
+        if (it == live_.end()) return;
+        it->second.tokens.push_back(tok);
+        const std::string text = it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : "");
+        if (!text.empty()) emit tokenStreamed(id, QString::fromUtf8(text));
+      },
+      [this](SeqId id) { finishedThisStep_.push_back(id); }});
+
+  ModelInfo info;
+  info.path = path;
+  info.description = QString::fromStdString(model_->describe());
+  info.backend = QString::fromStdString(engine_->backend().name());
+  info.kvSummary = QString::fromStdString(engine_->kv_summary());
+  info.contextLength = engine_->config().sched.max_model_len;
+  info.nVocab = model_->config.n_vocab;
+  info.vocab = vocab_;
+  info.config = engine_->config();
+  emit modelLoaded(info);
+  deliverSnapshot(true);
+  emit workloadProgress(0, 0);
+}
+
+void EngineWorker::submit(quint64 tag, const Request& r) {
+  if (!engine_) {
+    emit engineError(tr("No engine yet: load a model first."));
+    return;
+  }
+  SeqId id = -1;
+  try {
+    id = engine_->submit(r);
+  } catch (const std::exception& e) {
+    emit engineError(tr("Request refused: %1").arg(QString::fromUtf8(e.what())));
+    return;
+  }
+  Live& l = live_[id];
+  l.tokens = r.prompt;
+  l.tag = tag;
+  emit submitted(tag, id, static_cast<int>(r.prompt.size()));
+  afterStep();  // a rejected request finishes inside submit()
+  schedulePump();
+}
+
+void EngineWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
+                              const SamplingParams& sampling, int maxNewTokens) {
+  if (!engine_ || !model_->tokenizer) {
+    emit engineError(tr("No engine yet: load a model first."));
+    return;
+  }
+  Request r;
+  r.prompt = history;
+  // The first turn gets BOS; later turns continue the same token stream so every earlier
+  // full block hashes identically and is found in the prefix cache.
+  const std::string utf8 = (history.empty() ? text : QStringLiteral(" ") + text).toStdString();
+  std::vector<TokenId> ids = model_->tokenizer->encode(utf8, history.empty(), false);
+  r.prompt.insert(r.prompt.end(), ids.begin(), ids.end());
+  r.max_new_tokens = maxNewTokens;
+  r.sampling = sampling;
+  r.label = "chat";
+  submit(tag, r);
+}
+
+void EngineWorker::cancel(SeqId id) {
+  if (!engine_) return;
+  try {
+    engine_->cancel(id);
+  } catch (const std::exception& e) {
+    emit engineError(QString::fromUtf8(e.what()));
+  }
+  afterStep();
+}
+
+void EngineWorker::cancelAll() {
+  // Requests not yet submitted are dropped; they count as done so the run reaches its end.
+  for (const Pending& p : arrivals_) workloadDone_ += std::max(1, p.request.n);
+  arrivals_.clear();
+  if (workloadTotal_ > 0) emit workloadProgress(workloadDone_, workloadTotal_);
+  std::vector<SeqId> ids;
+  for (const auto& [id, l] : live_) ids.push_back(id);
+  for (SeqId id : ids) cancel(id);
+  deliverSnapshot(true);
+}
+
+void EngineWorker::runWorkload(const Scenario& w) {
+  if (!engine_) {
+    emit engineError(tr("No engine yet: load a model first."));
+    return;
+  }
+  arrivals_.clear();
+  for (size_t k = 0; k < w.requests.size(); ++k) arrivals_.push_back({w.requests[k], k});
+  std::stable_sort(arrivals_.begin(), arrivals_.end(),
+                   [](const Pending& a, const Pending& b) { return a.request.arrival_step < b.request.arrival_step; });
+  workloadSeqs_.clear();
+  conversations_.clear();
+  workloadTotal_ = scenario_request_count(w);
+  workloadDone_ = 0;
+  workloadStep_ = 0;
+  emit workloadProgress(0, workloadTotal_);
+  schedulePump();
+}
+
+bool EngineWorker::releasable(const Pending& p) const {
+  if (!p.request.is_follow_up_turn()) return true;
+  auto it = conversations_.find(p.request.conversation);
+  return it != conversations_.end() && !it->second.running && (it->second.broken || it->second.nextTurn == p.request.turn);
+}
+
+void EngineWorker::submitWorkloadRequest(const WorkloadRequest& r) {
+  const Tokenizer& tok = *model_->tokenizer;
+  Request q;
+  q.max_new_tokens = r.max_new_tokens;
+  q.ignore_eos = r.ignore_eos;
+  q.sampling = r.sampling.value_or(SamplingParams{});
+  q.label = r.id;
+  if (r.is_follow_up_turn()) q.prompt = build_turn_prompt(conversations_[r.conversation].lastTokens, r, tok);
+  else q.prompt = workload_prompt_ids(r, tok);
+  const std::vector<SeqId> ids = r.n > 1 ? engine_->submit_parallel(q, r.n) : std::vector<SeqId>{engine_->submit(q)};
+  for (SeqId id : ids) {
+    Live& l = live_[id];
+    l.tokens = q.prompt;
+    workloadSeqs_[id] = r.conversation;
+    emit submitted(0, id, static_cast<int>(q.prompt.size()));
+  }
+  if (!r.conversation.empty()) conversations_[r.conversation].running = true;
+}
+
+void EngineWorker::releaseArrivals() {
+  // Arrival steps count engine steps since the workload started; when the engine is idle the
+  // clock jumps to the next releasable arrival instead of spinning empty steps.
+  if (arrivals_.empty()) return;
+  if (!engine_->has_work()) {
+    int64_t next = -1;
+    for (const Pending& p : arrivals_)
+      if (releasable(p) && (next < 0 || p.request.arrival_step < next)) next = p.request.arrival_step;
+    if (next >= 0) workloadStep_ = std::max(workloadStep_, next);
+  }
+  for (size_t k = 0; k < arrivals_.size();) {
+    const Pending& p = arrivals_[k];
+    if (p.request.arrival_step > workloadStep_ || !releasable(p)) {
+      ++k;
+      continue;
+    }
+    const WorkloadRequest r = p.request;
+    arrivals_.erase(arrivals_.begin() + static_cast<long>(k));
+    if (r.is_follow_up_turn() && conversations_[r.conversation].broken) {
+      // Its conversation lost a turn: there is no context to continue from.
+      ++workloadDone_;
+      emit workloadProgress(workloadDone_, workloadTotal_);
+      continue;
+    }
+    submitWorkloadRequest(r);
+  }
+}
+
+void EngineWorker::workloadRequestDone(SeqId id, const TurnStats& t) {
+  auto it = workloadSeqs_.find(id);
+  if (it == workloadSeqs_.end()) return;
+  if (!it->second.empty()) {
+    Conversation& c = conversations_[it->second];
+    c.running = false;
+    ++c.nextTurn;
+    c.lastTokens = t.tokens;
+    if (t.state != QLatin1String("finished")) c.broken = true;
+  }
+  workloadSeqs_.erase(it);
+  ++workloadDone_;
+  emit workloadProgress(workloadDone_, workloadTotal_);
+}
+
+void EngineWorker::setPaused(bool paused) {
+  if (paused_ == paused) return;
+  paused_ = paused;
+  emit pausedChanged(paused);
+  if (!paused) schedulePump();
+  else {
+    setRunning(false);
+    deliverSnapshot(true);
+  }
+}
+
+void EngineWorker::singleStep() {
+  if (!engine_) return;
+  if (!paused_) setPaused(true);
+  stepOnce();
+  deliverSnapshot(true);  // teaching mode wants every step, not the coalesced stream
+}
+
+void EngineWorker::setStepDelay(int ms) {
+  stepDelayMs_ = std::max(0, ms);
+  if (timer_) timer_->setInterval(stepDelayMs_);
+}
+
+void EngineWorker::schedulePump() {
+  if (!timer_) {
+    // Created lazily so that it belongs to the worker's thread, not the one that built us.
+    timer_ = new QTimer(this);
+    timer_->setInterval(stepDelayMs_);
+    connect(timer_, &QTimer::timeout, this, &EngineWorker::pump);
+  }
+  if (engine_ && !paused_ && !stop_.load() && !timer_->isActive()) {
+    timer_->start();
+    setRunning(true);
+  }
+}
+
+void EngineWorker::pump() {
+  if (stop_.load() || paused_ || !engine_) {
+    timer_->stop();
+    setRunning(false);
+    return;
+  }
+  if (!stepOnce()) {
+    timer_->stop();
+    setRunning(false);
+    deliverSnapshot(true);  // the final state of the run always reaches the UI
+  }
+}
+
+bool EngineWorker::stepOnce() {
+  try {
+    releaseArrivals();  // may throw on a prompt id outside the vocabulary
+    if (!engine_->has_work()) {
+      afterStep();
+      return std::any_of(arrivals_.begin(), arrivals_.end(), [this](const Pending& p) { return releasable(p); });
+    }
+    engine_->step();
+    ++workloadStep_;
+  } catch (const std::exception& e) {
+    fail(tr("The engine stopped with an error:\n%1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+  afterStep();
+  return true;
+}
+
+void EngineWorker::afterStep() {
+  SnapshotPtr snap = engine_->snapshot();
+  if (snap && !snap->events.empty()) {
+    // Bounded: if the UI stalls, keep the newest events (the captions care about the present).
+    auto& pe = *pendingEvents_;
+    pe.insert(pe.end(), snap->events.begin(), snap->events.end());
+    constexpr size_t kMaxPending = 20000;
+    if (pe.size() > kMaxPending) pe.erase(pe.begin(), pe.end() - kMaxPending);
+  }
+  for (SeqId id : finishedThisStep_) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    TurnStats t = statsFor(id, snap.get());
+    t.tag = it->second.tag;
+    t.tokens = std::move(it->second.tokens);
+    // The engine's own token list is the authority (a preempted sequence is recomputed, not
+    // re-streamed); fall back to what was streamed when it has been pruned.
+    try {
+      t.tokens = engine_->sequence(id).all_tokens();
+    } catch (const std::exception&) {
+    }
+    const std::string rest = it->second.decoder.flush();
+    if (!rest.empty()) emit tokenStreamed(id, QString::fromUtf8(rest));
+    live_.erase(it);
+    workloadRequestDone(id, t);
+    emit requestFinished(t);
+  }
+  finishedThisStep_.clear();
+  deliverSnapshot(false);
+}
+
+TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {
+  TurnStats t;
+  t.id = id;
+  if (snap) {
+    for (const SeqSnap& q : snap->seqs) {
+      if (q.id != id) continue;
+      t.promptTokens = q.prompt_len;
+      t.cachedTokens = q.cached_prompt_tokens;
+      t.generated = q.generated;
+      t.ttftMs = q.ttft_ms;
+      t.tokensPerS = q.mean_itl_ms > 0 ? 1000.0 / q.mean_itl_ms : 0.0;
+      t.preemptions = q.preemptions;
+      t.state = QString::fromUtf8(seq_state_name(q.state));
+      t.error = QString::fromStdString(q.error);
+      return t;
+    }
+  }
+  // Not in this snapshot (cancelled between steps): read what the engine itself knows.
+  try {
+    const Sequence& s = engine_->sequence(id);
+    t.promptTokens = static_cast<int>(s.prompt.size());
+    t.cachedTokens = s.num_cached_prompt;
+    t.generated = static_cast<int>(s.output.size());
+    t.preemptions = s.preemptions;
+    t.state = QString::fromUtf8(seq_state_name(s.state));
+    t.error = QString::fromStdString(s.error);
+  } catch (const std::exception&) {
+    t.state = QStringLiteral("finished");
+  }
+  return t;
+}
+
+void EngineWorker::deliverSnapshot(bool force) {
+  if (!engine_) return;
+  if (inFlight_ && !force) {
+    dirty_ = true;
+    return;
+  }
+  EventBatch batch = pendingEvents_;
+  pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
+  inFlight_ = true;
+  dirty_ = false;
+  emit snapshotReady(engine_->snapshot(), batch);
+}
+
+void EngineWorker::ackSnapshot() {
+  inFlight_ = false;
+  if (dirty_) deliverSnapshot(false);
+}
+
+void EngineWorker::setRunning(bool r) {
+  if (running_ == r) return;
+  running_ = r;
+  emit runningChanged(r);
+}
+
+}  // namespace kvscope::ui

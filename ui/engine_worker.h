@@ -1,0 +1,124 @@
+#pragma once
+// The engine's home thread. EngineWorker owns the Model and the Engine and is the only code that
+// touches them; it lives on its own QThread (see EngineHost), takes commands as queued calls and
+// sends immutable snapshots, streamed tokens and finished turns out as queued signals — the
+// Mandelbrot-example pattern: no shared mutable state, the UI thread never waits on a step.
+//
+// Stepping is driven by a zero-interval timer instead of a loop so that commands (cancel, pause,
+// a new chat message) interleave with steps: each timer tick runs exactly one Engine::step().
+#include <QElapsedTimer>
+#include <QObject>
+#include <QTimer>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "ui_types.h"
+#include "workload_source.h"
+
+namespace kvscope::ui {
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineWorker(int nThreads = 0);
+  ~EngineWorker() override;
+
+  // Thread-safe: asks a running step loop to stop at the next tick (used at shutdown).
+  void requestStop() { stop_.store(true); }
+
+  // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
+  void loadModel(const QString& path, const EngineConfig& cfg);
+  void applyConfig(const EngineConfig& cfg);        // rebuild the engine on the loaded model
+  void submit(quint64 tag, const Request& r);
+  // A chat turn: prompt = history (all previous turns' tokens) + the encoded new text, so the
+  // previous turns' full blocks come straight from the prefix cache.
+  void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
+                  const SamplingParams& sampling, int maxNewTokens);
+  void cancel(SeqId id);
+  void cancelAll();
+  void runWorkload(const Scenario& w);
+  void setPaused(bool paused);
+  void singleStep();
+  void setStepDelay(int ms);                          // slow motion for teaching / screenshots
+  void ackSnapshot();                                 // the UI consumed the last snapshot
+
+ signals:
+  void modelLoading(const QString& what);
+  void modelLoaded(const kvscope::ui::ModelInfo& info);
+  void engineError(const QString& message);
+  void submitted(quint64 tag, qint64 seq, int promptTokens);
+  void tokenStreamed(qint64 seq, const QString& piece);
+  void requestFinished(const kvscope::ui::TurnStats& stats);
+  void snapshotReady(const kvscope::SnapshotPtr& snap, const kvscope::ui::EventBatch& events);
+  void workloadProgress(int done, int total);
+  void runningChanged(bool stepping);                 // the step loop started / went idle
+  void pausedChanged(bool paused);
+
+ private:
+  void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);
+  void schedulePump();
+  void pump();                                         // one timer tick: release arrivals, step once
+  bool stepOnce();
+  void afterStep();
+  void deliverSnapshot(bool force);
+  void releaseArrivals();
+  void setRunning(bool r);
+  void fail(const QString& what);
+  TurnStats statsFor(SeqId id, const Snapshot* snap) const;
+
+  int nThreads_;
+  std::atomic<bool> stop_{false};
+  QTimer* timer_ = nullptr;
+  int stepDelayMs_ = 0;
+  bool paused_ = false;
+  bool running_ = false;
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Engine> engine_;
+  QString modelPath_;
+  VocabPtr vocab_;
+
+  // Per live request: tokens so far (prompt + generated), its UTF-8 stream decoder, its tag.
+  struct Live {
+    std::vector<TokenId> tokens;
+    Utf8StreamDecoder decoder;
+    quint64 tag = 0;
+  };
+  std::unordered_map<SeqId, Live> live_;
+  std::vector<SeqId> finishedThisStep_;
+
+  // Snapshot coalescing: at most one snapshot in flight to the UI; steps taken meanwhile only
+  // accumulate their events, and the newest snapshot goes out when the UI acks.
+  bool inFlight_ = false;
+  bool dirty_ = false;
+  std::shared_ptr<std::vector<BlockEvent>> pendingEvents_;
+
+  // Workload replay. A follow-up chat turn waits for its conversation's previous turn and is
+  // built from that turn's full token sequence (build_turn_prompt), as kvscope-cli replays it.
+  struct Pending {
+    WorkloadRequest request;
+    size_t order = 0;
+  };
+  struct Conversation {
+    int nextTurn = 0;                  // the turn that may be submitted next
+    bool running = false;              // a turn of it is in the engine
+    bool broken = false;               // a turn was rejected or cancelled: later turns are skipped
+    std::vector<TokenId> lastTokens;   // the finished turn's prompt + generated tokens
+  };
+  bool releasable(const Pending& p) const;
+  void submitWorkloadRequest(const WorkloadRequest& r);
+  void workloadRequestDone(SeqId id, const TurnStats& t);
+  std::vector<Pending> arrivals_;      // not yet submitted, in arrival order
+  std::unordered_map<SeqId, std::string> workloadSeqs_;  // live workload sequence -> conversation
+  std::map<std::string, Conversation> conversations_;
+  int workloadTotal_ = 0, workloadDone_ = 0;
+  int64_t workloadStep_ = 0;
+};
+
+}  // namespace kvscope::ui

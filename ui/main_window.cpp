@@ -1,0 +1,357 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTextBrowser>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "block_map_panel.h"
+#include "captions_panel.h"
+#include "chat_panel.h"
+#include "compare_panel.h"
+#include "fragmentation_panel.h"
+#include "live_label.h"
+#include "memory_panel.h"
+#include "planner_panel.h"
+#include "prefix_panel.h"
+#include "settings_panel.h"
+#include "theme.h"
+#include "workload_panel.h"
+
+namespace kvscope::ui {
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("kvscope — KV cache workbench"));
+  setObjectName(QStringLiteral("kvscopeMainWindow"));
+  setDockNestingEnabled(true);
+  host_ = new EngineHost(this);
+
+  // Central area: an error banner over the block map (errors never pop a modal box, so a
+  // running workload or a test is never blocked by one).
+  banner_ = new QLabel;
+  banner_->setWordWrap(true);
+  banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* close = new QToolButton;
+  close->setText(QStringLiteral("✕"));
+  close->setAutoRaise(true);
+  bannerBox_ = new QWidget;
+  bannerBox_->setObjectName(QStringLiteral("errorBanner"));
+  bannerBox_->setStyleSheet(QStringLiteral("#errorBanner{background:#fdecea;border:1px solid #e57373;border-radius:4px}"
+                                           "#errorBanner QLabel{color:#8e1b1b}"));
+  auto* bl = new QHBoxLayout(bannerBox_);
+  bl->setContentsMargins(8, 4, 4, 4);
+  bl->addWidget(banner_, 1);
+  bl->addWidget(close, 0, Qt::AlignTop);
+  bannerBox_->hide();
+  connect(close, &QToolButton::clicked, bannerBox_, &QWidget::hide);
+
+  blockMap_ = new BlockMapPanel;
+  blockMap_->setWhatsThis(tr("Every physical KV block of the pool, coloured by the sequence that owns it."));
+  auto* central = new QWidget;
+  auto* cv = new QVBoxLayout(central);
+  cv->setContentsMargins(0, 0, 0, 0);
+  cv->setSpacing(2);
+  cv->addWidget(bannerBox_);
+  cv->addWidget(blockMap_, 1);
+  setCentralWidget(central);
+
+  chat_ = new ChatPanel(host_);
+  settings_ = new SettingsPanel;
+  memory_ = new MemoryPanel;
+  workload_ = new WorkloadPanel(host_);
+  captions_ = new CaptionsPanel;
+  prefix_ = new PrefixPanel;
+  frag_ = new FragmentationPanel;
+  compare_ = new ComparePanel(settings_);
+  planner_ = new PlannerPanel;
+
+  addPanel(chat_, tr("Chat"), QStringLiteral("chatDock"), Qt::LeftDockWidgetArea,
+           tr("Talk to the loaded model. Each turn re-sends the whole conversation, so the earlier turns come "
+              "from the prefix cache; the grey line under a reply shows prompt tokens, cached tokens, TTFT and speed."));
+  addPanel(settings_, tr("Settings"), QStringLiteral("settingsDock"), Qt::RightDockWidgetArea,
+           tr("Engine settings (model, block size, pool size, KV dtype, window, sinks, prefix caching, batch) and "
+              "sampling defaults. Invalid values are refused with an explanation; Apply rebuilds the engine."));
+  addPanel(workload_, tr("Workload"), QStringLiteral("workloadDock"), Qt::RightDockWidgetArea,
+           tr("Run a scenario (many requests arriving over time) and pause, single-step or resume the engine."));
+  addPanel(compare_, tr("Compare"), QStringLiteral("compareDock"), Qt::RightDockWidgetArea,
+           tr("Run the same workload on two engine configurations side by side and compare memory, waste, "
+              "prefix hits and speed."));
+  addPanel(memory_, tr("Memory over time"), QStringLiteral("memoryDock"), Qt::BottomDockWidgetArea,
+           tr("KV blocks used, cached and free over time, with tokens per second and preemptions."));
+  addPanel(frag_, tr("Fragmentation"), QStringLiteral("fragDock"), Qt::BottomDockWidgetArea,
+           tr("How much of the reserved KV memory actually holds tokens: with paging only each sequence's last "
+              "block is partly empty."));
+  addPanel(prefix_, tr("Prefix sharing"), QStringLiteral("prefixDock"), Qt::BottomDockWidgetArea,
+           tr("Which sequences share which blocks through the prefix cache: the hash-chain tree with reference "
+              "counts, hit counters and each request's reused tokens."));
+  addPanel(captions_, tr("Teaching captions"), QStringLiteral("captionsDock"), Qt::BottomDockWidgetArea,
+           tr("One plain-language sentence per block event (allocated, shared, cached, evicted, freed…). "
+              "Single-step the engine to follow them one step at a time."));
+  addPanel(planner_, tr("KV calculator"), QStringLiteral("plannerDock"), Qt::RightDockWidgetArea,
+           tr("KV cache memory of a model at a context length, batch, weight precision and KV dtype, with the "
+              "formula shown; preloaded with the 70B-at-128K example, with and without grouped-query attention."));
+  tabifyDockWidget(docks_[1], docks_[2]);
+  tabifyDockWidget(docks_[2], docks_[3]);
+  tabifyDockWidget(docks_[3], docks_[8]);
+  docks_[1]->raise();
+  tabifyDockWidget(docks_[4], docks_[5]);
+  tabifyDockWidget(docks_[5], docks_[6]);
+  tabifyDockWidget(docks_[6], docks_[7]);
+  docks_[4]->raise();
+
+  buildMenus();
+  buildStatusBar();
+  settings_->load();
+
+  connect(host_, &EngineHost::snapshot, this, &MainWindow::onSnapshot);
+  connect(host_, &EngineHost::modelLoaded, this, &MainWindow::onModelLoaded);
+  connect(host_, &EngineHost::error, this, &MainWindow::onError);
+  connect(host_, &EngineHost::loadingChanged, this, &MainWindow::onLoading);
+  connect(settings_, &SettingsPanel::applyRequested, this, [this](const EngineConfig& cfg, const QString& path) {
+    bannerBox_->hide();
+    if (path != loadedPath_ || !host_->hasEngine()) host_->loadModel(path, cfg);
+    else host_->applyConfig(cfg);
+  });
+  connect(settings_, &SettingsPanel::browseRequested, this, &MainWindow::browseModel);
+  connect(settings_, &SettingsPanel::samplingDefaultsChanged, chat_, &ChatPanel::setSamplingDefaults);
+  chat_->setSamplingDefaults(settings_->samplingDefaults());
+
+  resize(1280, 800);
+  defaultState_ = saveState();  // the built-in layout, for View > Reset layout
+  QSettings s;
+  restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  restoredState_ = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+  QMainWindow::showEvent(e);
+  if (!shown_) {
+    shown_ = true;
+    // Dock sizes only mean something once the window has its real size.
+    if (!restoredState_) applyDefaultDockSizes();
+  }
+}
+
+void MainWindow::applyDefaultDockSizes() {
+  // Chat left, settings right, plots below: the block map in the middle gets the most room.
+  resizeDocks({docks_[0], docks_[1]}, {width() * 27 / 100, width() * 24 / 100}, Qt::Horizontal);
+  resizeDocks({docks_[4]}, {height() * 30 / 100}, Qt::Vertical);
+}
+
+MainWindow::~MainWindow() { host_->shutdown(); }
+
+QDockWidget* MainWindow::addPanel(QWidget* w, const QString& title, const QString& objectName, Qt::DockWidgetArea area,
+                                  const QString& help) {
+  auto* d = new QDockWidget(title, this);
+  d->setObjectName(objectName);  // saveState/restoreState identify docks by object name
+  d->setWidget(w);
+  w->setWhatsThis(help);
+  w->setToolTip(help);
+  d->setToolTip(help);
+  addDockWidget(area, d);
+  docks_ << d;
+  return d;
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::browseModel);
+  QMenu* recent = file->addMenu(tr("Open &recent"));
+  connect(recent, &QMenu::aboutToShow, this, [this, recent] {
+    recent->clear();
+    for (const QString& p : settings_->recentModels()) recent->addAction(p, this, [this, p] { openModel(p); });
+    if (recent->isEmpty()) recent->addAction(tr("(none yet)"))->setEnabled(false);
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* engine = menuBar()->addMenu(tr("&Engine"));
+  QAction* pause = engine->addAction(tr("&Pause"));
+  pause->setCheckable(true);
+  pause->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+  connect(pause, &QAction::toggled, host_, &EngineHost::setPaused);
+  connect(host_->worker(), &EngineWorker::pausedChanged, pause, [pause](bool p) {
+    const QSignalBlocker b(pause);
+    pause->setChecked(p);
+  });
+  engine->addAction(tr("Single &step"), QKeySequence(Qt::Key_F10), host_, &EngineHost::singleStep);
+  engine->addAction(tr("&Cancel all requests"), host_, &EngineHost::cancelAll);
+  engine->addSeparator();
+  engine->addAction(tr("&Apply settings"), this, [this] { settings_->applyButton()->click(); });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (QDockWidget* d : docks_) view->addAction(d->toggleViewAction());
+  view->addSeparator();
+  view->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+  QMenu* theme = view->addMenu(tr("&Theme"));
+  auto* group = new QActionGroup(this);
+  const QString current = QSettings().value(QStringLiteral("window/theme"), QStringLiteral("light")).toString();
+  for (const auto& [name, label] : {std::pair{QStringLiteral("light"), tr("Light")}, std::pair{QStringLiteral("dark"), tr("Dark")},
+                                    std::pair{QStringLiteral("system"), tr("System")}}) {
+    QAction* a = theme->addAction(label, this, [this, n = name] { setTheme(n); });
+    a->setCheckable(true);
+    a->setChecked(name == current);
+    group->addAction(a);
+  }
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Guide"), QKeySequence::HelpContents, this, &MainWindow::showGuide);
+  help->addAction(tr("&About kvscope"), this, [this] {
+    QMessageBox::about(this, tr("About kvscope"),
+                       tr("<b>kvscope %1</b><p>A workbench that runs a real paged-attention LLM engine and shows its "
+                          "KV cache live.</p>")
+                           .arg(QStringLiteral(KVSCOPE_VERSION)));
+  });
+}
+
+void MainWindow::buildStatusBar() {
+  busy_ = new QProgressBar;
+  busy_->setRange(0, 0);  // indeterminate: Model::load reports no progress
+  busy_->setMaximumWidth(120);
+  busy_->setMaximumHeight(14);
+  busy_->hide();
+  runLabel_ = new LiveLabel;
+  runLabel_->setFixedWidth(230);  // fixed: a status bar lays out its permanent widgets by size
+  runLabel_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Fixed);
+  kvLabel_ = new QLabel(tr("no engine"));
+  kvLabel_->setToolTip(tr("The engine's KV pool: blocks, tokens, memory and the concurrency it allows."));
+  backendLabel_ = new QLabel;
+  statusBar()->addPermanentWidget(busy_);
+  statusBar()->addPermanentWidget(runLabel_);
+  statusBar()->addPermanentWidget(kvLabel_);
+  statusBar()->addPermanentWidget(backendLabel_);
+}
+
+void MainWindow::setTheme(const QString& name) {
+  apply_theme(name);
+  QSettings().setValue(QStringLiteral("window/theme"), name);
+  memory_->applyTheme();
+  frag_->applyTheme();
+  compare_->applyTheme();
+  update();
+}
+
+void MainWindow::resetLayout() {
+  restoreState(defaultState_);
+  applyDefaultDockSizes();
+}
+
+void MainWindow::openModel(const QString& path) {
+  settings_->setModelPath(path);
+  QString why;
+  auto cfg = settings_->config(&why);
+  if (!cfg) {
+    // Saved settings may be from an older version; fall back to defaults rather than refuse.
+    cfg = default_gui_config();
+    if (!QFileInfo(path).isFile()) {
+      onError(tr("Model file %1 does not exist.").arg(path));
+      return;
+    }
+  }
+  bannerBox_->hide();
+  host_->loadModel(path, *cfg);
+}
+
+void MainWindow::browseModel() {
+  const QString dir = QFileInfo(settings_->modelPath()).absolutePath();
+  const QString p = QFileDialog::getOpenFileName(this, tr("Open GGUF model"), dir, tr("GGUF models (*.gguf);;All files (*)"));
+  if (!p.isEmpty()) openModel(p);
+}
+
+void MainWindow::showGuide() {
+  auto* dlg = new QDialog(this);
+  dlg->setAttribute(Qt::WA_DeleteOnClose);
+  dlg->setWindowTitle(tr("kvscope guide"));
+  auto* text = new QTextBrowser;
+  QFile f(QStringLiteral(":/guide/guide.html"));
+  text->setHtml(f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : tr("The guide is missing from this build."));
+  text->setOpenExternalLinks(true);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
+  connect(buttons, &QDialogButtonBox::rejected, dlg, &QDialog::close);
+  auto* v = new QVBoxLayout(dlg);
+  v->addWidget(text);
+  v->addWidget(buttons);
+  dlg->resize(640, 600);
+  dlg->show();
+}
+
+void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
+  if (!snap) return;
+  QElapsedTimer t;
+  t.start();
+  blockMap_->setSnapshot(snap, events);
+  memory_->addSnapshot(snap);
+  captions_->addEvents(snap, events);
+  if (prefix_->isVisible()) prefix_->setSnapshot(snap);
+  else prefix_->setPending(snap);
+  frag_->addSnapshot(snap);
+  workload_->setSnapshot(snap);
+  const QString state = host_->isPaused() ? tr("paused") : (host_->isRunning() ? tr("running") : tr("idle"));
+  runLabel_->setText(tr("step %1 · %2 tok/s · %3").arg(snap->step).arg(snap->tokens_per_s, 0, 'f', 0).arg(state));
+  worstSnapshotMs_ = std::max(worstSnapshotMs_, t.nsecsElapsed() / 1e6);
+}
+
+void MainWindow::onModelLoaded(const ModelInfo& info) {
+  const bool sameModel = info.path == loadedPath_;
+  loadedPath_ = info.path;
+  settings_->setModelPath(info.path);
+  settings_->showConfig(info.config);
+  settings_->addRecentModel(info.path);
+  QSettings().setValue(QStringLiteral("lastModel"), info.path);
+  blockMap_->setVocab(info.vocab);
+  prefix_->setVocab(info.vocab);
+  memory_->clear();
+  frag_->clear();
+  captions_->clear();
+  chat_->engineRebuilt(sameModel);
+  workload_->setModelInfo(info);
+  kvLabel_->setText(info.kvSummary.section(QStringLiteral(", max"), 0, 0));
+  kvLabel_->setToolTip(info.kvSummary);
+  backendLabel_->setText(tr("backend: %1").arg(info.backend));
+  setWindowTitle(tr("kvscope — %1").arg(QFileInfo(info.path).fileName()));
+  statusBar()->showMessage(info.description, 8000);
+}
+
+void MainWindow::onError(const QString& msg) {
+  lastError_ = msg;
+  ++errorCount_;
+  banner_->setText(msg.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));
+  bannerBox_->show();
+  statusBar()->showMessage(msg.section(QLatin1Char('\n'), 0, 0), 10000);
+}
+
+void MainWindow::onLoading(bool loading, const QString& what) {
+  busy_->setVisible(loading);
+  if (loading) statusBar()->showMessage(what);
+  else statusBar()->clearMessage();
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings s;
+  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  s.setValue(QStringLiteral("window/state"), saveState());
+  // Stop the engine now (at the next step boundary) so closing mid-run never hangs.
+  compare_->shutdown();
+  host_->shutdown();
+  QMainWindow::closeEvent(e);
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,351 @@
+#include "settings_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QIntValidator>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace kvscope::ui {
+
+namespace {
+
+constexpr int kMaxRecent = 8;
+
+QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent) {
+  auto* e = new QLineEdit;
+  // The validator makes the field refuse anything that is not a whole number in range.
+  e->setValidator(new QIntValidator(lo, hi, parent));
+  e->setPlaceholderText(placeholder);
+  return e;
+}
+
+}  // namespace
+
+EngineConfig default_gui_config() {
+  EngineConfig c;
+  // A pool small enough that one screen shows every block and a busy workload feels the
+  // pressure (preemption); large models get the same block count, i.e. more memory.
+  c.num_blocks = 256;
+  return c;
+}
+
+SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
+  model_ = new QLineEdit;
+  model_->setPlaceholderText(tr("path to a .gguf file"));
+  model_->setToolTip(tr("The GGUF model the engine runs. Changing it reloads the model on the engine thread."));
+  auto* browse = new QPushButton(tr("Browse…"));
+  recent_ = new QToolButton;
+  recent_->setText(tr("Recent"));
+  recent_->setPopupMode(QToolButton::InstantPopup);
+  recent_->setMenu(new QMenu(recent_));
+  auto* modelRow = new QGridLayout;
+  modelRow->addWidget(model_, 0, 0, 1, 3);
+  modelRow->addWidget(browse, 1, 1);
+  modelRow->addWidget(recent_, 1, 2);
+  modelRow->setColumnStretch(0, 1);
+
+  blockSize_ = new QComboBox;
+  for (int b : {8, 16, 32, 64, 128}) blockSize_->addItem(QString::number(b), b);
+  blockSize_->setToolTip(tr("Tokens per KV block. Small blocks waste less in each sequence's last block; "
+                            "large blocks mean shorter block tables and fewer prefix-cache entries."));
+  pool_ = int_edit(1, 10000000, tr("e.g. 1024"), this);
+  pool_->setToolTip(tr("Size of the KV block pool, as a number of blocks or a memory budget in MiB."));
+  poolUnit_ = new QComboBox;
+  poolUnit_->addItem(tr("blocks"));
+  poolUnit_->addItem(tr("MiB"));
+  auto* poolRow = new QHBoxLayout;
+  poolRow->addWidget(pool_, 1);
+  poolRow->addWidget(poolUnit_);
+  dtype_ = new QComboBox;
+  for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)));
+  dtype_->setToolTip(tr("Element type of the stored keys and values: smaller types hold more tokens in the same memory."));
+  window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
+  window_->setToolTip(tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
+                         "wholly outside the window are freed at once. 0 = full attention."));
+  sinks_ = int_edit(0, 1000000, tr("0 = none"), this);
+  sinks_->setToolTip(tr("Attention sinks (StreamingLLM): the first S tokens stay visible and stored forever, "
+                        "in addition to the window."));
+  prefix_ = new QCheckBox(tr("prefix caching"));
+  prefix_->setToolTip(tr("Reuse the K/V of full blocks whose token prefix was computed before (vLLM-style hash chain)."));
+  baseline_ = new QCheckBox(tr("contiguous baseline"));
+  baseline_->setToolTip(tr("The traditional allocator instead of paging: every request reserves max-model-length "
+                           "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
+                           "fragmentation it shows are measured, not estimated."));
+  maxRunning_ = new QSpinBox;
+  maxRunning_->setRange(1, 4096);
+  maxRunning_->setToolTip(tr("Most sequences the scheduler runs in one step (continuous batching)."));
+  maxBatched_ = new QSpinBox;
+  maxBatched_->setRange(1, 1 << 20);
+  maxBatched_->setToolTip(tr("Token budget of one step; long prompts are prefilled in chunks of at most this many tokens."));
+  maxLen_ = int_edit(0, 10000000, tr("0 = model's context"), this);
+  maxLen_->setToolTip(tr("Longest sequence (prompt + reply) the engine accepts. 0 = the model's context length."));
+
+  temp_ = new QDoubleSpinBox;
+  temp_->setRange(0, 5);
+  temp_->setSingleStep(0.1);
+  topK_ = new QSpinBox;
+  topK_->setRange(0, 100000);
+  topP_ = new QDoubleSpinBox;
+  topP_->setRange(0.01, 1.0);
+  topP_->setSingleStep(0.05);
+  maxTok_ = new QSpinBox;
+  maxTok_->setRange(1, 32768);
+  seed_ = new QSpinBox;
+  seed_->setRange(0, 999999);
+
+  auto* engineBox = new QGroupBox(tr("Engine (applying rebuilds it)"));
+  auto* ef = new QFormLayout(engineBox);
+  ef->addRow(tr("Model"), modelRow);
+  ef->addRow(tr("Block size"), blockSize_);
+  ef->addRow(tr("KV pool"), poolRow);
+  ef->addRow(tr("KV dtype"), dtype_);
+  ef->addRow(tr("Sliding window"), window_);
+  ef->addRow(tr("Sinks"), sinks_);
+  ef->addRow(QString(), prefix_);
+  ef->addRow(QString(), baseline_);
+  ef->addRow(tr("Max batch (seqs)"), maxRunning_);
+  ef->addRow(tr("Max tokens / step"), maxBatched_);
+  ef->addRow(tr("Max model length"), maxLen_);
+
+  auto* sampBox = new QGroupBox(tr("Sampling defaults (new chats)"));
+  auto* sf = new QFormLayout(sampBox);
+  sf->addRow(tr("Temperature"), temp_);
+  sf->addRow(tr("Top-k"), topK_);
+  sf->addRow(tr("Top-p"), topP_);
+  sf->addRow(tr("Max new tokens"), maxTok_);
+  sf->addRow(tr("Seed"), seed_);
+
+  message_ = new QLabel;
+  message_->setWordWrap(true);
+  message_->setStyleSheet(QStringLiteral("color:#c62828"));
+  apply_ = new QPushButton(tr("Apply"));
+  apply_->setToolTip(tr("Rebuild the engine with these settings on its own thread (running requests are cancelled)."));
+  auto* btnRow = new QHBoxLayout;
+  btnRow->addWidget(message_, 1);
+  btnRow->addWidget(apply_, 0, Qt::AlignTop);
+
+  auto* content = new QWidget;
+  auto* cv = new QVBoxLayout(content);
+  cv->addWidget(engineBox);
+  cv->addWidget(sampBox);
+  cv->addLayout(btnRow);
+  cv->addStretch(1);
+  auto* scroll = new QScrollArea;
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setWidget(content);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->addWidget(scroll);
+
+  showConfig(default_gui_config());
+  const SamplingParams sp;  // the engine's own defaults: greedy, no top-k / top-p
+  temp_->setValue(sp.temperature);
+  topK_->setValue(sp.top_k);
+  topP_->setValue(sp.top_p);
+  seed_->setValue(static_cast<int>(sp.seed));
+  maxTok_->setValue(64);
+
+  for (QLineEdit* e : {pool_, window_, sinks_, maxLen_}) connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
+  connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
+  connect(poolUnit_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
+  connect(model_, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
+  connect(baseline_, &QCheckBox::toggled, this, &SettingsPanel::revalidate);
+  connect(browse, &QPushButton::clicked, this, &SettingsPanel::browseRequested);
+  connect(apply_, &QPushButton::clicked, this, [this] {
+    if (auto cfg = config()) {
+      save();
+      emit applyRequested(*cfg, modelPath());
+    }
+  });
+  auto samplingChanged = [this] { emit samplingDefaultsChanged(samplingDefaults()); };
+  connect(temp_, &QDoubleSpinBox::valueChanged, this, samplingChanged);
+  connect(topP_, &QDoubleSpinBox::valueChanged, this, samplingChanged);
+  connect(topK_, &QSpinBox::valueChanged, this, samplingChanged);
+  connect(maxTok_, &QSpinBox::valueChanged, this, samplingChanged);
+  connect(seed_, &QSpinBox::valueChanged, this, samplingChanged);
+  revalidate();
+}
+
+QString SettingsPanel::modelPath() const { return model_->text().trimmed(); }
+void SettingsPanel::setModelPath(const QString& path) { model_->setText(path); }
+
+void SettingsPanel::showConfig(const EngineConfig& cfg) {
+  blockSize_->setCurrentIndex(blockSize_->findData(cfg.block_size));
+  if (cfg.num_blocks > 0) {
+    poolUnit_->setCurrentIndex(0);
+    pool_->setText(QString::number(cfg.num_blocks));
+  } else {
+    poolUnit_->setCurrentIndex(1);
+    pool_->setText(QString::number(std::max<int64_t>(1, cfg.kv_memory_bytes >> 20)));
+  }
+  dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(cfg.kv_dtype)));
+  window_->setText(QString::number(cfg.window));
+  sinks_->setText(QString::number(cfg.sinks));
+  prefix_->setChecked(cfg.prefix_caching);
+  baseline_->setChecked(cfg.contiguous_baseline);
+  maxRunning_->setValue(cfg.sched.max_running);
+  maxBatched_->setValue(cfg.sched.max_batched_tokens);
+  maxLen_->setText(QString::number(cfg.sched.max_model_len));
+}
+
+QString SettingsPanel::validationMessage() const {
+  QString why;
+  config(&why);
+  return why;
+}
+
+std::optional<EngineConfig> SettingsPanel::config(QString* why) const {
+  auto refuse = [why](const QString& msg) -> std::optional<EngineConfig> {
+    if (why) *why = msg;
+    return std::nullopt;
+  };
+  if (modelPath().isEmpty()) return refuse(tr("Choose a model file."));
+  if (!QFileInfo(modelPath()).isFile()) return refuse(tr("Model file %1 does not exist.").arg(modelPath()));
+  EngineConfig cfg;
+  cfg.block_size = blockSize_->currentData().toInt();
+  if (!pool_->hasAcceptableInput()) return refuse(tr("KV pool: enter a whole number of %1 (at least 1).").arg(poolUnit_->currentText()));
+  const qint64 pool = pool_->text().toLongLong();
+  if (poolUnit_->currentIndex() == 0) {
+    if (pool < 2) return refuse(tr("KV pool: at least 2 blocks, or no sequence could ever grow past one block."));
+    cfg.num_blocks = static_cast<int32_t>(pool);
+  } else {
+    cfg.num_blocks = 0;
+    cfg.kv_memory_bytes = pool << 20;
+  }
+  const auto dt = parse_kv_dtype(dtype_->currentText().toStdString());
+  if (!dt) return refuse(tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
+  cfg.kv_dtype = *dt;
+  if (!window_->hasAcceptableInput()) return refuse(tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
+  if (!sinks_->hasAcceptableInput()) return refuse(tr("Sinks: enter a whole number of tokens (0 = none)."));
+  cfg.window = window_->text().toInt();
+  cfg.sinks = sinks_->text().toInt();
+  if (cfg.window > 0 && cfg.window < cfg.block_size)
+    return refuse(tr("Sliding window %1 is smaller than one block (%2 tokens): use 0 (off) or at least %2.")
+                      .arg(cfg.window)
+                      .arg(cfg.block_size));
+  if (cfg.sinks > 0 && cfg.window == 0) return refuse(tr("Attention sinks need a sliding window: set a window first (or sinks to 0)."));
+  if (cfg.sinks > 0 && cfg.sinks >= cfg.window)
+    return refuse(tr("Sinks (%1) must be fewer than the window (%2) tokens.").arg(cfg.sinks).arg(cfg.window));
+  cfg.prefix_caching = prefix_->isChecked();
+  cfg.contiguous_baseline = baseline_->isChecked();
+  if (cfg.contiguous_baseline && cfg.window > 0)
+    return refuse(tr("The contiguous baseline has no sliding window: set the window to 0 or use paging."));
+  cfg.sched.max_running = maxRunning_->value();
+  cfg.sched.max_batched_tokens = maxBatched_->value();
+  if (!maxLen_->hasAcceptableInput()) return refuse(tr("Max model length: enter a whole number (0 = the model's context)."));
+  cfg.sched.max_model_len = maxLen_->text().toInt();
+  if (cfg.sched.max_model_len > 0 && cfg.sched.max_model_len < cfg.block_size)
+    return refuse(tr("Max model length %1 is shorter than one block.").arg(cfg.sched.max_model_len));
+  if (cfg.contiguous_baseline && cfg.num_blocks > 0 && cfg.sched.max_model_len > 0 &&
+      static_cast<int64_t>(cfg.num_blocks) * cfg.block_size < cfg.sched.max_model_len)
+    return refuse(tr("The contiguous baseline reserves the max model length (%1 tokens) for every request, but the pool "
+                     "holds only %2 tokens: no request could ever start. Enlarge the pool or shorten the max length.")
+                      .arg(cfg.sched.max_model_len)
+                      .arg(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size));
+  if (why) why->clear();
+  return cfg;
+}
+
+SamplingDefaults SettingsPanel::samplingDefaults() const {
+  SamplingDefaults d;
+  d.sampling.temperature = static_cast<float>(temp_->value());
+  d.sampling.top_k = topK_->value();
+  d.sampling.top_p = static_cast<float>(topP_->value());
+  d.sampling.seed = static_cast<uint64_t>(seed_->value());
+  d.maxNewTokens = maxTok_->value();
+  return d;
+}
+
+void SettingsPanel::revalidate() {
+  const QString why = validationMessage();
+  message_->setText(why);
+  apply_->setEnabled(why.isEmpty());
+}
+
+QStringList SettingsPanel::recentModels() const { return QSettings().value(QStringLiteral("recentModels")).toStringList(); }
+
+void SettingsPanel::addRecentModel(const QString& path) {
+  QStringList r = recentModels();
+  r.removeAll(path);
+  r.prepend(path);
+  while (r.size() > kMaxRecent) r.removeLast();
+  QSettings().setValue(QStringLiteral("recentModels"), r);
+  rebuildRecentMenu();
+}
+
+void SettingsPanel::rebuildRecentMenu() {
+  QMenu* m = recent_->menu();
+  m->clear();
+  for (const QString& p : recentModels()) m->addAction(p, this, [this, p] { setModelPath(p); });
+  recent_->setEnabled(!m->isEmpty());
+}
+
+bool SettingsPanel::setOverride(const QString& key, const QString& value) {
+  if (key == QLatin1String("block-size")) blockSize_->setCurrentIndex(blockSize_->findData(value.toInt()));
+  else if (key == QLatin1String("kv-blocks")) {
+    poolUnit_->setCurrentIndex(0);
+    pool_->setText(value);
+  } else if (key == QLatin1String("kv-dtype")) dtype_->setCurrentText(value);
+  else if (key == QLatin1String("window")) window_->setText(value);
+  else if (key == QLatin1String("sinks")) sinks_->setText(value);
+  else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
+  else return false;
+  revalidate();
+  return true;
+}
+
+void SettingsPanel::load() {
+  QSettings s;
+  s.beginGroup(QStringLiteral("engine"));
+  if (s.contains(QStringLiteral("blockSize"))) {
+    blockSize_->setCurrentIndex(std::max(0, blockSize_->findData(s.value(QStringLiteral("blockSize")).toInt())));
+    poolUnit_->setCurrentIndex(s.value(QStringLiteral("poolUnit")).toInt());
+    pool_->setText(s.value(QStringLiteral("pool")).toString());
+    dtype_->setCurrentText(s.value(QStringLiteral("dtype")).toString());
+    window_->setText(s.value(QStringLiteral("window")).toString());
+    sinks_->setText(s.value(QStringLiteral("sinks")).toString());
+    prefix_->setChecked(s.value(QStringLiteral("prefix"), true).toBool());
+    baseline_->setChecked(s.value(QStringLiteral("baseline"), false).toBool());
+    maxRunning_->setValue(s.value(QStringLiteral("maxRunning"), 64).toInt());
+    maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
+    maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
+  }
+  s.endGroup();
+  rebuildRecentMenu();
+  revalidate();
+}
+
+void SettingsPanel::save() const {
+  QSettings s;
+  s.beginGroup(QStringLiteral("engine"));
+  s.setValue(QStringLiteral("blockSize"), blockSize_->currentData().toInt());
+  s.setValue(QStringLiteral("poolUnit"), poolUnit_->currentIndex());
+  s.setValue(QStringLiteral("pool"), pool_->text());
+  s.setValue(QStringLiteral("dtype"), dtype_->currentText());
+  s.setValue(QStringLiteral("window"), window_->text());
+  s.setValue(QStringLiteral("sinks"), sinks_->text());
+  s.setValue(QStringLiteral("prefix"), prefix_->isChecked());
+  s.setValue(QStringLiteral("baseline"), baseline_->isChecked());
+  s.setValue(QStringLiteral("maxRunning"), maxRunning_->value());
+  s.setValue(QStringLiteral("maxBatched"), maxBatched_->value());
+  s.setValue(QStringLiteral("maxLen"), maxLen_->text());
+  s.endGroup();
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,78 @@
+#pragma once
+// Engine and sampling settings. Each field refuses malformed input as it is typed (validators);
+// combinations that cannot work (a window smaller than a block, sinks without a window...) are
+// explained inline in red and keep "Apply" disabled, so a bad value never reaches the engine.
+// Applying asks the worker to rebuild the engine (and reload the model if its path changed).
+#include <QWidget>
+#include <optional>
+
+#include "chat_panel.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+class QToolButton;
+
+namespace kvscope::ui {
+
+// The engine settings a fresh install starts with.
+EngineConfig default_gui_config();
+
+class SettingsPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit SettingsPanel(QWidget* parent = nullptr);
+
+  QString modelPath() const;
+  void setModelPath(const QString& path);
+  void showConfig(const EngineConfig& cfg);   // what the running engine actually uses
+  // The validated config, or nullopt with the reason in *why.
+  std::optional<EngineConfig> config(QString* why = nullptr) const;
+  SamplingDefaults samplingDefaults() const;
+  QString validationMessage() const;
+  QStringList recentModels() const;
+  void addRecentModel(const QString& path);
+  // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
+  // (on/off). The panel's own validation still applies. False for an unknown key.
+  bool setOverride(const QString& key, const QString& value);
+  void load();   // from QSettings
+  void save() const;
+
+  // Handles for tests and the screenshot driver.
+  QLineEdit* poolEdit() const { return pool_; }
+  QComboBox* poolUnit() const { return poolUnit_; }
+  QComboBox* blockSizeBox() const { return blockSize_; }
+  QLineEdit* windowEdit() const { return window_; }
+  QLineEdit* sinksEdit() const { return sinks_; }
+  QPushButton* applyButton() const { return apply_; }
+  QComboBox* dtypeBox() const { return dtype_; }
+  QCheckBox* prefixBox() const { return prefix_; }
+  QCheckBox* baselineBox() const { return baseline_; }
+
+ signals:
+  void applyRequested(const kvscope::EngineConfig& cfg, const QString& modelPath);
+  void samplingDefaultsChanged(const kvscope::ui::SamplingDefaults& d);
+  void browseRequested();
+
+ private:
+  void revalidate();
+  void rebuildRecentMenu();
+
+  QLineEdit* model_;
+  QToolButton* recent_;
+  QComboBox *blockSize_, *poolUnit_, *dtype_;
+  QLineEdit *pool_, *window_, *sinks_, *maxLen_;
+  QCheckBox* prefix_;
+  QCheckBox* baseline_;
+  QSpinBox *maxRunning_, *maxBatched_;
+  QDoubleSpinBox *temp_, *topP_;
+  QSpinBox *topK_, *maxTok_, *seed_;
+  QLabel* message_;
+  QPushButton* apply_;
+};
+
+}  // namespace kvscope::ui

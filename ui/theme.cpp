@@ -1,0 +1,58 @@
+#include "theme.h"
+
+#include <QApplication>
+#include <QPalette>
+#include <QStyle>
+#include <QStyleFactory>
+
+namespace kvscope::ui {
+
+void apply_theme(const QString& name) {
+  static const QPalette systemPalette = QApplication::palette();
+  if (name == QLatin1String("system")) {
+    QApplication::setPalette(systemPalette);
+    return;
+  }
+  QApplication::setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
+  QPalette p;
+  if (name == QLatin1String("dark")) {
+    const QColor window(0x23, 0x26, 0x2b), base(0x1b, 0x1d, 0x21), text(0xe6, 0xe8, 0xeb), mid(0x3a, 0x3f, 0x47);
+    p.setColor(QPalette::Window, window);
+    p.setColor(QPalette::WindowText, text);
+    p.setColor(QPalette::Base, base);
+    p.setColor(QPalette::AlternateBase, window);
+    p.setColor(QPalette::ToolTipBase, QColor(0x30, 0x34, 0x3b));
+    p.setColor(QPalette::ToolTipText, text);
+    p.setColor(QPalette::PlaceholderText, QColor(0x8a, 0x90, 0x99));
+    p.setColor(QPalette::Text, text);
+    p.setColor(QPalette::Button, QColor(0x2c, 0x30, 0x36));
+    p.setColor(QPalette::ButtonText, text);
+    p.setColor(QPalette::BrightText, Qt::white);
+    p.setColor(QPalette::Mid, mid);
+    p.setColor(QPalette::Dark, QColor(0x16, 0x18, 0x1b));
+    p.setColor(QPalette::Light, QColor(0x45, 0x4a, 0x53));
+    p.setColor(QPalette::Highlight, QColor(0x3d, 0x7e, 0xc4));
+    p.setColor(QPalette::HighlightedText, Qt::white);
+    p.setColor(QPalette::Link, QColor(0x6c, 0xb0, 0xff));
+    p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x6b, 0x70, 0x78));
+    p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x6b, 0x70, 0x78));
+    p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x6b, 0x70, 0x78));
+  } else {
+    const QColor window(0xf4, 0xf5, 0xf7), text(0x1f, 0x23, 0x28);
+    p = QApplication::style()->standardPalette();
+    p.setColor(QPalette::Window, window);
+    p.setColor(QPalette::WindowText, text);
+    p.setColor(QPalette::Base, Qt::white);
+    p.setColor(QPalette::AlternateBase, QColor(0xf0, 0xf2, 0xf5));
+    p.setColor(QPalette::Text, text);
+    p.setColor(QPalette::Button, QColor(0xfa, 0xfb, 0xfc));
+    p.setColor(QPalette::ButtonText, text);
+    p.setColor(QPalette::Highlight, QColor(0x2f, 0x6b, 0x9a));
+    p.setColor(QPalette::HighlightedText, Qt::white);
+    p.setColor(QPalette::ToolTipBase, QColor(0xff, 0xff, 0xf2));
+    p.setColor(QPalette::ToolTipText, text);
+  }
+  QApplication::setPalette(p);
+}
+
+}  // namespace kvscope::ui

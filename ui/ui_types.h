@@ -1,0 +1,66 @@
+#pragma once
+// Plain values that cross from the engine's thread to the UI thread through queued signals.
+// Everything here is immutable once sent (shared_ptr<const ...>) or copied, so no panel ever
+// touches state the worker may still be changing.
+#include <QMetaType>
+#include <QString>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "telemetry/snapshot.h"
+
+namespace kvscope::ui {
+
+// The model's token pieces, decoded once on the worker so that the UI thread can turn token ids
+// into text (block tooltips, prefix tree) without calling into the engine's tokenizer.
+struct Vocab {
+  std::vector<QString> pieces;  // [n_vocab] display text of each token ("▁" already a space)
+  QString piece(TokenId id) const {
+    return id >= 0 && static_cast<size_t>(id) < pieces.size() ? pieces[static_cast<size_t>(id)] : QStringLiteral("<%1>").arg(id);
+  }
+  QString text(const TokenId* ids, size_t n) const {
+    QString s;
+    for (size_t i = 0; i < n; ++i) s += piece(ids[i]);
+    return s;
+  }
+};
+using VocabPtr = std::shared_ptr<const Vocab>;
+
+// What the window needs to know about the engine the worker just built.
+struct ModelInfo {
+  QString path;
+  QString description;     // Model::describe()
+  QString backend;         // Backend::name()
+  QString kvSummary;       // Engine::kv_summary()
+  int contextLength = 0;
+  int nVocab = 0;
+  VocabPtr vocab;
+  EngineConfig config;     // the config the engine was built with
+};
+
+// One finished request as a chat turn reports it.
+struct TurnStats {
+  SeqId id = -1;
+  quint64 tag = 0;                // the submitter's tag (0: not submitted by a chat)
+  int promptTokens = 0;
+  int cachedTokens = 0;           // prompt tokens reused from the prefix cache
+  int generated = 0;
+  double ttftMs = -1;
+  double tokensPerS = 0;          // decode rate, from the snapshot's mean inter-token latency
+  int preemptions = 0;
+  QString state;                  // "finished", "cancelled", "rejected"
+  QString error;
+  std::vector<TokenId> tokens;    // prompt + generated: the next chat turn's prefix
+};
+
+// Events of all steps since the previous delivered snapshot (snapshots are coalesced when the
+// UI is slower than the engine; events are not).
+using EventBatch = std::shared_ptr<const std::vector<BlockEvent>>;
+
+}  // namespace kvscope::ui
+
+Q_DECLARE_METATYPE(kvscope::SnapshotPtr)
+Q_DECLARE_METATYPE(kvscope::ui::EventBatch)
+Q_DECLARE_METATYPE(kvscope::ui::ModelInfo)
+Q_DECLARE_METATYPE(kvscope::ui::TurnStats)
