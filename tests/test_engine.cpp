@@ -231,6 +231,38 @@ class TestEngine : public QObject {
     QCOMPARE(j["memory"]["blocks_used"].get<int>(), 0);
   }
 
+  // Without a KV cache every token recomputes the whole sequence: same tokens, quadratic work.
+  void no_kv_cache_same_tokens_quadratic_work() {
+    EngineConfig cfg;
+    cfg.num_blocks = 64;
+    cfg.no_kv_cache = true;
+    auto e = make_engine(cfg);
+    const Request r = story_request("Once upon a time", 40);
+    const SeqId id = e->submit(r);
+    e->run_until_idle();
+    QCOMPARE(e->sequence(id).output, run_alone(r));
+    // Token i (0-based) of the output is sampled after computing prompt + i tokens.
+    uint64_t expected = 0;
+    for (int i = 0; i < 40; ++i) expected += r.prompt.size() + static_cast<uint64_t>(i);
+    QCOMPARE(e->snapshot()->counters.tokens_prefilled, expected);
+    QCOMPARE(e->snapshot()->memory.blocks_used, 0);
+  }
+
+  // Blocks that leave the sliding window are reported as such, not as plain frees.
+  void window_drops_are_events() {
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 64;
+    cfg.window = 16;
+    cfg.prefix_caching = false;
+    auto e = make_engine(cfg);
+    e->submit(story_request("Once upon a time", 60));
+    e->run_until_idle();
+    const auto ev = e->events_since(0);
+    const auto drops = std::count_if(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::DroppedOutOfWindow; });
+    QVERIFY2(drops >= 4, "a 65-token sequence with a 16-token window drops several 8-token blocks");
+  }
+
   void bad_configs_refused() {
     EngineConfig c;
     c.block_size = 12;

@@ -14,7 +14,7 @@ const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
       "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed", "backend"};
+      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache"};
   return names;
 }
 
@@ -75,6 +75,9 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   c.sched.max_running = static_cast<int32_t>(a.i64("max-running", 64));
   c.sched.max_batched_tokens = static_cast<int32_t>(a.i64("max-batched-tokens", 512));
   c.sched.max_model_len = static_cast<int32_t>(a.i64("max-model-len", 0));
+  const std::string kvc = a.str("kv-cache", "on");
+  if (kvc != "on" && kvc != "off") throw UsageError("--kv-cache takes on or off (off: recompute everything each step)");
+  c.no_kv_cache = kvc == "off";
   return c;
 }
 

@@ -41,6 +41,9 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   if (cfg_.sched.max_model_len <= 0) cfg_.sched.max_model_len = mc.n_ctx_train;
   if (cfg_.sched.max_running <= 0) throw std::invalid_argument("max running sequences must be at least 1");
   if (cfg_.sched.max_batched_tokens <= 0) throw std::invalid_argument("max batched tokens must be at least 1");
+  if (cfg_.no_kv_cache) cfg_.prefix_caching = false;  // nothing may survive a step
+  if (cfg_.no_kv_cache && cfg_.contiguous_baseline)
+    throw std::invalid_argument("the no-KV-cache teaching mode runs on the paged allocator only");
 
   KvLayout layout;
   layout.n_layer = mc.n_layer;
@@ -253,6 +256,17 @@ bool Engine::step() {
   sched_->on_step_done(out);
   ++counters_.steps;
   postprocess(out, logits);
+  if (cfg_.no_kv_cache)
+    for (const ScheduledChunk& ch : out.chunks)
+      if (ch.wants_logits && ch.seq->state == SeqState::Running) {
+        // Forget every K/V: the next token recomputes the whole sequence. The empty
+        // allocation re-registers the sequence with length 0, as the scheduler expects of a
+        // running sequence with nothing computed.
+        kv_->free(ch.seq->id);
+        ch.seq->num_computed = 0;
+        const std::vector<TokenId> toks = ch.seq->all_tokens();
+        kv_->allocate_slots(ch.seq->id, toks, 0);
+      }
   last_step_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   for (SeqId id : out.preempted) {
     BlockEvent ev;
@@ -516,6 +530,12 @@ void Engine::publish() {
 
   // Block events of this step, derived from how each block's state changed.
   std::vector<BlockEvent> evs = diff_block_events(prev_blocks_, S.blocks, counters_.steps);
+  // A block released while its sequence keeps running fell out of the sliding window.
+  if (cfg_.window > 0)
+    for (BlockEvent& e : evs)
+      if ((e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && e.seq >= 0)
+        if (auto it = seqs_.find(e.seq); it != seqs_.end() && it->second->seq.state == SeqState::Running)
+          e.kind = BlockEventKind::DroppedOutOfWindow;
   for (const BlockEvent& e : events_)
     if (e.step == counters_.steps) evs.push_back(e);
   for (const BlockEvent& e : evs)

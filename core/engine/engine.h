@@ -35,6 +35,10 @@ struct EngineConfig {
   // The "traditional" allocator instead of paging: every request reserves max_model_len
   // contiguous slots up front (first-fit). Same scheduler, model and backend: a real measurement.
   bool contiguous_baseline = false;
+  // Teaching mode: no KV cache at all. After every sampled token the sequence's K/V are thrown
+  // away and the whole sequence is recomputed next step, so compute per generated token grows
+  // with the length (quadratic in total) instead of staying flat. Prefix caching is off.
+  bool no_kv_cache = false;
 };
 
 struct Request {
