@@ -13,6 +13,7 @@
 #include <QTextStream>
 #include <exception>
 
+#include "kv/kv_dtype.h"
 #include "main_window.h"
 #include "model/model_locator.h"
 #include "screenshot_driver.h"
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   // Engine settings, as in kvscope-cli; they fill the Settings panel before the model opens.
   QCommandLineOption blockSize(QStringLiteral("block-size"), QStringLiteral("Tokens per KV block (8..128)."), QStringLiteral("B"));
   QCommandLineOption kvBlocks(QStringLiteral("kv-blocks"), QStringLiteral("KV pool size in blocks."), QStringLiteral("N"));
-  QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type (f32, f16, bf16, int8, fp8...)."), QStringLiteral("D"));
+  QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type: %1.").arg(QString::fromLatin1(kvscope::kv_dtype_choices())), QStringLiteral("D"));
   QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
   QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));

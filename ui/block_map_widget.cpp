@@ -72,15 +72,9 @@ void BlockMapWidget::applyEvents(const std::vector<BlockEvent>& events) {
   if (!snap_) return;
   for (const BlockEvent& e : events) {
     if (e.block < 0 || static_cast<size_t>(e.block) >= dropped_.size()) continue;
-    bool dropped = e.kind == BlockEventKind::DroppedOutOfWindow;
-    // The engine reports a window drop as a plain release (Freed, or Cached when the block is in
-    // the prefix cache); a release by a sequence that is still running, with a window
-    // configured, can only be the window sliding past.
-    if (!dropped && (e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && snap_->window > 0) {
-      for (const SeqSnap& q : snap_->seqs)
-        if (q.id == e.seq && q.state == SeqState::Running) dropped = true;
-    }
-    if (dropped) dropped_[static_cast<size_t>(e.block)] = 1;
+    // The engine itself reports a block released while its sequence keeps running (the window
+    // slid past it) as DroppedOutOfWindow.
+    if (e.kind == BlockEventKind::DroppedOutOfWindow) dropped_[static_cast<size_t>(e.block)] = 1;
   }
   update();
 }

@@ -5,8 +5,8 @@
 //
 // Cell legend: owner colour = used (the filled part solid, the empty tail pale); dark ring =
 // shared (ref count > 1); grey hatched = cached-evictable (ref 0, still hashed); corner
-// triangle = attention-sink block; red cross = released because it slid out of the window (from
-// the event stream, until the block is reused; it may still be cached); pale = free.
+// triangle = attention-sink block; red cross = released because it slid out of the window (the
+// engine's DroppedOutOfWindow events, until the block is reused; it may still be cached); pale = free.
 #include <QWidget>
 #include <unordered_map>
 #include <vector>

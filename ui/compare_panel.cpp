@@ -58,6 +58,8 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   bDtype_ = new QComboBox;
   bDtype_->addItem(tr("same as A"), QString());
   for (KvDtype d : kAllKvDtypes) bDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
+  bDtype_->setToolTip(tr("B's element type of the stored keys and values (hover each entry for its bytes per token)."));
+  set_kv_dtype_tooltips(bDtype_, KvShape{}, 0);
   bPrefix_ = new QCheckBox(tr("flip prefix caching"));
   bAlloc_ = new QComboBox;
   bAlloc_->addItem(tr("same as A"), 0);
@@ -169,6 +171,8 @@ void ComparePanel::shutdown() {
   for (Side& s : sides_)
     if (s.host) s.host->shutdown();
 }
+
+void ComparePanel::setKvShape(const KvShape& shape) { set_kv_dtype_tooltips(bDtype_, shape, 0); }
 
 void ComparePanel::applyTheme() {
   for (Side& s : sides_) s.memory->applyTheme();

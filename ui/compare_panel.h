@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine_host.h"
+#include "settings_panel.h"
 #include "workload_source.h"
 
 class QCheckBox;
@@ -41,6 +42,8 @@ class ComparePanel : public QWidget {
   QLineEdit* sinksB() const { return bSinks_; }
   QLineEdit* poolB() const { return bPool_; }
   void applyTheme();
+  // The loaded model's KV shape: B's KV dtype list shows what each dtype costs per token.
+  void setKvShape(const KvShape& shape);
   void setStepDelay(int ms);   // slow motion for both engines
   int progressPercent() const; // of the slower side
 

@@ -89,6 +89,12 @@ quint64 EngineHost::submitChat(const std::vector<TokenId>& history, const QStrin
   return tag;
 }
 
+quint64 EngineHost::submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
+  const quint64 tag = nextTag_++;
+  post([w = worker_, tag, text, maxNewTokens, ignoreEos, label] { w->submitText(tag, text, maxNewTokens, ignoreEos, label); });
+  return tag;
+}
+
 void EngineHost::cancel(SeqId id) {
   post([w = worker_, id] { w->cancel(id); });
 }
@@ -107,6 +113,9 @@ void EngineHost::singleStep() {
 }
 void EngineHost::setStepDelay(int ms) {
   post([w = worker_, ms] { w->setStepDelay(ms); });
+}
+void EngineHost::setEveryStep(bool on) {
+  post([w = worker_, on] { w->setEveryStep(on); });
 }
 
 }  // namespace kvscope::ui

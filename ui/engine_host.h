@@ -31,12 +31,14 @@ class EngineHost : public QObject {
   // Returns the tag that the submitted / requestFinished signals will carry.
   quint64 submit(const Request& r);
   quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp, int maxNewTokens);
+  quint64 submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
   void cancel(SeqId id);
   void cancelAll();
   void runWorkload(const Scenario& w);
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);
+  void setEveryStep(bool on);  // see EngineWorker::setEveryStep
   void shutdown();  // idempotent; also done by the destructor
 
  signals:

@@ -127,6 +127,9 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   info.kvSummary = QString::fromStdString(engine_->kv_summary());
   info.contextLength = engine_->config().sched.max_model_len;
   info.nVocab = model_->config.n_vocab;
+  info.nLayer = model_->config.n_layer;
+  info.nHeadKv = model_->config.n_head_kv;
+  info.headDim = model_->config.head_dim;
   info.vocab = vocab_;
   info.config = engine_->config();
   emit modelLoaded(info);
@@ -170,6 +173,19 @@ void EngineWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, 
   r.max_new_tokens = maxNewTokens;
   r.sampling = sampling;
   r.label = "chat";
+  submit(tag, r);
+}
+
+void EngineWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
+  if (!engine_ || !model_->tokenizer) {
+    emit engineError(tr("No engine yet: load a model first."));
+    return;
+  }
+  Request r;
+  r.prompt = model_->tokenizer->encode(text.toStdString(), true, false);
+  r.max_new_tokens = maxNewTokens;
+  r.ignore_eos = ignoreEos;
+  r.label = label.toStdString();
   submit(tag, r);
 }
 
@@ -411,7 +427,7 @@ TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {
 
 void EngineWorker::deliverSnapshot(bool force) {
   if (!engine_) return;
-  if (inFlight_ && !force) {
+  if (inFlight_ && !force && !everyStep_) {
     dirty_ = true;
     return;
   }

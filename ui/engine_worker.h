@@ -40,6 +40,8 @@ class EngineWorker : public QObject {
   // previous turns' full blocks come straight from the prefix cache.
   void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
                   const SamplingParams& sampling, int maxNewTokens);
+  // One prompt (BOS + encoded text), greedy; ignoreEos keeps it going to maxNewTokens.
+  void submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
   void cancel(SeqId id);
   void cancelAll();
   void runWorkload(const Scenario& w);
@@ -47,6 +49,9 @@ class EngineWorker : public QObject {
   void singleStep();
   void setStepDelay(int ms);                          // slow motion for teaching / screenshots
   void ackSnapshot();                                 // the UI consumed the last snapshot
+  // Deliver the snapshot of every step instead of coalescing them (panels that plot per-step
+  // data, e.g. the no-KV-cache teaching run, must not miss a step).
+  void setEveryStep(bool on) { everyStep_ = on; }
 
  signals:
   void modelLoading(const QString& what);
@@ -97,6 +102,7 @@ class EngineWorker : public QObject {
   // accumulate their events, and the newest snapshot goes out when the UI acks.
   bool inFlight_ = false;
   bool dirty_ = false;
+  bool everyStep_ = false;
   std::shared_ptr<std::vector<BlockEvent>> pendingEvents_;
 
   // Workload replay. A follow-up chat turn waits for its conversation's previous turn and is

@@ -30,6 +30,7 @@
 #include "fragmentation_panel.h"
 #include "live_label.h"
 #include "memory_panel.h"
+#include "no_cache_panel.h"
 #include "planner_panel.h"
 #include "prefix_panel.h"
 #include "settings_panel.h"
@@ -82,6 +83,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   frag_ = new FragmentationPanel;
   compare_ = new ComparePanel(settings_);
   planner_ = new PlannerPanel;
+  noCache_ = new NoCachePanel(settings_);
 
   addPanel(chat_, tr("Chat"), QStringLiteral("chatDock"), Qt::LeftDockWidgetArea,
            tr("Talk to the loaded model. Each turn re-sends the whole conversation, so the earlier turns come "
@@ -108,6 +110,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   addPanel(planner_, tr("KV calculator"), QStringLiteral("plannerDock"), Qt::RightDockWidgetArea,
            tr("KV cache memory of a model at a context length, batch, weight precision and KV dtype, with the "
               "formula shown; preloaded with the 70B-at-128K example, with and without grouped-query attention."));
+  addPanel(noCache_, tr("No KV cache vs cached"), QStringLiteral("noCacheDock"), Qt::BottomDockWidgetArea,
+           tr("Teaching: the same prompt generated twice, with the KV cache and without it (the whole sequence "
+              "recomputed for every token). Per generated token, the tokens computed and the step time, read from "
+              "the engine's snapshots: flat with the cache, growing linearly without it."));
   tabifyDockWidget(docks_[1], docks_[2]);
   tabifyDockWidget(docks_[2], docks_[3]);
   tabifyDockWidget(docks_[3], docks_[8]);
@@ -115,6 +121,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabifyDockWidget(docks_[4], docks_[5]);
   tabifyDockWidget(docks_[5], docks_[6]);
   tabifyDockWidget(docks_[6], docks_[7]);
+  tabifyDockWidget(docks_[7], docks_[9]);
   docks_[4]->raise();
 
   buildMenus();
@@ -246,6 +253,7 @@ void MainWindow::setTheme(const QString& name) {
   memory_->applyTheme();
   frag_->applyTheme();
   compare_->applyTheme();
+  noCache_->applyTheme();
   update();
 }
 
@@ -318,6 +326,8 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
   blockMap_->setVocab(info.vocab);
   prefix_->setVocab(info.vocab);
+  settings_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
+  compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
   memory_->clear();
   frag_->clear();
   captions_->clear();
@@ -350,6 +360,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   s.setValue(QStringLiteral("window/state"), saveState());
   // Stop the engine now (at the next step boundary) so closing mid-run never hangs.
   compare_->shutdown();
+  noCache_->shutdown();
   host_->shutdown();
   QMainWindow::closeEvent(e);
 }

@@ -22,6 +22,7 @@ class CaptionsPanel;
 class ComparePanel;
 class FragmentationPanel;
 class MemoryPanel;
+class NoCachePanel;
 class PlannerPanel;
 class PrefixPanel;
 class SettingsPanel;
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
   FragmentationPanel* fragmentationPanel() const { return frag_; }
   ComparePanel* comparePanel() const { return compare_; }
   PlannerPanel* plannerPanel() const { return planner_; }
+  NoCachePanel* noCachePanel() const { return noCache_; }
   QList<QDockWidget*> panelDocks() const { return docks_; }
 
   // Loads `path` with the settings panel's current engine settings (or defaults if invalid).
@@ -83,6 +85,7 @@ class MainWindow : public QMainWindow {
   FragmentationPanel* frag_ = nullptr;
   ComparePanel* compare_ = nullptr;
   PlannerPanel* planner_ = nullptr;
+  NoCachePanel* noCache_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray defaultState_;
   bool restoredState_ = false;

@@ -8,6 +8,7 @@
 #include <QDockWidget>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QSpinBox>
 #include <QTextStream>
 
 #include "block_map_panel.h"
@@ -15,6 +16,7 @@
 #include "chat_panel.h"
 #include "compare_panel.h"
 #include "main_window.h"
+#include "no_cache_panel.h"
 #include "settings_panel.h"
 #include "workload_panel.h"
 
@@ -118,16 +120,27 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
                        }
                      }});
   stages_.push_back({QStringLiteral("compare running"), [this] { return win_->comparePanel()->progressPercent() >= 40; },
-                     [this] { shootCompare(QStringLiteral("6-compare-running.png")); }});
+                     [this] { shootFloating(win_->comparePanel(), QStringLiteral("6-compare-running.png")); }});
   stages_.push_back({QStringLiteral("compare finished"), [this] { return win_->comparePanel()->finished(); },
-                     [this] { shootCompare(QStringLiteral("7-compare-done.png")); }});
+                     [this] { shootFloating(win_->comparePanel(), QStringLiteral("7-compare-done.png")); }});
+  // Teaching: the same prompt with and without a KV cache, 200 tokens each, on the loaded model.
+  stages_.push_back({QStringLiteral("no-KV-cache run started"), [] { return true; }, [this] {
+                       NoCachePanel* p = win_->noCachePanel();
+                       QString why;
+                       if (!p->start(p->promptEdit()->text(), p->tokensBox()->value(), &why)) {
+                         QTextStream(stderr) << "no-KV-cache run: " << why << '\n';
+                         ++failures_;
+                       }
+                     }});
+  stages_.push_back({QStringLiteral("no-KV-cache run finished"), [this] { return !win_->noCachePanel()->isRunning(); },
+                     [this] { shootFloating(win_->noCachePanel(), QStringLiteral("8-teaching-no-kv-cache.png")); }});
 }
 
-void ScreenshotDriver::shootCompare(const QString& file) {
-  // The compare view needs room: float it at window size for its picture.
+void ScreenshotDriver::shootFloating(QWidget* panel, const QString& file) {
+  // The compare and teaching views need room: float them at window size for their pictures.
   QDockWidget* dock = nullptr;
   for (QDockWidget* d : win_->panelDocks())
-    if (d->widget() == win_->comparePanel()) dock = d;
+    if (d->widget() == panel) dock = d;
   if (!dock) return;
   dock->setFloating(true);
   dock->resize(1280, 800);
@@ -175,7 +188,7 @@ void ScreenshotDriver::shootAll(const QString& moment) {
   shoot(win_->blockMapPanel(), moment + QStringLiteral("-blockmap.png"));
   // Tabified docks only lay out their contents when raised.
   for (QDockWidget* d : win_->panelDocks()) {
-    if (d->widget() == win_->comparePanel()) continue;  // shot on its own, at full size
+    if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel()) continue;  // shot on their own, at full size
     d->raise();
     settle();
     shoot(d->widget(), moment + QLatin1Char('-') + d->objectName().remove(QStringLiteral("Dock")) + QStringLiteral(".png"));

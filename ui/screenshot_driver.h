@@ -1,6 +1,7 @@
 #pragma once
 // `kvscope --screenshot-dir DIR`: drives the real window through a run (model loaded, a chat
-// and a scenario running, single-stepping, the finished run, optionally a compare run) and writes
+// and a scenario running, single-stepping, the finished run, a compare run, the no-KV-cache
+// teaching run) and writes
 // one PNG per panel plus the whole window at each of those moments, then quits. Every picture is
 // of the real engine at work; nothing is staged.
 #include <QObject>
@@ -31,7 +32,7 @@ class ScreenshotDriver : public QObject {
   void tick();
   void shootAll(const QString& moment);
   void shoot(QWidget* w, const QString& file);
-  void shootCompare(const QString& file);
+  void shootFloating(QWidget* panel, const QString& file);  // its dock floated at 1280x800
 
   MainWindow* win_;
   QString dir_, scenario_, compareB_;

@@ -18,6 +18,9 @@
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
+
+#include "kv/kv_layout.h"
 
 namespace kvscope::ui {
 
@@ -34,6 +37,52 @@ QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent)
 }
 
 }  // namespace
+
+QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
+  QString what;
+  switch (d) {
+    case KvDtype::F32: what = QObject::tr("4 bytes per element, exact"); break;
+    case KvDtype::F16: what = QObject::tr("2 bytes per element (IEEE half precision)"); break;
+    case KvDtype::BF16: what = QObject::tr("2 bytes per element (bfloat16: f32's range, 8 mantissa bits)"); break;
+    case KvDtype::INT8: what = QObject::tr("1 byte per element plus one f32 scale per (token, KV head) vector"); break;
+    case KvDtype::FP8_E4M3: what = QObject::tr("1 byte per element (FP8 E4M3) plus one f32 scale per (token, KV head) vector"); break;
+    case KvDtype::FP8_E5M2:
+      what = QObject::tr("1 byte per element (FP8 E5M2: more range, less precision) plus one f32 scale per (token, KV head) vector");
+      break;
+  }
+  QString tip = QStringLiteral("<b>%1</b>: %2.").arg(QString::fromLatin1(kv_dtype_name(d)), what);
+  if (!shape.valid()) return tip + QObject::tr("<br>Load a model to see its bytes per token.");
+  KvLayout l;
+  l.n_layer = shape.nLayer;
+  l.n_head_kv = shape.nHeadKv;
+  l.head_dim = shape.headDim;
+  l.block_size = std::max(1, blockSize);
+  l.dtype = d;
+  KvLayout f32 = l;
+  f32.dtype = KvDtype::F32;
+  const QString vec = kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
+                                         : QStringLiteral("%1 × %2").arg(shape.headDim).arg(kv_elem_bytes(d));
+  tip += QObject::tr("<br>Loaded model: 2 (K and V) × %1 layers × %2 KV heads × %3 bytes = <b>%4 bytes per token</b>")
+             .arg(shape.nLayer)
+             .arg(shape.nHeadKv)
+             .arg(vec)
+             .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_token())));
+  if (blockSize > 0)
+    tip += QObject::tr(", %1 bytes per %2-token block")
+               .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_block())))
+               .arg(blockSize);
+  if (d != KvDtype::F32)
+    tip += QObject::tr(" (%1% of f32)").arg(100.0 * static_cast<double>(l.bytes_per_token()) / static_cast<double>(f32.bytes_per_token()), 0, 'f', 1);
+  return tip + QLatin1Char('.');
+}
+
+void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize) {
+  for (int i = 0; i < box->count(); ++i) {
+    const QString name = box->itemData(i).isValid() ? box->itemData(i).toString() : box->itemText(i);
+    const auto d = parse_kv_dtype(name.toStdString());
+    box->setItemData(i, d ? kv_dtype_tooltip(*d, shape, blockSize) : QVariant(), Qt::ToolTipRole);
+  }
+}
 
 EngineConfig default_gui_config() {
   EngineConfig c;
@@ -71,8 +120,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   poolRow->addWidget(pool_, 1);
   poolRow->addWidget(poolUnit_);
   dtype_ = new QComboBox;
-  for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)));
-  dtype_->setToolTip(tr("Element type of the stored keys and values: smaller types hold more tokens in the same memory."));
+  for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
   window_->setToolTip(tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
                          "wholly outside the window are freed at once. 0 = full attention."));
@@ -163,6 +211,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
 
   for (QLineEdit* e : {pool_, window_, sinks_, maxLen_}) connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
+  connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
+  connect(dtype_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
   connect(poolUnit_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(model_, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(baseline_, &QCheckBox::toggled, this, &SettingsPanel::revalidate);
@@ -180,6 +230,22 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   connect(maxTok_, &QSpinBox::valueChanged, this, samplingChanged);
   connect(seed_, &QSpinBox::valueChanged, this, samplingChanged);
   revalidate();
+  updateDtypeTooltips();
+}
+
+void SettingsPanel::setKvShape(const KvShape& shape) {
+  shape_ = shape;
+  updateDtypeTooltips();
+}
+
+void SettingsPanel::updateDtypeTooltips() {
+  const int bs = blockSize_->currentData().toInt();
+  set_kv_dtype_tooltips(dtype_, shape_, bs);
+  // The closed box shows the general rule and what the current choice costs.
+  QString tip = tr("Element type of the stored keys and values: smaller types hold more tokens in the same memory "
+                   "(hover each entry of the list for its cost).");
+  if (const auto d = parse_kv_dtype(dtype_->currentText().toStdString())) tip += QStringLiteral("<br><br>") + kv_dtype_tooltip(*d, shape_, bs);
+  dtype_->setToolTip(tip);
 }
 
 QString SettingsPanel::modelPath() const { return model_->text().trimmed(); }
@@ -301,7 +367,10 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   else if (key == QLatin1String("kv-blocks")) {
     poolUnit_->setCurrentIndex(0);
     pool_->setText(value);
-  } else if (key == QLatin1String("kv-dtype")) dtype_->setCurrentText(value);
+  } else if (key == QLatin1String("kv-dtype")) {
+    // Through the engine's parser, so aliases such as "fp8" select their dtype.
+    if (const auto d = parse_kv_dtype(value.trimmed().toLower().toStdString())) dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(*d)));
+  }
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));

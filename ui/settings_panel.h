@@ -22,6 +22,17 @@ namespace kvscope::ui {
 // The engine settings a fresh install starts with.
 EngineConfig default_gui_config();
 
+// The KV shape of the loaded model (0s: none loaded), enough to price any KV dtype.
+struct KvShape {
+  int nLayer = 0, nHeadKv = 0, headDim = 0;
+  bool valid() const { return nLayer > 0 && nHeadKv > 0 && headDim > 0; }
+};
+// Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a
+// KV dtype choice costs on the loaded model. Without a model, the per-element cost only.
+QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize);
+// Sets every item's tooltip of a KV dtype combo box whose item data or text is the dtype name.
+void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize);
+
 class SettingsPanel : public QWidget {
   Q_OBJECT
  public:
@@ -36,6 +47,8 @@ class SettingsPanel : public QWidget {
   QString validationMessage() const;
   QStringList recentModels() const;
   void addRecentModel(const QString& path);
+  // The loaded model's KV shape: the KV dtype list shows what each dtype costs per token.
+  void setKvShape(const KvShape& shape);
   // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
   // (on/off). The panel's own validation still applies. False for an unknown key.
   bool setOverride(const QString& key, const QString& value);
@@ -61,6 +74,8 @@ class SettingsPanel : public QWidget {
  private:
   void revalidate();
   void rebuildRecentMenu();
+  void updateDtypeTooltips();
+  KvShape shape_;
 
   QLineEdit* model_;
   QToolButton* recent_;

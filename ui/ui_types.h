@@ -35,6 +35,7 @@ struct ModelInfo {
   QString kvSummary;       // Engine::kv_summary()
   int contextLength = 0;
   int nVocab = 0;
+  int nLayer = 0, nHeadKv = 0, headDim = 0;  // the KV shape: bytes per token for any dtype
   VocabPtr vocab;
   EngineConfig config;     // the config the engine was built with
 };

@@ -1,6 +1,7 @@
 // The workbench window driven for real (offscreen): load stories260K, chat with streamed tokens,
 // check the block map against the engine's own snapshot, refuse invalid settings, survive a
-// corrupt model, run a scenario, compare two configurations, and close mid-run without hanging.
+// corrupt model, run a scenario, compare two configurations, run the no-KV-cache teaching comparison,
+// price every KV dtype, and close mid-run without hanging.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
@@ -9,16 +10,20 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QtTest>
 #include <fstream>
+#include <qcustomplot.h>
 
 #include "block_map_panel.h"
 #include "block_map_widget.h"
 #include "captions_panel.h"
 #include "chat_panel.h"
 #include "compare_panel.h"
+#include "kv/kv_layout.h"
 #include "main_window.h"
+#include "no_cache_panel.h"
 #include "planner_panel.h"
 #include "prefix_panel.h"
 #include "seq_palette.h"
@@ -402,6 +407,121 @@ class TestWorkbench : public QObject {
     QVERIFY2(t->item(waste, 0)->text().toDouble() < t->item(waste, 1)->text().toDouble(), qPrintable(t->item(waste, 0)->text()));
     QVERIFY(t->item(conc, 0)->text().toInt() > t->item(conc, 1)->text().toInt());
     QCOMPARE(t->item(tableRow(t, QStringLiteral("rejected requests")), 1)->text(), QStringLiteral("0"));
+  }
+
+  // Teaching: one prompt with and without a KV cache, each on its own engine. Every point of the
+  // plot comes from the engines' per-step snapshots, and the counts follow exactly: with the cache
+  // one token computed per generated token, without it the whole sequence so far.
+  void teachingNoKvCacheVsCached() {
+    MainWindow w;
+    w.show();
+    w.settingsPanel()->setModelPath(model_path());  // no need to load it in the main engine
+    NoCachePanel* p = w.noCachePanel();
+    QCOMPARE(p->tokensBox()->value(), 200);  // the default run
+    constexpr int N = 40;
+    QString why;
+    QVERIFY2(p->start(QStringLiteral("Once upon a time"), N, &why), qPrintable(why));
+    QVERIFY(!p->start(QStringLiteral("again"), N, &why));  // one run at a time
+    QTRY_VERIFY_WITH_TIMEOUT(!p->isRunning(), 60000);
+    QVERIFY2(p->finished(), qPrintable(p->statusText()));
+
+    const auto& cached = p->points(NoCachePanel::Cached);
+    const auto& none = p->points(NoCachePanel::NoCache);
+    QCOMPARE(static_cast<int>(cached.size()), N);
+    QCOMPARE(static_cast<int>(none.size()), N);
+    QCOMPARE(p->missedSteps(NoCachePanel::Cached), 0);
+    QCOMPARE(p->missedSteps(NoCachePanel::NoCache), 0);
+    const qint64 P = p->promptTokens(NoCachePanel::Cached);
+    QVERIFY(P > 1);
+    QCOMPARE(p->promptTokens(NoCachePanel::NoCache), static_cast<int>(P));
+    qint64 sumCached = 0, sumNone = 0;
+    double msCached = 0, msNone = 0;
+    for (int k = 0; k < N; ++k) {
+      // Token 1 comes after the prompt's prefill in both runs; then the runs part ways.
+      QCOMPARE(cached[k].tokens, k == 0 ? P : 1);
+      QCOMPARE(none[k].tokens, P + k);
+      QCOMPARE(cached[k].steps, 1);
+      QCOMPARE(none[k].steps, 1);
+      QVERIFY(cached[k].stepMs > 0 && none[k].stepMs > 0);
+      sumCached += cached[k].tokens;
+      sumNone += none[k].tokens;
+      msCached += cached[k].stepMs;
+      msNone += none[k].stepMs;
+    }
+    // The sums are the engines' own counters: linear vs quadratic.
+    const SnapshotPtr a = p->lastSnapshot(NoCachePanel::Cached), b = p->lastSnapshot(NoCachePanel::NoCache);
+    QVERIFY(a && b);
+    QCOMPARE(static_cast<qint64>(a->counters.tokens_prefilled), P);
+    QCOMPARE(static_cast<qint64>(a->counters.tokens_decoded), static_cast<qint64>(N));
+    QCOMPARE(sumCached, P + N - 1);
+    QCOMPARE(static_cast<qint64>(b->counters.tokens_prefilled), sumNone);
+    QCOMPARE(sumNone, N * P + static_cast<qint64>(N) * (N - 1) / 2);
+    QVERIFY2(msNone > msCached, qPrintable(QStringLiteral("%1 vs %2 ms").arg(msNone).arg(msCached)));
+    QVERIFY(p->sameTokens().value_or(false));  // same greedy tokens either way
+    QVERIFY2(p->totalsText().contains(QStringLiteral("same %1 tokens").arg(N)), qPrintable(p->totalsText()));
+
+    // The chart holds exactly these points: tokens and step time of both runs.
+    QCustomPlot* plot = p->plot();
+    QCOMPARE(plot->graphCount(), 4);
+    for (int g = 0; g < 4; ++g) QCOMPARE(plot->graph(g)->dataCount(), N);
+    for (int k = 0; k < N; ++k) {
+      QCOMPARE(plot->graph(0)->data()->at(k)->value, static_cast<double>(cached[k].tokens));
+      QCOMPARE(plot->graph(1)->data()->at(k)->value, cached[k].stepMs);
+      QCOMPARE(plot->graph(2)->data()->at(k)->value, static_cast<double>(none[k].tokens));
+      QCOMPARE(plot->graph(3)->data()->at(k)->value, none[k].stepMs);
+      QCOMPARE(plot->graph(2)->data()->at(k)->key, static_cast<double>(k + 1));
+    }
+    const auto csv = test::tmp_dir() / "no-kv-cache.csv";
+    QVERIFY(p->exportCsv(QString::fromStdString(csv.string())));
+    std::ifstream in(csv);
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    QCOMPARE(lines, N + 1);
+  }
+
+  // Every KV dtype the engine supports is offered, each with its cost per token on the loaded
+  // model, and that cost is what the engine then reports.
+  void kvDtypesWithBytesPerToken() {
+    auto w = open_window();
+    QTRY_VERIFY_WITH_TIMEOUT(w->host()->hasEngine(), kTimeoutMs);
+    const ModelInfo info = w->host()->modelInfo();
+    QVERIFY(info.nLayer > 0 && info.nHeadKv > 0 && info.headDim > 0);
+    auto bytes = [&](KvDtype d) {
+      KvLayout l;
+      l.n_layer = info.nLayer;
+      l.n_head_kv = info.nHeadKv;
+      l.head_dim = info.headDim;
+      l.dtype = d;
+      return l.bytes_per_token();
+    };
+    auto costText = [](int64_t b) { return QStringLiteral("%1 bytes per token").arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(b))); };
+    QComboBox* box = w->settingsPanel()->dtypeBox();
+    QComboBox* boxB = w->comparePanel()->dtypeB();
+    QCOMPARE(box->count(), static_cast<int>(std::size(kAllKvDtypes)));
+    QCOMPARE(boxB->count(), static_cast<int>(std::size(kAllKvDtypes)) + 1);  // + "same as A"
+    for (int i = 0; i < box->count(); ++i) {
+      const KvDtype d = kAllKvDtypes[i];
+      QCOMPARE(box->itemText(i), QString::fromLatin1(kv_dtype_name(d)));
+      const QString tip = box->itemData(i, Qt::ToolTipRole).toString();
+      QVERIFY2(tip.contains(costText(bytes(d))), qPrintable(tip));
+      QVERIFY2(tip.contains(QStringLiteral("-token block")), qPrintable(tip));
+      const QString tipB = boxB->itemData(i + 1, Qt::ToolTipRole).toString();
+      QCOMPARE(boxB->itemData(i + 1).toString(), QString::fromLatin1(kv_dtype_name(d)));
+      QVERIFY2(tipB.contains(costText(bytes(d))), qPrintable(tipB));
+    }
+    QVERIFY(bytes(KvDtype::INT8) < bytes(KvDtype::F16) && bytes(KvDtype::F16) < bytes(KvDtype::F32));
+
+    // "fp8" (as on the command line) selects fp8_e4m3; pick fp8_e5m2 and apply: the engine's
+    // snapshot reports the bytes per token the tooltip promised.
+    QVERIFY(w->settingsPanel()->setOverride(QStringLiteral("kv-dtype"), QStringLiteral("fp8")));
+    QCOMPARE(box->currentText(), QStringLiteral("fp8_e4m3"));
+    QVERIFY(w->settingsPanel()->setOverride(QStringLiteral("kv-dtype"), QStringLiteral("fp8_e5m2")));
+    QVERIFY(box->toolTip().contains(costText(bytes(KvDtype::FP8_E5M2))));
+    QSignalSpy loaded(w->host(), &EngineHost::modelLoaded);
+    w->settingsPanel()->applyButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, kTimeoutMs);
+    QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(w->host()->latest()->kv_dtype), QStringLiteral("fp8_e5m2"), kTimeoutMs);
+    QCOMPARE(w->host()->latest()->memory.kv_bytes_per_token, bytes(KvDtype::FP8_E5M2));
   }
 
   void plannerShowsTheStatementExample() {
