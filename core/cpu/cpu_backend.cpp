@@ -78,8 +78,9 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
   scores.resize(static_cast<size_t>(n_vis));
   tile.resize(static_cast<size_t>(bs) * d);
 
-  // Visible positions: [0, n_sink) then [lo, pos]. Visit them block by block.
-  auto for_each_run = [&](auto&& fn) {
+  // Visible positions: [0, n_sink) then [lo, pos]. Visit them block by block, prefetching
+  // the next block of the table while the current one is processed.
+  auto for_each_run = [&](bool is_value, auto&& fn) {
     int32_t idx = 0;
     auto run = [&](int32_t from, int32_t to) {  // [from, to)
       for (int32_t p = from; p < to;) {
@@ -87,6 +88,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
         const int32_t n = std::min(bs - off, to - p);
         const BlockId b = table[static_cast<size_t>(lb)];
         assert(b != kNoBlock && "attention reached a dropped block");
+        if (p + n < to) kv_.prefetch_tile(layer, is_value, table[static_cast<size_t>(lb + 1)], g, std::min(bs, to - p - n));
         fn(b, off, n, idx);
         idx += n;
         p += n;
@@ -105,7 +107,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
     rope_apply(qrot, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope);
     q = qrot;
   }
-  for_each_run([&](BlockId b, int32_t off, int32_t n, int32_t idx) {
+  for_each_run(false, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
     const float* k = kv_.load_tile(layer, false, b, g, off + n, tile.data());
     for (int32_t j = 0; j < n; ++j) {
       const float* kj = k + static_cast<int64_t>(off + j) * d;
@@ -119,7 +121,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
   });
   softmax_inplace(scores.data(), n_vis);
   std::fill(out, out + d, 0.0f);
-  for_each_run([&](BlockId b, int32_t off, int32_t n, int32_t idx) {
+  for_each_run(true, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
     const float* v = kv_.load_tile(layer, true, b, g, off + n, tile.data());
     for (int32_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<size_t>(idx + j)], v + static_cast<int64_t>(off + j) * d, out, d);
   });

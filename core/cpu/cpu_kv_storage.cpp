@@ -178,4 +178,10 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
       }
 }
 
+void CpuKvStorage::prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const {
+  const uint8_t* p = tile_ptr(layer, is_value, block, head, 0);
+  const int64_t bytes = static_cast<int64_t>(n) * layout_.head_dim * kv_bytes_per_head_vector(layout_.dtype, 1);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
 }  // namespace kvscope

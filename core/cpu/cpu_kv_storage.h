@@ -20,6 +20,9 @@ class CpuKvStorage {
   // Read the rows [0, n) of the tile (layer, block, head) as f32 into dst[n][head_dim];
   // returns a pointer to f32 rows (the storage itself for f32, dst otherwise).
   const float* load_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n, float* dst) const;
+  // Asks the CPU to start loading a tile's first n slots. Blocks of a sequence sit anywhere in
+  // the pool, so the hardware prefetcher cannot guess the next one; the block table can.
+  void prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const;
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
   // Bytes actually allocated (elements + scales); equals layout().total_bytes().
   int64_t allocated_bytes() const;
