@@ -1,0 +1,538 @@
+#!/usr/bin/env python3
+"""kvscope vs llama.cpp on the same GGUF file, side by side, in one process tree.
+
+For every model given, both engines get:
+  * the same GGUF file,
+  * the same thread count (--threads, default 2),
+  * the same prompt: --prompt-len token ids (default 128), BOS first, the rest drawn
+    uniformly from [3, n_vocab) by Python's random.Random(--seed),
+  * the same number of generated tokens (--gen, default 64), EOS ignored, greedy sampling.
+
+Definitions (identical for both engines, wall clock):
+  prefill tokens/s = prompt_len / (time to evaluate the whole prompt as one batch + pick the first token)
+  decode tokens/s  = (gen - 1)  / (time for the remaining gen-1 single-token steps, sampling included)
+This is exactly what `kvscope-cli bench` / `generate` report.
+
+Repetitions alternate the engines (kvscope, llama.cpp, llama.cpp, kvscope, ...) so a burst of
+background load hits both; the medians are reported.  This is meant for small shared machines:
+before every sample the script waits (up to --max-wait) until other processes leave the CPUs
+alone, and it records for every sample the share of CPU time that *other* processes used while
+it ran (foreign_cpu_frac, from /proc/stat minus our own CPU time).  Medians are taken over the
+quiet samples (<= --noisy-above) when at least half of them are quiet, else over all of them
+(the JSON says which).  Raw samples and the llama.cpp build's system info go into the JSON.
+
+llama.cpp comes from PyPI, in one of two ways (--llama):
+  llama-cpp-python  built from its sdist (bundled llama.cpp) with GGML_NATIVE=ON, i.e. compiled for
+                    this CPU like kvscope's default build (-march=native).  Driven through its
+                    low-level C API (llama_decode + a greedy sampler), timed here.  Preferred.
+  xllamacpp         prebuilt CPU wheel (AVX2/FMA only, no AVX-512), driven through its embedded
+                    llama.cpp server; times are the server's own `timings` (prompt_ms, predicted_ms).
+  auto              llama-cpp-python if importable, else xllamacpp.
+
+kvscope is timed with `kvscope-cli bench --reps 1` (a warm-up run, then a timed one); see KvscopeEngine.
+
+A correctness sanity check runs too: the greedy tokens of both engines on the same prompt ids
+(the first --check-tokens of them, default 16).  Random-weight models have tiny logit margins,
+so a late divergence is not by itself a bug; the report says how many match and where the
+first mismatch is.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    return sum(f) - idle, sum(f)
+
+
+def own_cpu_s(children: bool) -> float:
+    t = os.times()
+    return t.children_user + t.children_system if children else t.user + t.system
+
+
+def busy_fraction(window_s: float = 1.0) -> float:
+    """Share of all CPUs busy over a short window while this script sleeps (= other people's load)."""
+    b0, t0 = cpu_jiffies()
+    time.sleep(window_s)
+    b1, t1 = cpu_jiffies()
+    return (b1 - b0) / max(1, t1 - t0)
+
+
+def wait_for_quiet(quiet_below: float, max_wait_s: float) -> float:
+    """Wait (at most max_wait_s) until other processes use less than quiet_below of the CPUs."""
+    start = time.time()
+    busy = busy_fraction()
+    while busy > quiet_below and time.time() - start < max_wait_s:
+        busy = busy_fraction(2.0)
+    return busy
+
+
+class ForeignLoad:
+    """Measures how much CPU *other* processes used while one sample ran (0 = machine to ourselves)."""
+
+    def __init__(self, children: bool):
+        self.children = children
+
+    def __enter__(self):
+        self.b0, self.t0 = cpu_jiffies()
+        self.own0 = own_cpu_s(self.children)
+        self.w0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        b1, t1 = cpu_jiffies()
+        hz = os.sysconf("SC_CLK_TCK")
+        ncpu = os.cpu_count() or 1
+        wall = time.perf_counter() - self.w0
+        foreign_s = max(0.0, (b1 - self.b0) / hz - (own_cpu_s(self.children) - self.own0))
+        self.frac = min(1.0, foreign_s / max(1e-9, wall * ncpu))
+        return False
+
+
+def make_prompt(n: int, n_vocab: int, bos: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [bos] + [rng.randrange(3, n_vocab) for _ in range(n - 1)]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def first_match_stats(a: list[int], b: list[int], n: int) -> dict:
+    a, b = a[:n], b[:n]
+    same = sum(1 for x, y in zip(a, b) if x == y)
+    prefix = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        prefix += 1
+    return {"compared": min(len(a), len(b)), "equal_positions": same, "common_prefix": prefix,
+            "kvscope": a, "llama_cpp": b}
+
+
+# ----------------------------------------------------------------------------------------------
+# kvscope
+
+class KvscopeEngine:
+    """Runs kvscope-cli as a subprocess.
+
+    Timing uses `kvscope-cli bench --reps 1`: the CLI does one untimed warm-up run (page-faults the
+    mmapped weights, warms caches) and then one timed run in the same process, like llama.cpp's
+    already-loaded context gets.  `bench` draws its own seeded prompt of the same length (BOS first,
+    uniform ids) -- with fixed shapes the content of the prompt does not change the work done.
+    With --kvscope-timing generate, `kvscope-cli generate --prompt-ids` is timed instead: the very same
+    ids as llama.cpp, but in a cold process (the first step pays the page faults of the weights).
+    The greedy tokens for the sanity check always come from `generate --prompt-ids`.
+    """
+
+    name = "kvscope"
+
+    def __init__(self, cli: Path, model: Path, threads: int, timing: str):
+        self.cli, self.model, self.threads, self.timing = cli, model, threads, timing
+
+    def _run(self, args: list[str]) -> dict:
+        cmd = [str(self.cli)] + args
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:6])} ... failed ({p.returncode}):\n{p.stderr[-2000:]}")
+        out = p.stdout.strip()
+        return json.loads(out[out.index("{"):])
+
+    def describe(self) -> dict:
+        j = self._run(["inspect", "--json", str(self.model)])
+        cfg = j.get("model_config", {})
+        md = j.get("metadata", {})
+        return {"n_params": j.get("n_params"), "n_vocab": cfg.get("n_vocab"), "bos": md.get("tokenizer.ggml.bos_token_id", 1),
+                "file_size": j.get("file_size")}
+
+    def generate(self, prompt: list[int], n: int) -> dict:
+        return self._run(["generate", "--model", str(self.model), "--prompt-ids", ",".join(map(str, prompt)),
+                          "-n", str(n), "--ignore-eos", "--json", "--threads", str(self.threads)])
+
+    def timed(self, prompt: list[int], gen: int) -> dict:
+        if self.timing == "generate":
+            j = self.generate(prompt, gen)
+            assert j["n_generated"] == gen, j
+        else:
+            j = self._run(["bench", "--model", str(self.model), "--prompt-len", str(len(prompt)), "--gen", str(gen),
+                           "--reps", "1", "--threads", str(self.threads)])
+        return {"prefill_tokens_per_s": j["prefill_tokens_per_s"], "decode_tokens_per_s": j["decode_tokens_per_s"]}
+
+    def version(self) -> dict:
+        mtime = _dt.datetime.fromtimestamp(self.cli.stat().st_mtime, _dt.timezone.utc)
+        return {"cli": str(self.cli), "cli_built_utc": mtime.isoformat(timespec="seconds"),
+                "git_head_at_run": git_rev(), "timing": self.timing}
+
+
+# ----------------------------------------------------------------------------------------------
+# llama.cpp through llama-cpp-python (low-level C API)
+
+class LlamaCppPythonEngine:
+    name = "llama-cpp-python"
+
+    def __init__(self, model: Path, threads: int, n_ctx: int):
+        import ctypes
+
+        import llama_cpp as L
+
+        self.L, self.ct = L, ctypes
+        L.llama_backend_init()
+        self._quiet()
+        mp = L.llama_model_default_params()
+        mp.n_gpu_layers = 0
+        self.model = L.llama_model_load_from_file(str(model).encode(), mp)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp could not load {model}")
+        cp = L.llama_context_default_params()
+        cp.n_ctx = n_ctx
+        cp.n_batch = n_ctx
+        cp.n_ubatch = n_ctx
+        cp.n_seq_max = 1
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.no_perf = False
+        self.ctx = L.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            raise RuntimeError("llama_init_from_model failed")
+        self.vocab = L.llama_model_get_vocab(self.model)
+        self.mem = L.llama_get_memory(self.ctx)
+        chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_greedy())
+        self.smpl = chain
+        self.threads = threads
+
+    def _quiet(self):
+        L, ct = self.L, self.ct
+
+        @L.llama_log_callback
+        def _cb(level, text, user_data):  # noqa: ARG001
+            pass
+
+        self._log_cb = _cb  # keep alive
+        L.llama_log_set(_cb, ct.c_void_p(0))
+
+    def _decode(self, toks: list[int]):
+        arr = (self.L.llama_token * len(toks))(*toks)
+        rc = self.L.llama_decode(self.ctx, self.L.llama_batch_get_one(arr, len(toks)))
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+
+    def run(self, prompt: list[int], gen: int) -> tuple[list[int], float, float, dict]:
+        L = self.L
+        L.llama_memory_clear(self.mem, True)
+        L.llama_sampler_reset(self.smpl)
+        L.llama_perf_context_reset(self.ctx)
+        out = []
+        t0 = time.perf_counter()
+        self._decode(prompt)
+        tok = L.llama_sampler_sample(self.smpl, self.ctx, -1)
+        t1 = time.perf_counter()
+        out.append(tok)
+        for _ in range(gen - 1):
+            self._decode([tok])
+            tok = L.llama_sampler_sample(self.smpl, self.ctx, -1)
+            out.append(tok)
+        t2 = time.perf_counter()
+        pd = L.llama_perf_context(self.ctx)
+        perf = {"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval}
+        return out, t1 - t0, t2 - t1, perf
+
+    def generate(self, prompt: list[int], n: int) -> list[int]:
+        return self.run(prompt, n)[0]
+
+    def first_logits(self, prompt: list[int], n_vocab: int) -> list[float]:
+        self.L.llama_memory_clear(self.mem, True)
+        self._decode(prompt)
+        p = self.L.llama_get_logits_ith(self.ctx, -1)
+        return [p[i] for i in range(n_vocab)]
+
+    def timed(self, prompt: list[int], gen: int) -> dict:
+        out, tp, td, perf = self.run(prompt, gen)
+        r = {"prefill_tokens_per_s": len(prompt) / tp, "decode_tokens_per_s": (gen - 1) / td}
+        # llama.cpp's own counters (graph compute only, no sampling) as a cross-check
+        if perf["t_p_eval_ms"] > 0:
+            r["engine_prompt_eval_tokens_per_s"] = perf["n_p_eval"] / perf["t_p_eval_ms"] * 1e3
+        if perf["t_eval_ms"] > 0:
+            r["engine_eval_tokens_per_s"] = perf["n_eval"] / perf["t_eval_ms"] * 1e3
+        return r
+
+    def version(self) -> dict:
+        import importlib.metadata as md
+        return {"package": "llama-cpp-python", "version": md.version("llama_cpp_python"),
+                "system_info": self.L.llama_print_system_info().decode().strip()}
+
+    def close(self):
+        L = self.L
+        L.llama_sampler_free(self.smpl)
+        L.llama_free(self.ctx)
+        L.llama_model_free(self.model)
+
+
+# ----------------------------------------------------------------------------------------------
+# llama.cpp through xllamacpp (embedded llama.cpp server)
+
+class XllamacppEngine:
+    name = "xllamacpp"
+
+    def __init__(self, model: Path, threads: int, n_ctx: int):
+        import xllamacpp as xlc
+
+        self.xlc = xlc
+        p = xlc.CommonParams()
+        p.model.path = str(model)
+        p.n_ctx = n_ctx
+        p.n_parallel = 1
+        p.cpuparams.n_threads = threads
+        p.cpuparams_batch.n_threads = threads
+        p.cache_prompt = False
+        p.verbosity = -1
+        self.server = xlc.Server(p)
+
+    def _complete(self, prompt: list[int], n: int, logprobs: bool = False) -> dict:
+        req = {"prompt": prompt, "n_predict": n, "max_tokens": n, "ignore_eos": True, "temperature": 0.0,
+               "top_k": 1, "samplers": ["top_k"], "cache_prompt": False}
+        if logprobs:
+            req["logprobs"] = 1
+        r = self.server.handle_completions(req)
+        if isinstance(r, str):
+            r = json.loads(r)
+        if "error" in r:
+            raise RuntimeError(f"xllamacpp: {r['error']}")
+        return r
+
+    def generate(self, prompt: list[int], n: int) -> list[int]:
+        r = self._complete(prompt, n, logprobs=True)
+        content = r["choices"][0]["logprobs"]["content"]
+        return [int(c["id"]) for c in content]
+
+    def timed(self, prompt: list[int], gen: int) -> dict:
+        t = self._complete(prompt, gen)["timings"]
+        assert t["prompt_n"] == len(prompt) and t["predicted_n"] == gen, t
+        # The server starts its generation clock after the first token is sampled, so predicted_ms
+        # covers gen-1 decode steps although predicted_n == gen: use gen-1 like kvscope does.
+        return {"prefill_tokens_per_s": t["prompt_n"] / t["prompt_ms"] * 1e3,
+                "decode_tokens_per_s": (t["predicted_n"] - 1) / t["predicted_ms"] * 1e3}
+
+    def version(self) -> dict:
+        return {"package": "xllamacpp", "version": self.xlc.__version__, "system_info": self.xlc.get_system_info().strip()}
+
+    def close(self):
+        del self.server
+
+
+def make_llama(kind: str, model: Path, threads: int, n_ctx: int):
+    if kind == "auto":
+        try:
+            import llama_cpp  # noqa: F401
+            kind = "llama-cpp-python"
+        except ImportError:
+            kind = "xllamacpp"
+    if kind == "llama-cpp-python":
+        return LlamaCppPythonEngine(model, threads, n_ctx)
+    if kind == "xllamacpp":
+        return XllamacppEngine(model, threads, n_ctx)
+    raise SystemExit(f"unknown --llama {kind}")
+
+
+# ----------------------------------------------------------------------------------------------
+
+def summarize(samples: list[dict], noisy_above: float) -> dict:
+    quiet = [x for x in samples if x["foreign_cpu_frac"] <= noisy_above]
+    use = quiet if len(quiet) >= max(3, (len(samples) + 1) // 2) else samples
+    return {
+        "prefill_tokens_per_s": median([x["prefill_tokens_per_s"] for x in use]),
+        "decode_tokens_per_s": median([x["decode_tokens_per_s"] for x in use]),
+        "median_over": "quiet samples" if use is quiet else "all samples (too few quiet ones)",
+        "n_samples": len(samples), "n_quiet": len(quiet),
+        "all_samples_median": {
+            "prefill_tokens_per_s": median([x["prefill_tokens_per_s"] for x in samples]),
+            "decode_tokens_per_s": median([x["decode_tokens_per_s"] for x in samples])},
+        "samples": samples,
+    }
+
+
+def logits_check(kv: KvscopeEngine, ll, prompt: list[int], n_vocab: int) -> dict | None:
+    """First-step logits of both engines on the same prompt (llama-cpp-python only)."""
+    if not isinstance(ll, LlamaCppPythonEngine):
+        return None
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as td:
+        f = Path(td) / "logits.bin"
+        kv._run(["generate", "--model", str(kv.model), "--prompt-ids", ",".join(map(str, prompt)), "-n", "1",
+                 "--ignore-eos", "--json", "--threads", str(kv.threads), "--logits-out", str(f)])
+        a = np.fromfile(f, dtype="<f4")[:n_vocab].astype(np.float64)
+    b = np.array(ll.first_logits(prompt, n_vocab), dtype=np.float64)
+    ta, tb = np.argsort(-a)[:5], np.argsort(-b)[:5]
+    return {
+        "corr": float(np.corrcoef(a, b)[0, 1]),
+        "max_abs_diff": float(np.abs(a - b).max()),
+        "rms_diff": float(np.sqrt(np.mean((a - b) ** 2))),
+        "logit_std": float(b.std()),
+        "kvscope_top5": [int(x) for x in ta], "llama_cpp_top5": [int(x) for x in tb],
+        "kvscope_top1_margin": float(a[ta[0]] - a[ta[1]]), "llama_cpp_top1_margin": float(b[tb[0]] - b[tb[1]]),
+    }
+
+
+def bench_model(args, model: Path) -> dict:
+    kv = KvscopeEngine(args.kvscope_cli, model, args.threads, args.kvscope_timing)
+    info = kv.describe()
+    n_vocab, bos = int(info["n_vocab"]), int(info["bos"])
+    prompt = make_prompt(args.prompt_len, n_vocab, bos, args.seed)
+    n_ctx = max(256, ((args.prompt_len + args.gen + 255) // 256) * 256)
+    t_load = time.perf_counter()
+    ll = make_llama(args.llama, model, args.threads, n_ctx)
+    t_load = time.perf_counter() - t_load
+    print(f"\n== {model.name}: {info['n_params']} params, vocab {n_vocab}; llama.cpp via {ll.name} "
+          f"(loaded in {t_load:.1f}s)", flush=True)
+
+    # warm-up, untimed: llama.cpp gets one full run; kvscope warms up inside each `bench` process
+    ll.timed(prompt, args.gen)
+
+    samples = {"kvscope": [], "llama_cpp": []}
+    for r in range(args.reps):
+        order = [("kvscope", kv), ("llama_cpp", ll)]
+        if r % 2:
+            order.reverse()
+        for key, eng in order:
+            before = wait_for_quiet(args.quiet_below, args.max_wait)
+            with ForeignLoad(children=eng is kv) as fl:
+                s = eng.timed(prompt, args.gen)
+            s["foreign_cpu_frac_before"] = round(before, 3)
+            s["foreign_cpu_frac"] = round(fl.frac, 3)
+            samples[key].append(s)
+            print(f"  rep {r} {key:9s} prefill {s['prefill_tokens_per_s']:9.1f} tok/s  decode "
+                  f"{s['decode_tokens_per_s']:8.1f} tok/s  (other load {fl.frac:4.0%})", flush=True)
+
+    res = {"model": str(model), "model_file_bytes": info["file_size"], "n_params": info["n_params"], "n_vocab": n_vocab,
+           "prompt_len": args.prompt_len, "gen": args.gen, "threads": args.threads, "reps": args.reps,
+           "prompt_seed": args.seed, "prompt_ids_head": prompt[:8]}
+    for key in samples:
+        res[key] = summarize(samples[key], args.noisy_above)
+    res["ratio_kvscope_over_llama_cpp"] = {
+        m: res["kvscope"][m] / res["llama_cpp"][m] for m in ("prefill_tokens_per_s", "decode_tokens_per_s")}
+
+    if args.check_tokens > 0:
+        a = kv.generate(prompt, args.check_tokens)["tokens"]
+        b = ll.generate(prompt, args.check_tokens)
+        res["greedy_token_check"] = c = first_match_stats(a, b, args.check_tokens)
+        print(f"  greedy tokens: {c['equal_positions']}/{c['compared']} positions equal, common prefix {c['common_prefix']}")
+        lc = logits_check(kv, ll, prompt, n_vocab)
+        if lc:
+            res["first_step_logits_check"] = lc
+            print(f"  first-step logits: corr {lc['corr']:.5f}, max |diff| {lc['max_abs_diff']:.3f} (logit std "
+                  f"{lc['logit_std']:.2f}); top-5 kvscope {lc['kvscope_top5']} llama.cpp {lc['llama_cpp_top5']}; "
+                  f"top-1 margin kvscope {lc['kvscope_top1_margin']:.4f} llama.cpp {lc['llama_cpp_top1_margin']:.4f}")
+
+    rt = res["ratio_kvscope_over_llama_cpp"]
+    print(f"  median: kvscope prefill {res['kvscope']['prefill_tokens_per_s']:.1f} decode "
+          f"{res['kvscope']['decode_tokens_per_s']:.1f} | llama.cpp prefill {res['llama_cpp']['prefill_tokens_per_s']:.1f} "
+          f"decode {res['llama_cpp']['decode_tokens_per_s']:.1f} | kvscope/llama.cpp prefill "
+          f"{rt['prefill_tokens_per_s']:.2f}x decode {rt['decode_tokens_per_s']:.2f}x", flush=True)
+    res["llama_cpp_engine"] = ll.version()
+    ll.close()
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", action="append", required=True, type=Path, help="GGUF file (repeatable)")
+    ap.add_argument("--kvscope-cli", type=Path, default=REPO / "build-bench" / "app" / "kvscope-cli")
+    ap.add_argument("--kvscope-timing", choices=["bench", "generate"], default="bench")
+    ap.add_argument("--llama", choices=["auto", "llama-cpp-python", "xllamacpp"], default="auto")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--check-tokens", type=int, default=16, help="greedy tokens compared (0: skip)")
+    ap.add_argument("--quiet-below", type=float, default=0.15,
+                    help="before each sample wait until other processes use less than this share of the CPUs")
+    ap.add_argument("--max-wait", type=float, default=120.0, help="longest wait for --quiet-below, seconds")
+    ap.add_argument("--noisy-above", type=float, default=0.10,
+                    help="a sample during which other processes used more than this share of the CPUs is 'noisy'; "
+                         "medians use the quiet samples when at least half (and >= 3) are quiet")
+    ap.add_argument("--out", type=Path, default=None, help="JSON output (default benchmarks/results/<date>.json)")
+    args = ap.parse_args()
+    if args.gen < 2 or args.prompt_len < 1:
+        ap.error("need --gen >= 2 and --prompt-len >= 1")
+    if not args.kvscope_cli.exists():
+        ap.error(f"{args.kvscope_cli} not found (build kvscope-cli first, or pass --kvscope-cli)")
+
+    started = _dt.datetime.now(_dt.timezone.utc)
+    out = {
+        "what": "kvscope vs llama.cpp, same GGUF / threads / prompt ids / generated tokens; medians over alternating reps",
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "started_utc": started.isoformat(timespec="seconds"),
+        "host": {"cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_at_start": os.getloadavg(), "busy_at_start": round(busy_fraction(), 3)},
+        "kvscope": KvscopeEngine(args.kvscope_cli, args.model[0], args.threads, args.kvscope_timing).version(),
+        "results": [],
+    }
+    for m in args.model:
+        out["results"].append(bench_model(args, m))
+    out["llama_cpp"] = out["results"][0]["llama_cpp_engine"] if out["results"] else None
+    out["seconds"] = round((_dt.datetime.now(_dt.timezone.utc) - started).total_seconds(), 1)
+
+    path = args.out or (HERE / "results" / f"{started.strftime('%Y%m%d-%H%M%S')}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"\nwrote {path}")
+    print("\n| model | engine | prefill tok/s | decode tok/s |\n|---|---|---:|---:|")
+    for r in out["results"]:
+        name = Path(r["model"]).name
+        for key, label in (("kvscope", "kvscope"), ("llama_cpp", f"llama.cpp ({r['llama_cpp_engine']['package']})")):
+            print(f"| {name} | {label} | {r[key]['prefill_tokens_per_s']:.1f} | {r[key]['decode_tokens_per_s']:.1f} |")
+        rt = r["ratio_kvscope_over_llama_cpp"]
+        print(f"| {name} | kvscope / llama.cpp | {rt['prefill_tokens_per_s']:.2f}x | {rt['decode_tokens_per_s']:.2f}x |")
+    for r in out["results"]:
+        for key in ("kvscope", "llama_cpp"):
+            if r[key]["n_quiet"] < r[key]["n_samples"] and r[key]["median_over"].startswith("all"):
+                print(f"WARNING: {Path(r['model']).name} {key}: only {r[key]['n_quiet']}/{r[key]['n_samples']} samples "
+                      "ran on a quiet machine; these medians include noisy samples (other processes were busy)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
