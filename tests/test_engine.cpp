@@ -263,6 +263,19 @@ class TestEngine : public QObject {
     QVERIFY2(drops >= 4, "a 65-token sequence with a 16-token window drops several 8-token blocks");
   }
 
+  // A pool larger than the machine's memory fails at start-up with a message, not later.
+  void oversized_pool_refused_at_startup() {
+    EngineConfig cfg;
+    cfg.num_blocks = 1 << 28;  // 20 KiB blocks: 5 TiB
+    try {
+      make_engine(cfg);
+      QFAIL("a 5 TiB KV pool was accepted");
+    } catch (const std::runtime_error& e) {
+      qInfo("%s", e.what());
+      QVERIFY(std::string(e.what()).find("MiB") != std::string::npos);
+    }
+  }
+
   void bad_configs_refused() {
     EngineConfig c;
     c.block_size = 12;

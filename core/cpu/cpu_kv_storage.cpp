@@ -1,5 +1,6 @@
 #include "cpu/cpu_kv_storage.h"
 
+#include <cstdio>
 #include <cstring>
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -45,7 +46,25 @@ void dequantize_fp8_rows(const float* table, const uint8_t* src, const float* sc
 
 }  // namespace
 
+// MemAvailable from /proc/meminfo in bytes, or -1 when unknown (not Linux).
+static int64_t memory_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", reinterpret_cast<long long*>(&kib)) == 1) break;
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
 void CpuKvStorage::init(const KvLayout& layout) {
+  // Linux overcommits: a pool larger than the machine would be "allocated" and then killed by
+  // the OOM killer while being zeroed. Refuse it up front with a message instead.
+  if (const int64_t avail = memory_available_bytes(); avail > 0 && layout.total_bytes() > avail)
+    throw std::runtime_error("the KV pool needs " + std::to_string(layout.total_bytes() >> 20) + " MiB (" +
+                             std::to_string(layout.num_blocks) + " blocks) but only " + std::to_string(avail >> 20) +
+                             " MiB of memory are available: choose fewer blocks or a smaller --kv-memory");
   layout_ = layout;
   elem_bytes_ = kv_elem_bytes(layout.dtype);
   scaled_ = kv_dtype_scaled(layout.dtype);
