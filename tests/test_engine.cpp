@@ -276,6 +276,23 @@ class TestEngine : public QObject {
     }
   }
 
+  // Ids returned by submit_parallel are the samples' real ids, even with other submissions in
+  // between, and a parent cancelled before its prompt ran takes its samples with it.
+  void parallel_sample_ids_are_reserved() {
+    EngineConfig cfg;
+    cfg.num_blocks = 64;
+    auto e = make_engine(cfg);
+    const auto ids = e->submit_parallel(story_request("Once upon a time", 8), 3);
+    const SeqId other = e->submit(story_request("The dog", 8));
+    QVERIFY(std::find(ids.begin(), ids.end(), other) == ids.end());
+    e->run_until_idle();
+    for (SeqId id : ids) QCOMPARE(e->sequence(id).output.size(), size_t(8));
+    const auto ids2 = e->submit_parallel(story_request("Lily and Tom", 8), 2);
+    e->cancel(ids2[0]);
+    for (SeqId id : ids2) QCOMPARE(e->sequence(id).state, SeqState::Cancelled);
+    QVERIFY(!e->has_work());
+  }
+
   void bad_configs_refused() {
     EngineConfig c;
     c.block_size = 12;

@@ -20,18 +20,18 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks(uint32_t gen, int participant) {
+void ThreadPool::run_chunks(uint32_t gen, const Job& job, int participant) {
   for (;;) {
     uint64_t c = claim_.load(std::memory_order_acquire);
     uint32_t idx;
     do {
       if (static_cast<uint32_t>(c >> 32) != gen) return;  // a newer job: ours is finished
       idx = static_cast<uint32_t>(c);
-      if (idx >= n_chunks_) return;
+      if (idx >= job.n_chunks) return;
     } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel));
-    const int64_t begin = job_n_ * idx / n_chunks_;
-    const int64_t end = job_n_ * (idx + 1) / n_chunks_;
-    if (begin < end) (*job_)(begin, end, participant);
+    const int64_t begin = job.n * idx / job.n_chunks;
+    const int64_t end = job.n * (idx + 1) / job.n_chunks;
+    if (begin < end) (*job.fn)(begin, end, participant);
     done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
@@ -43,21 +43,20 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   uint32_t gen;
+  // A few chunks per thread balances uneven rows without much claiming overhead.
+  const Job job{&fn, n, static_cast<uint32_t>(std::min<int64_t>(n, 4LL * n_threads_))};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    // A few chunks per thread balances uneven rows without much claiming overhead.
-    n_chunks_ = static_cast<uint32_t>(std::min<int64_t>(n, 4LL * n_threads_));
+    job_ = job;
     done_.store(0, std::memory_order_relaxed);
     gen = generation_.load(std::memory_order_relaxed) + 1;
     claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
     generation_.store(gen, std::memory_order_release);
   }
   cv_.notify_all();
-  run_chunks(gen, 0);
+  run_chunks(gen, job, 0);
   // Only chunks another thread has already claimed remain; they are running right now.
-  while (done_.load(std::memory_order_acquire) != n_chunks_) {
+  while (done_.load(std::memory_order_acquire) != job.n_chunks) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
@@ -74,14 +73,16 @@ void ThreadPool::worker_loop(int index) {
 #endif
     }
     uint32_t gen;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
       gen = generation_.load(std::memory_order_relaxed);
+      job = job_;  // this generation's job, read under the lock it was written under
       seen = gen;
       if (stop_) return;
     }
-    run_chunks(gen, index);
+    run_chunks(gen, job, index);
   }
 }
 

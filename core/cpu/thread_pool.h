@@ -27,9 +27,16 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
+  // One parallel_for call. Each participant works from its own copy, taken under mu_, so a
+  // worker still finishing generation g never reads the fields of generation g + 1.
+  struct Job {
+    const std::function<void(int64_t, int64_t, int)>* fn = nullptr;
+    int64_t n = 0;
+    uint32_t n_chunks = 0;
+  };
   void worker_loop(int index);
   // Claims and runs chunks of job `gen` until none are left.
-  void run_chunks(uint32_t gen, int participant);
+  void run_chunks(uint32_t gen, const Job& job, int participant);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -37,9 +44,7 @@ class ThreadPool {
   std::condition_variable cv_;
   // The current job. `claim_` packs (generation << 32 | next chunk) so that a worker holding a
   // stale generation can never claim a chunk of a newer job.
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
-  int64_t job_n_ = 0;
-  uint32_t n_chunks_ = 0;
+  Job job_;                          // guarded by mu_
   std::atomic<uint64_t> claim_{0};
   std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> generation_{0};

@@ -20,6 +20,7 @@ struct Engine::SeqRuntime {
   std::vector<std::vector<float>> logits;
   std::vector<std::vector<float>> prompt_logits;
   int32_t pending_forks = 0;         // parallel samples still to fork off after the prompt
+  std::vector<SeqId> child_ids;      // their ids, reserved at submit time
   Request fork_template;
   Clock::time_point submitted;
   Clock::time_point last_token;
@@ -144,9 +145,10 @@ std::vector<SeqId> Engine::submit_parallel(const Request& r, int n) {
   if (rt.seq.is_finished() || n == 1) return ids;
   rt.pending_forks = n - 1;
   rt.fork_template = first;
-  // The children get their ids now so callers can follow them; they start when the parent's
-  // prompt is computed (see fork_children).
-  for (int i = 1; i < n; ++i) ids.push_back(next_id_ + i - 1);
+  // The children's ids are reserved now so callers can follow them; the sequences start when
+  // the parent's prompt is computed (see fork_children), or end with it if it never gets there.
+  for (int i = 1; i < n; ++i) rt.child_ids.push_back(next_id_++);
+  ids.insert(ids.end(), rt.child_ids.begin(), rt.child_ids.end());
   return ids;
 }
 
@@ -157,7 +159,7 @@ std::vector<Engine::SeqRuntime*> Engine::fork_children(SeqRuntime& parent) {
   for (int i = 1; i <= n; ++i) {
     auto rt = std::make_unique<SeqRuntime>();
     Sequence& s = rt->seq;
-    s.id = next_id_++;
+    s.id = parent.child_ids[static_cast<size_t>(i - 1)];
     s.prompt = parent.seq.prompt;
     s.max_new_tokens = parent.seq.max_new_tokens;
     s.ignore_eos = parent.seq.ignore_eos;
@@ -185,6 +187,24 @@ void Engine::finish(SeqRuntime& rt, SeqState state, FinishReason reason) {
   s.state = state;
   s.finish = reason;
   rt.finished_order = counters_.steps;
+  if (rt.pending_forks > 0) {
+    // Parallel samples that were never forked end the way their parent did.
+    rt.pending_forks = 0;
+    for (SeqId cid : rt.child_ids) {
+      auto child = std::make_unique<SeqRuntime>();
+      child->seq.id = cid;
+      child->seq.prompt = s.prompt;
+      child->seq.state = state;
+      child->seq.finish = reason;
+      child->seq.error = s.error.empty() ? "its parallel-sampling parent ended before the prompt was computed" : s.error;
+      child->label = rt.fork_template.label;
+      child->finished_order = counters_.steps;
+      seqs_.emplace(cid, std::move(child));
+      if (state == SeqState::Cancelled) ++counters_.requests_cancelled;
+      if (state == SeqState::Rejected) ++counters_.requests_rejected;
+      if (callbacks_.on_finished) callbacks_.on_finished(cid);
+    }
+  }
   if (state == SeqState::Finished) ++counters_.requests_finished;
   if (state == SeqState::Cancelled) ++counters_.requests_cancelled;
   if (state == SeqState::Rejected) ++counters_.requests_rejected;
@@ -302,6 +322,13 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<float>& l
     }
     if (!ch.wants_logits || s.is_finished()) continue;
     std::span<const float> lg(logits.data() + static_cast<size_t>(row0 + n_rows - 1) * V, V);
+    if (!std::all_of(lg.begin(), lg.end(), [](float x) { return std::isfinite(x); })) {
+      // NaN/Inf weights (or an overflow) poison everything after them: stop, and say why,
+      // rather than sample garbage.
+      s.error = "the model produced non-finite logits (NaN or Inf) at position " + std::to_string(s.total_len());
+      finish(rt, SeqState::Rejected, FinishReason::Rejected);
+      continue;
+    }
     // Parallel samples fork here, after the shared prompt and before anyone samples, so each
     // child samples its first token from these same logits.
     std::vector<SeqRuntime*> samplers = {&rt};

@@ -13,9 +13,10 @@ std::shared_ptr<Model> Model::load(const std::string& path) {
   if (m->tokenizer->n_vocab() != m->config.n_vocab)
     throw ModelError("vocabulary size mismatch: tokenizer has " + std::to_string(m->tokenizer->n_vocab()) +
                      " tokens, the model " + std::to_string(m->config.n_vocab));
-  // Reliability fix (fuzzing): an SPM vocabulary with neither a <0xXX> token for some byte nor
-  // an unknown token loads, then throws from encode() whenever a prompt holds that byte. Every
-  // byte once, at load, turns that into one clear refusal here instead of a failure per prompt.
+  // Reliability fix (found while writing the fuzz harness): an SPM vocabulary with neither a
+  // <0xXX> token for some byte nor an unknown token loads, then throws from encode() whenever a
+  // prompt holds that byte. Every byte once, at load, turns that into one clear refusal here
+  // instead of a failure per prompt.
   try {
     std::string all_bytes(256, '\0');
     for (int b = 0; b < 256; ++b) all_bytes[static_cast<size_t>(b)] = static_cast<char>(b);
