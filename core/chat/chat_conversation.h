@@ -12,6 +12,18 @@
 
 namespace kvscope {
 
+// The prompt of the turn that follows `history` (every token of the earlier turns exactly as the
+// engine held them; empty for the first turn): history, then what closes the last reply (e.g.
+// "<|im_end|>\n" unless the reply already ended with that token), the user turn and the
+// generation prompt. The first turn starts with BOS when the vocabulary asks for it and carries
+// the system text. What follows a reply does not depend on earlier contents in any built-in
+// template, so callers need only the tokens, not the transcript.
+std::vector<TokenId> chat_turn_prompt(const Tokenizer& tok, ChatTemplateKind kind, const std::string& system,
+                                      const std::vector<TokenId>& history, const std::string& user_text);
+// Tokens that end a reply: EOS and the template's end-of-turn token when the vocabulary has them.
+std::vector<TokenId> chat_stop_tokens(const Tokenizer& tok, ChatTemplateKind kind);
+
+// A conversation's state for a terminal or a test: the tokens so far and the transcript.
 class ChatConversation {
  public:
   ChatConversation(const Tokenizer& tok, ChatTemplateKind kind);
@@ -22,10 +34,10 @@ class ChatConversation {
   const std::string& system() const { return system_; }
   void reset();  // forget every turn (the system text stays)
 
-  // The next turn's prompt: tokens(), then what closes the last reply (e.g. "<|im_end|>\n" when
-  // the reply did not end with that token itself), the user turn and the generation prompt.
-  // The first turn starts with BOS when the vocabulary asks for it.
-  std::vector<TokenId> prompt_for(const std::string& user_text) const;
+  // The next turn's prompt (chat_turn_prompt on tokens()); it starts with tokens() exactly.
+  std::vector<TokenId> prompt_for(const std::string& user_text) const {
+    return chat_turn_prompt(tok_, kind_, system_, tokens_, user_text);
+  }
   // Records a finished (or stopped) turn: `sequence` is every token the engine held for it,
   // prompt then reply. Throws std::invalid_argument when it does not continue tokens().
   void commit(const std::string& user_text, const std::string& reply_text, std::vector<TokenId> sequence);
@@ -33,12 +45,9 @@ class ChatConversation {
   const std::vector<TokenId>& tokens() const { return tokens_; }
   const std::vector<ChatMessage>& messages() const { return messages_; }  // without the system text
   int turns() const { return static_cast<int>(messages_.size() / 2); }
-  // Tokens that end a reply: EOS and the template's end-of-turn token when the vocabulary has them.
-  std::vector<TokenId> stop_tokens() const;
+  std::vector<TokenId> stop_tokens() const { return chat_stop_tokens(tok_, kind_); }
 
  private:
-  std::vector<ChatMessage> with_system(std::vector<ChatMessage> msgs) const;
-
   const Tokenizer& tok_;
   ChatTemplateKind kind_;
   std::string system_;
