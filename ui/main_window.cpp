@@ -314,7 +314,8 @@ void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   workload_->setSnapshot(snap);
   const QString state = host_->isPaused() ? tr("paused") : (host_->isRunning() ? tr("running") : tr("idle"));
   runLabel_->setText(tr("step %1 · %2 tok/s · %3").arg(snap->step).arg(snap->tokens_per_s, 0, 'f', 0).arg(state));
-  worstSnapshotMs_ = std::max(worstSnapshotMs_, t.nsecsElapsed() / 1e6);
+  lastSnapshotMs_ = t.nsecsElapsed() / 1e6;
+  worstSnapshotMs_ = std::max(worstSnapshotMs_, lastSnapshotMs_);
 }
 
 void MainWindow::onModelLoaded(const ModelInfo& info) {

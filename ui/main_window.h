@@ -57,6 +57,7 @@ class MainWindow : public QMainWindow {
   void resetLayout();
   // Longest time the UI thread spent handing one snapshot to the panels (not counting paint).
   double worstSnapshotMs() const { return worstSnapshotMs_; }
+  double lastSnapshotMs() const { return lastSnapshotMs_; }  // the newest hand-off
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -98,7 +99,7 @@ class MainWindow : public QMainWindow {
   QProgressBar* busy_ = nullptr;
   QString lastError_;
   int errorCount_ = 0;
-  double worstSnapshotMs_ = 0;
+  double worstSnapshotMs_ = 0, lastSnapshotMs_ = 0;
   QString loadedPath_;
 };
 

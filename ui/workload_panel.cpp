@@ -4,6 +4,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFontMetrics>
 #include <QHeaderView>
 #include <QTableWidget>
 #include <QTimer>
@@ -59,8 +60,17 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   table_->setHorizontalHeaderLabels({tr("request"), tr("state"), tr("prompt"), tr("cached"), tr("gen"), tr("TTFT ms")});
   table_->verticalHeader()->hide();
   table_->verticalHeader()->setDefaultSectionSize(20);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Column widths from the font, not ResizeToContents: that mode re-measures every row of a
+  // column on each cell change, which stalled the UI thread for seconds on a 200-row refresh.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
+  {
+    const QFontMetrics fm(table_->font());
+    const int pad = 16;
+    const QStringList widest = {QStringLiteral("shared-prompt-00 #00"), QStringLiteral("finished (preempted 9×)"),
+                                QStringLiteral("prompt00"), QStringLiteral("cached0"), QStringLiteral("gen000"), QStringLiteral("TTFT ms")};
+    for (int c = 0; c < widest.size(); ++c) table_->setColumnWidth(c, fm.horizontalAdvance(widest[c]) + pad);
+  }
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
   table_->setToolTip(tr("Every request in the newest snapshot: prompt tokens, how many came from the prefix cache, "
