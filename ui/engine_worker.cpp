@@ -90,7 +90,9 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
     emit engineError(tr("The engine refused these settings:\n%1").arg(QString::fromUtf8(e.what())));
     return;
   }
-  // The old engine's requests die with it; tell their owners so no chat waits forever.
+  // The old engine's requests die with it; tell their owners so no chat waits forever (after
+  // the text they had generated).
+  flushText();
   for (auto& [id, live] : live_) {
     TurnStats t;
     t.id = id;
@@ -115,8 +117,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
         auto it = live_.find(id);
         if (it == live_.end()) return;
         it->second.tokens.push_back(tok);
-        const std::string text = it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : "");
-        if (!text.empty()) emit tokenStreamed(id, QString::fromUtf8(text));
+        queueText(id, it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : ""));
       },
       [this](SeqId id) { finishedThisStep_.push_back(id); }});
 
@@ -383,8 +384,8 @@ void EngineWorker::afterStep() {
       t.tokens = engine_->sequence(id).all_tokens();
     } catch (const std::exception&) {
     }
-    const std::string rest = it->second.decoder.flush();
-    if (!rest.empty()) emit tokenStreamed(id, QString::fromUtf8(rest));
+    queueText(id, it->second.decoder.flush());
+    flushText(id);  // the whole reply reaches the UI before its requestFinished
     live_.erase(it);
     workloadRequestDone(id, t);
     emit requestFinished(t);
@@ -435,7 +436,29 @@ void EngineWorker::deliverSnapshot(bool force) {
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
   inFlight_ = true;
   dirty_ = false;
+  flushText();  // the text of the steps this snapshot shows
   emit snapshotReady(engine_->snapshot(), batch);
+}
+
+void EngineWorker::queueText(SeqId id, std::string text) {
+  if (text.empty()) return;
+  for (auto& [seq, pending] : pendingText_)
+    if (seq == id) {
+      pending += text;
+      return;
+    }
+  pendingText_.emplace_back(id, std::move(text));
+}
+
+void EngineWorker::flushText(SeqId only) {
+  for (auto it = pendingText_.begin(); it != pendingText_.end();) {
+    if (only >= 0 && it->first != only) {
+      ++it;
+      continue;
+    }
+    emit tokenStreamed(it->first, QString::fromUtf8(it->second));
+    it = pendingText_.erase(it);
+  }
 }
 
 void EngineWorker::ackSnapshot() {

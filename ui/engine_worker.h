@@ -58,6 +58,8 @@ class EngineWorker : public QObject {
   void modelLoaded(const kvscope::ui::ModelInfo& info);
   void engineError(const QString& message);
   void submitted(quint64 tag, qint64 seq, int promptTokens);
+  // New text of a sequence since its previous tokenStreamed: tokens are batched per delivered
+  // frame (sent with each snapshot and when the sequence finishes), not one signal per token.
   void tokenStreamed(qint64 seq, const QString& piece);
   void requestFinished(const kvscope::ui::TurnStats& stats);
   void snapshotReady(const kvscope::SnapshotPtr& snap, const kvscope::ui::EventBatch& events);
@@ -96,6 +98,10 @@ class EngineWorker : public QObject {
     quint64 tag = 0;
   };
   std::unordered_map<SeqId, Live> live_;
+  // Decoded text not yet sent to the UI, per sequence, in the order it became available.
+  std::vector<std::pair<SeqId, std::string>> pendingText_;
+  void queueText(SeqId id, std::string text);
+  void flushText(SeqId only = -1);   // -1: every sequence
   std::vector<SeqId> finishedThisStep_;
 
   // Snapshot coalescing: at most one snapshot in flight to the UI; steps taken meanwhile only
