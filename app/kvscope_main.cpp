@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   QCommandLineOption scenario(QStringLiteral("scenario"), QStringLiteral("Scenario for --screenshot-dir (built-in name or JSON file)."),
                               QStringLiteral("S"));
   QCommandLineOption compare(QStringLiteral("compare"),
-                             QStringLiteral("Configuration B for the compare shots, e.g. block=64,dtype=f16,prefix=flip,window=256."),
+                             QStringLiteral("Configuration B for the compare shots, e.g. block=64,dtype=f16,prefix=flip,window=256,quality=on."),
                              QStringLiteral("CONFIG_B"));
   QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("light, dark or system."), QStringLiteral("T"));
   // Engine settings, as in kvscope-cli; they fill the Settings panel before the model opens.

@@ -95,6 +95,12 @@ quint64 EngineHost::submitText(const QString& text, int maxNewTokens, bool ignor
   return tag;
 }
 
+quint64 EngineHost::evaluateText(const QString& text, int maxTokens) {
+  const quint64 tag = nextTag_++;
+  post([w = worker_, tag, text, maxTokens] { w->evaluateText(tag, text, maxTokens); });
+  return tag;
+}
+
 void EngineHost::cancel(SeqId id) {
   post([w = worker_, id] { w->cancel(id); });
 }

@@ -32,6 +32,7 @@ class EngineHost : public QObject {
   quint64 submit(const Request& r);
   quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp, int maxNewTokens);
   quint64 submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
+  quint64 evaluateText(const QString& text, int maxTokens);  // see EngineWorker::evaluateText
   void cancel(SeqId id);
   void cancelAll();
   void runWorkload(const Scenario& w);

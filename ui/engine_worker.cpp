@@ -45,6 +45,7 @@ EngineWorker::EngineWorker(int nThreads)
   qRegisterMetaType<kvscope::ui::EventBatch>();
   qRegisterMetaType<kvscope::ui::ModelInfo>();
   qRegisterMetaType<kvscope::ui::TurnStats>();
+  qRegisterMetaType<kvscope::ui::QualityResult>();
 }
 
 EngineWorker::~EngineWorker() = default;
@@ -188,6 +189,29 @@ void EngineWorker::submitText(quint64 tag, const QString& text, int maxNewTokens
   r.ignore_eos = ignoreEos;
   r.label = label.toStdString();
   submit(tag, r);
+}
+
+void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens) {
+  QualityResult r;
+  r.tag = tag;
+  if (!engine_ || !model_->tokenizer) {
+    r.error = tr("No engine yet: load a model first.");
+    emit qualityFinished(r);
+    return;
+  }
+  std::vector<TokenId> tokens = model_->tokenizer->encode(text.trimmed().toStdString(), true, false);
+  if (maxTokens > 0 && static_cast<int>(tokens.size()) > maxTokens) tokens.resize(static_cast<size_t>(maxTokens));
+  QElapsedTimer since;
+  since.start();
+  r = run_quality_eval(model_, tokens, eval_config_of(engine_->config(), nThreads_), [&](int done, int total) {
+    if (since.elapsed() >= 50 || done == total) {  // a few updates a second is plenty
+      emit qualityProgress(tag, done, total);
+      since.restart();
+    }
+    return !stop_.load();
+  });
+  r.tag = tag;
+  emit qualityFinished(r);
 }
 
 void EngineWorker::cancel(SeqId id) {

@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "quality_eval.h"
 #include "ui_types.h"
 #include "workload_source.h"
 
@@ -49,6 +50,10 @@ class EngineWorker : public QObject {
   void singleStep();
   void setStepDelay(int ms);                          // slow motion for teaching / screenshots
   void ackSnapshot();                                 // the UI consumed the last snapshot
+  // The compare panel's quality run: scores `text` (BOS + text, at most maxTokens tokens) with
+  // this engine's KV settings on a separate, temporary engine; the live engine is untouched.
+  // Runs to completion on this thread, reporting qualityProgress, then qualityFinished.
+  void evaluateText(quint64 tag, const QString& text, int maxTokens);
   // Deliver the snapshot of every step instead of coalescing them (panels that plot per-step
   // data, e.g. the no-KV-cache teaching run, must not miss a step).
   void setEveryStep(bool on) { everyStep_ = on; }
@@ -66,6 +71,8 @@ class EngineWorker : public QObject {
   void workloadProgress(int done, int total);
   void runningChanged(bool stepping);                 // the step loop started / went idle
   void pausedChanged(bool paused);
+  void qualityProgress(quint64 tag, int done, int total);
+  void qualityFinished(const kvscope::ui::QualityResult& result);
 
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);

@@ -3,17 +3,22 @@
 // panel's quality run (perplexity, KL, top-1 against the core's eval), and the backend choice.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
+#include <QFile>
 #include <QElapsedTimer>
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QtTest>
 #include <time.h>
 
 #include "chat_panel.h"
+#include "compare_panel.h"
+#include "engine/perplexity.h"
 #include "frame_bench.h"
 #include "main_window.h"
 #include "settings_panel.h"
@@ -131,6 +136,90 @@ class TestWorkbenchMore : public QObject {
       // tokens per second, as it once did, fails this by an order of magnitude.
       QVERIFY2(wallRate >= 0.25 * t.tokensPerS, qPrintable(QStringLiteral("%1 tok/s seen vs %2 decoded").arg(wallRate).arg(t.tokensPerS)));
     }
+  }
+
+  // Compare with a quality run: after the scenario each side scores the same text on its worker
+  // thread; the numbers are exactly what the core's eval computes for those KV settings, and
+  // the table shows them.
+  void compareQualityRun() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    const QString textPath = QString::fromStdString((test::tmp_dir() / "quality-small.txt").string());
+    const QString text = QStringLiteral("Once upon a time, there was a little girl named Lily. She liked to play outside "
+                                        "with her dog. One day, the sun was hot and they went to the park to find a tree.");
+    {
+      QFile f(textPath);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(text.toUtf8() + "\n");
+    }
+    ComparePanel* cmp = w.comparePanel();
+    cmp->dtypeB()->setCurrentIndex(cmp->dtypeB()->findData(QStringLiteral("fp8_e4m3")));
+    QVERIFY(cmp->dtypeB()->currentIndex() > 0);
+    cmp->qualityRun()->setChecked(true);
+    cmp->qualityText()->setEditText(textPath);
+    QString why;
+    QVERIFY2(cmp->start(QStringLiteral("long-document-rag"), &why), qPrintable(why));
+    QTRY_VERIFY_WITH_TIMEOUT(cmp->finished(), 3 * kTimeoutMs);
+    const auto qa = cmp->quality(0), qb = cmp->quality(1);
+    QVERIFY(qa && qb);
+    QVERIFY2(qa->error.isEmpty(), qPrintable(qa->error));
+    QVERIFY2(qb->error.isEmpty(), qPrintable(qb->error));
+    QVERIFY(cmp->agreement().has_value());
+
+    // The same numbers from the core's eval (what `kvscope-cli eval` prints).
+    auto model = Model::load(model_path().toStdString());
+    const std::vector<TokenId> tokens = model->tokenizer->encode(text.toStdString(), true, false);
+    QCOMPARE(qa->nTokens, static_cast<int>(tokens.size()));
+    EvalConfig ca;
+    EvalConfig cb;
+    cb.kv_dtype = KvDtype::FP8_E4M3;
+    const EvalRun ra = eval_text(model, tokens, ca), rb = eval_text(model, tokens, cb);
+    QVERIFY(std::abs(qa->perplexity - ra.perplexity) <= 1e-4 * ra.perplexity);
+    QVERIFY(std::abs(qb->perplexity - rb.perplexity) <= 1e-4 * rb.perplexity);
+    const LogitsAgreement ag = compare_logits(ra.logits, rb.logits);
+    QVERIFY(ag.kl_mean > 0);  // fp8 keys and values really change the distributions
+    QVERIFY(std::abs(cmp->agreement()->kl_mean - ag.kl_mean) <= 1e-3 * ag.kl_mean + 1e-9);
+    QVERIFY(std::abs(cmp->agreement()->top1 - ag.top1) <= 1.0 / static_cast<double>(tokens.size()));
+
+    // The table shows them.
+    QTableWidget* t = cmp->table();
+    auto row = [t](const QString& header) {
+      for (int r = 0; r < t->rowCount(); ++r)
+        if (t->verticalHeaderItem(r)->text() == header) return r;
+      return -1;
+    };
+    const int ppl = row(QStringLiteral("perplexity (quality run)")), kl = row(QStringLiteral("KL from A, mean (nats)")),
+              top1 = row(QStringLiteral("top-1 agreement with A %"));
+    QVERIFY(ppl >= 0 && kl >= 0 && top1 >= 0);
+    QVERIFY(t->item(ppl, 0)->text().startsWith(QString::number(qa->perplexity, 'f', 4)));
+    QVERIFY(t->item(ppl, 1)->text().startsWith(QString::number(qb->perplexity, 'f', 4)));
+    QCOMPARE(t->item(kl, 1)->text().toDouble() > 0, true);
+    const double shownTop1 = t->item(top1, 1)->text().toDouble();
+    QVERIFY(shownTop1 > 0 && shownTop1 <= 100);
+    // A picture to look at: the compare panel floated at window size.
+    if (auto* dock = qobject_cast<QDockWidget*>(cmp->parentWidget())) {
+      dock->setFloating(true);
+      dock->resize(1280, 800);
+      dock->show();
+      QTest::qWait(50);
+      cmp->grab().save(QString::fromStdString((test::tmp_dir() / "compare-quality.png").string()));
+    }
+  }
+
+  // A missing text is refused before anything starts.
+  void compareQualityRunRefusesAMissingText() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    ComparePanel* cmp = w.comparePanel();
+    cmp->qualityRun()->setChecked(true);
+    cmp->qualityText()->setEditText(QStringLiteral("/no/such/text.txt"));
+    QString why;
+    QVERIFY(!cmp->start(QStringLiteral("long-document-rag"), &why));
+    QVERIFY2(why.contains(QStringLiteral("/no/such/text.txt")), qPrintable(why));
   }
 
   void frameBenchReportsABadScenario() {
