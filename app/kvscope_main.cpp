@@ -1,9 +1,9 @@
 // kvscope: the workbench window.
 //   kvscope [--model M] [--theme light|dark|system]
 //   kvscope --screenshot-dir DIR [--model M] [--scenario S] [--compare CONFIG_B]
-//   engine settings for either: --block-size B --kv-blocks N --kv-dtype D --window W --sinks S
-//                               --no-prefix-caching
 //   kvscope --frame-bench [--json-out F] [--model M] [--kv-blocks N] [--block-size B] [--scenario S] [--seconds T]
+//   engine settings for any: --block-size B --kv-blocks N --kv-dtype D --window W --sinks S
+//                            --no-prefix-caching --backend auto|cpu|cuda
 // The second form runs a scenario in the real window, writes PNGs of every panel and exits.
 // The third runs a scenario (repeated for T seconds) in the real window on a large pool
 // (16384 blocks of 8 tokens unless told otherwise) and prints how long the UI thread ever
@@ -84,11 +84,13 @@ int main(int argc, char** argv) {
   QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
   QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
+  QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto (CUDA when available), cpu or cuda."), QStringLiteral("B"));
   QCommandLineOption frameBench(QStringLiteral("frame-bench"),
                                 QStringLiteral("Measure the UI thread's longest stall while a scenario runs, print JSON, exit."));
   QCommandLineOption jsonOut(QStringLiteral("json-out"), QStringLiteral("--frame-bench: also write the JSON to F."), QStringLiteral("F"));
   QCommandLineOption seconds(QStringLiteral("seconds"), QStringLiteral("--frame-bench: measure for T seconds (default 10)."), QStringLiteral("T"));
-  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, noPrefix, frameBench, jsonOut, seconds});
+  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, noPrefix, backend, frameBench,
+                  jsonOut, seconds});
   cli.process(app);
 
   const bool benchMode = cli.isSet(frameBench);
@@ -121,6 +123,14 @@ int main(int argc, char** argv) {
   for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks})
     if (cli.isSet(*o)) w.settingsPanel()->setOverride(o->names().first(), cli.value(*o));
   if (cli.isSet(noPrefix)) w.settingsPanel()->setOverride(QStringLiteral("prefix-caching"), QStringLiteral("off"));
+  if (cli.isSet(backend)) {
+    const auto choice = kvscope::ui::parse_backend_choice(cli.value(backend));
+    if (!choice) {
+      QTextStream(stderr) << "kvscope: --backend takes auto, cpu or cuda\n";
+      return 2;
+    }
+    if (!w.settingsPanel()->setBackendChoice(*choice)) QTextStream(stderr) << "kvscope: " << w.settingsPanel()->backendNote() << '\n';
+  }
   w.show();
   QString note;
   const QString path = choose_model(cli.value(model), &note);

@@ -76,6 +76,10 @@ void EngineHost::applyConfig(const EngineConfig& cfg) {
   post([w = worker_, cfg] { w->applyConfig(cfg); });
 }
 
+void EngineHost::setBackend(BackendChoice c) {
+  post([w = worker_, c] { w->setBackend(c); });
+}
+
 quint64 EngineHost::submit(const Request& r) {
   const quint64 tag = nextTag_++;
   post([w = worker_, tag, r] { w->submit(tag, r); });

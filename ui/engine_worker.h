@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "backend_choice.h"
 #include "quality_eval.h"
 #include "ui_types.h"
 #include "workload_source.h"
@@ -36,6 +37,7 @@ class EngineWorker : public QObject {
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
   void applyConfig(const EngineConfig& cfg);        // rebuild the engine on the loaded model
+  void setBackend(BackendChoice c) { backend_ = c; }  // used from the next load / rebuild on
   void submit(quint64 tag, const Request& r);
   // A chat turn: prompt = history (all previous turns' tokens) + the encoded new text, so the
   // previous turns' full blocks come straight from the prefix cache.
@@ -87,6 +89,7 @@ class EngineWorker : public QObject {
   TurnStats statsFor(SeqId id, const Snapshot* snap) const;
 
   int nThreads_;
+  BackendChoice backend_ = BackendChoice::Auto;
   std::atomic<bool> stop_{false};
   QTimer* timer_ = nullptr;
   int stepDelayMs_ = 0;

@@ -134,6 +134,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(host_, &EngineHost::loadingChanged, this, &MainWindow::onLoading);
   connect(settings_, &SettingsPanel::applyRequested, this, [this](const EngineConfig& cfg, const QString& path) {
     bannerBox_->hide();
+    host_->setBackend(settings_->backendChoice());
     if (path != loadedPath_ || !host_->hasEngine()) host_->loadModel(path, cfg);
     else host_->applyConfig(cfg);
   });
@@ -275,6 +276,7 @@ void MainWindow::openModel(const QString& path) {
     }
   }
   bannerBox_->hide();
+  host_->setBackend(settings_->backendChoice());
   host_->loadModel(path, *cfg);
 }
 

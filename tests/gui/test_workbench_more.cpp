@@ -222,6 +222,69 @@ class TestWorkbenchMore : public QObject {
     QVERIFY2(why.contains(QStringLiteral("/no/such/text.txt")), qPrintable(why));
   }
 
+  // Backend choice: CPU / Auto / CUDA. Where CUDA cannot run (this machine: no device or a
+  // build without CUDA), choosing it is refused in the widget with the reason, and an engine
+  // asked for CUDA anyway reports an error and keeps the running engine.
+  void backendChoice() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    SettingsPanel* sp = w.settingsPanel();
+    QComboBox* box = sp->backendBox();
+    QCOMPARE(box->count(), 3);
+    QCOMPARE(sp->backendChoice(), BackendChoice::Auto);
+
+    // CPU, applied: the engine is rebuilt on the CPU backend.
+    box->setCurrentIndex(box->findData(QStringLiteral("cpu")));
+    emit box->activated(box->currentIndex());
+    QCOMPARE(sp->backendChoice(), BackendChoice::Cpu);
+    QVERIFY(sp->backendNote().isEmpty());
+    QSignalSpy loaded(w.host(), &EngineHost::modelLoaded);
+    sp->applyButton()->click();
+    QVERIFY(loaded.wait(kTimeoutMs));
+    QVERIFY2(w.host()->modelInfo().backend.startsWith(QStringLiteral("cpu")), qPrintable(w.host()->modelInfo().backend));
+
+    QString why;
+    const bool cuda = cuda_usable(&why);
+    box->setCurrentIndex(box->findData(QStringLiteral("cuda")));
+    emit box->activated(box->currentIndex());
+    if (cuda) {
+      QCOMPARE(sp->backendChoice(), BackendChoice::Cuda);  // a machine with a device accepts it
+      return;
+    }
+    QVERIFY(!why.isEmpty());
+    QCOMPARE(sp->backendChoice(), BackendChoice::Cpu);  // refused: the previous choice stays
+    QCOMPARE(box->currentData().toString(), QStringLiteral("cpu"));
+    QVERIFY2(sp->backendNote().contains(why), qPrintable(sp->backendNote()));
+    QVERIFY(box->itemData(box->findData(QStringLiteral("cuda")), Qt::ToolTipRole).toString().contains(why));
+    QVERIFY(sp->applyButton()->isEnabled());  // the rest of the settings are still usable
+    QVERIFY(!sp->setOverride(QStringLiteral("backend"), QStringLiteral("tpu")));
+
+    // Past the widget (a stale setting, a script): the worker refuses with the reason and the
+    // running engine stays.
+    QSignalSpy errors(w.host(), &EngineHost::error);
+    w.host()->setBackend(BackendChoice::Cuda);
+    w.host()->applyConfig(*sp->config());
+    QVERIFY(errors.wait(kTimeoutMs));
+    QVERIFY2(errors.first().first().toString().contains(why), qPrintable(errors.first().first().toString()));
+    QVERIFY(w.host()->hasEngine());
+    QTRY_VERIFY_WITH_TIMEOUT(!w.host()->isLoading(), kTimeoutMs);
+    w.host()->setBackend(BackendChoice::Cpu);
+    ConversationWidget* chat = w.chatPanel()->current();
+    chat->send(QStringLiteral("Once upon a time"));
+    QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
+    QCOMPARE(chat->lastStats()->state, QStringLiteral("finished"));
+
+    // A saved CUDA choice is refused the same way when the settings are loaded.
+    QSettings().setValue(QStringLiteral("engine/backend"), QStringLiteral("cuda"));
+    SettingsPanel fresh;
+    fresh.load();
+    QCOMPARE(fresh.backendChoice(), BackendChoice::Auto);
+    QVERIFY(fresh.backendNote().contains(why));
+    fresh.grab().save(QString::fromStdString((test::tmp_dir() / "settings-backend.png").string()));
+  }
+
   void frameBenchReportsABadScenario() {
     MainWindow w;
     w.show();
