@@ -305,17 +305,30 @@ void MainWindow::showGuide() {
 
 void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   if (!snap) return;
-  QElapsedTimer t;
+  QElapsedTimer t, part;
   t.start();
+  part.start();
+  // Each panel's share, for the frame benchmark: the slowest hand-off of each so far.
+  auto lap = [this, &part](const char* name) {
+    double& worst = worstPanelMs_[QLatin1String(name)];
+    worst = std::max(worst, part.nsecsElapsed() / 1e6);
+    part.restart();
+  };
   blockMap_->setSnapshot(snap, events);
+  lap("block map");
   memory_->addSnapshot(snap);
+  lap("memory");
   captions_->addEvents(snap, events);
+  lap("captions");
   if (prefix_->isVisible()) prefix_->setSnapshot(snap);
   else prefix_->setPending(snap);
+  lap("prefix");
   frag_->addSnapshot(snap);
+  lap("fragmentation");
   workload_->setSnapshot(snap);
   const QString state = host_->isPaused() ? tr("paused") : (host_->isRunning() ? tr("running") : tr("idle"));
   runLabel_->setText(tr("step %1 · %2 tok/s · %3").arg(snap->step).arg(snap->tokens_per_s, 0, 'f', 0).arg(state));
+  lap("workload + status");
   lastSnapshotMs_ = t.nsecsElapsed() / 1e6;
   worstSnapshotMs_ = std::max(worstSnapshotMs_, lastSnapshotMs_);
 }

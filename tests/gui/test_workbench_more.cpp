@@ -6,6 +6,7 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QElapsedTimer>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QPushButton>
@@ -93,6 +94,9 @@ class TestWorkbenchMore : public QObject {
     QVERIFY(paint[QStringLiteral("max_ms")].toDouble() > 0);
     QVERIFY(r[QStringLiteral("snapshot_handoff")].toObject()[QStringLiteral("count")].toInteger() > 0);
     QVERIFY(r.contains(QStringLiteral("within_target")));
+    QVERIFY(r[QStringLiteral("max_frame_cpu_ms")].toDouble() > 0);
+    QVERIFY(r[QStringLiteral("snapshot_handoff_max_ms_by_panel")].toObject().contains(QStringLiteral("block map")));
+    QVERIFY(!r[QStringLiteral("worst_frames")].toArray().isEmpty());
   }
 
   // A chat reply streams at the engine's speed: text is batched per delivered frame (not one
