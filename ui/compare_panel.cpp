@@ -403,6 +403,7 @@ void ComparePanel::maybeCompareQuality() {
       *err = QString::fromUtf8(e.what());
     }
   });
+  t->setParent(this);  // never outlives the panel (shutdown() waits for it first)
   agreementThread_ = t;
   connect(t, &QThread::finished, this, [this, t, out, err] {
     agreement_ = *out;
