@@ -134,7 +134,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
                            "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
                            "fragmentation it shows are measured, not estimated."));
   backend_ = new QComboBox;
-  backend_->addItem(tr("Auto (CUDA if available, else CPU)"), backend_choice_key(BackendChoice::Auto));
+  backend_->addItem(tr("Auto"), backend_choice_key(BackendChoice::Auto));
+  backend_->setItemData(0, tr("CUDA when this build has it and a device answers, else the CPU."), Qt::ToolTipRole);
   backend_->addItem(tr("CPU"), backend_choice_key(BackendChoice::Cpu));
   backend_->addItem(tr("CUDA"), backend_choice_key(BackendChoice::Cuda));
   backend_->setToolTip(tr("Where the model runs. Auto uses a CUDA GPU when this build has the CUDA backend and a device "
@@ -142,7 +143,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   {
     QString why;
     const bool ok = cuda_usable(&why);
-    backend_->setItemData(2, ok ? tr("Run on the first CUDA device.") : tr("Not available here: %1.").arg(why), Qt::ToolTipRole);
+    backend_->setItemData(1, tr("The CPU backend (SIMD kernels, all cores but one)."), Qt::ToolTipRole);
+  backend_->setItemData(2, ok ? tr("Run on the first CUDA device.") : tr("Not available here: %1.").arg(why), Qt::ToolTipRole);
   }
   backendNote_ = new QLabel;
   backendNote_->setWordWrap(true);
