@@ -62,6 +62,9 @@ FrameBench::FrameBench(MainWindow* w, FrameBenchOptions opts, QObject* parent)
     if (h->hasEngine() && h->latest() && !h->isLoading()) {
       wait_.stop();
       begin();
+    } else if (!h->isLoading() && !h->hasEngine() && win_->errorCount() > 0) {
+      wait_.stop();
+      finish(win_->lastError());  // the model could not be loaded: say why at once
     } else if (clock_.elapsed() > kEngineWaitMs) {
       wait_.stop();
       finish(win_->lastError().isEmpty() ? tr("the engine did not start within %1 s").arg(kEngineWaitMs / 1000) : win_->lastError());

@@ -300,6 +300,17 @@ class TestWorkbenchMore : public QObject {
     QVERIFY(done.wait(5000));
     QVERIFY(bench.result().contains(QStringLiteral("error")));
     QCOMPARE(bench.result()[QStringLiteral("frames")].toInt(), 0);
+
+    // A model that cannot be opened is reported at once, not after the engine wait times out.
+    MainWindow w2;
+    w2.show();
+    w2.openModel(QStringLiteral("/no/such/model.gguf"));
+    FrameBench bench2(&w2, FrameBenchOptions{});
+    QSignalSpy done2(&bench2, &FrameBench::finished);
+    bench2.start();
+    QVERIFY(done2.wait(5000));
+    QVERIFY2(bench2.result()[QStringLiteral("error")].toString().contains(QStringLiteral("/no/such/model.gguf")),
+             qPrintable(bench2.result()[QStringLiteral("error")].toString()));
   }
 };
 
