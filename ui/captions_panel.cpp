@@ -33,7 +33,7 @@ QColor kind_color(BlockEventKind k) {
   return Qt::gray;
 }
 
-QIcon dot_icon(const QColor& c) {
+QIcon paint_dot_icon(const QColor& c) {
   QPixmap pm(12, 12);
   pm.fill(Qt::transparent);
   QPainter p(&pm);
@@ -42,6 +42,14 @@ QIcon dot_icon(const QColor& c) {
   p.setPen(Qt::NoPen);
   p.drawEllipse(1, 1, 10, 10);
   return QIcon(pm);
+}
+
+// Painted once per kind, not once per caption.
+const QIcon& dot_icon(BlockEventKind k) {
+  static std::map<BlockEventKind, QIcon> cache;
+  auto it = cache.find(k);
+  if (it == cache.end()) it = cache.emplace(k, paint_dot_icon(kind_color(k))).first;
+  return it->second;
 }
 
 }  // namespace
@@ -64,7 +72,12 @@ CaptionsPanel::CaptionsPanel(QWidget* parent) : QWidget(parent) {
                           "While it runs, busy steps are summarised."));
   header_->setWordWrap(true);
   list_ = new QListWidget;
-  list_->setWordWrap(true);
+  // One line per caption, all the same height: appending then costs O(1) layout instead of
+  // re-wrapping every caption in the list (which held the UI thread for tens of ms per
+  // snapshot). A caption too long for the dock is elided; its tooltip has the whole sentence.
+  list_->setWordWrap(false);
+  list_->setUniformItemSizes(true);
+  list_->setTextElideMode(Qt::ElideRight);
   list_->setAlternatingRowColors(true);
   auto* clearBtn = new QPushButton(tr("Clear"));
   auto* row = new QHBoxLayout;
@@ -86,7 +99,8 @@ int CaptionsPanel::captionCount() const { return list_->count(); }
 QString CaptionsPanel::caption(int i) const { return list_->item(i) ? list_->item(i)->text() : QString(); }
 
 void CaptionsPanel::append(const QString& text, BlockEventKind kind, bool summary) {
-  auto* it = new QListWidgetItem(dot_icon(kind_color(kind)), text);
+  auto* it = new QListWidgetItem(dot_icon(kind), text);
+  it->setToolTip(text);
   if (summary) {
     QFont f = it->font();
     f.setItalic(true);

@@ -2,6 +2,9 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGridLayout>
@@ -13,8 +16,10 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QThread>
 #include <QVBoxLayout>
 
 #include "block_map_panel.h"
@@ -39,12 +44,29 @@ QString describe(const EngineConfig& c) {
   return s;
 }
 
-const QStringList kRows = {QObject::tr("configuration"),        QObject::tr("requests done"),
+// The configurations themselves head the two columns.
+const QStringList kRows = {QObject::tr("requests done"),
                            QObject::tr("peak KV in use (MiB)"),  QObject::tr("peak waste %"),
                            QObject::tr("peak external frag. %"), QObject::tr("peak concurrent requests"),
                            QObject::tr("prefix hit %"),          QObject::tr("mean TTFT (ms)"),
                            QObject::tr("tokens/s (run)"),        QObject::tr("preemptions"),
-                           QObject::tr("rejected requests"),     QObject::tr("steps")};
+                           QObject::tr("rejected requests"),     QObject::tr("steps"),
+                           QObject::tr("perplexity (quality run)"), QObject::tr("KL from A, mean (nats)"),
+                           QObject::tr("top-1 agreement with A %")};
+
+// Texts shipped for quality runs (resources/texts), from the source tree or next to the binary.
+QStringList quality_texts() {
+  QStringList dirs{QCoreApplication::applicationDirPath() + QStringLiteral("/../resources/texts"),
+                   QCoreApplication::applicationDirPath() + QStringLiteral("/../share/kvscope/texts")};
+#ifdef KVSCOPE_SOURCE_DIR
+  dirs << QStringLiteral(KVSCOPE_SOURCE_DIR "/resources/texts");
+#endif
+  QStringList out;
+  for (const QString& d : dirs)
+    for (const QFileInfo& fi : QDir(d).entryInfoList({QStringLiteral("*.txt")}, QDir::Files, QDir::Name))
+      if (!out.contains(fi.canonicalFilePath())) out << fi.canonicalFilePath();
+  return out;
+}
 
 }  // namespace
 
@@ -96,11 +118,30 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   run_->setToolTip(tr("Build two engines (A and B) on their own threads and run the chosen scenario on both."));
   status_ = new QLabel;
   status_->setWordWrap(true);
+  quality_ = new QCheckBox(tr("then a quality run on"));
+  quality_->setToolTip(tr("After the scenario, each side scores the same text teacher-forced with its KV settings "
+                          "(dtype, window, sinks, block size) on its own thread: perplexity, and the KL divergence "
+                          "and top-1 agreement of B's next-token distributions against A's."));
+  qualityText_ = new QComboBox;
+  qualityText_->setEditable(true);
+  qualityText_->setInsertPolicy(QComboBox::NoInsert);
+  for (const QString& t : quality_texts()) qualityText_->addItem(QFileInfo(t).fileName(), t);
+  qualityText_->setToolTip(tr("A shipped text, or type the path of any UTF-8 text file."));
+  qualityTokens_ = new QSpinBox;
+  qualityTokens_->setRange(2, 1 << 20);
+  qualityTokens_->setValue(512);
+  qualityTokens_->setSuffix(tr(" tok"));
+  qualityTokens_->setToolTip(tr("Score at most this many tokens of the text (BOS included)."));
+  auto* qualityRow = new QHBoxLayout;
+  qualityRow->addWidget(quality_);
+  qualityRow->addWidget(qualityText_, 1);
+  qualityRow->addWidget(qualityTokens_);
   auto* runBox = new QGridLayout;
   runBox->addWidget(new QLabel(tr("Scenario")), 0, 0);
   runBox->addWidget(scenario_, 0, 1);
   runBox->addWidget(run_, 0, 2);
-  runBox->addWidget(status_, 1, 0, 1, 3);
+  runBox->addLayout(qualityRow, 1, 0, 1, 3);
+  runBox->addWidget(status_, 2, 0, 1, 3);
 
   auto* top = new QHBoxLayout;
   top->addWidget(bBox, 3);
@@ -135,7 +176,7 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setMinimumHeight(200);
-  table_->verticalHeader()->setDefaultSectionSize(22);
+  table_->verticalHeader()->setDefaultSectionSize(20);
 
   // The side-by-side view needs room: inside a narrow dock it scrolls; floated or maximised it fits.
   auto* content = new QWidget;
@@ -146,9 +187,9 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   auto* main = new QSplitter(Qt::Vertical);
   main->addWidget(sideBySide);
   main->addWidget(table_);
-  main->setStretchFactor(0, 3);
-  main->setStretchFactor(1, 2);
-  main->setSizes({430, 300});  // the table shows all its rows at 1280x800
+  main->setStretchFactor(0, 1);
+  main->setStretchFactor(1, 1);
+  main->setSizes({320, 400});  // the table shows all its rows at 1280x800
   v->addWidget(main, 1);
   auto* scroll = new QScrollArea;
   scroll->setWidget(content);
@@ -170,6 +211,7 @@ ComparePanel::~ComparePanel() { shutdown(); }
 void ComparePanel::shutdown() {
   for (Side& s : sides_)
     if (s.host) s.host->shutdown();
+  if (agreementThread_) agreementThread_->wait();
 }
 
 void ComparePanel::setKvShape(const KvShape& shape) { set_kv_dtype_tooltips(bDtype_, shape, 0); }
@@ -240,6 +282,21 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
     connect(h->worker(), &EngineWorker::workloadProgress, this, [this, sp](int done, int total) {
       sp->done = done;
       sp->total = total;
+      if (total > 0 && done >= total) maybeStartQuality(*sp);
+      refreshTable();
+    });
+    connect(h->worker(), &EngineWorker::qualityProgress, this, [this, sp](quint64 tag, int done, int total) {
+      if (tag != sp->qualityTag) return;  // a run this panel has since replaced
+      sp->qualityDone = done;
+      sp->qualityTotal = total;
+      refreshTable();
+    });
+    connect(h->worker(), &EngineWorker::qualityFinished, this, [this, sp](const QualityResult& r) {
+      if (r.tag != sp->qualityTag) return;
+      sp->quality = r;
+      if (!r.error.isEmpty())
+        status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(tr("Quality run failed: %1").arg(r.error).toHtmlEscaped()));
+      maybeCompareQuality();
       refreshTable();
     });
     connect(h->worker(), &EngineWorker::requestFinished, this, [sp](const TurnStats& t) {
@@ -258,6 +315,11 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
   s.peakRunning = 0;
   s.ttftN = s.generated = 0;
   s.last.reset();
+  s.qualityWanted = quality_->isChecked();
+  s.qualityStarted = false;
+  s.qualityTag = 0;
+  s.qualityDone = s.qualityTotal = 0;
+  s.quality.reset();
   s.title->setText(tr("<b>%1</b> — %2").arg(name, describe(cfg).toHtmlEscaped()));
 }
 
@@ -282,6 +344,24 @@ bool ComparePanel::start(const QString& scenario, QString* why) {
     if (why) *why = QString::fromUtf8(e.what());
     return false;
   }
+  if (quality_->isChecked()) {
+    // The text is read once here: both sides must score exactly the same one.
+    const QString path = qualityText_->currentIndex() >= 0 && qualityText_->currentText() == qualityText_->itemText(qualityText_->currentIndex())
+                             ? qualityText_->currentData().toString()
+                             : qualityText_->currentText().trimmed();
+    QFile f(path);
+    if (path.isEmpty() || !f.open(QIODevice::ReadOnly)) {
+      if (why) *why = tr("Quality run: cannot read the text file “%1”.").arg(path);
+      return false;
+    }
+    qualityBody_ = QString::fromUtf8(f.readAll()).trimmed();
+    if (qualityBody_.isEmpty()) {
+      if (why) *why = tr("Quality run: “%1” is empty.").arg(path);
+      return false;
+    }
+  }
+  agreement_.reset();
+  agreementError_.clear();
   resetSide(sides_[0], *a, tr("A"));
   resetSide(sides_[1], *b, tr("B"));
   for (Side& s : sides_) s.host->loadModel(settings_->modelPath(), s.cfg);
@@ -297,6 +377,54 @@ void ComparePanel::maybeRunScenario() {
   pending_.reset();
 }
 
+void ComparePanel::maybeStartQuality(Side& s) {
+  if (!s.qualityWanted || s.qualityStarted || !s.host) return;
+  s.qualityStarted = true;
+  s.qualityTag = s.host->evaluateText(qualityBody_, qualityTokens_->value());
+  status_->setText(tr("Scenario done; scoring the text for the quality run…"));
+}
+
+void ComparePanel::maybeCompareQuality() {
+  const auto& qa = sides_[0].quality;
+  const auto& qb = sides_[1].quality;
+  if (!qa || !qb || agreementThread_) return;
+  if (!qa->error.isEmpty() || !qb->error.isEmpty() || !qa->logits || !qb->logits) {
+    agreementError_ = tr("no comparison: a quality run failed");
+    return;
+  }
+  // KL over every position and the whole vocabulary: off the UI thread (a large model's logits
+  // are millions of values), then back here through the queued finished() connection.
+  auto out = std::make_shared<std::optional<LogitsAgreement>>();
+  auto err = std::make_shared<QString>();
+  QThread* t = QThread::create([a = qa->logits, b = qb->logits, out, err] {
+    try {
+      *out = compare_logits(*a, *b);
+    } catch (const std::exception& e) {
+      *err = QString::fromUtf8(e.what());
+    }
+  });
+  t->setParent(this);  // never outlives the panel (shutdown() waits for it first)
+  agreementThread_ = t;
+  connect(t, &QThread::finished, this, [this, t, out, err] {
+    agreement_ = *out;
+    agreementError_ = *err;
+    t->deleteLater();
+    status_->setText(agreement_ ? tr("Done: scenario and quality run on A and B.") : tr("Quality comparison failed: %1").arg(*err));
+    refreshTable();
+  });
+  t->start();
+}
+
+QString ComparePanel::qualityCell(const Side& s) const {
+  if (!s.qualityWanted) return QStringLiteral("—");
+  if (s.quality) {
+    if (!s.quality->error.isEmpty()) return tr("failed: %1").arg(s.quality->error);
+    return tr("%1 (%2 tokens)").arg(s.quality->perplexity, 0, 'f', 4).arg(s.quality->nTokens);
+  }
+  if (!s.qualityStarted) return tr("after the scenario");
+  return s.qualityTotal > 0 ? tr("scoring… %1%").arg(100 * s.qualityDone / s.qualityTotal) : tr("scoring…");
+}
+
 void ComparePanel::setStepDelay(int ms) {
   stepDelayMs_ = ms;
   for (Side& s : sides_)
@@ -310,12 +438,24 @@ int ComparePanel::progressPercent() const {
 }
 
 bool ComparePanel::finished() const {
-  for (const Side& s : sides_)
+  for (const Side& s : sides_) {
     if (!s.host || s.total == 0 || s.done < s.total) return false;
+    if (s.qualityWanted && !s.quality) return false;
+  }
+  // With a quality run, finished once the comparison is in (or could not be made).
+  if (sides_[0].qualityWanted && !agreement_ && agreementError_.isEmpty()) return false;
   return true;
 }
 
 void ComparePanel::refreshTable() {
+  QStringList heads;
+  for (int c = 0; c < 2; ++c) {
+    const Side& s = sides_[static_cast<size_t>(c)];
+    const QString name = c == 0 ? tr("A") : tr("B");
+    heads << (s.host ? QStringLiteral("%1: %2").arg(name, describe(s.cfg)) : name);
+  }
+  for (int c = 0; c < 2; ++c)
+    if (!table_->horizontalHeaderItem(c) || table_->horizontalHeaderItem(c)->text() != heads[c]) table_->setHorizontalHeaderItem(c, new QTableWidgetItem(heads[c]));
   for (int c = 0; c < 2; ++c) {
     const Side& s = sides_[static_cast<size_t>(c)];
     QStringList vals;
@@ -327,12 +467,18 @@ void ComparePanel::refreshTable() {
                              ? 100.0 * snap->counters.prefix_hits_tokens / snap->counters.prefix_queries_tokens
                              : 0.0;
       const double tps = snap && snap->elapsed_s > 0 ? s.generated / snap->elapsed_s : 0.0;
-      vals << describe(s.cfg) << QStringLiteral("%1 / %2").arg(s.done).arg(s.total)
+      vals << QStringLiteral("%1 / %2").arg(s.done).arg(s.total)
            << QString::number(s.peakUsedBytes / (1 << 20), 'f', 3) << QString::number(s.peakWaste, 'f', 1)
            << QString::number(s.peakExtFrag, 'f', 1) << QString::number(s.peakRunning) << QString::number(hit, 'f', 1) << (s.ttftN ? QString::number(s.ttftSum / s.ttftN, 'f', 2) : QStringLiteral("—"))
            << QString::number(tps, 'f', 0) << (snap ? QString::number(snap->counters.preemptions) : QStringLiteral("—"))
            << (snap ? QString::number(snap->counters.requests_rejected) : QStringLiteral("—"))
            << (snap ? QString::number(snap->step) : QStringLiteral("—"));
+      vals << qualityCell(s);
+      if (!s.qualityWanted) vals << QStringLiteral("—") << QStringLiteral("—");
+      else if (c == 0) vals << tr("0 (reference)") << tr("100 (reference)");
+      else if (agreement_) vals << QString::number(agreement_->kl_mean, 'g', 4) << QString::number(100.0 * agreement_->top1, 'f', 2);
+      else if (!agreementError_.isEmpty()) vals << agreementError_ << agreementError_;
+      else vals << QStringLiteral("…") << QStringLiteral("…");
     }
     for (int r = 0; r < vals.size(); ++r) {
       auto* item = table_->item(r, c);

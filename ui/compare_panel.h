@@ -3,9 +3,14 @@
 // thread (two real engines, not a simulation). Configuration A is the Settings panel's; B is A
 // with the changes chosen here. Block maps and memory plots sit side by side (the plots share
 // their time axis) above a summary table: peak KV MiB, waste %, prefix hit %, TTFT, tokens/s.
+// With "quality run" ticked, each side then scores the same text (teacher-forced, on its own
+// worker thread, with progress) and the table adds perplexity, and KL / top-1 agreement of B's
+// next-token distributions against A's.
+#include <QPointer>
 #include <QWidget>
 #include <array>
 #include <memory>
+#include <optional>
 
 #include "engine_host.h"
 #include "settings_panel.h"
@@ -16,7 +21,9 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QSpinBox;
 class QTableWidget;
+class QThread;
 
 namespace kvscope::ui {
 
@@ -41,6 +48,12 @@ class ComparePanel : public QWidget {
   QComboBox* allocatorB() const { return bAlloc_; }
   QLineEdit* sinksB() const { return bSinks_; }
   QLineEdit* poolB() const { return bPool_; }
+  QCheckBox* qualityRun() const { return quality_; }
+  QComboBox* qualityText() const { return qualityText_; }   // editable: a path to any text file
+  QSpinBox* qualityTokens() const { return qualityTokens_; }
+  // A side's (0: A, 1: B) finished quality run, and B's agreement with A once both are in.
+  std::optional<QualityResult> quality(int side) const { return sides_[static_cast<size_t>(side)].quality; }
+  std::optional<LogitsAgreement> agreement() const { return agreement_; }
   void applyTheme();
   // The loaded model's KV shape: B's KV dtype list shows what each dtype costs per token.
   void setKvShape(const KvShape& shape);
@@ -60,9 +73,17 @@ class ComparePanel : public QWidget {
     int peakRunning = 0;
     int ttftN = 0, generated = 0;
     SnapshotPtr last;
+    // Quality run: started when this side's scenario is done.
+    bool qualityWanted = false, qualityStarted = false;
+    quint64 qualityTag = 0;
+    int qualityDone = 0, qualityTotal = 0;
+    std::optional<QualityResult> quality;
   };
   void resetSide(Side& s, const EngineConfig& cfg, const QString& name);
   void maybeRunScenario();
+  void maybeStartQuality(Side& s);
+  void maybeCompareQuality();
+  QString qualityCell(const Side& s) const;
   void refreshTable();
   std::optional<EngineConfig> configB(const EngineConfig& a, QString* why) const;
 
@@ -76,6 +97,13 @@ class ComparePanel : public QWidget {
   std::array<Side, 2> sides_;
   std::optional<Scenario> pending_;
   int stepDelayMs_ = 0;
+  QCheckBox* quality_;
+  QComboBox* qualityText_;
+  QSpinBox* qualityTokens_;
+  QString qualityBody_;                       // the text both sides score
+  std::optional<LogitsAgreement> agreement_;
+  QString agreementError_;
+  QPointer<QThread> agreementThread_;         // compares the two logits sets off the UI thread
 };
 
 }  // namespace kvscope::ui

@@ -76,6 +76,10 @@ void EngineHost::applyConfig(const EngineConfig& cfg) {
   post([w = worker_, cfg] { w->applyConfig(cfg); });
 }
 
+void EngineHost::setBackend(BackendChoice c) {
+  post([w = worker_, c] { w->setBackend(c); });
+}
+
 quint64 EngineHost::submit(const Request& r) {
   const quint64 tag = nextTag_++;
   post([w = worker_, tag, r] { w->submit(tag, r); });
@@ -92,6 +96,12 @@ quint64 EngineHost::submitChat(const std::vector<TokenId>& history, const QStrin
 quint64 EngineHost::submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
   const quint64 tag = nextTag_++;
   post([w = worker_, tag, text, maxNewTokens, ignoreEos, label] { w->submitText(tag, text, maxNewTokens, ignoreEos, label); });
+  return tag;
+}
+
+quint64 EngineHost::evaluateText(const QString& text, int maxTokens) {
+  const quint64 tag = nextTag_++;
+  post([w = worker_, tag, text, maxTokens] { w->evaluateText(tag, text, maxTokens); });
   return tag;
 }
 

@@ -6,7 +6,6 @@
 #include <exception>
 
 #include "chat/chat_conversation.h"
-#include "cpu/cpu_backend.h"
 #include "workload/workload_tokens.h"
 
 namespace kvscope::ui {
@@ -46,6 +45,7 @@ EngineWorker::EngineWorker(int nThreads)
   qRegisterMetaType<kvscope::ui::EventBatch>();
   qRegisterMetaType<kvscope::ui::ModelInfo>();
   qRegisterMetaType<kvscope::ui::TurnStats>();
+  qRegisterMetaType<kvscope::ui::QualityResult>();
 }
 
 EngineWorker::~EngineWorker() = default;
@@ -85,13 +85,15 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
                                                                                       : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
   std::unique_ptr<Engine> engine;
   try {
-    engine = std::make_unique<Engine>(model, std::make_unique<CpuBackend>(model, nThreads_), cfg);
+    engine = std::make_unique<Engine>(model, make_backend_for(backend_, model, nThreads_), cfg);
   } catch (const std::exception& e) {
     // Keep the previous engine running: a bad setting must not cost the user their session.
     emit engineError(tr("The engine refused these settings:\n%1").arg(QString::fromUtf8(e.what())));
     return;
   }
-  // The old engine's requests die with it; tell their owners so no chat waits forever.
+  // The old engine's requests die with it; tell their owners so no chat waits forever (after
+  // the text they had generated).
+  flushText();
   for (auto& [id, live] : live_) {
     TurnStats t;
     t.id = id;
@@ -116,8 +118,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
         auto it = live_.find(id);
         if (it == live_.end()) return;
         it->second.tokens.push_back(tok);
-        const std::string text = it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : "");
-        if (!text.empty()) emit tokenStreamed(id, QString::fromUtf8(text));
+        queueText(id, it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : ""));
       },
       [this](SeqId id) { finishedThisStep_.push_back(id); }});
 
@@ -189,6 +190,29 @@ void EngineWorker::submitText(quint64 tag, const QString& text, int maxNewTokens
   r.ignore_eos = ignoreEos;
   r.label = label.toStdString();
   submit(tag, r);
+}
+
+void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens) {
+  QualityResult r;
+  r.tag = tag;
+  if (!engine_ || !model_->tokenizer) {
+    r.error = tr("No engine yet: load a model first.");
+    emit qualityFinished(r);
+    return;
+  }
+  std::vector<TokenId> tokens = model_->tokenizer->encode(text.trimmed().toStdString(), true, false);
+  if (maxTokens > 0 && static_cast<int>(tokens.size()) > maxTokens) tokens.resize(static_cast<size_t>(maxTokens));
+  QElapsedTimer since;
+  since.start();
+  r = run_quality_eval(model_, tokens, eval_config_of(engine_->config(), nThreads_), [&](int done, int total) {
+    if (since.elapsed() >= 50 || done == total) {  // a few updates a second is plenty
+      emit qualityProgress(tag, done, total);
+      since.restart();
+    }
+    return !stop_.load();
+  });
+  r.tag = tag;
+  emit qualityFinished(r);
 }
 
 void EngineWorker::cancel(SeqId id) {
@@ -385,8 +409,8 @@ void EngineWorker::afterStep() {
       t.tokens = engine_->sequence(id).all_tokens();
     } catch (const std::exception&) {
     }
-    const std::string rest = it->second.decoder.flush();
-    if (!rest.empty()) emit tokenStreamed(id, QString::fromUtf8(rest));
+    queueText(id, it->second.decoder.flush());
+    flushText(id);  // the whole reply reaches the UI before its requestFinished
     live_.erase(it);
     workloadRequestDone(id, t);
     emit requestFinished(t);
@@ -437,7 +461,29 @@ void EngineWorker::deliverSnapshot(bool force) {
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
   inFlight_ = true;
   dirty_ = false;
+  flushText();  // the text of the steps this snapshot shows
   emit snapshotReady(engine_->snapshot(), batch);
+}
+
+void EngineWorker::queueText(SeqId id, std::string text) {
+  if (text.empty()) return;
+  for (auto& [seq, pending] : pendingText_)
+    if (seq == id) {
+      pending += text;
+      return;
+    }
+  pendingText_.emplace_back(id, std::move(text));
+}
+
+void EngineWorker::flushText(SeqId only) {
+  for (auto it = pendingText_.begin(); it != pendingText_.end();) {
+    if (only >= 0 && it->first != only) {
+      ++it;
+      continue;
+    }
+    emit tokenStreamed(it->first, QString::fromUtf8(it->second));
+    it = pendingText_.erase(it);
+  }
 }
 
 void EngineWorker::ackSnapshot() {

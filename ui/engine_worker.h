@@ -19,6 +19,8 @@
 #include "chat/chat_template_choice.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "backend_choice.h"
+#include "quality_eval.h"
 #include "ui_types.h"
 #include "workload_source.h"
 
@@ -36,6 +38,7 @@ class EngineWorker : public QObject {
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
   void applyConfig(const EngineConfig& cfg);        // rebuild the engine on the loaded model
+  void setBackend(BackendChoice c) { backend_ = c; }  // used from the next load / rebuild on
   void submit(quint64 tag, const Request& r);
   // A chat turn in the model's chat template: prompt = history (all previous turns' tokens) +
   // the new turn's tokens, so the previous turns' full blocks come straight from the prefix cache.
@@ -50,6 +53,10 @@ class EngineWorker : public QObject {
   void singleStep();
   void setStepDelay(int ms);                          // slow motion for teaching / screenshots
   void ackSnapshot();                                 // the UI consumed the last snapshot
+  // The compare panel's quality run: scores `text` (BOS + text, at most maxTokens tokens) with
+  // this engine's KV settings on a separate, temporary engine; the live engine is untouched.
+  // Runs to completion on this thread, reporting qualityProgress, then qualityFinished.
+  void evaluateText(quint64 tag, const QString& text, int maxTokens);
   // Deliver the snapshot of every step instead of coalescing them (panels that plot per-step
   // data, e.g. the no-KV-cache teaching run, must not miss a step).
   void setEveryStep(bool on) { everyStep_ = on; }
@@ -59,12 +66,16 @@ class EngineWorker : public QObject {
   void modelLoaded(const kvscope::ui::ModelInfo& info);
   void engineError(const QString& message);
   void submitted(quint64 tag, qint64 seq, int promptTokens);
+  // New text of a sequence since its previous tokenStreamed: tokens are batched per delivered
+  // frame (sent with each snapshot and when the sequence finishes), not one signal per token.
   void tokenStreamed(qint64 seq, const QString& piece);
   void requestFinished(const kvscope::ui::TurnStats& stats);
   void snapshotReady(const kvscope::SnapshotPtr& snap, const kvscope::ui::EventBatch& events);
   void workloadProgress(int done, int total);
   void runningChanged(bool stepping);                 // the step loop started / went idle
   void pausedChanged(bool paused);
+  void qualityProgress(quint64 tag, int done, int total);
+  void qualityFinished(const kvscope::ui::QualityResult& result);
 
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);
@@ -79,6 +90,7 @@ class EngineWorker : public QObject {
   TurnStats statsFor(SeqId id, const Snapshot* snap) const;
 
   int nThreads_;
+  BackendChoice backend_ = BackendChoice::Auto;
   std::atomic<bool> stop_{false};
   QTimer* timer_ = nullptr;
   int stepDelayMs_ = 0;
@@ -98,6 +110,10 @@ class EngineWorker : public QObject {
     quint64 tag = 0;
   };
   std::unordered_map<SeqId, Live> live_;
+  // Decoded text not yet sent to the UI, per sequence, in the order it became available.
+  std::vector<std::pair<SeqId, std::string>> pendingText_;
+  void queueText(SeqId id, std::string text);
+  void flushText(SeqId only = -1);   // -1: every sequence
   std::vector<SeqId> finishedThisStep_;
 
   // Snapshot coalescing: at most one snapshot in flight to the UI; steps taken meanwhile only

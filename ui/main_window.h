@@ -4,6 +4,7 @@
 // one EngineHost and fans each delivered snapshot out to the panels; panels only store the
 // pointer and repaint, so the UI thread never waits on the engine.
 #include <QMainWindow>
+#include <QMap>
 #include <QPointer>
 
 #include "engine_host.h"
@@ -57,6 +58,9 @@ class MainWindow : public QMainWindow {
   void resetLayout();
   // Longest time the UI thread spent handing one snapshot to the panels (not counting paint).
   double worstSnapshotMs() const { return worstSnapshotMs_; }
+  double lastSnapshotMs() const { return lastSnapshotMs_; }  // the newest hand-off
+  // The slowest hand-off of each panel so far (panel name -> ms).
+  const QMap<QString, double>& worstPanelMs() const { return worstPanelMs_; }
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -98,7 +102,8 @@ class MainWindow : public QMainWindow {
   QProgressBar* busy_ = nullptr;
   QString lastError_;
   int errorCount_ = 0;
-  double worstSnapshotMs_ = 0;
+  double worstSnapshotMs_ = 0, lastSnapshotMs_ = 0;
+  QMap<QString, double> worstPanelMs_;
   QString loadedPath_;
 };
 

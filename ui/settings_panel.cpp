@@ -133,6 +133,27 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   baseline_->setToolTip(tr("The traditional allocator instead of paging: every request reserves max-model-length "
                            "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
                            "fragmentation it shows are measured, not estimated."));
+  backend_ = new QComboBox;
+  backend_->addItem(tr("Auto"), backend_choice_key(BackendChoice::Auto));
+  backend_->setItemData(0, tr("CUDA when this build has it and a device answers, else the CPU."), Qt::ToolTipRole);
+  backend_->addItem(tr("CPU"), backend_choice_key(BackendChoice::Cpu));
+  backend_->addItem(tr("CUDA"), backend_choice_key(BackendChoice::Cuda));
+  backend_->setToolTip(tr("Where the model runs. Auto uses a CUDA GPU when this build has the CUDA backend and a device "
+                          "answers, and the CPU otherwise."));
+  {
+    QString why;
+    const bool ok = cuda_usable(&why);
+    backend_->setItemData(1, tr("The CPU backend (SIMD kernels, all cores but one)."), Qt::ToolTipRole);
+  backend_->setItemData(2, ok ? tr("Run on the first CUDA device.") : tr("Not available here: %1.").arg(why), Qt::ToolTipRole);
+  }
+  backendNote_ = new QLabel;
+  backendNote_->setWordWrap(true);
+  backendNote_->setStyleSheet(QStringLiteral("color:#c62828"));
+  backendNote_->hide();
+  auto* backendCol = new QVBoxLayout;
+  backendCol->setContentsMargins(0, 0, 0, 0);
+  backendCol->addWidget(backend_);
+  backendCol->addWidget(backendNote_);
   maxRunning_ = new QSpinBox;
   maxRunning_->setRange(1, 4096);
   maxRunning_->setToolTip(tr("Most sequences the scheduler runs in one step (continuous batching)."));
@@ -158,6 +179,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   auto* engineBox = new QGroupBox(tr("Engine (applying rebuilds it)"));
   auto* ef = new QFormLayout(engineBox);
   ef->addRow(tr("Model"), modelRow);
+  ef->addRow(tr("Backend"), backendCol);
   ef->addRow(tr("Block size"), blockSize_);
   ef->addRow(tr("KV pool"), poolRow);
   ef->addRow(tr("KV dtype"), dtype_);
@@ -216,6 +238,9 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   connect(poolUnit_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(model_, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(baseline_, &QCheckBox::toggled, this, &SettingsPanel::revalidate);
+  connect(backend_, &QComboBox::activated, this, [this](int i) {
+    if (const auto c = parse_backend_choice(backend_->itemData(i).toString())) setBackendChoice(*c);
+  });
   connect(browse, &QPushButton::clicked, this, &SettingsPanel::browseRequested);
   connect(apply_, &QPushButton::clicked, this, [this] {
     if (auto cfg = config()) {
@@ -246,6 +271,29 @@ void SettingsPanel::updateDtypeTooltips() {
                    "(hover each entry of the list for its cost).");
   if (const auto d = parse_kv_dtype(dtype_->currentText().toStdString())) tip += QStringLiteral("<br><br>") + kv_dtype_tooltip(*d, shape_, bs);
   dtype_->setToolTip(tip);
+}
+
+BackendChoice SettingsPanel::backendChoice() const {
+  return parse_backend_choice(backend_->itemData(backendIndex_).toString()).value_or(BackendChoice::Auto);
+}
+
+QString SettingsPanel::backendNote() const { return backendNote_->isHidden() ? QString() : backendNote_->text(); }
+
+bool SettingsPanel::setBackendChoice(BackendChoice c) {
+  const int i = backend_->findData(backend_choice_key(c));
+  QString why;
+  if (c == BackendChoice::Cuda && !cuda_usable(&why)) {
+    // Refused here, with the reason, rather than when the engine is rebuilt.
+    backend_->setCurrentIndex(backendIndex_);
+    backendNote_->setText(tr("CUDA cannot be used: %1.").arg(why));
+    backendNote_->show();
+    return false;
+  }
+  backendIndex_ = std::max(0, i);
+  backend_->setCurrentIndex(backendIndex_);
+  backendNote_->clear();
+  backendNote_->hide();
+  return true;
 }
 
 QString SettingsPanel::modelPath() const { return model_->text().trimmed(); }
@@ -374,7 +422,11 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
-  else return false;
+  else if (key == QLatin1String("backend")) {
+    const auto c = parse_backend_choice(value);
+    if (!c) return false;
+    setBackendChoice(*c);
+  } else return false;
   revalidate();
   return true;
 }
@@ -395,6 +447,8 @@ void SettingsPanel::load() {
     maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
     maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
   }
+  // A saved CUDA choice on a machine without CUDA is refused the same way (and says so).
+  if (const auto c = parse_backend_choice(s.value(QStringLiteral("backend"), QStringLiteral("auto")).toString())) setBackendChoice(*c);
   s.endGroup();
   rebuildRecentMenu();
   revalidate();
@@ -414,6 +468,7 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("maxRunning"), maxRunning_->value());
   s.setValue(QStringLiteral("maxBatched"), maxBatched_->value());
   s.setValue(QStringLiteral("maxLen"), maxLen_->text());
+  s.setValue(QStringLiteral("backend"), backend_choice_key(backendChoice()));
   s.endGroup();
 }
 

@@ -6,6 +6,7 @@
 #include <QWidget>
 #include <optional>
 
+#include "backend_choice.h"
 #include "chat_panel.h"
 
 class QCheckBox;
@@ -44,13 +45,18 @@ class SettingsPanel : public QWidget {
   // The validated config, or nullopt with the reason in *why.
   std::optional<EngineConfig> config(QString* why = nullptr) const;
   SamplingDefaults samplingDefaults() const;
+  // The compute backend. Choosing CUDA where it cannot run is refused as it is chosen: the box
+  // goes back to the previous choice and backendNote() says why.
+  BackendChoice backendChoice() const;
+  bool setBackendChoice(BackendChoice c);   // false (and the reason shown) when refused
+  QString backendNote() const;
   QString validationMessage() const;
   QStringList recentModels() const;
   void addRecentModel(const QString& path);
   // The loaded model's KV shape: the KV dtype list shows what each dtype costs per token.
   void setKvShape(const KvShape& shape);
   // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
-  // (on/off). The panel's own validation still applies. False for an unknown key.
+  // (on/off), backend (auto/cpu/cuda). The panel's own validation still applies. False for an unknown key.
   bool setOverride(const QString& key, const QString& value);
   void load();   // from QSettings
   void save() const;
@@ -65,6 +71,7 @@ class SettingsPanel : public QWidget {
   QComboBox* dtypeBox() const { return dtype_; }
   QCheckBox* prefixBox() const { return prefix_; }
   QCheckBox* baselineBox() const { return baseline_; }
+  QComboBox* backendBox() const { return backend_; }
 
  signals:
   void applyRequested(const kvscope::EngineConfig& cfg, const QString& modelPath);
@@ -83,6 +90,9 @@ class SettingsPanel : public QWidget {
   QLineEdit *pool_, *window_, *sinks_, *maxLen_;
   QCheckBox* prefix_;
   QCheckBox* baseline_;
+  QComboBox* backend_;
+  QLabel* backendNote_;
+  int backendIndex_ = 0;   // the last accepted choice
   QSpinBox *maxRunning_, *maxBatched_;
   QDoubleSpinBox *temp_, *topP_;
   QSpinBox *topK_, *maxTok_, *seed_;

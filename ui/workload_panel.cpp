@@ -4,6 +4,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFontMetrics>
 #include <QHeaderView>
 #include <QTableWidget>
 #include <QTimer>
@@ -13,6 +14,7 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QVBoxLayout>
+#include <array>
 
 namespace kvscope::ui {
 
@@ -59,8 +61,12 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   table_->setHorizontalHeaderLabels({tr("request"), tr("state"), tr("prompt"), tr("cached"), tr("gen"), tr("TTFT ms")});
   table_->verticalHeader()->hide();
   table_->verticalHeader()->setDefaultSectionSize(20);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Column widths are set by refreshTable from the font, not by ResizeToContents: that mode
+  // re-measures every row of a column on each cell change, which stalled the UI thread for
+  // seconds on a 200-row refresh.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->setDefaultSectionSize(44);  // grown to the text by refreshTable
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
   table_->setToolTip(tr("Every request in the newest snapshot: prompt tokens, how many came from the prefix cache, "
@@ -122,10 +128,15 @@ void WorkloadPanel::refreshTable() {
   const auto& seqs = pending_->seqs;
   const size_t first = seqs.size() > kMaxRows ? seqs.size() - kMaxRows : 0;
   table_->setRowCount(static_cast<int>(seqs.size() - first));
-  auto set = [this](int r, int c, const QString& text) {
+  const QFontMetrics fm(table_->font());
+  std::array<int, 6> widest{};
+  for (int c = 0; c < 6; ++c)
+    if (const QTableWidgetItem* h = table_->horizontalHeaderItem(c)) widest[static_cast<size_t>(c)] = fm.horizontalAdvance(h->text());
+  auto set = [this, &fm, &widest](int r, int c, const QString& text) {
     QTableWidgetItem* it = table_->item(r, c);
     if (!it) table_->setItem(r, c, it = new QTableWidgetItem);
     if (it->text() != text) it->setText(text);
+    widest[static_cast<size_t>(c)] = std::max(widest[static_cast<size_t>(c)], fm.horizontalAdvance(text));
   };
   for (size_t i = first; i < seqs.size(); ++i) {
     const SeqSnap& q = seqs[i];
@@ -137,6 +148,11 @@ void WorkloadPanel::refreshTable() {
     set(r, 4, QString::number(q.generated));
     set(r, 5, q.ttft_ms >= 0 ? QString::number(q.ttft_ms, 'f', 1) : QStringLiteral("—"));
   }
+  // Fit the columns to their text, measured once per refresh (a few hundred glyph runs), and
+  // only grow them so that a column the user dragged wider stays.
+  constexpr int kPad = 14;
+  for (int c = 0; c < 5; ++c)
+    if (table_->columnWidth(c) < widest[static_cast<size_t>(c)] + kPad) table_->setColumnWidth(c, widest[static_cast<size_t>(c)] + kPad);
 }
 
 void WorkloadPanel::refreshList() {

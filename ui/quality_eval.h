@@ -1,0 +1,44 @@
+#pragma once
+// The compare panel's quality run: a text scored teacher-forced through a fresh Engine with one
+// side's KV settings (dtype, window, sinks, block size), as core/engine/perplexity does for
+// `kvscope-cli eval`, but stepped here so that the worker can report progress and stop at
+// shutdown. The allocator and the prefix cache do not change the numbers (they only decide where
+// K/V live), so the run always pages and never reuses a prefix: every position is computed.
+#include <QMetaType>
+#include <QString>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/perplexity.h"
+#include "model/model.h"
+
+namespace kvscope::ui {
+
+using LogitsRows = std::shared_ptr<const std::vector<std::vector<float>>>;
+
+struct QualityResult {
+  quint64 tag = 0;
+  QString error;                 // non-empty: the run failed (nothing else is meaningful)
+  int nTokens = 0;               // BOS included
+  double nllMean = 0, perplexity = 0;
+  qint64 kvBytesPerToken = 0;
+  LogitsRows logits;             // [nTokens - 1][n_vocab]: row i predicts token i + 1
+};
+
+// The eval settings of an engine configuration (its KV dtype, window, sinks, block size).
+EvalConfig eval_config_of(const EngineConfig& cfg, int threads);
+
+// progress(done, total) is called after each step with the prompt positions computed so far;
+// returning false stops the run (the result then carries an error). Throws nothing.
+QualityResult run_quality_eval(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens,
+                               const EvalConfig& cfg, const std::function<bool(int, int)>& progress);
+
+// Perplexity from next-token logits: exp(mean over i of -log softmax(row i)[tokens[i + 1]]).
+double mean_nll(const std::vector<std::vector<float>>& logits, const std::vector<TokenId>& tokens);
+
+}  // namespace kvscope::ui
+
+Q_DECLARE_METATYPE(kvscope::ui::QualityResult)
