@@ -10,7 +10,7 @@ WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload)
     : engine_(engine), wl_(std::move(workload)) {
   submitted_.assign(wl_.requests.size(), false);
   seq_of_.resize(wl_.requests.size());
-  metrics_.kv_pool_bytes = engine_.backend().kv_layout().total_bytes();
+  metrics_.kv_pool_bytes = engine_.backend().kv_total_bytes();
 }
 
 void WorkloadRunner::submit_due() {
