@@ -5,9 +5,12 @@
 // s = ceil(sinks / bs) + ceil(W / bs) + 1 sliding blocks whatever its length (plus, while a
 // prefill chunk of c tokens runs, the blocks of that chunk). So the sliding pool is sized for
 // the number of sequences that can run at full context (max_model_len) in the budget, capped by
-// max_running, times s, plus one chunk's worth of blocks; everything else goes to the global
+// max_running, times s, plus one step's prefill chunks; everything else goes to the global
 // pool. At that context both pools run out together; shorter sequences may find the sliding
-// pool the tighter one (each needs as many sliding as global blocks while shorter than W).
+// pool the tighter one (each needs as many sliding as global blocks while shorter than W), and
+// the scheduler then preempts as for any full pool.
+// Given a global block count instead of a budget (--kv-blocks), the sliding pool is sized so
+// that it never limits max_running sequences (at most as many blocks as the global pool).
 #include <cstdint>
 
 namespace kvscope {
@@ -30,7 +33,7 @@ struct HybridPoolSplit {
   int32_t global_blocks = 0;
   int32_t sliding_blocks = 0;
   int32_t sliding_blocks_per_seq = 0;  // s above: what one decoding sequence holds at most
-  double seqs_at_context = 0;          // sequences of max_model_len tokens the split is sized for
+  double seqs_at_context = 0;          // sequences of max_model_len tokens both pools hold
 };
 
 // Throws std::invalid_argument when the budget cannot hold one sequence's worth of both pools.
