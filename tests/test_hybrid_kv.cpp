@@ -432,6 +432,57 @@ class TestHybridKv : public QObject {
     }
   }
 
+  // Gemma 3 270M's KV layout (18 layers, 5 sliding : 1 global, window 512, 1 KV head x 256,
+  // f32 KV, blocks of 16) in a 2304 MiB budget: how many 8K-token sequences the allocators hold
+  // at once, filling sequences one after another by 512-token chunks, then decoding.
+  void concurrency_at_8k_gemma3_270m_layout() {
+    const int32_t bs = 16, ctx = 8192, chunk = 512;
+    const int64_t budget = 2304LL << 20;
+    const int64_t per_layer_block = 2LL * 1 * 256 * 4 * bs;
+    auto fill = [&](KvSlotAllocator& kv) {
+      int n = 0;
+      for (SeqId id = 1;; ++id) {
+        const std::vector<TokenId> toks = prompt_of(ctx, static_cast<uint64_t>(id));
+        kv.attach_cached_prefix(id, std::span(toks).first(1));
+        for (int32_t len = 0; len < ctx;) {
+          const int32_t step = len < ctx - 64 ? std::min(chunk, ctx - 64 - len) : 1;  // prefill, then decode
+          if (!kv.allocate_slots(id, std::span(toks).first(static_cast<size_t>(len + step)), step)) return n;
+          len += step;
+        }
+        ++n;
+      }
+    };
+    KvCacheConfig single;
+    single.block_size = bs;
+    single.num_blocks = static_cast<int32_t>(budget / (18 * per_layer_block));
+    KvCacheManager one(single);
+    const int n_single = fill(one);
+
+    HybridPoolInput in;
+    in.budget_bytes = budget;
+    in.global_block_bytes = 3 * per_layer_block;
+    in.sliding_block_bytes = 15 * per_layer_block;
+    in.block_size = bs;
+    in.window = 512;
+    in.max_model_len = ctx;
+    in.max_chunk = chunk;
+    const HybridPoolSplit sp = split_hybrid_pools(in);
+    QVERIFY(sp.global_blocks * in.global_block_bytes + sp.sliding_blocks * in.sliding_block_bytes <= budget);
+    KvCacheConfig g = single;
+    g.num_blocks = sp.global_blocks;
+    KvCacheConfig sl = single;
+    sl.num_blocks = sp.sliding_blocks;
+    sl.sliding_window = 512;
+    HybridKvManager two(g, sl);
+    const int n_hybrid = fill(two);
+    two.validate();
+    qInfo("8K sequences in 2304 MiB: single table %d (%d blocks), hybrid %d (global %d blocks, sliding %d blocks, sized for %.2f)",
+          n_single, single.num_blocks, n_hybrid, sp.global_blocks, sp.sliding_blocks, sp.seqs_at_context);
+    QCOMPARE(n_single, 8);                                        // 4096 blocks / 512 per sequence
+    QCOMPARE(n_hybrid, static_cast<int>(std::floor(sp.seqs_at_context)));
+    QVERIFY(n_hybrid >= 4 * n_single);                            // 3/18 of the layers keep everything
+  }
+
   // The budget split: at max_model_len both pools run out together, and --kv-blocks style
   // sizing (global blocks given) derives the sliding pool from the concurrency it allows.
   void pool_split() {
