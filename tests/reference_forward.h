@@ -123,7 +123,8 @@ class ReferenceForward {
     }
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
-      const double theta = pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
+      const double factor = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[static_cast<size_t>(i)];
+      const double theta = pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) / factor;
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];

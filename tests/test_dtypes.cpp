@@ -1,6 +1,8 @@
 // Element types: half/bfloat conversions, quantize/dequantize error bounds, agreement with the
 // files llama-quantize wrote, SIMD vs scalar dot kernels, and the threaded matmul.
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -90,8 +92,41 @@ std::vector<float> k_quant_steps(GgmlType t, const uint8_t* block) {
   return steps;
 }
 
-constexpr GgmlType kWeightTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                                     GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+constexpr GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                                     GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// Q4_1 / Q5_1 dots take the min term as m * s, where the activation block's s = f16(d * sum(q))
+// is rounded on its own (as ggml does), not as d_f16 * sum(q) as the dequantized oracle has it.
+// Returns what to add to the dequantized oracle to account for that.
+double q8_1_min_term_correction(GgmlType t, const uint8_t* w, const uint8_t* xc, int64_t n) {
+  if (t != GgmlType::Q4_1 && t != GgmlType::Q5_1) return 0.0;
+  const size_t bw = ggml_type_info(t).block_bytes;
+  double corr = 0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint16_t m;
+    std::memcpy(&m, w + b * bw + 2, 2);  // both blocks are {d, m, ...}
+    BlockQ8_1 x;
+    std::memcpy(&x, xc + b * sizeof(BlockQ8_1), sizeof x);
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += x.qs[i];
+    corr += double(fp16_to_fp32(m)) * (double(fp16_to_fp32(x.s)) - double(fp16_to_fp32(x.d)) * sum);
+  }
+  return corr;
+}
+
+// Types ggml defines that kvscope refuses by name (no dequantizer, no dot kernel).
+constexpr GgmlType kRefusedTypes[] = {GgmlType::Q2_K,   GgmlType::Q3_K,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                                      GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ4_NL,  GgmlType::IQ3_S,
+                                      GgmlType::IQ2_S,  GgmlType::IQ4_XS, GgmlType::IQ1_M,   GgmlType::TQ1_0,
+                                      GgmlType::TQ2_0,  GgmlType::MXFP4};
+
+// Optional directory of files llama-quantize wrote from synth-llama-f32 in the types that
+// ../shared/models/synthetic lacks (tests/tools/make_quant_refs.py writes them).
+std::filesystem::path quant_ref_dir() {
+  const char* d = std::getenv("KVSCOPE_QUANT_REF_DIR");
+  return d ? std::filesystem::path(d) : std::filesystem::path();
+}
 
 }  // namespace
 
@@ -110,6 +145,82 @@ class TestDtypes : public QObject {
     QCOMPARE(ggml_row_bytes(GgmlType::Q8_0, 64), size_t{68});
     QCOMPARE(ggml_row_bytes(GgmlType::BF16, 3), size_t{6});
     for (GgmlType t : kWeightTypes) QVERIFY(ggml_type_supported(t));
+    QCOMPARE(ggml_type_info(GgmlType::Q5_K).block_bytes, sizeof(BlockQ5_K));
+    QCOMPARE(ggml_type_info(GgmlType::Q5_0).block_bytes, sizeof(BlockQ5_0));
+    QCOMPARE(ggml_type_info(GgmlType::Q5_1).block_bytes, sizeof(BlockQ5_1));
+    QCOMPARE(ggml_type_info(GgmlType::Q4_1).block_bytes, sizeof(BlockQ4_1));
+    QCOMPARE(ggml_type_info(GgmlType::Q8_1).block_bytes, sizeof(BlockQ8_1));
+    QVERIFY(!ggml_type_supported(GgmlType::Q8_1));  // activations only, never a weight
+  }
+
+  void unsupported_types_are_refused_by_name() {
+    std::vector<float> x(256, 1.0f), y(256);
+    std::vector<uint8_t> buf(1024);
+    for (GgmlType t : kRefusedTypes) {
+      const std::string name = ggml_type_name(uint32_t(t));
+      QVERIFY(!ggml_type_supported(t));
+      QVERIFY(name.find("unknown") == std::string::npos);
+      auto says_name = [&](auto fn) {
+        try {
+          fn();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what()).find(name) != std::string::npos;
+        }
+        return false;
+      };
+      QVERIFY2(says_name([&] { dequantize_row(t, buf.data(), y.data(), 256); }), name.c_str());
+      QVERIFY2(says_name([&] { quantize_row(t, x.data(), buf.data(), 256); }), name.c_str());
+      QVERIFY2(says_name([&] { (void)vec_dot_type(t); }), name.c_str());
+    }
+  }
+
+  // Bit layouts written out by hand: a wrong nibble or fifth-bit position shows up here even if
+  // quantize and dequantize agree with each other.
+  void q5_layouts_by_hand() {
+    BlockQ5_0 b0{};
+    b0.d = fp32_to_fp16(0.5f);
+    b0.qs[0] = 0x3A;        // element 0: low nibble 0xA, element 16: high nibble 0x3
+    b0.qh[0] = 0x01;        // fifth bit of element 0
+    b0.qh[2] = 0x01;        // fifth bit of element 16
+    b0.qs[15] = 0x0F;       // element 15: 0xF, no fifth bit; element 31: 0
+    auto y = dequantize(GgmlType::Q5_0, reinterpret_cast<const uint8_t*>(&b0), 32);
+    QCOMPARE(y[0], (0x1A - 16) * 0.5f);
+    QCOMPARE(y[16], (0x13 - 16) * 0.5f);
+    QCOMPARE(y[15], (0x0F - 16) * 0.5f);
+    QCOMPARE(y[31], -16 * 0.5f);
+
+    BlockQ5_1 b1{};
+    b1.d = fp32_to_fp16(2.0f);
+    b1.m = fp32_to_fp16(-1.0f);
+    b1.qs[1] = 0xF2;
+    b1.qh[3] = 0x80;  // bit 31: element 31
+    b1.qs[15] = 0x10;
+    y = dequantize(GgmlType::Q5_1, reinterpret_cast<const uint8_t*>(&b1), 32);
+    QCOMPARE(y[1], 2 * 2.0f - 1.0f);
+    QCOMPARE(y[17], 15 * 2.0f - 1.0f);
+    QCOMPARE(y[31], (16 + 1) * 2.0f - 1.0f);
+
+    BlockQ4_1 b4{};
+    b4.d = fp32_to_fp16(0.25f);
+    b4.m = fp32_to_fp16(3.0f);
+    b4.qs[2] = 0x9C;
+    y = dequantize(GgmlType::Q4_1, reinterpret_cast<const uint8_t*>(&b4), 32);
+    QCOMPARE(y[2], 12 * 0.25f + 3.0f);
+    QCOMPARE(y[18], 9 * 0.25f + 3.0f);
+
+    // Q5_K: scale 1 / min 0 for every sub-block; qh byte l bit j is the fifth bit of value l of
+    // sub-block j (low nibbles of chunk j/2 for even j, high nibbles for odd j).
+    BlockQ5_K k{};
+    k.d = fp32_to_fp16(1.0f);
+    k.dmin = fp32_to_fp16(0.0f);
+    for (int j = 0; j < 4; ++j) k.scales[j] = 1;      // scales 0-3 (mins 0-3 stay 0)
+    for (int j = 8; j < 12; ++j) k.scales[j] = 0x01;  // scales 4-7 low bits; mins 4-7 = 0
+    k.qs[32 * 2 + 5] = 0x73;  // chunk 2, l = 5: sub-block 4 value 3, sub-block 5 value 7
+    k.qh[5] = 0x30;           // bits 4, 5: fifth bits of both
+    y = dequantize(GgmlType::Q5_K, reinterpret_cast<const uint8_t*>(&k), QK_K);
+    QCOMPARE(y[128 + 5], 19.0f);
+    QCOMPARE(y[160 + 5], 23.0f);
+    QCOMPARE(y[5], 0.0f);
   }
 
   void fp16_exhaustive_round_trip() {
@@ -228,6 +339,32 @@ class TestDtypes : public QObject {
         }
       }
     }
+    // Q4_1 / Q5_1: half a step of (max - min) / levels, plus the f16 rounding of d and the min.
+    for (const auto& [t, levels] : {std::pair{GgmlType::Q4_1, 15}, std::pair{GgmlType::Q5_1, 31}}) {
+      const auto y = dequantize(t, quantize(t, x).data(), n);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        float lo = x[b * 32], hi = x[b * 32];
+        for (int i = 0; i < 32; ++i) lo = std::min(lo, x[b * 32 + i]), hi = std::max(hi, x[b * 32 + i]);
+        const float bound = (hi - lo) / levels * 0.5f + (std::fabs(lo) + std::fabs(hi)) * 2e-3f + 1e-7f;
+        for (int i = 0; i < 32; ++i)
+          if (std::fabs(y[b * 32 + i] - x[b * 32 + i]) > bound)
+            QFAIL(qPrintable(QString("%1 value %2: %3 vs %4").arg(ggml_type_name(uint32_t(t)).c_str())
+                                 .arg(b * 32 + i).arg(y[b * 32 + i]).arg(x[b * 32 + i])));
+      }
+    }
+    {  // Q5_0: one step (amax/16), as Q4_0
+      const auto y = dequantize(GgmlType::Q5_0, quantize(GgmlType::Q5_0, x).data(), n);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+        for (int i = 0; i < 32; ++i) QVERIFY(std::fabs(y[b * 32 + i] - x[b * 32 + i]) <= amax / 16 * 1.01f + 1e-7f);
+      }
+    }
+    const auto q5k = dequantize(GgmlType::Q5_K, quantize(GgmlType::Q5_K, x).data(), n);
+    const double e5 = rms_diff(q5k, x) / rms(x);
+    qInfo("relative RMS error: q5_K %.4f", e5);
+    QVERIFY(e5 < 0.045);
+    for (int i = 256; i < 512; ++i) QCOMPARE(q5k[i], 0.0f);
     // K-quants: relative RMS error of Gaussian data (measured ~0.066 for Q4_K, ~0.015 for Q6_K).
     const auto q4k = dequantize(GgmlType::Q4_K, quantize(GgmlType::Q4_K, x).data(), n);
     const auto q6k = dequantize(GgmlType::Q6_K, quantize(GgmlType::Q6_K, x).data(), n);
@@ -257,6 +394,20 @@ class TestDtypes : public QObject {
     QCOMPARE(int(act.qs[3]), -2);
     QCOMPARE(int(act.qs[4]), 0);
     QCOMPARE(int(ref.qs[1]), 3);   // reference quantizer: roundf, half away from zero
+    // Q8_1 activations (for Q4_1 / Q5_1): the same quants as Q8_0 plus s = f16(d * sum(qs)).
+    const std::vector<float> z = random_normal(64, 9);
+    BlockQ8_1 a1[2];
+    BlockQ8_0 a0[2];
+    convert_activations(GgmlType::Q5_1, z.data(), a1, 64);
+    convert_activations(GgmlType::Q5_0, z.data(), a0, 64);
+    for (int b = 0; b < 2; ++b) {
+      QCOMPARE(a1[b].d, a0[b].d);
+      QVERIFY(std::memcmp(a1[b].qs, a0[b].qs, 32) == 0);
+      int sum = 0;
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) sum += a1[b].qs[i], amax = std::max(amax, std::fabs(z[32 * b + i]));
+      QCOMPARE(a1[b].s, fp32_to_fp16(amax / 127.0f * float(sum)));
+    }
     // Q8_K activations carry the sums of each 16 quants.
     const std::vector<float> y = random_normal(512, 5);
     std::vector<BlockQ8_K> k(2);
@@ -292,6 +443,37 @@ class TestDtypes : public QObject {
                                .arg(ggml_type_name(t.raw_type).c_str()).arg(differing).arg(t.nbytes / bb)));
       }
     }
+  }
+
+  // The same check for the types added later, against files made by llama.cpp's quantizer
+  // (llama-cpp-python's llama_model_quantize) when KVSCOPE_QUANT_REF_DIR points at them.
+  void quantizers_match_llama_quantize_extra() {
+    if (quant_ref_dir().empty()) QSKIP("KVSCOPE_QUANT_REF_DIR not set (see tests/tools/make_quant_refs.py)");
+    const auto f32 = GgufFile::open(synth("f32").string());
+    std::map<std::string, int64_t> blocks_per_type;
+    for (const char* name : {"q4_1", "q5_0", "q5_1", "q5_k_m"}) {
+      const auto path = quant_ref_dir() / ("synth-llama-" + std::string(name) + ".gguf");
+      QVERIFY2(std::filesystem::exists(path), qPrintable(QString::fromStdString(path.string())));
+      const auto q = GgufFile::open(path.string());
+      for (const auto& t : q->tensors()) {
+        if (t.type() == GgmlType::F32) continue;
+        const auto* src = f32->find_tensor(t.name);
+        QVERIFY(src);
+        const auto x = tensor_f32(*f32, *src);
+        std::vector<uint8_t> ours(t.nbytes);
+        quantize_row(t.type(), x.data(), ours.data(), t.n_elements());
+        const size_t bb = ggml_type_info(t.raw_type).block_bytes;
+        const uint8_t* theirs = q->view(t).data;
+        int64_t differing = 0;
+        for (size_t b = 0; b < t.nbytes / bb; ++b) differing += std::memcmp(&ours[b * bb], theirs + b * bb, bb) != 0;
+        blocks_per_type[ggml_type_name(t.raw_type)] += static_cast<int64_t>(t.nbytes / bb);
+        if (differing)
+          QFAIL(qPrintable(QString("%1 %2 (%3): %4 of %5 blocks differ").arg(name).arg(t.name.c_str())
+                               .arg(ggml_type_name(t.raw_type).c_str()).arg(differing).arg(t.nbytes / bb)));
+      }
+    }
+    for (const auto& [type, blocks] : blocks_per_type) qInfo("%-5s %lld blocks identical to llama.cpp's", type.c_str(), (long long)blocks);
+    for (const char* type : {"q4_1", "q5_0", "q5_1", "q5_K"}) QVERIFY2(blocks_per_type[type] > 0, type);
   }
 
   void synthetic_dequant_vs_f32() {
@@ -376,12 +558,14 @@ class TestDtypes : public QObject {
           exact += double(wd[i]) * xd[i];
           mag += std::fabs(double(wd[i]) * xd[i]);
         }
+        exact += q8_1_min_term_correction(t, packed.data(), xc.data(), n);
         const double tol = 5e-6 * mag + 1e-30;
         const QString what = QString("%1 n=%2: fast %3 scalar %4 exact %5")
                                  .arg(ggml_type_name(uint32_t(t)).c_str()).arg(n).arg(fast).arg(scalar).arg(exact);
         QVERIFY2(std::fabs(scalar - exact) <= tol, qPrintable(what));
         QVERIFY2(std::fabs(fast - exact) <= tol, qPrintable(what));
-        if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) QVERIFY2(bits(fast) == bits(scalar), qPrintable(what));
+        if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K)
+          QVERIFY2(bits(fast) == bits(scalar), qPrintable(what));
       }
     }
   }
@@ -443,6 +627,7 @@ class TestDtypes : public QObject {
                 exact += double(wd[r * s.in + i]) * xd[i];
                 mag += std::fabs(double(wd[r * s.in + i]) * xd[i]);
               }
+              exact += q8_1_min_term_correction(t, wq.data() + r * ggml_row_bytes(t, s.in), xc.data(), s.in);
               const float got = y[tok * s.out + r];
               if (std::fabs(got - exact) > 5e-6 * mag + 1e-30)
                 QFAIL(qPrintable(QString("%1 %2x%3 tokens %4: y[%5][%6] = %7, expected %8")

@@ -21,7 +21,7 @@ std::shared_ptr<Model> load(const std::string& rel) { return Model::load((test::
 
 std::vector<TokenId> long_story(const Model& m) {
   // The text lives in the source tree (resources/), next to this file's folder.
-  const std::string path = (std::filesystem::path(__FILE__).parent_path().parent_path() / "resources/texts/long-story.txt").string();
+  const std::string path = (kvscope::test::source_dir() / "resources/texts/long-story.txt").string();
   std::ifstream f(path);
   if (!f) qFatal("cannot read %s", path.c_str());
   std::stringstream ss;

@@ -16,7 +16,7 @@ namespace {
 
 fs::path regressions_dir() {
   // This file's folder is known at compile time; fall back to walking up from the working dir.
-  const fs::path here = fs::path(__FILE__).parent_path() / "fuzz" / "regressions";
+  const fs::path here = kvscope::test::source_dir() / "tests" / "fuzz" / "regressions";
   if (fs::is_directory(here)) return here;
   for (auto p = fs::current_path(); !p.empty(); p = p.parent_path()) {
     if (fs::is_directory(p / "tests/fuzz/regressions")) return p / "tests/fuzz/regressions";

@@ -11,6 +11,12 @@ inline std::filesystem::path shared_dir() {
   const char* env = std::getenv("KVSCOPE_SHARED_DIR");
   return env ? std::filesystem::path(env) : std::filesystem::path("../shared");
 }
+// The repository root (resources/, tests/fuzz/regressions): set by ctest, because __FILE__ can
+// be a relative path (ccache's base_dir rewriting) that means nothing from the test's folder.
+inline std::filesystem::path source_dir() {
+  const char* env = std::getenv("KVSCOPE_SOURCE_DIR");
+  return env ? std::filesystem::path(env) : std::filesystem::path(".");
+}
 inline std::filesystem::path models_dir() { return shared_dir() / "models"; }
 inline std::filesystem::path golden_dir() { return shared_dir() / "golden"; }
 inline std::filesystem::path tmp_dir() {

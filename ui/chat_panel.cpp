@@ -12,6 +12,7 @@
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -215,9 +216,18 @@ ChatPanel::ChatPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_
   add->setText(QStringLiteral("+"));
   add->setToolTip(tr("Open another conversation; conversations generate at the same time and share the KV pool."));
   tabs_->setCornerWidget(add, Qt::TopRightCorner);
+  template_ = new QLabel;
+  template_->setWordWrap(true);
+  template_->setContentsMargins(4, 2, 4, 0);
+  template_->setToolTip(tr("How chat turns are written for this model: recognised from the GGUF's tokenizer.chat_template "
+                           "(ChatML, Llama 3, Gemma, Phi-3, Mistral, Llama 2); a model without one (a base model) "
+                           "continues plain text. kvscope-cli chat --chat-template NAME picks one explicitly."));
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(0, 0, 0, 0);
+  v->addWidget(template_);
   v->addWidget(tabs_);
+  connect(host_, &EngineHost::modelLoaded, this, &ChatPanel::showTemplate);
+  if (host_->hasEngine()) showTemplate(host_->modelInfo());
   connect(add, &QToolButton::clicked, this, [this] { tabs_->setCurrentWidget(addConversation()); });
   connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) {
     auto* c = conversation(i);
@@ -227,6 +237,19 @@ ChatPanel::ChatPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_
     c->deleteLater();
   });
   addConversation();
+}
+
+void ChatPanel::showTemplate(const ModelInfo& info) {
+  QString html = tr("<span style='color:#7a8290'>Template:</span> %1").arg(info.chatTemplate.toHtmlEscaped());
+  if (!info.chatTemplateWarning.isEmpty())
+    html += QStringLiteral("<br><span style='color:#c62828'>%1</span>").arg(info.chatTemplateWarning.toHtmlEscaped());
+  template_->setText(html);
+}
+
+QString ChatPanel::templateText() const {
+  QTextDocument doc;
+  doc.setHtml(template_->text());
+  return doc.toPlainText();
 }
 
 ConversationWidget* ChatPanel::addConversation() {

@@ -3,6 +3,8 @@
 // once (they share the pool and the prefix cache). Turn n+1's prompt is every token of turns
 // 1..n (prompts and replies, exactly as they sit in the KV cache) plus the new text, so the
 // earlier turns' full blocks are prefix-cache hits; each turn reports how many were reused.
+// Turns are written in the model's chat template (core/chat, recognised from the file's
+// tokenizer.chat_template; plain continuation for base models), named above the tabs.
 #include <QWidget>
 #include <optional>
 
@@ -77,9 +79,13 @@ class ChatPanel : public QWidget {
   ConversationWidget* addConversation();
   void setSamplingDefaults(const SamplingDefaults& d);
   void engineRebuilt(bool sameModel);
+  QString templateText() const;  // "Template: chatml (detected in tokenizer.chat_template)"
 
  private:
+  void showTemplate(const ModelInfo& info);
+
   EngineHost* host_;
+  QLabel* template_;
   QTabWidget* tabs_;
   SamplingDefaults defaults_;
   int created_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "chat/chat_conversation.h"
 #include "cpu/cpu_backend.h"
 #include "workload/workload_tokens.h"
 
@@ -132,6 +133,9 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   info.headDim = model_->config.head_dim;
   info.vocab = vocab_;
   info.config = engine_->config();
+  chatTemplate_ = model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
+  info.chatTemplate = QString::fromStdString(chatTemplate_.describe());
+  info.chatTemplateWarning = QString::fromStdString(chatTemplate_.warning);
   emit modelLoaded(info);
   deliverSnapshot(true);
   emit workloadProgress(0, 0);
@@ -164,12 +168,10 @@ void EngineWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, 
     return;
   }
   Request r;
-  r.prompt = history;
-  // The first turn gets BOS; later turns continue the same token stream so every earlier
-  // full block hashes identically and is found in the prefix cache.
-  const std::string utf8 = (history.empty() ? text : QStringLiteral(" ") + text).toStdString();
-  std::vector<TokenId> ids = model_->tokenizer->encode(utf8, history.empty(), false);
-  r.prompt.insert(r.prompt.end(), ids.begin(), ids.end());
+  // Later turns continue the same token stream (core/chat), so every earlier full block
+  // hashes identically and is found in the prefix cache.
+  r.prompt = chat_turn_prompt(*model_->tokenizer, chatTemplate_.kind, "", history, text.toStdString());
+  r.stop_tokens = chat_stop_tokens(*model_->tokenizer, chatTemplate_.kind);
   r.max_new_tokens = maxNewTokens;
   r.sampling = sampling;
   r.label = "chat";

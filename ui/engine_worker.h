@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "chat/chat_template_choice.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "ui_types.h"
@@ -36,8 +37,8 @@ class EngineWorker : public QObject {
   void loadModel(const QString& path, const EngineConfig& cfg);
   void applyConfig(const EngineConfig& cfg);        // rebuild the engine on the loaded model
   void submit(quint64 tag, const Request& r);
-  // A chat turn: prompt = history (all previous turns' tokens) + the encoded new text, so the
-  // previous turns' full blocks come straight from the prefix cache.
+  // A chat turn in the model's chat template: prompt = history (all previous turns' tokens) +
+  // the new turn's tokens, so the previous turns' full blocks come straight from the prefix cache.
   void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
                   const SamplingParams& sampling, int maxNewTokens);
   // One prompt (BOS + encoded text), greedy; ignoreEos keeps it going to maxNewTokens.
@@ -85,6 +86,7 @@ class EngineWorker : public QObject {
   bool running_ = false;
 
   std::shared_ptr<const Model> model_;
+  ChatTemplateChoice chatTemplate_;  // chosen at load from tokenizer.chat_template (core/chat)
   std::unique_ptr<Engine> engine_;
   QString modelPath_;
   VocabPtr vocab_;

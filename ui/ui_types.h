@@ -38,6 +38,8 @@ struct ModelInfo {
   int nLayer = 0, nHeadKv = 0, headDim = 0;  // the KV shape: bytes per token for any dtype
   VocabPtr vocab;
   EngineConfig config;     // the config the engine was built with
+  QString chatTemplate;    // ChatTemplateChoice::describe(): the template chat turns use
+  QString chatTemplateWarning;
 };
 
 // One finished request as a chat turn reports it.

@@ -71,7 +71,7 @@ int cmd_generate(int argc, char** argv, int first) {
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string tail = utf8.flush();
   text += tail;
-  if (!json) std::cout << tail << "\n";
+  if (!json) std::cout << tail << std::endl;  // flushed: the stats follow on stderr
 
   const Sequence& s = engine->sequence(id);
   if (s.state == SeqState::Rejected) throw std::runtime_error("request rejected: " + s.error);

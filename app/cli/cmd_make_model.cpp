@@ -10,15 +10,15 @@
 namespace kvscope::cli {
 
 static GgmlType parse_dtype(const std::string& s) {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                     GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     std::string name = ggml_type_name(static_cast<uint32_t>(t));
     for (auto& ch : name) ch = static_cast<char>(std::tolower(ch));
     std::string want = s;
     for (auto& ch : want) ch = static_cast<char>(std::tolower(ch));
     if (name == want) return t;
   }
-  throw UsageError("--dtype '" + s + "' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k");
+  throw UsageError("--dtype '" + s + "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
 }
 
 int cmd_make_model(int argc, char** argv, int first) {
@@ -27,7 +27,7 @@ int cmd_make_model(int argc, char** argv, int first) {
                 "seed", "rope-base", "window", "swa-pattern"},
                {"tied", "help", "preset-100m"});
   if (a.has("help") || !a.has("out")) {
-    std::cout << "kvscope-cli make-model --out F.gguf [--arch llama|qwen2|qwen3|gemma3] [--dtype f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]\n"
+    std::cout << "kvscope-cli make-model --out F.gguf [--arch llama|qwen2|qwen3|gemma3] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
                  "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
                  "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n";
     return a.has("help") ? 0 : 2;

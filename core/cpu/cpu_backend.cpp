@@ -72,7 +72,8 @@ void CpuBackend::set_policy(const AttentionPolicy& policy) {
     for (int i = 0; i < 2; ++i) {
       rope_cs_[i].resize(static_cast<size_t>(n_pos) * c.rope_dim);
       for (int32_t p = 0; p < n_pos; ++p)
-        rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim]);
+        rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim],
+                         c.rope_factors());
     }
   }
 }
@@ -239,12 +240,12 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
       for (int32_t h = 0; h < c.n_head; ++h) {
         float* qh = qt + h * D;
         if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-        if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+        if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
       }
       for (int32_t h = 0; h < c.n_head_kv; ++h) {
         float* kh = kt + h * D;
         if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-        if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope);
+        if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
         // Every token of the batch stores its K/V before any attention of this layer runs,
         // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
         kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);

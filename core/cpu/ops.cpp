@@ -11,14 +11,16 @@ void rms_norm(const float* x, const float* w, float* y, int32_t n, float eps) {
   for (int32_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style) {
+void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style,
+                  const float* freq_factors) {
   // Same recurrence as ggml's rope cache: theta_i = pos * base^(-2i/n_rot), built by repeated
   // multiplication in f32 so our angles round the way llama.cpp's do.
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
   const int32_t half = n_rot / 2;
   for (int32_t i = 0; i < half; ++i) {
-    const float angle = freq_scale * theta;
+    // As ggml's rope_yarn without extrapolation mixing: (theta / factor) * freq_scale.
+    const float angle = freq_scale * (freq_factors ? theta / freq_factors[i] : theta);
     const float c = std::cos(angle), s = std::sin(angle);
     float* a;
     float* b;
@@ -36,11 +38,11 @@ void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_s
   }
 }
 
-void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, float* cs) {
+void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, float* cs, const float* freq_factors) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
   for (int32_t i = 0; i < n_rot / 2; ++i) {
-    const float angle = freq_scale * theta;
+    const float angle = freq_scale * (freq_factors ? theta / freq_factors[i] : theta);
     cs[2 * i] = std::cos(angle);
     cs[2 * i + 1] = std::sin(angle);
     theta *= theta_scale;

@@ -2,6 +2,7 @@
 // reproduces ggml's CPU backend on x86 (the "zen4" build the golden records come from):
 //   F16  -> vcvtps2ph, round-half-even            BF16 -> vcvtneps2bf16 (subnormals flushed)
 //   Q8_0 -> AVX quantize_row_q8_0: d = amax/127 stored as f16, x * (127/amax) rounded half-even
+//   Q8_1 -> as Q8_0, plus s = f16(d * sum(qs)) with the unrounded f32 d (AVX quantize_row_q8_1)
 //   Q8_K -> quantize_row_q8_K_ref (f32 scale, bsums of 16)
 #include "cpu/quant_dot.h"
 
@@ -55,21 +56,37 @@ void round_bf16(const float* x, uint8_t* dst, int64_t n) {
   }
 }
 
+// Rounds one block of 32 like ggml's AVX quantize_row_q8_0/q8_1; returns the f32 scale d.
+float quantize_q8_block(const float* x, int8_t* qs) {
+  float amax = 0.0f;
+  for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  // 127/amax, not 1/d: the AVX path multiplies by this and the result differs in the last bit.
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  // lrintf rounds half to even like _mm256_round_ps(_MM_ROUND_NEAREST); the clamp only
+  // matters for NaN/inf input, where it keeps the conversion defined.
+  for (int j = 0; j < QK8_0; ++j) {
+    const long v = std::lrintf(x[j] * id);
+    qs[j] = static_cast<int8_t>(v < -127 ? -127 : v > 127 ? 127 : v);
+  }
+  return amax / 127.0f;
+}
+
+void quantize_q8_1_activations(const float* x, uint8_t* dst, int64_t n) {
+  for (int64_t ib = 0; ib < n / QK8_1; ++ib, x += QK8_1) {
+    BlockQ8_1 b;
+    const float d = quantize_q8_block(x, b.qs);
+    int32_t sum = 0;
+    for (int j = 0; j < QK8_1; ++j) sum += b.qs[j];
+    b.d = fp32_to_fp16(d);
+    b.s = fp32_to_fp16(d * static_cast<float>(sum));
+    std::memcpy(dst + ib * sizeof(BlockQ8_1), &b, sizeof b);
+  }
+}
+
 void quantize_q8_0_activations(const float* x, uint8_t* dst, int64_t n) {
   for (int64_t ib = 0; ib < n / QK8_0; ++ib, x += QK8_0) {
     BlockQ8_0 b;
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    b.d = fp32_to_fp16(d);
-    // 127/amax, not 1/d: the AVX path multiplies by this and the result differs in the last bit.
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    // lrintf rounds half to even like _mm256_round_ps(_MM_ROUND_NEAREST); the clamp only
-    // matters for NaN/inf input, where it keeps the conversion defined.
-    for (int j = 0; j < QK8_0; ++j) {
-      const long v = std::lrintf(x[j] * id);
-      b.qs[j] = static_cast<int8_t>(v < -127 ? -127 : v > 127 ? 127 : v);
-    }
+    b.d = fp32_to_fp16(quantize_q8_block(x, b.qs));
     std::memcpy(dst + ib * sizeof(BlockQ8_0), &b, sizeof b);
   }
 }
@@ -81,8 +98,9 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::F32: return GgmlType::F32;
     case GgmlType::F16: return GgmlType::F16;
     case GgmlType::BF16: return GgmlType::BF16;
-    case GgmlType::Q8_0: case GgmlType::Q4_0: return GgmlType::Q8_0;
-    case GgmlType::Q4_K: case GgmlType::Q6_K: return GgmlType::Q8_K;
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return GgmlType::Q8_0;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return GgmlType::Q8_1;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return GgmlType::Q8_K;
     default: unsupported("vec_dot_type", weight_type);
   }
 }
@@ -96,6 +114,7 @@ void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_
     case GgmlType::F16: round_f16(x, out, n); return;
     case GgmlType::BF16: round_bf16(x, out, n); return;
     case GgmlType::Q8_0: quantize_q8_0_activations(x, out, n); return;
+    case GgmlType::Q8_1: quantize_q8_1_activations(x, out, n); return;
     case GgmlType::Q8_K: quantize_row(GgmlType::Q8_K, x, out, n); return;
     default: unsupported("convert_activations", weight_type);
   }
@@ -110,7 +129,11 @@ float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_
     case GgmlType::BF16: return qdot::dot_bf16_fast(n, w, x);
     case GgmlType::Q8_0: return qdot::dot_q8_0_fast(n, w, x);
     case GgmlType::Q4_0: return qdot::dot_q4_0_fast(n, w, x);
+    case GgmlType::Q4_1: return qdot::dot_q4_1_fast(n, w, x);
+    case GgmlType::Q5_0: return qdot::dot_q5_0_fast(n, w, x);
+    case GgmlType::Q5_1: return qdot::dot_q5_1_fast(n, w, x);
     case GgmlType::Q4_K: return qdot::dot_q4_k_fast(n, w, x);
+    case GgmlType::Q5_K: return qdot::dot_q5_k_fast(n, w, x);
     case GgmlType::Q6_K: return qdot::dot_q6_k_fast(n, w, x);
     default: unsupported("vec_dot", weight_type);
   }
@@ -125,7 +148,11 @@ float vec_dot_scalar(GgmlType weight_type, int64_t n, const void* w_row, const v
     case GgmlType::BF16: return qdot::dot_bf16_scalar(n, w, x);
     case GgmlType::Q8_0: return qdot::dot_q8_0_scalar(n, w, x);
     case GgmlType::Q4_0: return qdot::dot_q4_0_scalar(n, w, x);
+    case GgmlType::Q4_1: return qdot::dot_q4_1_scalar(n, w, x);
+    case GgmlType::Q5_0: return qdot::dot_q5_0_scalar(n, w, x);
+    case GgmlType::Q5_1: return qdot::dot_q5_1_scalar(n, w, x);
     case GgmlType::Q4_K: return qdot::dot_q4_k_scalar(n, w, x);
+    case GgmlType::Q5_K: return qdot::dot_q5_k_scalar(n, w, x);
     case GgmlType::Q6_K: return qdot::dot_q6_k_scalar(n, w, x);
     default: unsupported("vec_dot_scalar", weight_type);
   }

@@ -27,6 +27,19 @@ namespace kvscope::qdot {
 // Byte offsets inside the blocks (see the structs in ggml_types.h).
 constexpr size_t kQ8_0Qs = offsetof(BlockQ8_0, qs);
 constexpr size_t kQ4_0Qs = offsetof(BlockQ4_0, qs);
+constexpr size_t kQ4_1M = offsetof(BlockQ4_1, m);
+constexpr size_t kQ4_1Qs = offsetof(BlockQ4_1, qs);
+constexpr size_t kQ5_0Qh = offsetof(BlockQ5_0, qh);
+constexpr size_t kQ5_0Qs = offsetof(BlockQ5_0, qs);
+constexpr size_t kQ5_1M = offsetof(BlockQ5_1, m);
+constexpr size_t kQ5_1Qh = offsetof(BlockQ5_1, qh);
+constexpr size_t kQ5_1Qs = offsetof(BlockQ5_1, qs);
+constexpr size_t kQ8_1S = offsetof(BlockQ8_1, s);
+constexpr size_t kQ8_1Qs = offsetof(BlockQ8_1, qs);
+constexpr size_t kQ5_KDmin = offsetof(BlockQ5_K, dmin);
+constexpr size_t kQ5_KScales = offsetof(BlockQ5_K, scales);
+constexpr size_t kQ5_KQh = offsetof(BlockQ5_K, qh);
+constexpr size_t kQ5_KQs = offsetof(BlockQ5_K, qs);
 constexpr size_t kQ4_KDmin = offsetof(BlockQ4_K, dmin);
 constexpr size_t kQ4_KScales = offsetof(BlockQ4_K, scales);
 constexpr size_t kQ4_KQs = offsetof(BlockQ4_K, qs);
@@ -46,6 +59,11 @@ inline float load_half(const uint8_t* p) {
 #else
   return fp16_to_fp32(h);
 #endif
+}
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 inline float load_f32(const uint8_t* p) {
   float f;
@@ -90,7 +108,11 @@ float dot_f16_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_bf16_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q8_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 
 // Fast kernels (quant_dot_simd.cpp); they fall back to the scalar ones without AVX2.
@@ -99,7 +121,11 @@ float dot_f16_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_bf16_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q4_1_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_0_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 
 }  // namespace kvscope::qdot

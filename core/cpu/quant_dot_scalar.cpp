@@ -59,6 +59,57 @@ float dot_q4_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
   return sum;
 }
 
+// value = d * q + m, so w.x = d * dy * sum(q * qy) + m * (dy * sum(qy)); the activation block
+// carries s = dy * sum(qy).
+float dot_q4_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK4_1; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ4_1);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_1);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_1 / 2; ++j) {
+      sumi += (bw[kQ4_1Qs + j] & 0x0F) * static_cast<int8_t>(bx[kQ8_1Qs + j]) +
+              (bw[kQ4_1Qs + j] >> 4) * static_cast<int8_t>(bx[kQ8_1Qs + j + QK4_1 / 2]);
+    }
+    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx)) + load_half(bw + kQ4_1M) * load_half(bx + kQ8_1S);
+  }
+  return sum;
+}
+
+float dot_q5_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK5_0; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ5_0);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
+    const uint32_t qh = load_u32(bw + kQ5_0Qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const int v0 = ((bw[kQ5_0Qs + j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16;
+      const int v1 = ((bw[kQ5_0Qs + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+      sumi += v0 * static_cast<int8_t>(bx[kQ8_0Qs + j]) + v1 * static_cast<int8_t>(bx[kQ8_0Qs + j + QK5_0 / 2]);
+    }
+    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+  }
+  return sum;
+}
+
+float dot_q5_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK5_1; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ5_1);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_1);
+    const uint32_t qh = load_u32(bw + kQ5_1Qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_1 / 2; ++j) {
+      const int v0 = (bw[kQ5_1Qs + j] & 0x0F) | (((qh >> j) & 1) << 4);
+      const int v1 = (bw[kQ5_1Qs + j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      sumi += v0 * static_cast<int8_t>(bx[kQ8_1Qs + j]) + v1 * static_cast<int8_t>(bx[kQ8_1Qs + j + QK5_1 / 2]);
+    }
+    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx)) + load_half(bw + kQ5_1M) * load_half(bx + kQ8_1S);
+  }
+  return sum;
+}
+
 float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
   float sum = 0;
   for (int64_t ib = 0; ib < n / QK_K; ++ib) {
@@ -83,6 +134,35 @@ float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
     const float dx = load_f32(bx);
     const float d = load_half(bw) * dx;
     const float dmin = load_half(bw + kQ4_KDmin) * dx;
+    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
+  }
+  return sum;
+}
+
+float dot_q5_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ5_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    uint8_t sc[8], m[8];
+    unpack_q4_k_scales(bw + kQ5_KScales, sc, m);
+    int16_t bsums[QK_K / 16];
+    std::memcpy(bsums, bx + kQ8_KBsums, sizeof bsums);
+    const int8_t* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_KQs);
+    const uint8_t* ql = bw + kQ5_KQs;
+    const uint8_t* qh = bw + kQ5_KQh;
+    int32_t sum_q = 0, sum_m = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+      const int shift = (j & 1) * 4;  // as Q4_K; the fifth bit of sub-block j is bit j of qh[l]
+      const uint8_t* q = ql + (j / 2) * 32;
+      int32_t s = 0;
+      for (int l = 0; l < 32; ++l) s += (((q[l] >> shift) & 0xF) | (((qh[l] >> j) & 1) << 4)) * q8[j * 32 + l];
+      sum_q += sc[j] * s;
+      sum_m += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    const float dx = load_f32(bx);
+    const float d = load_half(bw) * dx;
+    const float dmin = load_half(bw + kQ5_KDmin) * dx;
     sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
   }
   return sum;

@@ -200,6 +200,132 @@ float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+namespace {
+// 32 unsigned nibbles (0..15): low nibbles are elements 0-15, high nibbles 16-31.
+inline __m256i unpack_nibbles_32(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+// Byte j = 0xFF where bit j of the 32-bit word is set, else 0. Each 128-bit lane gets the two
+// source bytes it needs (lane 0: bytes 0-1, lane 1: bytes 2-3); OR-ing every bit but the one
+// selected makes a byte all-ones exactly when that bit was set.
+inline __m256i bits_to_bytes_32(uint32_t bits) {
+  const __m256i pick = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202,
+                                          0x0303030303030303);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);
+  const __m256i others = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
+  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+
+// Q4_1 / Q5_1 share the form sum_blocks (dw*dx) * sum(q*qx) + m * s over unsigned levels q.
+template <typename Levels>
+float dot_affine_q8_1(int64_t nb, size_t block_bytes, size_t m_off, const uint8_t* w, const uint8_t* x,
+                      Levels levels) {
+  constexpr size_t BX = sizeof(BlockQ8_1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const uint8_t* bw = w + ib * block_bytes;
+    const uint8_t* bx = x + ib * BX;
+    mins += load_half(bw + m_off) * load_half(bx + kQ8_1S);
+    const __m256i p = dot_u8_s8(levels(bw), loadu256(bx + kQ8_1Qs));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(load_half(bw) * load_half(bx)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc) + mins;
+}
+}  // namespace
+
+float dot_q4_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  return dot_affine_q8_1(n / QK4_1, sizeof(BlockQ4_1), kQ4_1M, w, x,
+                         [](const uint8_t* bw) { return unpack_nibbles_32(bw + kQ4_1Qs); });
+}
+
+float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  return dot_affine_q8_1(n / QK5_1, sizeof(BlockQ5_1), kQ5_1M, w, x, [](const uint8_t* bw) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes_32(load_u32(bw + kQ5_1Qh)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles_32(bw + kQ5_1Qs), high);
+  });
+}
+
+float dot_q5_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  constexpr size_t BW = sizeof(BlockQ5_0), BX = sizeof(BlockQ8_0);
+  const int64_t nb = n / QK5_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  // (nibble | bit5 << 4) - 16 as a signed byte: nibble when the fifth bit is set, else
+  // nibble - 16, which is the nibble with the top four bits of the byte set.
+  auto levels = [](const uint8_t* bw) {
+    const __m256i neg = _mm256_andnot_si256(bits_to_bytes_32(load_u32(bw + kQ5_0Qh)),
+                                            _mm256_set1_epi8(static_cast<char>(0xF0)));
+    return _mm256_or_si256(unpack_nibbles_32(bw + kQ5_0Qs), neg);
+  };
+  int64_t ib = 0;
+  for (; ib + 1 < nb; ib += 2) {
+    const uint8_t* w0 = w + ib * BW;
+    const uint8_t* x0 = x + ib * BX;
+    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
+    const __m256i p1 = dot_s8_s8(levels(w0 + BW), loadu256(x0 + BX + kQ8_0Qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + BW) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; ib < nb; ++ib) {
+    const uint8_t* w0 = w + ib * BW;
+    const uint8_t* x0 = x + ib * BX;
+    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
+  }
+  return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+namespace {
+// Min term of Q4_K / Q5_K: sum_j m_j * (bsum[2j] + bsum[2j+1]), pairs added by hadd, products by madd.
+inline int32_t k4_min_term(const uint8_t* bx, const uint8_t* mins8) {
+  const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bx + kQ8_KBsums));
+  const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bx + kQ8_KBsums + 16));
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins8)));
+  __m128i pm = _mm_madd_epi16(_mm_hadd_epi16(bs_lo, bs_hi), mins);
+  pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(1, 0, 3, 2)));
+  pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(pm);
+}
+}  // namespace
+
+float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const __m256i mask4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ5_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    alignas(16) uint8_t sm[16];  // scales[8], mins[8]
+    unpack_q4_k_scales_words(bw + kQ5_KScales, sm);
+    const int32_t sum_m = k4_min_term(bx, sm + 8);
+    const __m256i qh = loadu256(bw + kQ5_KQh);
+    __m256i acc[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = loadu256(bw + kQ5_KQs + 32 * c);
+      // Fifth bits: bit 2c (low nibbles) and 2c+1 (high nibbles) of each qh byte, moved to bit 4.
+      // The epi16 shifts cannot mix bytes once masked to bit 0 of each byte.
+      const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+      const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, mask4), h_lo);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), mask4), h_hi);
+      // Levels are 0..31 unsigned: maddubs pairs stay below 2 * 31 * 127, no saturation.
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, loadu256(bx + kQ8_KQs + 64 * c));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, loadu256(bx + kQ8_KQs + 64 * c + 32));
+      acc[c] = madd_acc(_mm256_setzero_si256(), p_lo, _mm256_set1_epi16(sm[2 * c]));
+      acc[c] = madd_acc(acc[c], p_hi, _mm256_set1_epi16(sm[2 * c + 1]));
+    }
+    const int32_t sum_q =
+        hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
+    const float dx = load_f32(bx);
+    const float d = load_half(bw) * dx;
+    const float dmin = load_half(bw + kQ5_KDmin) * dx;
+    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
+  }
+  return sum;
+}
+
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   const __m256i mask4 = _mm256_set1_epi8(0x0F);
   float sum = 0;
@@ -209,14 +335,7 @@ float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
     alignas(16) uint8_t sm[16];  // scales[8], mins[8]
     unpack_q4_k_scales_words(bw + kQ4_KScales, sm);
 
-    // Min term: sum_j m_j * (bsum[2j] + bsum[2j+1]), pairs added by hadd, products by madd.
-    const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bx + kQ8_KBsums));
-    const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bx + kQ8_KBsums + 16));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
-    __m128i pm = _mm_madd_epi16(_mm_hadd_epi16(bs_lo, bs_hi), mins);
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(1, 0, 3, 2)));
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
-    const int32_t sum_m = _mm_cvtsi128_si32(pm);
+    const int32_t sum_m = k4_min_term(bx, sm + 8);
 
     // Nibbles are unsigned (0..15), so maddubs needs no sign trick and cannot saturate. One
     // accumulator per 64-value chunk keeps the multiply-add chains short.
@@ -291,7 +410,11 @@ float dot_f16_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_f
 float dot_bf16_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_bf16_scalar(n, w, x); }
 float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q8_0_scalar(n, w, x); }
 float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q4_0_scalar(n, w, x); }
+float dot_q4_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q4_1_scalar(n, w, x); }
+float dot_q5_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q5_0_scalar(n, w, x); }
+float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q5_1_scalar(n, w, x); }
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q4_k_scalar(n, w, x); }
+float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q5_k_scalar(n, w, x); }
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q6_k_scalar(n, w, x); }
 
 #endif

@@ -201,6 +201,7 @@ SeqId Engine::submit(const Request& r) {
   s.prompt = r.prompt;
   s.max_new_tokens = r.max_new_tokens;
   s.ignore_eos = r.ignore_eos;
+  s.stop_tokens = r.stop_tokens;
   s.sampling = r.sampling;
   s.arrival_step = static_cast<int64_t>(counters_.steps);
   s.arrival_order = arrival_counter_++;
@@ -257,6 +258,7 @@ std::vector<Engine::SeqRuntime*> Engine::fork_children(SeqRuntime& parent) {
     s.prompt = parent.seq.prompt;
     s.max_new_tokens = parent.seq.max_new_tokens;
     s.ignore_eos = parent.seq.ignore_eos;
+    s.stop_tokens = parent.seq.stop_tokens;
     s.sampling = parent.fork_template.sampling;
     s.sampling.seed += static_cast<uint64_t>(i);
     s.num_computed = parent.seq.num_computed;
@@ -450,7 +452,8 @@ void Engine::postprocess(const SchedulerOutput& out, const std::vector<float>& l
       }
       sr->last_token = now;
       if (callbacks_.on_token) callbacks_.on_token(q.id, tok);
-      const bool eos = !q.ignore_eos && model_->tokenizer && model_->tokenizer->is_eog(tok);
+      const bool eos = !q.ignore_eos && ((model_->tokenizer && model_->tokenizer->is_eog(tok)) ||
+                                         std::find(q.stop_tokens.begin(), q.stop_tokens.end(), tok) != q.stop_tokens.end());
       if (eos) {
         finish(*sr, SeqState::Finished, FinishReason::Eos);
       } else if (static_cast<int32_t>(q.output.size()) >= q.max_new_tokens ||

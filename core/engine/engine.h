@@ -57,6 +57,8 @@ struct Request {
   int32_t max_new_tokens = 16;
   SamplingParams sampling;
   bool ignore_eos = false;
+  // Extra tokens that end the reply like EOS (a chat template's end-of-turn); kept in the output.
+  std::vector<TokenId> stop_tokens;
   bool record_logits = false;        // keep the logits of every sampling step (for --logits-out)
   bool record_prompt_logits = false; // keep the logits after every prompt position (perplexity)
   std::string label;

@@ -21,6 +21,7 @@ struct Sequence {
   std::vector<TokenId> output;     // generated ids
   int32_t max_new_tokens = 16;
   bool ignore_eos = false;
+  std::vector<TokenId> stop_tokens;  // also end the sequence (FinishReason::Eos) unless ignore_eos
   SamplingParams sampling;
   SeqState state = SeqState::Waiting;
   FinishReason finish = FinishReason::None;

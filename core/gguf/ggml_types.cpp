@@ -27,11 +27,11 @@ struct TypeRow {
 // Ids 4, 5, 31-33 and 36-38 were removed from ggml and are "unknown" here on purpose.
 constexpr TypeRow kTypes[] = {
     {0, {"f32", 1, 4, true}},          {1, {"f16", 1, 2, true}},
-    {2, {"q4_0", 32, 18, true}},       {3, {"q4_1", 32, 20, false}},
-    {6, {"q5_0", 32, 22, false}},      {7, {"q5_1", 32, 24, false}},
-    {8, {"q8_0", 32, 34, true}},       {9, {"q8_1", 32, 36, false}},
+    {2, {"q4_0", 32, 18, true}},       {3, {"q4_1", 32, 20, true}},
+    {6, {"q5_0", 32, 22, true}},       {7, {"q5_1", 32, 24, true}},
+    {8, {"q8_0", 32, 34, true}},       {9, {"q8_1", 32, 36, false}},  // activations only,
     {10, {"q2_K", 256, 84, false}},    {11, {"q3_K", 256, 110, false}},
-    {12, {"q4_K", 256, 144, true}},    {13, {"q5_K", 256, 176, false}},
+    {12, {"q4_K", 256, 144, true}},    {13, {"q5_K", 256, 176, true}},
     {14, {"q6_K", 256, 210, true}},    {15, {"q8_K", 256, 292, false}},  // activations only
     {16, {"iq2_xxs", 256, 66, false}}, {17, {"iq2_xs", 256, 74, false}},
     {18, {"iq3_xxs", 256, 98, false}}, {19, {"iq1_s", 256, 50, false}},
@@ -83,6 +83,58 @@ void dequant_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   }
 }
 
+void dequant_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float m = fp16_to_fp32(x[i].m);
+    for (int j = 0; j < QK4_1 / 2; ++j) {
+      y[i * QK4_1 + j] = (x[i].qs[j] & 0x0F) * d + m;
+      y[i * QK4_1 + j + QK4_1 / 2] = (x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q5_0/Q5_1: the fifth bit of element j is bit j of the 32-bit qh word (little endian).
+uint32_t load_qh(const uint8_t qh[4]) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  return v;
+}
+
+void dequant_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const int x0 = ((x[i].qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16;
+      const int x1 = ((x[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+      y[i * QK5_0 + j] = x0 * d;
+      y[i * QK5_0 + j + QK5_0 / 2] = x1 * d;
+    }
+  }
+}
+
+void dequant_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float m = fp16_to_fp32(x[i].m);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < QK5_1 / 2; ++j) {
+      const int x0 = (x[i].qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+      const int x1 = (x[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      y[i * QK5_1 + j] = x0 * d + m;
+      y[i * QK5_1 + j + QK5_1 / 2] = x1 * d + m;
+    }
+  }
+}
+
+void dequant_q8_1(const BlockQ8_1* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK8_1; ++j) y[i * QK8_1 + j] = x[i].qs[j] * d;
+  }
+}
+
 void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
@@ -98,6 +150,28 @@ void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
       q += 32;
+    }
+  }
+}
+
+// Like Q4_K, plus a fifth bit per value: qh[l] bit 2c holds value l of chunk c's low nibbles,
+// bit 2c+1 value l of its high nibbles.
+void dequant_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float dmin = fp16_to_fp32(x[i].dmin);
+    const uint8_t* ql = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    for (int c = 0; c < 4; ++c) {
+      int sc, m;
+      scale_min_k4(2 * c, x[i].scales, sc, m);
+      const float d1 = d * sc, m1 = dmin * m;
+      scale_min_k4(2 * c + 1, x[i].scales, sc, m);
+      const float d2 = d * sc, m2 = dmin * m;
+      const uint8_t u1 = static_cast<uint8_t>(1u << (2 * c)), u2 = static_cast<uint8_t>(2u << (2 * c));
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
     }
   }
 }
@@ -231,8 +305,23 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_0:
       dequant_blocks<BlockQ4_0>(src, dst, n, QK4_0, dequant_q4_0);
       return;
+    case GgmlType::Q4_1:
+      dequant_blocks<BlockQ4_1>(src, dst, n, QK4_1, dequant_q4_1);
+      return;
+    case GgmlType::Q5_0:
+      dequant_blocks<BlockQ5_0>(src, dst, n, QK5_0, dequant_q5_0);
+      return;
+    case GgmlType::Q5_1:
+      dequant_blocks<BlockQ5_1>(src, dst, n, QK5_1, dequant_q5_1);
+      return;
+    case GgmlType::Q8_1:
+      dequant_blocks<BlockQ8_1>(src, dst, n, QK8_1, dequant_q8_1);
+      return;
     case GgmlType::Q4_K:
       dequant_blocks<BlockQ4_K>(src, dst, n, QK_K, dequant_q4_k);
+      return;
+    case GgmlType::Q5_K:
+      dequant_blocks<BlockQ5_K>(src, dst, n, QK_K, dequant_q5_k);
       return;
     case GgmlType::Q6_K:
       dequant_blocks<BlockQ6_K>(src, dst, n, QK_K, dequant_q6_k);

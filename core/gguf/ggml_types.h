@@ -18,6 +18,10 @@ enum class GgmlType : uint32_t {
 
 constexpr int QK8_0 = 32;
 constexpr int QK4_0 = 32;
+constexpr int QK4_1 = 32;
+constexpr int QK5_0 = 32;
+constexpr int QK5_1 = 32;
+constexpr int QK8_1 = 32;
 constexpr int QK_K = 256;
 constexpr int K_SCALE_SIZE = 12;
 
@@ -26,13 +30,24 @@ using ggml_half = uint16_t;  // IEEE binary16 bits
 #pragma pack(push, 1)
 struct BlockQ8_0 { ggml_half d; int8_t qs[QK8_0]; };                          // 34 bytes
 struct BlockQ4_0 { ggml_half d; uint8_t qs[QK4_0 / 2]; };                     // 18 bytes
+struct BlockQ4_1 { ggml_half d; ggml_half m; uint8_t qs[QK4_1 / 2]; };      // 20 bytes
+struct BlockQ5_0 { ggml_half d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };      // 22 bytes
+struct BlockQ5_1 { ggml_half d; ggml_half m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };  // 24 bytes
+struct BlockQ8_1 { ggml_half d; ggml_half s; int8_t qs[QK8_1]; };             // 36 (activations only)
 struct BlockQ4_K { ggml_half d; ggml_half dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };  // 144
+struct BlockQ5_K { ggml_half d; ggml_half dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8];
+                   uint8_t qs[QK_K / 2]; };                                    // 176
 struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; ggml_half d; }; // 210
 struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };     // 292 (activations only)
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 

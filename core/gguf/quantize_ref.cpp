@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "gguf/ggml_types.h"
@@ -65,6 +66,96 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
       const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + QK4_0 / 2] * id + 8.5f)));
       y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
+  }
+}
+
+// Asymmetric 4-bit: levels 0..15 between the block's min and max, value = d * q + m.
+void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
+    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+    for (int j = 0; j < QK4_1; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 15.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    for (int j = 0; j < QK4_1 / 2; ++j) {
+      // Truncation of (v + 0.5) through int8, then a clamp: ggml's rounding, bit for bit.
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + QK4_1 / 2] - min) * id + 0.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// Stores 32 five-bit levels: low nibbles in qs (element j and j+16 share byte j), fifth bits
+// in the little-endian word qh (bit j for element j).
+template <typename Block>
+void pack_q5(const uint8_t* levels, Block& b) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    b.qs[j] = static_cast<uint8_t>((levels[j] & 0x0F) | ((levels[j + 16] & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((levels[j] >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((levels[j + 16] >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(b.qh, &qh, 4);
+}
+
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
+    // As Q4_0: the signed extreme maps to -16 so the whole [-16, 15] range is used.
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK5_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    uint8_t levels[QK5_0];
+    for (int j = 0; j < QK5_0; ++j)
+      levels[j] = static_cast<uint8_t>(std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f))));
+    pack_q5(levels, y[i]);
+  }
+}
+
+void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
+    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+    for (int j = 0; j < QK5_1; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    uint8_t levels[QK5_1];
+    // No clamp here in ggml: (x - min) * id is at most 31 up to rounding, so + 0.5 stays < 32.
+    for (int j = 0; j < QK5_1; ++j) levels[j] = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
+    pack_q5(levels, y[i]);
+  }
+}
+
+// The reference Q8_1 (roundf, 1/d): used for test files; the CPU backend's activation path is
+// in quant_dot.cpp. s = d * sum(qs) lets Q4_1/Q5_1 dots add the min term without a second pass.
+void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_1; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < QK8_1; ++j) {
+      y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+      sum += y[i].qs[j];
+    }
+    y[i].s = fp32_to_fp16(static_cast<float>(sum) * d);
   }
 }
 
@@ -258,6 +349,88 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
   }
 }
 
+// Packs 8 (scale, min) 6-bit pairs into the 12 bytes shared by Q4_K and Q5_K.
+void pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t* scales) {
+  for (int j = 0; j < QK_K / 32; ++j) {
+    if (j < 4) {
+      scales[j] = ls[j];
+      scales[j + 4] = lm[j];
+    } else {
+      scales[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+}
+
+void unpack_k4_scale(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K's recipe with 5-bit levels (nmax 31) and a narrower scale search (-0.5, 15 steps), as ggml.
+void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
+  uint8_t L[QK_K], Laux[32];
+  float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = make_qkx2_quants(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15, false);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < QK_K / 32; ++j) {
+      ls[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+      lm[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+    }
+    std::memset(y[i].scales, 0, K_SCALE_SIZE);
+    pack_k4_scales(ls, lm, y[i].scales);
+    y[i].d = fp32_to_fp16(max_scale / 63.0f);
+    y[i].dmin = fp32_to_fp16(max_min / 63.0f);
+    for (int j = 0; j < QK_K / 32; ++j) {
+      int sc, m;
+      unpack_k4_scale(j, y[i].scales, sc, m);
+      const float d = fp16_to_fp32(y[i].d) * sc;
+      if (d == 0.0f) continue;
+      const float dm = fp16_to_fp32(y[i].dmin) * m;
+      for (int ii = 0; ii < 32; ++ii) {
+        const int l = nearest_int((x[32 * j + ii] + dm) / d);
+        L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(31, l)));
+      }
+    }
+    // Chunk c of 64 values: low nibbles of qs[32c..] are values 0-31 (fifth bit in qh bit 2c),
+    // high nibbles values 32-63 (fifth bit in qh bit 2c+1).
+    std::memset(y[i].qh, 0, sizeof y[i].qh);
+    uint8_t* ql = y[i].qs;
+    for (int c = 0; c < 4; ++c, ql += 32) {
+      for (int j = 0; j < 32; ++j) {
+        int l1 = L[64 * c + j], l2 = L[64 * c + j + 32];
+        if (l1 > 15) {
+          l1 -= 16;
+          y[i].qh[j] |= static_cast<uint8_t>(1u << (2 * c));
+        }
+        if (l2 > 15) {
+          l2 -= 16;
+          y[i].qh[j] |= static_cast<uint8_t>(2u << (2 * c));
+        }
+        ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+      }
+    }
+  }
+}
+
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   int8_t L[QK_K];
   float scales[QK_K / 16];
@@ -365,8 +538,23 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_0:
       quantize_blocks<BlockQ4_0>(src, dst, n, QK4_0, quantize_q4_0);
       return;
+    case GgmlType::Q4_1:
+      quantize_blocks<BlockQ4_1>(src, dst, n, QK4_1, quantize_q4_1);
+      return;
+    case GgmlType::Q5_0:
+      quantize_blocks<BlockQ5_0>(src, dst, n, QK5_0, quantize_q5_0);
+      return;
+    case GgmlType::Q5_1:
+      quantize_blocks<BlockQ5_1>(src, dst, n, QK5_1, quantize_q5_1);
+      return;
+    case GgmlType::Q8_1:
+      quantize_blocks<BlockQ8_1>(src, dst, n, QK8_1, quantize_q8_1);
+      return;
     case GgmlType::Q4_K:
       quantize_blocks<BlockQ4_K>(src, dst, n, QK_K, quantize_q4_k);
+      return;
+    case GgmlType::Q5_K:
+      quantize_blocks<BlockQ5_K>(src, dst, n, QK_K, quantize_q5_k);
       return;
     case GgmlType::Q6_K:
       quantize_blocks<BlockQ6_K>(src, dst, n, QK_K, quantize_q6_k);

@@ -44,6 +44,8 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   float rope_base_swa = 10000.0f; // gemma3's sliding layers
   float rope_freq_scale = 1.0f;   // 1 / linear scaling factor
+  std::vector<float> rope_freq_factors;  // llama 3.1+ rope_freqs.weight: pair i's angle / factor[i]; empty: none
+  const float* rope_factors() const { return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data(); }
   int32_t rope_dim = 0;           // rope.dimension_count (<= head_dim)
   int32_t sliding_window = 0;     // model's own window (gemma3), 0 if none
   int32_t swa_pattern = 0;        // gemma3: layer il is SWA iff il % pattern < pattern - 1

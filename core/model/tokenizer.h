@@ -42,6 +42,8 @@ class Tokenizer {
   TokenId eot() const { return eot_; }  // end-of-turn (chat models), -1 when none
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  // SPM: encode() puts a space before the text (and after every special token), as SentencePiece.
+  bool add_space_prefix() const { return add_space_prefix_; }
   bool is_eog(TokenId id) const;        // EOS, EOT or other end-of-generation ids
 
   // --- added by the tokenizer implementation ---

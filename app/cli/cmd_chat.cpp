@@ -1,0 +1,150 @@
+// kvscope-cli chat: a terminal conversation with the paged engine. Reads one message per line
+// from stdin (a terminal or a pipe; EOF ends), streams the reply, and after each turn says how
+// many prompt tokens came back from the prefix cache: turn n+1's prompt is every token of the
+// turns before it, so their full blocks are hits. Commands: /reset /stats /system TEXT /quit.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "chat/chat_conversation.h"
+#include "chat/chat_template_choice.h"
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+
+namespace kvscope::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+void print_stats(const Engine& engine, const ChatConversation& conv) {
+  const SnapshotPtr snap = engine.snapshot();
+  const MemorySnap& m = snap->memory;
+  const EngineCounters& c = snap->counters;
+  std::printf("KV cache: %d blocks of %d tokens: %d used, %d cached (evictable), %d free; %lld tokens stored, %.2f MiB used\n",
+              m.blocks_total, snap->block_size, m.blocks_used, m.blocks_cached, m.blocks_free,
+              static_cast<long long>(m.slots_filled),
+              static_cast<double>(static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block) / (1 << 20));
+  std::printf("conversation: %d turns, %zu tokens; prefix cache: %llu of %llu prompt tokens reused\n", conv.turns(),
+              conv.tokens().size(), static_cast<unsigned long long>(c.prefix_hits_tokens),
+              static_cast<unsigned long long>(c.prefix_queries_tokens));
+}
+
+}  // namespace
+
+int cmd_chat(int argc, char** argv, int first) {
+  const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help"});
+  if (a.has("help")) {
+    std::cout << "kvscope-cli chat [--model M] [--chat-template NAME|TEXT] [--system TEXT] [-n N]\n"
+                 "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S]\n"
+                 "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] ...\n"
+                 "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
+                 "  /reset        start a new conversation (cached blocks stay until evicted)\n"
+                 "  /stats        KV cache usage and prefix-cache reuse\n"
+                 "  /system TEXT  set the system prompt (starts a new conversation)\n"
+                 "Templates: ";
+    for (const std::string& n : chat_template_names()) std::cout << n << " ";
+    std::cout << "\n  default: recognised from the model's tokenizer.chat_template; none: completion (plain text)\n";
+    return 0;
+  }
+  const int32_t n_predict = static_cast<int32_t>(a.i64("n-predict", 128));
+  if (n_predict < 1) throw UsageError("-n must be at least 1");
+  const SamplingParams sampling = sampling_params(a);
+  LoadedModel lm = load_model(a);
+  const Tokenizer& tok = *lm.model->tokenizer;
+  ChatTemplateChoice choice;
+  try {
+    choice = choose_chat_template(*lm.model->file, tok, a.str("chat-template"));
+  } catch (const ChatTemplateError& e) {
+    throw UsageError(std::string("--chat-template: ") + e.what());
+  }
+  auto engine = make_engine(a, lm.model);
+  std::cerr << lm.model->describe() << "\n" << engine->kv_summary() << "\n";
+  std::printf("chat template: %s\n", choice.describe().c_str());
+  if (!choice.warning.empty()) std::printf("warning: %s\n", choice.warning.c_str());
+  const bool interactive = isatty(STDIN_FILENO);
+  if (interactive) std::printf("type a message; /reset, /stats, /system TEXT, /quit\n");
+
+  ChatConversation conv(tok, choice.kind);
+  if (a.has("system")) conv.set_system(a.str("system"));
+  Utf8StreamDecoder utf8;
+  std::string reply;
+  engine->set_callbacks({[&](SeqId, TokenId t) {
+                           const std::string piece = utf8.push(tok.token_to_piece(t));  // stop tokens print ""
+                           reply += piece;
+                           std::fputs(piece.c_str(), stdout);
+                           std::fflush(stdout);
+                         },
+                         nullptr});
+
+  std::string line;
+  for (;;) {
+    if (interactive) std::printf("> "), std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    const std::string text = trim(line);
+    if (text.empty()) continue;
+    if (text[0] == '/') {
+      const std::string cmd = text.substr(0, text.find(' '));
+      if (cmd == "/quit" || cmd == "/exit") break;
+      if (cmd == "/reset") {
+        conv.reset();
+        std::printf("[conversation reset]\n");
+      } else if (cmd == "/stats") {
+        print_stats(*engine, conv);
+      } else if (cmd == "/system") {
+        conv.set_system(text.size() > 8 ? trim(text.substr(8)) : "");
+        std::printf("[system prompt %s; new conversation]\n", conv.system().empty() ? "cleared" : "set");
+      } else {
+        std::printf("unknown command %s (try /reset, /stats, /system TEXT, /quit)\n", cmd.c_str());
+      }
+      std::fflush(stdout);
+      continue;
+    }
+
+    Request r;
+    r.prompt = conv.prompt_for(text);
+    r.max_new_tokens = n_predict;
+    r.sampling = sampling;
+    r.stop_tokens = conv.stop_tokens();
+    r.label = "chat " + std::to_string(conv.turns() + 1);
+    reply.clear();
+    if (!interactive) std::printf("> %s\n", text.c_str());  // a piped transcript shows both sides
+    const auto t0 = std::chrono::steady_clock::now();
+    const SeqId id = engine->submit(r);
+    engine->run_until_idle();
+    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string tail = utf8.flush();
+    reply += tail;
+    std::fputs(tail.c_str(), stdout);
+    std::printf("\n");
+
+    const Sequence& s = engine->sequence(id);
+    if (s.state == SeqState::Rejected) {
+      std::printf("[error: %s; the conversation is unchanged, /reset starts over]\n", s.error.c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    double ttft_ms = 0;
+    for (const SeqSnap& q : engine->snapshot()->seqs)
+      if (q.id == id) ttft_ms = q.ttft_ms;
+    const int n_gen = static_cast<int>(s.output.size());
+    const double decode_s = total_s - ttft_ms / 1000.0;
+    const double tps = n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0;
+    const char* stop = s.finish == FinishReason::Eos                                ? "end of turn"
+                       : s.total_len() >= engine->config().sched.max_model_len ? "context full, /reset to go on"
+                                                                                : "length";
+    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n", s.prompt.size(),
+                s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
+    std::fflush(stdout);
+    conv.commit(text, reply, s.all_tokens());
+  }
+  return 0;
+}
+
+}  // namespace kvscope::cli
