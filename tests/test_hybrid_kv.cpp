@@ -401,6 +401,36 @@ class TestHybridKv : public QObject {
     QCOMPARE(tight.outputs, single.outputs);
   }
 
+  // Parallel samples fork the prompt's blocks in both groups and copy the shared partial last
+  // block on write in each group's own pool: same samples as with one block table.
+  void parallel_samples_fork_both_groups() {
+    auto m = small_gemma3();
+    std::vector<std::vector<TokenId>> outs[2];
+    for (int hybrid = 0; hybrid < 2; ++hybrid) {
+      EngineConfig cfg;
+      cfg.block_size = 8;
+      cfg.num_blocks = 120;
+      cfg.hybrid_kv = hybrid ? HybridKvMode::On : HybridKvMode::Off;
+      Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
+      Request r;
+      r.prompt = prompt_of(45, 41);  // 45 tokens: the last block is shared and partly filled
+      r.max_new_tokens = 30;
+      r.ignore_eos = true;
+      r.sampling.temperature = 0.9f;
+      r.sampling.seed = 5;
+      const auto ids = e.submit_parallel(r, 3);
+      uint64_t copies = 0;
+      while (e.step()) {
+        e.validate_kv();
+        for (const BlockEvent& ev : e.snapshot()->events) copies += ev.kind == BlockEventKind::CopiedOnWrite && ev.group == hybrid;
+      }
+      QVERIFY2(copies >= 2, qPrintable(QString("copy-on-write events in group %1: %2").arg(hybrid).arg(copies)));
+      for (SeqId id : ids) outs[hybrid].push_back(e.sequence(id).output);
+    }
+    QCOMPARE(outs[1], outs[0]);
+    QVERIFY(outs[0][0] != outs[0][1]);  // different seeds, different samples
+  }
+
   // (4) A chat's second turn reuses the first turn's blocks in both groups: the same hit as
   // the single-table path, and the same logits.
   void prefix_caching_across_turns() {
