@@ -13,6 +13,13 @@
 //   KvSlotAllocator contract), so the scheduler preempts when EITHER pool runs dry;
 // - a prefix-cache hit is the shorter of the two groups' hits (hits are prefix-closed in each,
 //   so the shorter one is a hit in both) and exactly that many tokens are attached in each.
+//
+// Limits of the sliding group's prefix cache (it reuses KvCacheManager's exact hash chain):
+// a hit needs every block of the chain still cached in the sliding pool, although only the
+// window's blocks are read; blocks that left the window sit at the LRU head, so a busy sliding
+// pool evicts a prompt's first block early, and the eviction un-hashes the chain after it.
+// And with W <= block size a block's parent has already left the window when the block fills,
+// which ends the chain (no hits past it; Gemma 3's W = 512 is far above any block size).
 #include <array>
 #include <cstdint>
 #include <span>
