@@ -426,6 +426,7 @@ void CudaBackend::copy_blocks(std::span<const BlockCopy> copies) {
   auto* h = static_cast<int32_t*>(I.copies_host.p);
   for (size_t i = 0; i < copies.size(); ++i) {
     const BlockCopy& cp = copies[i];
+    KV_CHECK(cp.group == 0, "copy_blocks: the CUDA backend stores one KV group (no hybrid KV cache)");
     KV_CHECK(cp.src >= 0 && cp.src < I.layout.num_blocks && cp.dst >= 0 && cp.dst < I.layout.num_blocks,
              "copy_blocks: block id outside the pool");
     KV_CHECK(cp.n_slots >= 0 && cp.n_slots <= I.layout.block_size, "copy_blocks: n_slots outside [0, block_size]");
@@ -450,6 +451,8 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   const size_t un = static_cast<size_t>(n);
   if (batch.positions.size() != un || batch.slot_mapping.size() != un || batch.seq_index.size() != un)
     throw std::invalid_argument("BatchView: tokens, positions, slot_mapping and seq_index differ in length");
+  if (batch.n_groups() != 1)
+    throw std::invalid_argument("the CUDA backend stores one KV group: run without the hybrid KV cache (--hybrid-kv off)");
   const int32_t n_seqs = static_cast<int32_t>(batch.block_tables.size());
   const int32_t n_out = static_cast<int32_t>(batch.logits_rows.size());
   const int64_t n_slots_total = static_cast<int64_t>(L.num_blocks) * L.block_size;

@@ -39,6 +39,9 @@ class CudaBackend : public Backend {
   // layout.num_blocks <= 0 asks for recommended_num_blocks(layout); kv_layout() returns the
   // resolved layout. Throws std::invalid_argument (layout vs model, head_dim not a multiple of 8
   // or above 256) or std::runtime_error (allocation).
+  // One KV group only: supports_kv_groups() stays false, so the engine keeps Gemma 3 on one
+  // block table (its sliding layers mask instead of freeing blocks) and --hybrid-kv on is
+  // refused with a message; init_kv_groups (Backend's default) takes a single all-layer group.
   void init_kv(const KvLayout& layout, const AttentionPolicy& policy) override;
   const KvLayout& kv_layout() const override;
   void forward(const BatchView& batch, float* logits) override;

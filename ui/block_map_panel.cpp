@@ -1,6 +1,7 @@
 #include "block_map_panel.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -62,6 +63,18 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   fit_ = new QCheckBox(tr("Fit"));
   fit_->setChecked(true);
   fit_->setToolTip(tr("Choose the cell size so the whole pool fits in view (when it can at 6 px or more)."));
+  group_ = new QComboBox;
+  group_->setToolTip(tr("Hybrid KV cache: the model's sliding-window layers and its global layers keep separate "
+                        "block pools and block tables. The sliding layers' blocks are freed as soon as they fall "
+                        "out of the window; the global layers keep every block."));
+  group_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  groupRow_ = new QWidget;
+  auto* groupRow = new QHBoxLayout(groupRow_);
+  groupRow->setContentsMargins(0, 0, 0, 0);
+  groupRow->addWidget(new QLabel(tr("KV group:")));
+  groupRow->addWidget(group_);
+  groupRow->addStretch(1);
+  groupRow_->hide();
   auto* summaryRow = new QHBoxLayout;
   summaryRow->addWidget(summary_, 1);
   summaryRow->addWidget(fit_, 0, Qt::AlignTop);
@@ -70,6 +83,7 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   auto* left = new QWidget;
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
+  lv->addWidget(groupRow_);
   lv->addLayout(summaryRow);
   lv->addWidget(new BlockLegend);
   lv->addWidget(scroll_, 1);
@@ -92,6 +106,12 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   connect(fit_, &QCheckBox::toggled, this, [this](bool on) {
     if (on) fit();
   });
+  connect(group_, &QComboBox::currentIndexChanged, this, [this](int g) {
+    if (g < 0) return;
+    map_->setGroup(g);
+    fit();
+    if (const auto& snap = map_->snapshot()) setSnapshot(snap, nullptr);  // summary + list of this group
+  });
   connect(list_, &QListWidget::itemClicked, this, [this](QListWidgetItem* it) {
     const SeqId id = it->data(Qt::UserRole).toLongLong();
     map_->setHighlight(map_->highlight() == id ? -1 : id);
@@ -113,7 +133,7 @@ bool BlockMapPanel::eventFilter(QObject* o, QEvent* e) {
 
 void BlockMapPanel::fit() {
   if (!fit_->isChecked()) return;
-  const int n = map_->snapshot() ? static_cast<int>(map_->snapshot()->blocks.size()) : 0;
+  const int n = shownBlocks();
   if (n == 0) return;
   const QSize vp = scroll_->viewport()->size();
   // Largest cell for which all n blocks fit in the viewport; below 6 px, scroll instead.
@@ -136,22 +156,46 @@ void BlockMapPanel::fit() {
 
 void BlockMapPanel::setVocab(const VocabPtr& v) { map_->setVocab(v); }
 
+int BlockMapPanel::shownBlocks() const {
+  const auto& snap = map_->snapshot();
+  if (!snap) return 0;
+  return static_cast<int>(snap->group_blocks(map_->group() < snap->n_kv_groups() ? map_->group() : 0).size());
+}
+
+// The selector appears when the engine keeps several KV groups (hybrid KV cache) and names them.
+void BlockMapPanel::refreshGroups(const Snapshot& s) {
+  const int n = s.n_kv_groups();
+  groupRow_->setVisible(n > 1);
+  const QSignalBlocker block(group_);
+  if (group_->count() != (n > 1 ? n : 0)) {
+    group_->clear();
+    if (n > 1)
+      for (const KvGroupSnap& g : s.kv_groups) group_->addItem(QString::fromStdString(g.name));
+    group_->setCurrentIndex(0);
+    map_->setGroup(0);
+  }
+  for (int i = 0; i < group_->count(); ++i) {
+    const KvGroupSnap& g = s.kv_groups[static_cast<size_t>(i)];
+    const QString t = tr("%1 · %2 layers · %3 blocks").arg(QString::fromStdString(g.name)).arg(g.n_layers).arg(g.blocks_total);
+    if (group_->itemText(i) != t) group_->setItemText(i, t);
+  }
+}
+
 void BlockMapPanel::setSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
-  const bool resized = !map_->snapshot() || !snap || map_->snapshot()->blocks.size() != snap->blocks.size();
+  const int before = shownBlocks();
+  if (snap) refreshGroups(*snap);
   map_->setSnapshot(snap);
-  if (resized) fit();
+  if (!map_->snapshot() || shownBlocks() != before) fit();
   if (events) map_->applyEvents(*events);
   if (!snap) return;
   const auto c = map_->counts();
   const auto& m = snap->memory;
-  summary_->setText(tr("<b>%1</b>×%2 · used <b>%3</b> · shared %4 · cached %5 · free %6 · waste %7%")
-                        .arg(m.blocks_total)
-                        .arg(snap->block_size)
-                        .arg(c.used)
-                        .arg(c.shared)
-                        .arg(c.cached)
-                        .arg(c.free)
-                        .arg(m.waste_pct, 0, 'f', 1));
+  const int g = map_->group() < snap->n_kv_groups() ? map_->group() : 0;
+  const int total = g == 0 ? m.blocks_total : snap->kv_groups[static_cast<size_t>(g)].blocks_total;
+  QString text = tr("<b>%1</b>×%2 · used <b>%3</b> · shared %4 · cached %5 · free %6").arg(total).arg(snap->block_size).arg(c.used).arg(c.shared).arg(c.cached).arg(c.free);
+  if (g == 0) text += tr(" · waste %1%").arg(m.waste_pct, 0, 'f', 1);
+  if (c.dropped) text += tr(" · slid out %1").arg(c.dropped);
+  summary_->setText(text);
   if (list_->isVisible()) refreshList(*snap);
 }
 
@@ -172,7 +216,9 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     const SeqSnap& q = s.seqs[i];
     int live = 0, dropped = 0;
-    for (BlockId b : q.block_table) (b == kNoBlock ? dropped : live)++;
+    const int g = map_->group();
+    const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : q.block_table;
+    for (BlockId b : table) (b == kNoBlock ? dropped : live)++;
     QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(live);
     if (dropped) t += tr(" +%1 out").arg(dropped);
     QListWidgetItem* it = list_->item(static_cast<int>(i));

@@ -8,6 +8,7 @@
 #include "ui_types.h"
 
 class QCheckBox;
+class QComboBox;
 class QLabel;
 class QScrollArea;
 class QSlider;
@@ -23,6 +24,7 @@ class BlockMapPanel : public QWidget {
   explicit BlockMapPanel(QWidget* parent = nullptr);
   BlockMapWidget* map() const { return map_; }
   QListWidget* sequenceList() const { return list_; }
+  QComboBox* groupSelector() const { return group_; }  // shown only with the hybrid KV cache
   void setVocab(const VocabPtr& v);
   void setSnapshot(const SnapshotPtr& snap, const EventBatch& events);
   void setCompact(bool compact);  // compare view: no sequence list
@@ -33,6 +35,8 @@ class BlockMapPanel : public QWidget {
 
  private:
   void refreshList(const Snapshot& s);
+  void refreshGroups(const Snapshot& s);
+  int shownBlocks() const;
 
   BlockMapWidget* map_;
   QScrollArea* scroll_;
@@ -40,6 +44,8 @@ class BlockMapPanel : public QWidget {
   LiveLabel* summary_;
   QSlider* zoom_;
   QCheckBox* fit_;
+  QComboBox* group_;
+  QWidget* groupRow_;
   std::vector<SeqId> listIds_;
 };
 

@@ -41,23 +41,30 @@ void BlockMapWidget::setSnapshot(const SnapshotPtr& snap) {
   snap_ = snap;
   const int n = numBlocks();
   if (n != oldN) {
-    dropped_.assign(static_cast<size_t>(n), 0);
     hashTokens_.clear();
     updateGeometry();
   }
+  const int groups = snap_ ? snap_->n_kv_groups() : 1;
+  dropped_.resize(static_cast<size_t>(groups));
   if (snap_) {
-    // A dropped marker lasts until the block is handed out again.
-    for (int b = 0; b < n; ++b)
-      if (snap_->blocks[static_cast<size_t>(b)].status == BlockStatus::Used) dropped_[static_cast<size_t>(b)] = 0;
+    for (int g = 0; g < groups; ++g) {
+      const auto& bl = snap_->group_blocks(g);
+      auto& d = dropped_[static_cast<size_t>(g)];
+      if (d.size() != bl.size()) d.assign(bl.size(), 0);
+      // A dropped marker lasts until the block is handed out again.
+      for (size_t b = 0; b < bl.size(); ++b)
+        if (bl[b].status == BlockStatus::Used) d[b] = 0;
+    }
     // Remember the tokens of hashed blocks while an owner still lists them, so the tooltip of a
     // cached-evictable block (owner finished) can still show its text.
     if (hashTokens_.size() > 200000) hashTokens_.clear();
     const size_t bs = static_cast<size_t>(snap_->block_size);
     for (const SeqSnap& q : snap_->seqs) {
-      for (size_t li = 0; li < q.block_table.size(); ++li) {
-        const BlockId b = q.block_table[li];
+      const auto& table = tableOf(q);
+      for (size_t li = 0; li < table.size(); ++li) {
+        const BlockId b = table[li];
         if (b < 0 || b >= n) continue;
-        const BlockSnap& s = snap_->blocks[static_cast<size_t>(b)];
+        const BlockSnap& s = blocks()[static_cast<size_t>(b)];
         if (!s.hashed || hashTokens_.count(s.hash)) continue;
         const size_t lo = li * bs, hi = std::min(q.tokens.size(), lo + bs);
         if (lo < hi) hashTokens_[s.hash] = std::vector<TokenId>(q.tokens.begin() + static_cast<long>(lo), q.tokens.begin() + static_cast<long>(hi));
@@ -68,13 +75,31 @@ void BlockMapWidget::setSnapshot(const SnapshotPtr& snap) {
   update();
 }
 
+const std::vector<BlockId>& BlockMapWidget::tableOf(const SeqSnap& q) const {
+  static const std::vector<BlockId> none;
+  const int g = shownGroup();
+  if (g == 0) return q.block_table;
+  return static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : none;
+}
+
+void BlockMapWidget::setGroup(int group) {
+  if (group == group_) return;
+  group_ = std::max(0, group);
+  hashTokens_.clear();
+  rebuildHighlight();
+  updateGeometry();
+  update();
+}
+
 void BlockMapWidget::applyEvents(const std::vector<BlockEvent>& events) {
   if (!snap_) return;
   for (const BlockEvent& e : events) {
-    if (e.block < 0 || static_cast<size_t>(e.block) >= dropped_.size()) continue;
+    if (e.group < 0 || static_cast<size_t>(e.group) >= dropped_.size()) continue;
+    auto& d = dropped_[static_cast<size_t>(e.group)];
+    if (e.block < 0 || static_cast<size_t>(e.block) >= d.size()) continue;
     // The engine itself reports a block released while its sequence keeps running (the window
     // slid past it) as DroppedOutOfWindow.
-    if (e.kind == BlockEventKind::DroppedOutOfWindow) dropped_[static_cast<size_t>(e.block)] = 1;
+    if (e.kind == BlockEventKind::DroppedOutOfWindow) d[static_cast<size_t>(e.block)] = 1;
   }
   update();
 }
@@ -90,8 +115,9 @@ void BlockMapWidget::rebuildHighlight() {
   if (!snap_ || highlight_ < 0) return;
   for (const SeqSnap& q : snap_->seqs) {
     if (q.id != highlight_) continue;
-    for (size_t li = 0; li < q.block_table.size(); ++li) {
-      const BlockId b = q.block_table[li];
+    const auto& table = tableOf(q);
+    for (size_t li = 0; li < table.size(); ++li) {
+      const BlockId b = table[li];
       if (b >= 0 && static_cast<size_t>(b) < highlightIndex_.size()) highlightIndex_[static_cast<size_t>(b)] = static_cast<int>(li);
     }
   }
@@ -130,8 +156,8 @@ int BlockMapWidget::blockAt(const QPoint& p) const {
 BlockMapWidget::Counts BlockMapWidget::counts() const {
   Counts c;
   if (!snap_) return c;
-  for (size_t b = 0; b < snap_->blocks.size(); ++b) {
-    const BlockSnap& s = snap_->blocks[b];
+  for (size_t b = 0; b < blocks().size(); ++b) {
+    const BlockSnap& s = blocks()[b];
     switch (s.status) {
       case BlockStatus::Used:
         ++c.used;
@@ -141,11 +167,11 @@ BlockMapWidget::Counts BlockMapWidget::counts() const {
         break;
       case BlockStatus::Cached:
         ++c.cached;
-        if (dropped_[b]) ++c.dropped;
+        if (dropped()[b]) ++c.dropped;
         break;
       case BlockStatus::Free:
         ++c.free;
-        if (dropped_[b]) ++c.dropped;
+        if (dropped()[b]) ++c.dropped;
         break;
     }
   }
@@ -175,14 +201,14 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
   QVector<QPolygon> sinks;
   auto add = [&](const QColor& c, const QRect& r) { fills[c.rgb()].push_back(r); };
   for (int b = first; b < last; ++b) {
-    const BlockSnap& s = snap_->blocks[static_cast<size_t>(b)];
+    const BlockSnap& s = blocks()[static_cast<size_t>(b)];
     const QRect r = cellRect(b);
     const bool inHl = dimOthers && highlightIndex_[static_cast<size_t>(b)] >= 0;
     const double dim = (dimOthers && !inHl) ? 0.6 : 0.0;  // fade everything but the chosen table
     switch (s.status) {
       case BlockStatus::Free:
         add(mc.free, r);
-        if (dropped_[static_cast<size_t>(b)]) {
+        if (dropped()[static_cast<size_t>(b)]) {
           crosses.push_back(QLine(r.topLeft() + QPoint(2, 2), r.bottomRight() - QPoint(2, 2)));
           crosses.push_back(QLine(r.topRight() + QPoint(-2, 2), r.bottomLeft() + QPoint(2, -2)));
         }
@@ -190,7 +216,7 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
       case BlockStatus::Cached:
         add(blend(mc.cached, base, dim), r);
         hatched.push_back(r);
-        if (dropped_[static_cast<size_t>(b)]) {
+        if (dropped()[static_cast<size_t>(b)]) {
           crosses.push_back(QLine(r.topLeft() + QPoint(2, 2), r.bottomRight() - QPoint(2, 2)));
           crosses.push_back(QLine(r.topRight() + QPoint(-2, 2), r.bottomLeft() + QPoint(2, -2)));
         }
@@ -258,20 +284,23 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
 
 QString BlockMapWidget::tooltipText(int block) const {
   if (!snap_ || block < 0 || block >= numBlocks()) return QString();
-  const BlockSnap& s = snap_->blocks[static_cast<size_t>(block)];
+  const BlockSnap& s = blocks()[static_cast<size_t>(block)];
   const size_t bs = static_cast<size_t>(snap_->block_size);
   QString status = QString::fromUtf8(block_status_name(s.status));
   if (s.status == BlockStatus::Used && s.ref_count > 1) status += tr(", shared");
   if (s.sink) status += tr(", attention sink");
-  if (s.status != BlockStatus::Used && dropped_[static_cast<size_t>(block)]) status += tr(", slid out of the window");
+  if (s.status != BlockStatus::Used && dropped()[static_cast<size_t>(block)]) status += tr(", slid out of the window");
   QString html = tr("<b>Block %1</b> — %2<br>ref count %3 · filled %4/%5").arg(block).arg(status).arg(s.ref_count).arg(s.filled).arg(bs);
+  if (snap_->n_kv_groups() > 1)
+    html += tr("<br>KV group: %1").arg(QString::fromStdString(snap_->kv_groups[static_cast<size_t>(shownGroup())].name).toHtmlEscaped());
 
   QStringList owners;
   QString text;
   bool haveText = false;
   for (const SeqSnap& q : snap_->seqs) {
-    for (size_t li = 0; li < q.block_table.size(); ++li) {
-      if (q.block_table[li] != block) continue;
+    const auto& table = tableOf(q);
+    for (size_t li = 0; li < table.size(); ++li) {
+      if (table[li] != block) continue;
       owners << tr("%1 (seq %2, logical block %3)").arg(QString::fromStdString(q.label).toHtmlEscaped()).arg(q.id).arg(li);
       if (!haveText && vocab_) {
         const size_t lo = li * bs, hi = std::min(q.tokens.size(), lo + static_cast<size_t>(std::max(0, s.filled)));
@@ -308,7 +337,7 @@ bool BlockMapWidget::event(QEvent* e) {
 void BlockMapWidget::mousePressEvent(QMouseEvent* e) {
   const int b = blockAt(e->position().toPoint());
   if (b < 0 || !snap_) return QWidget::mousePressEvent(e);
-  emit blockClicked(b, snap_->blocks[static_cast<size_t>(b)].owner);
+  emit blockClicked(b, blocks()[static_cast<size_t>(b)].owner);
 }
 
 }  // namespace kvscope::ui

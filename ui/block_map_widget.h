@@ -7,6 +7,9 @@
 // shared (ref count > 1); grey hatched = cached-evictable (ref 0, still hashed); corner
 // triangle = attention-sink block; red cross = released because it slid out of the window (the
 // engine's DroppedOutOfWindow events, until the block is reused; it may still be cached); pale = free.
+//
+// With the hybrid KV cache (Gemma 3) the engine keeps two pools, one per KV group (global layers,
+// sliding layers); the map shows one group at a time (setGroup), its blocks, tables and events.
 #include <QWidget>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +29,9 @@ class BlockMapWidget : public QWidget {
   void setHighlight(SeqId seq);        // -1: none
   SeqId highlight() const { return highlight_; }
   void setCellSize(int px);
+  // KV group shown (0: global layers, or the only group; 1: sliding layers when hybrid).
+  void setGroup(int group);
+  int group() const { return group_; }
   int cellSize() const { return cell_; }
 
   // What the map currently shows, counted the way it is painted (tests compare it with the
@@ -55,15 +61,21 @@ class BlockMapWidget : public QWidget {
  private:
   int pitch() const { return cell_ + gap(); }
   int gap() const { return cell_ >= 10 ? 2 : 1; }
-  int numBlocks() const { return snap_ ? static_cast<int>(snap_->blocks.size()) : 0; }
+  int numBlocks() const { return snap_ ? static_cast<int>(blocks().size()) : 0; }
+  int shownGroup() const { return snap_ && group_ < snap_->n_kv_groups() ? group_ : 0; }
+  const std::vector<BlockSnap>& blocks() const { return snap_->group_blocks(shownGroup()); }
+  const std::vector<BlockId>& tableOf(const SeqSnap& q) const;  // q's table in the shown group
+  std::vector<uint8_t>& dropped() { return dropped_[static_cast<size_t>(shownGroup())]; }
+  const std::vector<uint8_t>& dropped() const { return dropped_[static_cast<size_t>(shownGroup())]; }
   void rebuildHighlight();
 
   SnapshotPtr snap_;
   VocabPtr vocab_;
   SeqId highlight_ = -1;
+  int group_ = 0;
   int cell_ = 18;
   std::vector<int> highlightIndex_;                 // [num_blocks] logical index in the highlighted seq, -1
-  std::vector<uint8_t> dropped_;                    // [num_blocks] freed by the window, not reused since
+  std::vector<std::vector<uint8_t>> dropped_{1};    // [group][num_blocks] freed by the window, not reused since
   std::unordered_map<BlockHash, std::vector<TokenId>> hashTokens_;  // text of cached blocks whose owner is gone
 };
 

@@ -190,6 +190,14 @@ void ScreenshotDriver::shootAll(const QString& moment) {
   settle();
   shoot(win_, moment + QStringLiteral("-window.png"));
   shoot(win_->blockMapPanel(), moment + QStringLiteral("-blockmap.png"));
+  // Hybrid KV cache (Gemma 3): the sliding layers' pool too.
+  if (QComboBox* groups = win_->blockMapPanel()->groupSelector(); groups->count() > 1) {
+    groups->setCurrentIndex(1);
+    settle();
+    shoot(win_->blockMapPanel(), moment + QStringLiteral("-blockmap-sliding.png"));
+    groups->setCurrentIndex(0);
+    settle();
+  }
   // Tabified docks only lay out their contents when raised.
   for (QDockWidget* d : win_->panelDocks()) {
     if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel()) continue;  // shot on their own, at full size

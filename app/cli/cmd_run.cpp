@@ -80,7 +80,7 @@ int cmd_run(int argc, char** argv, int first) {
   if (a.has("help") || !a.has("workload")) {
     std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B]\n"
                  "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
-                 "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N]\n";
+                 "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n";
     return a.has("help") ? 0 : 2;
   }
   const Workload wl = load_workload(a.str("workload"));

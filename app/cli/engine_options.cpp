@@ -14,7 +14,7 @@ const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
       "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache"};
+      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv"};
   return names;
 }
 
@@ -78,6 +78,11 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   const std::string kvc = a.str("kv-cache", "on");
   if (kvc != "on" && kvc != "off") throw UsageError("--kv-cache takes on or off (off: recompute everything each step)");
   c.no_kv_cache = kvc == "off";
+  // auto: on for a model mixing sliding-window and global layers (Gemma 3) when it can be.
+  const std::string hk = a.str("hybrid-kv", "auto");
+  if (hk != "auto" && hk != "on" && hk != "off")
+    throw UsageError("--hybrid-kv takes auto, on or off (on: separate block tables for sliding and global layers)");
+  c.hybrid_kv = hk == "on" ? HybridKvMode::On : hk == "off" ? HybridKvMode::Off : HybridKvMode::Auto;
   return c;
 }
 

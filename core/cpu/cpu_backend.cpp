@@ -11,19 +11,56 @@
 namespace kvscope {
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, int n_threads)
-    : model_(std::move(model)), pool_(n_threads) {
+    : model_(std::move(model)), pool_(n_threads), kv_(1) {
   scratch_.resize(static_cast<size_t>(pool_.size()));
 }
 
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 
 void CpuBackend::init_kv(const KvLayout& layout, const AttentionPolicy& policy) {
+  KvGroupSpec all{layout, {}};
+  for (int32_t il = 0; il < model_->config.n_layer; ++il) all.layers.push_back(il);
+  init_kv_groups(std::span<const KvGroupSpec>(&all, 1), policy);
+}
+
+void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const AttentionPolicy& policy) {
   const ModelConfig& c = model_->config;
-  if (layout.n_layer != c.n_layer || layout.n_head_kv != c.n_head_kv || layout.head_dim != c.head_dim)
-    throw std::invalid_argument("KV layout does not match the model");
+  if (groups.empty()) throw std::invalid_argument("KV layout: at least one KV group is needed");
   if (policy.window < 0 || policy.sinks < 0) throw std::invalid_argument("window and sinks must not be negative");
   if (policy.sinks > 0 && policy.window == 0) throw std::invalid_argument("attention sinks need a sliding window");
-  kv_.init(layout);
+  std::vector<int32_t> layer_group(static_cast<size_t>(c.n_layer), -1), layer_slot(static_cast<size_t>(c.n_layer), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const KvLayout& l = groups[g].layout;
+    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim || l.n_layer != static_cast<int32_t>(groups[g].layers.size()) ||
+        l.block_size != groups[0].layout.block_size)
+      throw std::invalid_argument("KV layout does not match the model");
+    for (size_t i = 0; i < groups[g].layers.size(); ++i) {
+      const int32_t il = groups[g].layers[i];
+      if (il < 0 || il >= c.n_layer || layer_group[static_cast<size_t>(il)] >= 0)
+        throw std::invalid_argument("KV groups must hold every layer of the model exactly once");
+      layer_group[static_cast<size_t>(il)] = static_cast<int32_t>(g);
+      layer_slot[static_cast<size_t>(il)] = static_cast<int32_t>(i);
+    }
+  }
+  if (std::find(layer_group.begin(), layer_group.end(), -1) != layer_group.end())
+    throw std::invalid_argument("KV groups must hold every layer of the model exactly once");
+  // The old pools go first so a re-init never holds both; a failed init leaves empty pools.
+  kv_.clear();
+  kv_.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) kv_[g].init(groups[g].layout);
+  layer_group_ = std::move(layer_group);
+  layer_slot_ = std::move(layer_slot);
+  set_policy(policy);
+}
+
+std::vector<KvLayout> CpuBackend::kv_group_layouts() const {
+  std::vector<KvLayout> out;
+  for (const CpuKvStorage& s : kv_) out.push_back(s.layout());
+  return out;
+}
+
+void CpuBackend::set_policy(const AttentionPolicy& policy) {
+  const ModelConfig& c = model_->config;
   policy_ = policy;
   rope_cs_[0].clear();
   rope_cs_[1].clear();
@@ -48,7 +85,10 @@ const float* CpuBackend::cache_rope(int32_t il, int32_t p) const {
 }
 
 void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
-  for (const BlockCopy& cp : copies) kv_.copy_block(cp.src, cp.dst, cp.n_slots);
+  for (const BlockCopy& cp : copies) {
+    if (cp.group < 0 || cp.group >= static_cast<int32_t>(kv_.size())) throw std::invalid_argument("block copy for an unknown KV group");
+    kv_[static_cast<size_t>(cp.group)].copy_block(cp.src, cp.dst, cp.n_slots);
+  }
 }
 
 int32_t CpuBackend::layer_window(int32_t layer) const {
@@ -67,11 +107,14 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
   std::vector<float>& scores = sc.scores;
   std::vector<float>& tile = sc.tile;
   const ModelConfig& c = model_->config;
-  const KvLayout& L = kv_.layout();
+  const int32_t group = layer_group_[static_cast<size_t>(layer)];
+  const CpuKvStorage& kv = kv_[static_cast<size_t>(group)];
+  const int32_t kv_layer = layer_slot_[static_cast<size_t>(layer)];
+  const KvLayout& L = kv.layout();
   const int32_t bs = L.block_size, d = c.head_dim;
   const int32_t g = h / (c.n_head / c.n_head_kv);
   const int32_t pos = batch.positions[static_cast<size_t>(t)];
-  const auto& table = batch.block_tables[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
+  const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
   const int32_t window = layer_window(layer);
   const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
   const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
@@ -89,7 +132,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
         const int32_t n = std::min(bs - off, to - p);
         const BlockId b = table[static_cast<size_t>(lb)];
         assert(b != kNoBlock && "attention reached a dropped block");
-        if (p + n < to) kv_.prefetch_tile(layer, is_value, table[static_cast<size_t>(lb + 1)], g, std::min(bs, to - p - n));
+        if (p + n < to) kv.prefetch_tile(kv_layer, is_value, table[static_cast<size_t>(lb + 1)], g, std::min(bs, to - p - n));
         fn(b, off, n, idx);
         idx += n;
         p += n;
@@ -109,7 +152,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
     q = qrot;
   }
   for_each_run(false, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
-    const float* k = kv_.load_tile(layer, false, b, g, off + n, tile.data());
+    const float* k = kv.load_tile(kv_layer, false, b, g, off + n, tile.data());
     for (int32_t j = 0; j < n; ++j) {
       const float* kj = k + static_cast<int64_t>(off + j) * d;
       if (krot) {  // sink mode: stored before RoPE, rotated to its cache position idx + j
@@ -123,7 +166,7 @@ void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, in
   softmax_inplace(scores.data(), n_vis);
   std::fill(out, out + d, 0.0f);
   for_each_run(true, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
-    const float* v = kv_.load_tile(layer, true, b, g, off + n, tile.data());
+    const float* v = kv.load_tile(kv_layer, true, b, g, off + n, tile.data());
     for (int32_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<size_t>(idx + j)], v + static_cast<int64_t>(off + j) * d, out, d);
   });
 }
@@ -169,8 +212,14 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
     }
   }
 
+  if (batch.n_groups() != static_cast<int32_t>(kv_.size()))
+    throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) + " KV groups, the backend stores " +
+                                std::to_string(kv_.size()));
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = W.layers[static_cast<size_t>(il)];
+    CpuKvStorage& kv = kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(il)])];
+    const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
+    const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
     for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
     matmul(L.wq, xn_.data(), n, q_.data(), pool_);
     matmul(L.wk, xn_.data(), n, k_.data(), pool_);
@@ -199,8 +248,8 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
         if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
         // Every token of the batch stores its K/V before any attention of this layer runs,
         // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
-        kv_.store(il, false, batch.slot_mapping[static_cast<size_t>(t)], h, kh);
-        kv_.store(il, true, batch.slot_mapping[static_cast<size_t>(t)], h, vt + h * D);
+        kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
+        kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
       }
     }
     attention(il, batch, q_.data(), att_.data());

@@ -28,7 +28,10 @@ class CpuBackend : public Backend {
   CpuBackend(std::shared_ptr<const Model> model, int n_threads = 0);
   std::string name() const override;
   void init_kv(const KvLayout& layout, const AttentionPolicy& policy) override;
-  const KvLayout& kv_layout() const override { return kv_.layout(); }
+  bool supports_kv_groups() const override { return true; }
+  void init_kv_groups(std::span<const KvGroupSpec> groups, const AttentionPolicy& policy) override;
+  const KvLayout& kv_layout() const override { return kv_[0].layout(); }
+  std::vector<KvLayout> kv_group_layouts() const override;
   void forward(const BatchView& batch, float* logits) override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
   ThreadPool& pool() { return pool_; }
@@ -42,6 +45,7 @@ class CpuBackend : public Backend {
     std::vector<float> rot;        // [2][head_dim] rotated query and key (sink mode)
   };
   int32_t layer_window(int32_t layer) const;
+  void set_policy(const AttentionPolicy& policy);
   bool sink_mode() const { return policy_.sinks > 0; }
   // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
   const float* cache_rope(int32_t il, int32_t p) const;
@@ -50,7 +54,9 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;
-  CpuKvStorage kv_;
+  std::vector<CpuKvStorage> kv_;     // [KV group]: one pool per group (usually one group)
+  std::vector<int32_t> layer_group_;  // [n_layer] the group storing layer il
+  std::vector<int32_t> layer_slot_;   // [n_layer] il's layer index inside its group's storage
   AttentionPolicy policy_;
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;

@@ -17,7 +17,24 @@ struct AttentionPolicy {
   int32_t sinks = 0;   // with a window: the first `sinks` positions stay visible
 };
 
+// A KV group: layers that share one block pool and one block table per sequence. Most models
+// have one group holding every layer. A model mixing sliding-window and full-attention layers
+// (Gemma 3) runs with two under the hybrid KV cache (kv/hybrid_kv_manager.h): group 0 the
+// full-attention layers, group 1 the sliding ones, whose tables drop blocks outside the window.
+struct KvGroupSpec {
+  KvLayout layout;              // layout.n_layer == layers.size(); its own num_blocks
+  std::vector<int32_t> layers;  // model layers stored in this group, ascending
+};
+
+// Slot mapping and block tables of one more KV group (group >= 1), shaped like BatchView's.
+struct KvGroupBatch {
+  std::vector<int64_t> slot_mapping;                   // [n_tokens]
+  std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
+};
+
 // One engine step's tokens. Tokens of one sequence are contiguous and in position order.
+// slot_mapping and block_tables are KV group 0's (the only group of most models, so callers
+// that know one group never see the others); groups 1.. follow in more_groups.
 struct BatchView {
   std::vector<TokenId> tokens;                     // [n_tokens]
   std::vector<int32_t> positions;                  // [n_tokens] position in its sequence
@@ -25,18 +42,36 @@ struct BatchView {
   std::vector<int32_t> seq_index;                  // [n_tokens] index into block_tables
   std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
   std::vector<int32_t> logits_rows;                // token indices whose logits are wanted, ascending
+  std::vector<KvGroupBatch> more_groups;           // [n_groups - 1]: groups 1.. (hybrid KV cache)
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_groups() const { return 1 + static_cast<int32_t>(more_groups.size()); }
+  const std::vector<int64_t>& group_slots(int32_t g) const {
+    return g == 0 ? slot_mapping : more_groups[static_cast<size_t>(g - 1)].slot_mapping;
+  }
+  const std::vector<std::span<const BlockId>>& group_tables(int32_t g) const {
+    return g == 0 ? block_tables : more_groups[static_cast<size_t>(g - 1)].block_tables;
+  }
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;            // "cpu", "cuda:0 (NVIDIA H100 ...)"
+  // One KV group holding every layer.
   virtual void init_kv(const KvLayout& layout, const AttentionPolicy& policy) = 0;
+  // Several KV groups (hybrid KV cache). Backends that store one group only keep this default,
+  // which accepts exactly one group of every layer and refuses more with a clear message.
+  virtual bool supports_kv_groups() const { return false; }
+  virtual void init_kv_groups(std::span<const KvGroupSpec> groups, const AttentionPolicy& policy);
+  // Group 0's layout (the only one unless init_kv_groups set up more).
   virtual const KvLayout& kv_layout() const = 0;
+  virtual std::vector<KvLayout> kv_group_layouts() const { return {kv_layout()}; }
+  // Bytes of all groups' pools, and of one token's K/V across every layer.
+  int64_t kv_total_bytes() const;
+  int64_t kv_bytes_per_token() const;
   // logits: [batch.logits_rows.size()][n_vocab]
   virtual void forward(const BatchView& batch, float* logits) = 0;
-  virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write
+  virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write (BlockCopy::group)
 };
 
 }  // namespace kvscope

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "kv/hybrid_pool_split.h"
 #include "telemetry/block_events.h"
 
 namespace kvscope {
@@ -52,6 +53,61 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   layout.head_dim = mc.head_dim;
   layout.block_size = cfg_.block_size;
   layout.dtype = cfg_.kv_dtype;
+  // Cached K/V are only valid for the same model and KV dtype.
+  const uint64_t salt = std::hash<std::string>{}(model_->file->path() + "|" + kv_dtype_name(cfg_.kv_dtype));
+
+  const std::string no_hybrid = hybrid_unavailable_reason();
+  if (cfg_.hybrid_kv == HybridKvMode::On && !no_hybrid.empty())
+    throw std::invalid_argument("the hybrid KV cache is not available: " + no_hybrid);
+  if (cfg_.hybrid_kv != HybridKvMode::Off && no_hybrid.empty()) {
+    // Two KV groups: global (full-attention) layers and sliding layers, each with its pool.
+    sliding_window_ = cfg_.window > 0 ? std::min(cfg_.window, mc.sliding_window) : mc.sliding_window;
+    KvGroupSpec groups[2];
+    for (int g = 0; g < 2; ++g) {
+      groups[g].layers = group_layers(g == 1);
+      groups[g].layout = layout;
+      groups[g].layout.n_layer = static_cast<int32_t>(groups[g].layers.size());
+    }
+    HybridPoolInput in;
+    in.budget_bytes = cfg_.kv_memory_bytes;
+    in.global_blocks = cfg_.num_blocks;
+    in.sliding_blocks = cfg_.sliding_num_blocks;
+    in.global_block_bytes = groups[0].layout.bytes_per_block();
+    in.sliding_block_bytes = groups[1].layout.bytes_per_block();
+    in.block_size = cfg_.block_size;
+    in.window = sliding_window_;
+    in.sinks = cfg_.sinks;
+    in.max_model_len = cfg_.sched.max_model_len;
+    in.max_chunk = cfg_.sched.max_batched_tokens;
+    in.max_running = cfg_.sched.max_running;
+    const HybridPoolSplit split = split_hybrid_pools(in);
+    cfg_.num_blocks = split.global_blocks;
+    cfg_.sliding_num_blocks = split.sliding_blocks;
+    hybrid_sliding_per_seq_ = split.sliding_blocks_per_seq;
+    groups[0].layout.num_blocks = split.global_blocks;
+    groups[1].layout.num_blocks = split.sliding_blocks;
+    backend_->init_kv_groups(groups, AttentionPolicy{cfg_.window, cfg_.sinks});
+
+    KvCacheConfig kc;
+    kc.block_size = cfg_.block_size;
+    kc.num_blocks = split.global_blocks;
+    kc.prefix_caching = cfg_.prefix_caching;
+    kc.sliding_window = cfg_.window;
+    kc.sink_tokens = cfg_.sinks;
+    kc.hash_salt = salt;
+    KvCacheConfig ks = kc;
+    ks.num_blocks = split.sliding_blocks;
+    ks.sliding_window = sliding_window_;
+    auto h = std::make_unique<HybridKvManager>(kc, ks);
+    hybrid_ = h.get();
+    paged_ = &h->group(HybridKvManager::kGlobal);
+    kv_ = std::move(h);
+    sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
+    publish();
+    return;
+  }
+  cfg_.sliding_num_blocks = 0;
+
   if (cfg_.num_blocks <= 0) {
     if (cfg_.kv_memory_bytes <= 0) throw std::invalid_argument("KV pool size must be positive (blocks or bytes)");
     cfg_.num_blocks = static_cast<int32_t>(std::min<int64_t>(cfg_.kv_memory_bytes / layout.bytes_per_block(), 1 << 30));
@@ -77,8 +133,7 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     kc.prefix_caching = cfg_.prefix_caching;
     kc.sliding_window = cfg_.window;
     kc.sink_tokens = cfg_.sinks;
-    // Cached K/V are only valid for the same model and KV dtype.
-    kc.hash_salt = std::hash<std::string>{}(model_->file->path() + "|" + kv_dtype_name(cfg_.kv_dtype));
+    kc.hash_salt = salt;
     auto m = std::make_unique<KvCacheManager>(kc);
     paged_ = m.get();
     kv_ = std::move(m);
@@ -89,7 +144,46 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
 
 Engine::~Engine() = default;
 
+std::string Engine::hybrid_unavailable_reason() const {
+  const ModelConfig& mc = model_->config;
+  int32_t n_sliding = 0;
+  for (int32_t il = 0; il < mc.n_layer; ++il) n_sliding += mc.layer_is_swa(il) ? 1 : 0;
+  if (mc.sliding_window <= 0 || n_sliding == 0 || n_sliding == mc.n_layer)
+    return "the model does not mix sliding-window and global attention layers";
+  if (cfg_.contiguous_baseline) return "the contiguous baseline keeps one reservation per sequence";
+  if (!backend_->supports_kv_groups()) return "the " + backend_->name() + " backend stores one KV group only";
+  return {};
+}
+
+std::vector<int32_t> Engine::group_layers(bool sliding) const {
+  std::vector<int32_t> out;
+  for (int32_t il = 0; il < model_->config.n_layer; ++il)
+    if (model_->config.layer_is_swa(il) == sliding) out.push_back(il);
+  return out;
+}
+
+void Engine::validate_kv() const {
+  if (hybrid_) hybrid_->validate();
+  else if (paged_) paged_->validate();
+}
+
 std::string Engine::kv_summary() const {
+  if (hybrid_) {
+    const std::vector<KvLayout> G = backend_->kv_group_layouts();
+    // Sequences at full context: each holds every global block but only the window's sliding ones.
+    const double global_tokens = static_cast<double>(G[0].num_blocks) * G[0].block_size;
+    const double concurrency = std::min(global_tokens / cfg_.sched.max_model_len,
+                                        static_cast<double>(G[1].num_blocks) / hybrid_sliding_per_seq_);
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "KV cache (hybrid, %s): global %d blocks = %.2f MiB (%d layers, %lld B/token), sliding %d blocks = %.2f MiB "
+                  "(%d layers, window %d, %lld B/token); total %.2f MiB, max concurrency %.2fx at context %d",
+                  kv_dtype_name(G[0].dtype), G[0].num_blocks, static_cast<double>(G[0].total_bytes()) / (1 << 20), G[0].n_layer,
+                  static_cast<long long>(G[0].bytes_per_token()), G[1].num_blocks, static_cast<double>(G[1].total_bytes()) / (1 << 20),
+                  G[1].n_layer, sliding_window_, static_cast<long long>(G[1].bytes_per_token()),
+                  static_cast<double>(backend_->kv_total_bytes()) / (1 << 20), concurrency, cfg_.sched.max_model_len);
+    return buf;
+  }
   const KvLayout& L = backend_->kv_layout();
   const int64_t tokens = static_cast<int64_t>(L.num_blocks) * L.block_size;
   char buf[256];
@@ -253,6 +347,11 @@ bool Engine::step() {
     const int32_t si = static_cast<int32_t>(tables.size());
     tables.push_back(block_table_of(s.id));
     batch.block_tables.push_back(std::span<const BlockId>(tables.back()));
+    if (hybrid_) {
+      // The sliding group's table lives in its manager, unchanged until the next schedule().
+      if (batch.more_groups.empty()) batch.more_groups.resize(1);
+      batch.more_groups[0].block_tables.push_back(hybrid_->group(HybridKvManager::kSliding).block_table(s.id));
+    }
     const std::vector<TokenId> toks = s.all_tokens();
     const int32_t prompt_len = static_cast<int32_t>(s.prompt.size());
     chunk_rows_[c].first = static_cast<int32_t>(batch.logits_rows.size());
@@ -261,6 +360,7 @@ bool Engine::step() {
       batch.tokens.push_back(toks[static_cast<size_t>(pos)]);
       batch.positions.push_back(pos);
       batch.slot_mapping.push_back(kv_->slot(s.id, pos));
+      if (hybrid_) batch.more_groups[0].slot_mapping.push_back(hybrid_->slot(HybridKvManager::kSliding, s.id, pos));
       batch.seq_index.push_back(si);
       const bool last = i == ch.n_tokens - 1;
       // Perplexity needs the prediction after every prompt position but the last (whose
@@ -303,6 +403,7 @@ bool Engine::step() {
     ev.kind = BlockEventKind::CopiedOnWrite;
     ev.block = cp.dst;
     ev.other = cp.src;
+    ev.group = cp.group;
     events_.push_back(ev);
   }
   publish();
@@ -434,6 +535,67 @@ void Engine::fill_block_snapshot(Snapshot& S) const {
   }
 }
 
+// The hybrid KV cache's groups: metadata for both, blocks and events of the sliding group
+// (group 0's are the snapshot's blocks and events, as for a single-group model).
+void Engine::fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& evs) {
+  const std::vector<KvLayout> G = backend_->kv_group_layouts();
+  const KvCacheManager& sm = hybrid_->group(HybridKvManager::kSliding);
+  const BlockPool& pool = sm.pool();
+  S.kv_groups.resize(2);
+  KvGroupSnap& g0 = S.kv_groups[0];
+  g0.name = cfg_.window > 0 ? "global layers (window " + std::to_string(cfg_.window) + ")" : "global layers";
+  g0.n_layers = G[0].n_layer;
+  g0.window = cfg_.window;
+  g0.bytes_per_block = G[0].bytes_per_block();
+  g0.blocks_total = S.memory.blocks_total;
+  g0.blocks_used = S.memory.blocks_used;
+  g0.blocks_cached = S.memory.blocks_cached;
+  g0.blocks_free = S.memory.blocks_free;
+  KvGroupSnap& g1 = S.kv_groups[1];
+  g1.name = "sliding layers (window " + std::to_string(sliding_window_) + ")";
+  g1.n_layers = G[1].n_layer;
+  g1.window = sliding_window_;
+  g1.bytes_per_block = G[1].bytes_per_block();
+  g1.blocks.assign(static_cast<size_t>(pool.num_blocks()), BlockSnap{});
+  for (BlockId b = 0; b < pool.num_blocks(); ++b) {
+    const BlockState& st = pool.state(b);
+    BlockSnap& x = g1.blocks[static_cast<size_t>(b)];
+    x.ref_count = st.ref_count;
+    x.filled = st.filled;
+    x.hashed = st.hashed;
+    x.hash = st.hash;
+    x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
+  }
+  for (const SeqSnap& q : S.seqs) {
+    if (q.more_block_tables.empty()) continue;
+    const auto& table = q.more_block_tables[0];
+    for (size_t lb = 0; lb < table.size(); ++lb) {
+      if (table[lb] == kNoBlock) continue;
+      BlockSnap& x = g1.blocks[static_cast<size_t>(table[lb])];
+      if (x.owner < 0 || q.id < x.owner) x.owner = q.id;
+      if (cfg_.sinks > 0 && static_cast<int64_t>(lb) * G[1].block_size < cfg_.sinks) x.sink = true;
+    }
+  }
+  int64_t filled = 0;
+  for (const BlockSnap& x : g1.blocks) {
+    if (x.status == BlockStatus::Used) ++g1.blocks_used, filled += x.filled;
+    else if (x.status == BlockStatus::Cached) ++g1.blocks_cached;
+    else ++g1.blocks_free;
+  }
+  g1.blocks_total = pool.num_blocks();
+  S.memory.kv_used_bytes += static_cast<int64_t>(g1.blocks_used) * g1.bytes_per_block;
+  // A sliding block released while its sequence keeps running left the window: that is the
+  // whole point of the group, so the event says so.
+  for (BlockEvent e : diff_block_events(prev_sliding_blocks_, g1.blocks, counters_.steps)) {
+    e.group = HybridKvManager::kSliding;
+    if ((e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && e.seq >= 0)
+      if (auto it = seqs_.find(e.seq); it != seqs_.end() && it->second->seq.state == SeqState::Running)
+        e.kind = BlockEventKind::DroppedOutOfWindow;
+    evs.push_back(e);
+  }
+  prev_sliding_blocks_ = g1.blocks;
+}
+
 SnapshotPtr Engine::snapshot() const {
   std::lock_guard<std::mutex> lock(snap_mu_);
   return snapshot_;
@@ -499,6 +661,10 @@ void Engine::publish() {
         if (bs.owner < 0 || id < bs.owner) bs.owner = id;
         if (cfg_.sinks > 0 && static_cast<int64_t>(lb) * L.block_size < cfg_.sinks) bs.sink = true;
       }
+      if (hybrid_) {
+        const auto t = hybrid_->group(HybridKvManager::kSliding).block_table(id);
+        q.more_block_tables.emplace_back(t.begin(), t.end());
+      }
     }
     S.seqs.push_back(std::move(q));
   }
@@ -519,6 +685,8 @@ void Engine::publish() {
   S.memory.slots_reserved = static_cast<int64_t>(S.memory.blocks_used) * L.block_size;
   S.memory.slots_filled = filled_slots;
   S.memory.waste_pct = S.memory.slots_reserved ? 100.0 * (1.0 - static_cast<double>(filled_slots) / S.memory.slots_reserved) : 0.0;
+  S.memory.kv_pool_bytes = backend_->kv_total_bytes();
+  S.memory.kv_used_bytes = static_cast<int64_t>(S.memory.blocks_used) * L.bytes_per_block();
 
   if (paged_) {
     const BlockPool& pool = paged_->pool();
@@ -527,6 +695,14 @@ void Engine::publish() {
     counters_.evictions = pool.counters().evictions;
     counters_.prefix_queries_tokens = paged_->prefix_queries_tokens();
     counters_.prefix_hits_tokens = paged_->prefix_hits_tokens();
+    if (hybrid_) {
+      const BlockPool& sp = hybrid_->group(HybridKvManager::kSliding).pool();
+      counters_.allocations += sp.counters().allocations;
+      counters_.frees += sp.counters().frees;
+      counters_.evictions += sp.counters().evictions;
+      counters_.prefix_queries_tokens = hybrid_->prefix_queries_tokens();
+      counters_.prefix_hits_tokens = hybrid_->prefix_hits_tokens();
+    }
     const int64_t free_slots = static_cast<int64_t>(S.memory.blocks_free + S.memory.blocks_cached) * L.block_size;
     S.allocator.total_slots = static_cast<int64_t>(S.memory.blocks_total) * L.block_size;
     S.allocator.total_free = free_slots;
@@ -566,6 +742,7 @@ void Engine::publish() {
       if ((e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && e.seq >= 0)
         if (auto it = seqs_.find(e.seq); it != seqs_.end() && it->second->seq.state == SeqState::Running)
           e.kind = BlockEventKind::DroppedOutOfWindow;
+  if (hybrid_) fill_sliding_group_snapshot(S, evs);
   for (const BlockEvent& e : events_)
     if (e.step == counters_.steps) evs.push_back(e);
   for (const BlockEvent& e : evs)

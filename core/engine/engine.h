@@ -16,11 +16,17 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kv/contiguous_kv_manager.h"
+#include "kv/hybrid_kv_manager.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "telemetry/snapshot.h"
 
 namespace kvscope {
+
+// The hybrid KV cache (kv/hybrid_kv_manager.h) for models mixing sliding-window and global
+// layers: Auto turns it on for such models when the allocator is paged and the backend can
+// store several KV groups; On insists (an error when impossible); Off keeps one block table.
+enum class HybridKvMode : uint8_t { Auto, On, Off };
 
 struct EngineConfig {
   int32_t block_size = 16;
@@ -39,6 +45,11 @@ struct EngineConfig {
   // away and the whole sequence is recomputed next step, so compute per generated token grows
   // with the length (quadratic in total) instead of staying flat. Prefix caching is off.
   bool no_kv_cache = false;
+  HybridKvMode hybrid_kv = HybridKvMode::Auto;
+  // Hybrid KV cache only: blocks of the sliding group's pool (0: derived, see
+  // kv/hybrid_pool_split.h). num_blocks then counts the global group's blocks; when both are 0
+  // kv_memory_bytes is split between the two pools.
+  int32_t sliding_num_blocks = 0;
 };
 
 struct Request {
@@ -86,9 +97,13 @@ class Engine {
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
   const KvSlotAllocator& kv() const { return *kv_; }
-  const KvCacheManager* paged_kv() const { return paged_; }             // null in baseline mode
+  const KvCacheManager* paged_kv() const { return paged_; }             // null in baseline mode; group 0 if hybrid
+  const HybridKvManager* hybrid_kv() const { return hybrid_; }         // null unless the hybrid KV cache is on
+  void validate_kv() const;           // every KV manager's invariants (both groups when hybrid)
   const ContiguousKvManager* contiguous_kv() const { return contiguous_; }  // null when paged
-  std::string kv_summary() const;     // "KV cache: N blocks = T tokens = X MiB, max concurrency at context C"
+  // "KV cache: N blocks = T tokens = X MiB, max concurrency at context C"; with the hybrid KV
+  // cache one clause per group ("global N blocks ..., sliding M blocks ...").
+  std::string kv_summary() const;
 
  private:
   struct SeqRuntime;
@@ -97,6 +112,10 @@ class Engine {
   void finish(SeqRuntime& rt, SeqState state, FinishReason reason);
   std::vector<BlockId> block_table_of(SeqId id) const;
   void fill_block_snapshot(Snapshot& S) const;
+  void fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& evs);
+  // Hybrid: why the model/config cannot use it (empty when it can), and the layers of a group.
+  std::string hybrid_unavailable_reason() const;
+  std::vector<int32_t> group_layers(bool sliding) const;
   std::vector<SeqRuntime*> fork_children(SeqRuntime& parent);
 
   std::shared_ptr<const Model> model_;
@@ -105,6 +124,10 @@ class Engine {
   std::unique_ptr<KvSlotAllocator> kv_;
   KvCacheManager* paged_ = nullptr;
   ContiguousKvManager* contiguous_ = nullptr;
+  HybridKvManager* hybrid_ = nullptr;
+  int32_t sliding_window_ = 0;        // hybrid: the sliding group's window
+  int32_t hybrid_sliding_per_seq_ = 1; // hybrid: sliding blocks one decoding sequence holds at most
+  std::vector<BlockSnap> prev_sliding_blocks_;
   std::unique_ptr<Scheduler> sched_;
   std::unordered_map<SeqId, std::unique_ptr<SeqRuntime>> seqs_;
   SeqId next_id_ = 1;

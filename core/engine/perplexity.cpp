@@ -54,7 +54,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
     throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " + std::to_string(run.logits.size()));
   run.n_tokens = n;
   run.n_predicted = n - 1;
-  run.kv_bytes_per_token = engine.backend().kv_layout().bytes_per_token();
+  run.kv_bytes_per_token = engine.backend().kv_bytes_per_token();
   double nll = 0;
   for (int32_t i = 0; i + 1 < n; ++i) {
     const std::vector<double> lp = log_softmax(run.logits[static_cast<size_t>(i)]);

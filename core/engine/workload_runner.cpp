@@ -10,7 +10,7 @@ WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload)
     : engine_(engine), wl_(std::move(workload)) {
   submitted_.assign(wl_.requests.size(), false);
   seq_of_.resize(wl_.requests.size());
-  metrics_.kv_pool_bytes = engine_.backend().kv_layout().total_bytes();
+  metrics_.kv_pool_bytes = engine_.backend().kv_total_bytes();
 }
 
 void WorkloadRunner::submit_due() {
@@ -100,7 +100,9 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.external_fragmentation = std::max(m.external_fragmentation, s.allocator.external_fragmentation);
   if (s.memory.slots_reserved > peak_reserved_slots_) {
     peak_reserved_slots_ = s.memory.slots_reserved;
-    m.peak_kv_bytes = s.memory.slots_reserved * s.memory.kv_bytes_per_token;
+    // Plus the used blocks of the hybrid KV cache's other groups (0 for a single group).
+    const int64_t other_groups = s.memory.kv_used_bytes - static_cast<int64_t>(s.memory.blocks_used) * s.memory.kv_bytes_per_block;
+    m.peak_kv_bytes = s.memory.slots_reserved * s.memory.kv_bytes_per_token + std::max<int64_t>(0, other_groups);
     m.largest_free_run = s.allocator.largest_free_run;
     m.total_free_at_peak = s.allocator.total_free;
   }

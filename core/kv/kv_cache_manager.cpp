@@ -132,6 +132,31 @@ int32_t KvCacheManager::blocks_needed(SeqId seq, int32_t n_new) const {
   return need;
 }
 
+KvCacheManager::AllocationPlan KvCacheManager::plan_allocation(const SeqTable& t, int32_t n_new) const {
+  const int32_t bs = cfg_.block_size, len = t.len;
+  AllocationPlan p;
+  // Window drops form the range [sink blocks, first block still read); everything below its
+  // present tail was dropped before.
+  if (cfg_.sliding_window > 0) {
+    const int32_t limit = std::min<int32_t>(std::max(0, len - cfg_.sliding_window + 1) / bs,
+                                            static_cast<int32_t>(t.blocks.size()));
+    for (int32_t bi = limit - 1; bi >= 0 && block_outside_window(bi, len) && t.blocks[bi] != kNoBlock; --bi) {
+      p.drops.push_back(bi);
+      if (pool_.state(t.blocks[bi]).ref_count == 1) ++p.freed_by_drops;
+    }
+  }
+  p.cow = len % bs != 0 && pool_.state(t.blocks.back()).ref_count > 1;
+  p.need = ceil_div(len + n_new, bs) - static_cast<int32_t>(t.blocks.size()) + (p.cow ? 1 : 0);
+  return p;
+}
+
+bool KvCacheManager::can_allocate(SeqId seq, int32_t n_new) const {
+  if (n_new <= 0) return true;
+  auto it = seqs_.find(seq);
+  const AllocationPlan p = plan_allocation(it == seqs_.end() ? SeqTable{} : it->second, n_new);
+  return p.need <= pool_.num_free() + p.freed_by_drops;
+}
+
 bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, int32_t n_new) {
   KV_CHECK(n_new >= 0, "allocate_slots() with negative n_new");
   const int32_t bs = cfg_.block_size;
@@ -143,21 +168,11 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
   KV_CHECK(static_cast<int64_t>(tokens.size()) >= new_len, "allocate_slots(): tokens shorter than len + n_new");
   if (n_new == 0) return true;
 
-  // Plan first so that a failure changes nothing. Window drops form the range
-  // [sink blocks, first block still read); everything below its present tail was dropped before.
-  std::vector<int32_t> drops;
-  int32_t freed_by_drops = 0;
-  if (cfg_.sliding_window > 0) {
-    const int32_t limit = std::min<int32_t>(std::max(0, len - cfg_.sliding_window + 1) / bs,
-                                            static_cast<int32_t>(t.blocks.size()));
-    for (int32_t bi = limit - 1; bi >= 0 && block_outside_window(bi, len) && t.blocks[bi] != kNoBlock; --bi) {
-      drops.push_back(bi);
-      if (pool_.state(t.blocks[bi]).ref_count == 1) ++freed_by_drops;
-    }
-  }
-  const bool cow = len % bs != 0 && pool_.state(t.blocks.back()).ref_count > 1;
-  const int32_t need = ceil_div(new_len, bs) - static_cast<int32_t>(t.blocks.size()) + (cow ? 1 : 0);
-  if (need > pool_.num_free() + freed_by_drops) {
+  // Plan first so that a failure changes nothing.
+  const AllocationPlan plan = plan_allocation(t, n_new);
+  const std::vector<int32_t>& drops = plan.drops;
+  const bool cow = plan.cow;
+  if (plan.need > pool_.num_free() + plan.freed_by_drops) {
     if (created) seqs_.erase(it);
     return false;
   }

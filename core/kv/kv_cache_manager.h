@@ -50,6 +50,10 @@ class KvCacheManager : public KvSlotAllocator {
   // ids up to len + n_new (needed to hash blocks that become full). Returns false and changes
   // nothing when the pool cannot supply the blocks.
   bool allocate_slots(SeqId seq, std::span<const TokenId> tokens, int32_t n_new) override;
+  // Dry run of allocate_slots (same plan, window drops included): would it succeed now?
+  // An unknown sequence counts as empty. Lets a caller holding several managers (the hybrid
+  // KV cache) allocate in all of them or in none.
+  bool can_allocate(SeqId seq, int32_t n_new) const;
   // Physical slot (block * block_size + offset) of position pos of seq.
   int64_t slot(SeqId seq, int32_t pos) const override;
   std::span<const BlockId> block_table(SeqId seq) const;  // kNoBlock where a block was dropped
@@ -83,6 +87,13 @@ class KvCacheManager : public KvSlotAllocator {
     SeqCacheStats stats;
   };
   const SeqTable& table_of(SeqId seq) const;  // checks the sequence exists
+  struct AllocationPlan {
+    std::vector<int32_t> drops;   // table indices leaving the window, highest first
+    int32_t freed_by_drops = 0;   // of those, blocks nobody else holds (back in the pool)
+    bool cow = false;             // the shared partial last block must be copied first
+    int32_t need = 0;             // blocks to take from the pool
+  };
+  AllocationPlan plan_allocation(const SeqTable& t, int32_t n_new) const;
   // The prefix-cache walk shared by attach and the dry runs: the hit blocks in prompt order,
   // kNoBlock for hits outside the window of the first position to compute (attached without a ref).
   std::vector<BlockId> cached_prefix_blocks(std::span<const TokenId> prompt) const;

@@ -14,7 +14,8 @@ constexpr BlockId kNoBlock = -1;  // a block-table entry whose block was dropped
 
 // Copy-on-write work for the backend: copy slots [src*bs, src*bs + n_slots) to [dst*bs, ...),
 // bs being the allocator's block size (1 for the contiguous baseline, whose "blocks" are slots).
-struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; };
+// group: the KV layer group whose pool holds both blocks (0 unless the hybrid KV cache is on).
+struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; int32_t group = 0; };
 
 // Bookkeeping bugs must never become silent wrong K/V, and the default build is Release
 // (NDEBUG), so these checks stay on and throw instead of aborting: a test can catch them and

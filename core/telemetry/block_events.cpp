@@ -67,7 +67,8 @@ std::vector<BlockEvent> diff_block_events(const std::vector<BlockSnap>& before, 
 }
 
 std::string describe_block_event(const BlockEvent& e) {
-  const std::string blk = "block " + std::to_string(e.block);
+  // The hybrid KV cache's second pool holds the sliding-window layers' blocks.
+  const std::string blk = (e.group == 1 ? "sliding-layer block " : "block ") + std::to_string(e.block);
   const std::string seq = e.seq >= 0 ? "sequence " + std::to_string(e.seq) : "no sequence";
   switch (e.kind) {
     case BlockEventKind::Allocated: return seq + " needed room for more tokens, so it took free " + blk + ".";

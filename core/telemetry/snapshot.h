@@ -33,13 +33,15 @@ struct BlockEvent {
   BlockId block = kNoBlock;
   SeqId seq = -1;
   BlockId other = kNoBlock;    // CopiedOnWrite: the source block
+  int32_t group = 0;           // KV group of the block(s) (hybrid KV cache: 1 = sliding layers)
 };
 
 struct SeqSnap {
   SeqId id = 0;
   std::string label;           // e.g. "chat 2", "req 7"
   SeqState state = SeqState::Waiting;
-  std::vector<BlockId> block_table;   // logical -> physical, kNoBlock where dropped
+  std::vector<BlockId> block_table;   // logical -> physical, kNoBlock where dropped (KV group 0)
+  std::vector<std::vector<BlockId>> more_block_tables;  // [group - 1]: tables of KV groups 1..
   std::vector<TokenId> tokens;        // prompt + generated
   int32_t prompt_len = 0;
   int32_t generated = 0;
@@ -49,6 +51,7 @@ struct SeqSnap {
   double ttft_ms = -1;                // -1 until the first token
   double mean_itl_ms = -1;            // mean inter-token latency
   std::string error;
+  const std::vector<BlockId>& group_table(int32_t g) const { return g == 0 ? block_table : more_block_tables.at(static_cast<size_t>(g - 1)); }
 };
 
 struct EngineCounters {
@@ -74,6 +77,19 @@ struct MemorySnap {
   int64_t slots_reserved = 0;         // used blocks x block_size
   int64_t slots_filled = 0;           // tokens actually stored
   double waste_pct = 0;               // 100 * (1 - filled / reserved)
+  // Every KV group together (the fields above describe group 0, the only one unless hybrid).
+  int64_t kv_pool_bytes = 0;
+  int64_t kv_used_bytes = 0;
+};
+
+// One KV group of the hybrid KV cache (layers sharing a block pool and block tables).
+struct KvGroupSnap {
+  std::string name;                   // "global layers", "sliding layers (window 512)"
+  int32_t n_layers = 0;
+  int32_t window = 0;                 // 0: full attention
+  int64_t bytes_per_block = 0;
+  int32_t blocks_total = 0, blocks_used = 0, blocks_cached = 0, blocks_free = 0;
+  std::vector<BlockSnap> blocks;      // [num_blocks]; left empty for group 0 (see Snapshot::blocks)
 };
 
 // How the allocator's free space looks. Paged: any free block serves any sequence, so the
@@ -104,7 +120,11 @@ struct Snapshot {
   std::string kv_dtype = "f32";
   int32_t window = 0, sinks = 0;
   bool prefix_caching = true;
-  std::vector<BlockSnap> blocks;      // [num_blocks]
+  std::vector<BlockSnap> blocks;      // [num_blocks] of KV group 0
+  // The hybrid KV cache's groups, group 0 first; empty when the model has one KV group.
+  std::vector<KvGroupSnap> kv_groups;
+  int32_t n_kv_groups() const { return kv_groups.empty() ? 1 : static_cast<int32_t>(kv_groups.size()); }
+  const std::vector<BlockSnap>& group_blocks(int32_t g) const { return g == 0 ? blocks : kv_groups.at(static_cast<size_t>(g)).blocks; }
   std::vector<SeqSnap> seqs;          // live and recently finished
   EngineCounters counters;
   MemorySnap memory;

@@ -5,17 +5,32 @@ namespace kvscope {
 nlohmann::json to_json(const BlockEvent& e) {
   nlohmann::json j = {{"step", e.step}, {"kind", block_event_name(e.kind)}, {"block", e.block}, {"seq", e.seq}};
   if (e.other != kNoBlock) j["source_block"] = e.other;
+  if (e.group != 0) j["group"] = e.group;
   return j;
 }
 
-nlohmann::json to_json(const Snapshot& s) {
+static nlohmann::json blocks_json(const std::vector<BlockSnap>& v) {
   nlohmann::json blocks = nlohmann::json::array();
-  for (const BlockSnap& b : s.blocks) {
+  for (const BlockSnap& b : v) {
     nlohmann::json j = {{"status", block_status_name(b.status)}, {"ref_count", b.ref_count}, {"filled", b.filled}};
     if (b.owner >= 0) j["owner"] = b.owner;
     if (b.hashed) j["hash"] = b.hash;
     if (b.sink) j["sink"] = true;
     blocks.push_back(std::move(j));
+  }
+  return blocks;
+}
+
+nlohmann::json to_json(const Snapshot& s) {
+  nlohmann::json blocks = blocks_json(s.blocks);
+  nlohmann::json groups = nlohmann::json::array();
+  for (size_t g = 0; g < s.kv_groups.size(); ++g) {
+    const KvGroupSnap& k = s.kv_groups[g];
+    nlohmann::json j = {{"name", k.name}, {"layers", k.n_layers}, {"window", k.window}, {"bytes_per_block", k.bytes_per_block},
+                        {"blocks_total", k.blocks_total}, {"blocks_used", k.blocks_used}, {"blocks_cached", k.blocks_cached},
+                        {"blocks_free", k.blocks_free}};
+    if (g > 0) j["blocks"] = blocks_json(k.blocks);  // group 0's are the top-level "blocks"
+    groups.push_back(std::move(j));
   }
   nlohmann::json seqs = nlohmann::json::array();
   for (const SeqSnap& q : s.seqs) {
@@ -32,6 +47,7 @@ nlohmann::json to_json(const Snapshot& s) {
                         {"ttft_ms", q.ttft_ms},
                         {"mean_itl_ms", q.mean_itl_ms}};
     if (!q.error.empty()) j["error"] = q.error;
+    if (!q.more_block_tables.empty()) j["more_block_tables"] = q.more_block_tables;
     seqs.push_back(std::move(j));
   }
   const EngineCounters& c = s.counters;
@@ -48,6 +64,7 @@ nlohmann::json to_json(const Snapshot& s) {
           {"config", {{"block_size", s.block_size}, {"kv_dtype", s.kv_dtype}, {"window", s.window}, {"sinks", s.sinks},
                       {"prefix_caching", s.prefix_caching}}},
           {"blocks", std::move(blocks)},
+          {"kv_groups", std::move(groups)},
           {"sequences", std::move(seqs)},
           {"counters", {{"steps", c.steps}, {"tokens_prefilled", c.tokens_prefilled}, {"tokens_decoded", c.tokens_decoded},
                         {"preemptions", c.preemptions}, {"allocations", c.allocations}, {"frees", c.frees},
@@ -60,6 +77,7 @@ nlohmann::json to_json(const Snapshot& s) {
                       {"kv_used_bytes", static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block},
                       {"kv_cached_bytes", static_cast<int64_t>(m.blocks_cached) * m.kv_bytes_per_block},
                       {"kv_free_bytes", static_cast<int64_t>(m.blocks_free) * m.kv_bytes_per_block},
+                      {"kv_pool_bytes_all_groups", m.kv_pool_bytes}, {"kv_used_bytes_all_groups", m.kv_used_bytes},
                       {"slots_reserved", m.slots_reserved}, {"slots_filled", m.slots_filled}, {"waste_pct", m.waste_pct}}},
           {"allocator", {{"contiguous", a.contiguous}, {"total_slots", a.total_slots}, {"total_free", a.total_free},
                          {"largest_free_run", a.largest_free_run}, {"external_fragmentation", a.external_fragmentation},
