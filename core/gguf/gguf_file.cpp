@@ -277,16 +277,15 @@ void GgufFile::read_tensor_data() const {
   }
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t map_bytes = (end + page - 1) / page * page;
-  void* m = ::mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // MAP_POPULATE: the pages are faulted in by one call instead of one fault per 4 KiB page as
+  // pread fills them (about a third less CPU for a 236 MiB model). No MADV_HUGEPAGE: with the
+  // common defrag=madvise setting it can stall the load in direct compaction for a second.
+  void* m = ::mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (m == MAP_FAILED) {
     const int err = errno;
     throw GgufError("gguf '" + path_ + "': cannot allocate " + std::to_string(map_bytes >> 20) + " MiB for the tensor data: " +
                     std::strerror(err));
   }
-#ifdef MADV_HUGEPAGE
-  // Weights are streamed through by every matmul: fewer TLB misses. Advice only; errors ignored.
-  if (map_bytes >= (uint64_t{2} << 20)) ::madvise(m, static_cast<size_t>(map_bytes), MADV_HUGEPAGE);
-#endif
   try {
     pread_exact(fd_, static_cast<uint8_t*>(m), end, data_offset_, path_, size_);
   } catch (...) {
