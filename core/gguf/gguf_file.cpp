@@ -212,7 +212,10 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::shared_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) throw GgufError("gguf '" + path + "': cannot open: " + std::strerror(errno));
+  if (f->fd_ < 0) {
+    const int err = errno;
+    throw GgufError("gguf '" + path + "': cannot open: " + std::strerror(err));
+  }
   struct stat st {};
   if (::fstat(f->fd_, &st) != 0) {
     const int err = errno;
