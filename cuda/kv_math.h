@@ -5,144 +5,53 @@
 //
 // Every function is `KVSCOPE_HD inline`: __host__ __device__ under nvcc, plain inline under a
 // host compiler, so tests/test_cuda_host_math.cpp checks the very code the kernels run. No CUDA
-// header is needed; the host side uses <cmath> (pow, nearbyint) and <cstring> (memcpy).
+// header is needed; the host side uses <cmath> (pow, cos, sin).
 //
-// FP8 conventions (OCP 8-bit floating point, v1.0):
-//  * E4M3 ("e4m3fn"): bias 7, no infinities, max finite 448 (S.1111.110), NaN = S.1111.111,
-//    subnormals m * 2^-9. Encoding rounds to nearest, ties to even.
-//  * E5M2: IEEE-like, bias 15, max finite 57344 (S.11110.11), inf = S.11111.00, NaN =
-//    S.11111.{01,10,11} (we emit .11), subnormals m * 2^-16. Round to nearest, ties to even.
-//  * Saturation (Fp8Overflow::Saturate, as PTX cvt.satfinite and vLLM do): finite values that
-//    round beyond the max finite, and +-inf, become +-max finite. Fp8Overflow::Ieee: overflow and
-//    inf become inf (E5M2) or NaN (E4M3, which has no inf). NaN stays NaN (sign kept).
-//    The KV cache uses the CPU backend's rules (core/kv/kv_quant.h): E4M3 saturates, E5M2 is
-//    IEEE. With scale = absmax / qmax no stored value can overflow, so this only matters at the
-//    converters' edges. Both encoders were checked bit for bit against CUDA's cuda_fp8.h
-//    (__nv_cvt_float_to_fp8, both saturation modes) over all 2^32 f32 bit patterns but NaNs
-//    (cuda/tools/fp8_exhaustive_check.cpp).
-//  * Quantized KV stores one f32 scale per (token, kv head) vector: scale = absmax / qmax
-//    (qmax 127 for int8, 448 for e4m3, 57344 for e5m2), 1 when the vector is all zero; code =
-//    encode(x / scale); value = decode(code) * scale.
+// The fp8 / int8 KV codecs are not defined here: they are core/kv/kv_quant.h's (the CPU
+// backend's own, also `KVSCOPE_HD inline`), re-exported below, so both backends run one
+// implementation. Its conventions (OCP 8-bit floating point v1.0): E4M3 bias 7, no inf, max
+// 448; E5M2 IEEE-like, bias 15, max 57344; round to nearest even; NaN stays NaN. Overflow is an
+// explicit Fp8Overflow mode: Saturate (+-max finite, as PTX cvt.satfinite and vLLM do) or Ieee
+// (inf for E5M2, NaN for E4M3). The KV cache uses E4M3 Saturate and E5M2 Ieee (kv_quant.h's
+// one-argument overloads); the kernels name the mode at every call. Both encoders, in both
+// modes, match CUDA's cuda_fp8.h (__nv_cvt_float_to_fp8) bit for bit over all 2^32 f32 bit
+// patterns but NaNs (cuda/tools/fp8_exhaustive_check.cpp). Quantized KV stores one f32 scale
+// per (token, kv head) vector: scale = absmax / qmax (1 for an all-zero vector), code =
+// encode(x / scale), value = decode(code) * scale.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
-#ifndef KVSCOPE_HD  // core/kv/kv_quant.h defines the same macro the same way
-#if defined(__CUDACC__)
-#define KVSCOPE_HD __host__ __device__
-#else
-#define KVSCOPE_HD
-#endif
-#endif
+#include "../core/kv/kv_quant.h"  // KVSCOPE_HD and the KV codecs (relative: tools build without -I)
 
 namespace kvscope::kvmath {
 
 // ---- bit helpers -------------------------------------------------------------------------
 
-KVSCOPE_HD inline uint32_t f32_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
-
-KVSCOPE_HD inline float f32_from_bits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-// Round to nearest integer, ties to even (the default IEEE mode on both sides).
-KVSCOPE_HD inline float round_even(float x) {
-#if defined(__CUDA_ARCH__)
-  return rintf(x);
-#else
-  return std::nearbyint(x);
-#endif
-}
-
+KVSCOPE_HD inline uint32_t f32_bits(float f) { return kvq::bits_of(f); }
+KVSCOPE_HD inline float f32_from_bits(uint32_t u) { return kvq::float_of(u); }
 KVSCOPE_HD inline bool is_nan_bits(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
 KVSCOPE_HD inline bool is_inf_bits(uint32_t u) { return (u & 0x7FFFFFFFu) == 0x7F800000u; }
 
 KVSCOPE_HD inline int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
-// ---- FP8 ---------------------------------------------------------------------------------
+// ---- FP8 and int8: core/kv/kv_quant.h's codecs -------------------------------------------------
 
-enum class Fp8Overflow : int { Saturate, Ieee };
+using kvq::Fp8Overflow;
+using kvq::fp8_e4m3_to_f32;
+using kvq::fp8_e5m2_to_f32;
+using kvq::f32_to_fp8_e4m3;  // (x, mode), and (x) = Saturate
+using kvq::f32_to_fp8_e5m2;  // (x, mode), and (x) = Ieee
 
-constexpr float kFp8E4M3Max = 448.0f;
-constexpr float kFp8E5M2Max = 57344.0f;
-constexpr float kInt8Max = 127.0f;
+constexpr float kFp8E4M3Max = kvq::kE4M3Max;
+constexpr float kFp8E5M2Max = kvq::kE5M2Max;
+constexpr float kInt8Max = kvq::kInt8Max;
 
-KVSCOPE_HD inline float fp8_e4m3_to_f32(uint8_t b) {
-  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
-  const uint32_t e = (b >> 3) & 0xFu, m = b & 0x7u;
-  if (e == 0xFu && m == 0x7u) return f32_from_bits(sign | 0x7FC00000u);             // NaN
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0.001953125f));  // m * 2^-9
-  return f32_from_bits(sign | ((e - 7u + 127u) << 23) | (m << 20));
-}
+// Scale of one head vector whose largest |x| is absmax, for a code range of +-qmax (a kernel
+// reduces absmax across threads first, so it takes the reduced value, not the vector).
+KVSCOPE_HD inline float kv_quant_scale(float absmax, float qmax) { return kvq::kv_scale_of_absmax(absmax, qmax); }
 
-KVSCOPE_HD inline uint8_t f32_to_fp8_e4m3(float x, Fp8Overflow mode = Fp8Overflow::Saturate) {
-  const uint32_t u = f32_bits(x);
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (is_nan_bits(u)) return sign | 0x7Fu;
-  if (a == 0x7F800000u) return mode == Fp8Overflow::Saturate ? (sign | 0x7Eu) : (sign | 0x7Fu);
-  if (a < 0x3C800000u) {  // |x| < 2^-6: subnormal range, quantum 2^-9 (q == 8 is the min normal)
-    const float q = round_even(f32_from_bits(a) * 512.0f);
-    return sign | static_cast<uint8_t>(q);
-  }
-  // Normal: keep 3 mantissa bits, round the 20 dropped bits to nearest even; a carry moves into
-  // the exponent as it should. Then rebias 127 -> 7.
-  const uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
-  const uint32_t code = r - ((127u - 7u) << 3);
-  if (r > ((127u - 7u) << 3) + 0x7Eu) return mode == Fp8Overflow::Saturate ? (sign | 0x7Eu) : (sign | 0x7Fu);
-  return sign | static_cast<uint8_t>(code);
-}
-
-KVSCOPE_HD inline float fp8_e5m2_to_f32(uint8_t b) {
-  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
-  const uint32_t e = (b >> 2) & 0x1Fu, m = b & 0x3u;
-  if (e == 0x1Fu) return f32_from_bits(sign | (m == 0 ? 0x7F800000u : 0x7FC00000u));  // inf / NaN
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 1.52587890625e-05f));  // m * 2^-16
-  return f32_from_bits(sign | ((e - 15u + 127u) << 23) | (m << 21));
-}
-
-KVSCOPE_HD inline uint8_t f32_to_fp8_e5m2(float x, Fp8Overflow mode = Fp8Overflow::Saturate) {
-  const uint32_t u = f32_bits(x);
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (is_nan_bits(u)) return sign | 0x7Fu;
-  if (a == 0x7F800000u) return mode == Fp8Overflow::Saturate ? (sign | 0x7Bu) : (sign | 0x7Cu);
-  if (a < 0x38800000u) {  // |x| < 2^-14: subnormal range, quantum 2^-16 (q == 4 is the min normal)
-    const float q = round_even(f32_from_bits(a) * 65536.0f);
-    return sign | static_cast<uint8_t>(q);
-  }
-  const uint32_t r = (a + 0xFFFFFu + ((a >> 21) & 1u)) >> 21;
-  const uint32_t code = r - ((127u - 15u) << 2);
-  if (r > ((127u - 15u) << 2) + 0x7Bu) return mode == Fp8Overflow::Saturate ? (sign | 0x7Bu) : (sign | 0x7Cu);
-  return sign | static_cast<uint8_t>(code);
-}
-
-// ---- int8 and the per-vector scale ----------------------------------------------------------
-
-// Scale of one head vector whose largest |x| is absmax, for a code range of +-qmax.
-KVSCOPE_HD inline float kv_quant_scale(float absmax, float qmax) { return absmax > 0.0f ? absmax / qmax : 1.0f; }
-
-// Symmetric int8: round(x / scale) to nearest even, clamped to [-127, 127] (-128 unused).
-KVSCOPE_HD inline int8_t f32_to_int8(float x, float scale) {
-  float q = round_even(x / scale);
-  if (q != q) return 0;  // NaN input
-  q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
-  return static_cast<int8_t>(q);
-}
+// Symmetric int8: round(x / scale) to nearest even, clamped to [-127, 127] (-128 unused), NaN -> 0.
+KVSCOPE_HD inline int8_t f32_to_int8(float x, float scale) { return kvq::f32_to_int8(x / scale); }
 KVSCOPE_HD inline float int8_to_f32(int8_t q, float scale) { return static_cast<float>(q) * scale; }
 
 // ---- slot addressing (must agree with KvLayout) ----------------------------------------------

@@ -1,9 +1,19 @@
 #pragma once
-// Read-only view of a GGUF v2/v3 file: metadata, tensor infos, zero-copy tensor data (mmap).
+// Read-only view of a GGUF v2/v3 file: metadata, tensor infos, tensor data.
 // Every count, length, offset and size is validated against the file size before it is used;
 // any problem throws GgufError with a message naming the problem (and the key/tensor involved).
+//
+// Nothing is read through a file mapping. The header is read with pread(), and the tensor data
+// section is copied with pread() into memory this object owns the first time a tensor is viewed
+// (then the file is closed). A mapping of a file that another process truncates in place raises
+// SIGBUS on the next read of a dropped page, anywhere in the engine, and no check before a read
+// can close that window; owned memory cannot change under us. A file that shrinks while it is
+// being read gives a GgufError ("the file shrank while it was being read"). Metadata-only users
+// (inspect, plan) never view a tensor, so they read only the header.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -61,7 +71,7 @@ struct GgufTensorInfo {
   int64_t n_elements() const;
 };
 
-// Zero-copy view of one tensor's bytes inside the mapping.
+// View of one tensor's bytes inside the GgufFile's owned copy (valid while the file object lives).
 struct TensorView {
   const GgufTensorInfo* info = nullptr;
   const uint8_t* data = nullptr;
@@ -74,7 +84,8 @@ struct TensorView {
 
 class GgufFile {
  public:
-  // Maps and parses the file. Throws GgufError (bad magic, v1, truncation, hostile values...).
+  // Reads and parses the header (metadata, tensor infos); keeps the file open until the tensor
+  // data is first needed. Throws GgufError (bad magic, v1, truncation, hostile values...).
   static std::shared_ptr<GgufFile> open(const std::string& path);
   // Parses an in-memory copy (used by the fuzzer and tests); the bytes are copied.
   static std::shared_ptr<GgufFile> from_bytes(const uint8_t* data, size_t size, std::string label = "<memory>");
@@ -98,17 +109,33 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
-  TensorView view(const GgufTensorInfo& t) const;  // throws if the type is unsupported
+  // Throws if the type is unsupported, or (first call on an opened file) if the tensor data
+  // cannot be read in full. Thread-safe.
+  TensorView view(const GgufTensorInfo& t) const;
+  // Reads the tensor data now (view() does it on first use). Idempotent, thread-safe.
+  void load_tensor_data() const;
+  // Bytes of tensor data held in memory by this object (0 until loaded; the whole buffer for
+  // from_bytes).
+  uint64_t resident_bytes() const;
 
  private:
   GgufFile() = default;
-  void parse();
+  // Makes the file's bytes [0, end) available (end <= size_) and returns their start; may also
+  // report more bytes available than asked for (*avail >= end).
+  using ByteFetch = std::function<const uint8_t*(uint64_t end, uint64_t* avail)>;
+  void parse(const ByteFetch& fetch);
+  void read_tensor_data() const;
 
   std::string path_;
-  const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
-  void* map_ = nullptr;              // mmap base when mapped
-  std::vector<uint8_t> owned_;       // bytes when parsed from memory
+  std::vector<uint8_t> owned_;       // the whole file when parsed from memory
+  // Opened files: the descriptor (until the data is read) and the data section copy.
+  mutable int fd_ = -1;
+  mutable std::once_flag data_once_;
+  mutable void* data_map_ = nullptr;  // anonymous mapping holding [data_offset_, data_offset_ + data_bytes_)
+  mutable uint64_t data_bytes_ = 0;
+  mutable uint64_t data_map_bytes_ = 0;
+  const uint8_t* data_ = nullptr;    // start of the data section, from_bytes only (else data_map_)
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

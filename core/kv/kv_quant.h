@@ -1,7 +1,8 @@
 #pragma once
 // Element codecs of the quantized KV cache: int8 and OCP FP8 (E4M3, E5M2), each with one f32
-// scale per (token, kv head) vector. Header-only and `KVSCOPE_HD inline` so CUDA kernels can use
-// the same code as the CPU backend; only integer bit manipulation and float arithmetic, no std::.
+// scale per (token, kv head) vector. Header-only and `KVSCOPE_HD inline` (__host__ __device__
+// under nvcc): the CUDA backend runs these very functions (cuda/kv_math.h re-exports them), so the
+// two backends cannot drift apart. Only integer bit manipulation and float arithmetic, no std::.
 //
 // Why one scale per token per head (not per block): a token's K/V is written once, when it is
 // computed, and never rewritten. A per-block scale would change whenever a later token of the
@@ -11,12 +12,17 @@
 //
 // FP8 follows the OCP 8-bit floating point specification v1.0:
 //  * E4M3: bias 7, no infinities, max finite 448 = S.1111.110, NaN = S.1111.111, subnormals
-//    m * 2^-9. Overflow and +-inf SATURATE to +-448 (the spec's saturation mode, as used for KV).
+//    m * 2^-9.
 //  * E5M2: IEEE-like, bias 15, max finite 57344 = S.11110.11, inf = S.11111.00, NaN =
-//    S.11111.{01,10,11} (we emit .11), subnormals m * 2^-16. Overflow rounds to +-inf.
+//    S.11111.{01,10,11} (we emit .11), subnormals m * 2^-16.
 //  * Encoding rounds to nearest, ties to even. NaN stays NaN (sign kept).
-// In the KV cache x / scale never exceeds the max finite value, so the overflow rule only
-// matters for the converters themselves (tested exhaustively in tests/test_kv_quant.cpp).
+//  * Overflow (finite values that round past the max finite, and +-inf) follows an explicit
+//    Fp8Overflow mode: Saturate gives +-max finite (PTX cvt.satfinite); Ieee gives +-inf (E5M2)
+//    or NaN (E4M3, which has no inf). The KV cache's rule, and the one-argument overloads: E4M3
+//    SATURATES, E5M2 is IEEE. In the KV cache x / scale never exceeds the max finite value, so
+//    the rule only matters at the converters' edges (tested exhaustively in
+//    tests/test_kv_quant.cpp and, both modes against a reference encoder, in
+//    tests/test_cuda_host_math.cpp).
 #include <stdint.h>
 
 #ifndef KVSCOPE_HD
@@ -33,20 +39,26 @@ constexpr float kInt8Max = 127.0f;
 constexpr float kE4M3Max = 448.0f;
 constexpr float kE5M2Max = 57344.0f;
 
+enum class Fp8Overflow : int { Saturate, Ieee };
+
 KVSCOPE_HD inline uint32_t bits_of(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } v{f};
-  return v.u;
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &f, sizeof u);
+  return u;
+#endif
 }
 
 KVSCOPE_HD inline float float_of(uint32_t u) {
-  union {
-    uint32_t u;
-    float f;
-  } v{u};
-  return v.f;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+#endif
 }
 
 // Magnitude of f32 bits `mag` (sign cleared, finite, not NaN) as an fp8 code without sign, for a
@@ -74,26 +86,34 @@ KVSCOPE_HD inline uint32_t fp8_round_magnitude(uint32_t mag) {
   return (static_cast<uint32_t>(e + B) << M) + (rounded - (1u << M));
 }
 
-KVSCOPE_HD inline uint8_t f32_to_fp8_e4m3(float x) {
+KVSCOPE_HD inline uint8_t f32_to_fp8_e4m3(float x, Fp8Overflow mode) {
   const uint32_t u = bits_of(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t mag = u & 0x7FFFFFFFu;
   if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
-  if (mag == 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Eu); // inf saturates
+  const uint32_t overflow = mode == Fp8Overflow::Saturate ? 0x7Eu : 0x7Fu;  // 448, or NaN (no inf)
+  if (mag == 0x7F800000u) return static_cast<uint8_t>(sign | overflow);
   uint32_t code = fp8_round_magnitude<3, 7>(mag);
-  if (code > 0x7Eu) code = 0x7Eu;  // saturate to 448 (0x7F would be NaN)
+  if (code > 0x7Eu) code = overflow;
   return static_cast<uint8_t>(sign | code);
 }
 
-KVSCOPE_HD inline uint8_t f32_to_fp8_e5m2(float x) {
+KVSCOPE_HD inline uint8_t f32_to_fp8_e5m2(float x, Fp8Overflow mode) {
   const uint32_t u = bits_of(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t mag = u & 0x7FFFFFFFu;
   if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
-  uint32_t code = mag == 0x7F800000u ? 0x7Cu : fp8_round_magnitude<2, 15>(mag);
-  if (code > 0x7Cu) code = 0x7Cu;  // IEEE overflow: round to infinity
+  const uint32_t overflow = mode == Fp8Overflow::Saturate ? 0x7Bu : 0x7Cu;  // 57344, or inf
+  if (mag == 0x7F800000u) return static_cast<uint8_t>(sign | overflow);
+  uint32_t code = fp8_round_magnitude<2, 15>(mag);
+  if (code > 0x7Bu) code = overflow;
   return static_cast<uint8_t>(sign | code);
 }
+
+// The KV cache's rule (one-argument overloads rather than default arguments, so either form can
+// be taken as a function pointer).
+KVSCOPE_HD inline uint8_t f32_to_fp8_e4m3(float x) { return f32_to_fp8_e4m3(x, Fp8Overflow::Saturate); }
+KVSCOPE_HD inline uint8_t f32_to_fp8_e5m2(float x) { return f32_to_fp8_e5m2(x, Fp8Overflow::Ieee); }
 
 KVSCOPE_HD inline float fp8_e4m3_to_f32(uint8_t b) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
@@ -127,13 +147,15 @@ KVSCOPE_HD inline int8_t f32_to_int8(float x) {
 
 // scale = absmax / qmax so the largest element maps to the largest code; 1 for an all-zero
 // vector (any scale decodes zeros exactly, and 1 avoids a division by zero).
+KVSCOPE_HD inline float kv_scale_of_absmax(float amax, float qmax) { return amax > 0.0f ? amax / qmax : 1.0f; }
+
 KVSCOPE_HD inline float kv_scale(const float* x, int32_t n, float qmax) {
   float amax = 0.0f;
   for (int32_t i = 0; i < n; ++i) {
     const float a = float_of(bits_of(x[i]) & 0x7FFFFFFFu);
     amax = a > amax ? a : amax;
   }
-  return amax > 0.0f ? amax / qmax : 1.0f;
+  return kv_scale_of_absmax(amax, qmax);
 }
 
 // Quantize one head vector; returns its scale.

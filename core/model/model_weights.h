@@ -1,6 +1,7 @@
 #pragma once
-// Zero-copy views of a model's tensors in the mapped GGUF file, with every shape checked
-// against the config. Small 1-D tensors (norms, biases) are converted to f32 vectors once.
+// Views of a model's tensors in the GgufFile's in-memory copy of the tensor data (never a file
+// mapping: see gguf_file.h), with every shape checked against the config. Small 1-D tensors
+// (norms, biases) are converted to f32 vectors once.
 #include <memory>
 #include <vector>
 

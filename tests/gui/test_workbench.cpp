@@ -86,11 +86,16 @@ class TestWorkbench : public QObject {
     QVERIFY(w->host()->modelInfo().description.contains(QStringLiteral("llama")));
     QVERIFY(w->host()->modelInfo().kvSummary.startsWith(QStringLiteral("KV cache:")));
 
-    QSignalSpy tokens(w->host()->worker(), &EngineWorker::tokenStreamed);
+    // Counted on this (the GUI) thread: a QSignalSpy on the worker would record from the engine
+    // thread while this thread reads it (a data race ThreadSanitizer reports).
+    int streamed = 0;
+    QObject onGuiThread;
+    connect(w->host()->worker(), &EngineWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
+            Qt::QueuedConnection);
     ConversationWidget* chat = w->chatPanel()->current();
     chat->send(QStringLiteral("Once upon a time"));
     QVERIFY(chat->isBusy());
-    QTRY_VERIFY_WITH_TIMEOUT(tokens.count() > 0, kTimeoutMs);  // streamed, not delivered at the end
+    QTRY_VERIFY_WITH_TIMEOUT(streamed > 0, kTimeoutMs);  // streamed, not delivered at the end
     QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
     QVERIFY(chat->lastStats().has_value());
     const TurnStats first = *chat->lastStats();
