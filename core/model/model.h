@@ -11,7 +11,7 @@
 namespace kvscope {
 
 struct Model {
-  std::shared_ptr<GgufFile> file;   // keeps the mapping alive for the tensor views
+  std::shared_ptr<GgufFile> file;   // owns the copied tensor data the weight views point into
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
