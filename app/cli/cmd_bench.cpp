@@ -80,13 +80,17 @@ nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batc
 }
 
 // Decode attention of one token over `ctx` positions, all layers' worth of heads: walking a
-// shuffled block table (the paged path) vs a plain contiguous array. Same math, same threads.
+// shuffled block table (the paged path) vs a plain contiguous array. Same kernel, same data in
+// the same KV dtype (--kv-dtype), same threads: the ratio is what paging costs.
 nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_t ctx, int reps) {
   const ModelConfig& c = m->config;
   const int threads = static_cast<int>(a.i64("threads", 0));
   const int32_t bs = static_cast<int32_t>(a.i64("block-size", 16));
+  const std::string dt_name = a.str("kv-dtype", "f32");
+  const auto dt = parse_kv_dtype(dt_name);
+  if (!dt) throw UsageError("--kv-dtype '" + dt_name + "' is not one of " + kv_dtype_choices());
   CpuBackend be(m, threads);
-  KvLayout L{c.n_layer, c.n_head_kv, c.head_dim, bs, (ctx + bs - 1) / bs + 1, KvDtype::F32};
+  KvLayout L{c.n_layer, c.n_head_kv, c.head_dim, bs, (ctx + bs - 1) / bs + 1, *dt};
   be.init_kv(L, {});
   std::vector<BlockId> table(static_cast<size_t>(L.num_blocks));
   std::iota(table.begin(), table.end(), 0);
@@ -99,26 +103,47 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
   b.block_tables.push_back(std::span<const BlockId>(table));
   std::mt19937_64 rng(5);
   std::normal_distribution<float> nd;
-  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
-  for (auto& x : q) x = nd(rng);
-  std::vector<float> kc(static_cast<size_t>(ctx) * c.kv_dim()), vc(kc.size());
-  for (auto& x : kc) x = nd(rng);
-  for (auto& x : vc) x = nd(rng);
+  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size()), x(static_cast<size_t>(c.head_dim));
+  for (auto& e : q) e = nd(rng);
+  // The same random K/V in both layouts, one copy per layer in each (same memory footprint):
+  // the paged pool at the slots the shuffled table gives, the contiguous arrays in order.
+  const int64_t vec_bytes = static_cast<int64_t>(c.head_dim) * kv_elem_bytes(*dt);
+  const size_t n_vec = static_cast<size_t>(ctx) * c.n_head_kv;
+  std::vector<KvBuffer> kc, vc;  // the pool's kind of memory (huge pages where available)
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    kc.emplace_back(n_vec * vec_bytes);
+    vc.emplace_back(n_vec * vec_bytes);
+  }
+  std::vector<std::vector<float>> ks(static_cast<size_t>(c.n_layer), std::vector<float>(n_vec)), vs = ks;
+  CpuKvStorage& st = be.kv_storage();
+  for (int32_t l = 0; l < c.n_layer; ++l)
+    for (int32_t p = 0; p < ctx; ++p)
+      for (int32_t h = 0; h < c.n_head_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v) {
+          for (auto& e : x) e = nd(rng);
+          const size_t i = static_cast<size_t>(p) * c.n_head_kv + h;
+          const size_t li = static_cast<size_t>(l);
+          (is_v ? vs : ks)[li][i] = kv_encode_vector(*dt, x.data(), c.head_dim, (is_v ? vc : kc)[li].data() + i * vec_bytes);
+          st.store(l, is_v, static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs, h, x.data());
+        }
+  std::vector<ContiguousKv> ckv;
+  for (size_t l = 0; l < kc.size(); ++l) ckv.push_back({*dt, kc[l].data(), vc[l].data(), ks[l].data(), vs[l].data()});
   std::vector<double> paged, contiguous;
   for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
     auto t0 = Clock::now();
     for (int32_t l = 0; l < c.n_layer; ++l) be.attention(l, b, q.data(), out.data());
     auto t1 = Clock::now();
     for (int32_t l = 0; l < c.n_layer; ++l)
-      contiguous_attention_decode(be.pool(), q.data(), kc.data(), vc.data(), ctx, c.n_head, c.n_head_kv, c.head_dim,
-                                  c.attn_scale, out.data());
+      contiguous_attention_decode(be.pool(), q.data(), ckv[static_cast<size_t>(l)], ctx, c.n_head, c.n_head_kv, c.head_dim, c.attn_scale,
+                                  out.data());
     auto t2 = Clock::now();
     if (r == 0) continue;
     paged.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     contiguous.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
   }
   const double p = median(paged), cc = median(contiguous);
-  return {{"context", ctx}, {"block_size", bs}, {"paged_us", p}, {"contiguous_us", cc}, {"paged_over_contiguous", p / cc}};
+  return {{"context", ctx}, {"block_size", bs}, {"kv_dtype", dt_name}, {"paged_us", p}, {"contiguous_us", cc},
+          {"paged_over_contiguous", p / cc}};
 }
 
 }  // namespace

@@ -1,15 +1,29 @@
 #pragma once
 // Decode attention over a plain contiguous K/V array ([pos][kv_head][head_dim]), the layout of
 // pre-paging engines. It exists to measure what walking a block table costs: the benchmark
-// times it against CpuBackend::attention on the same context length and heads.
+// times it against CpuBackend::attention on the same context length, heads and KV dtype. Both
+// run the same kernel (cpu/online_attention.h) over the same work split (one task per KV head),
+// reading rows through the same dtype conversion; only the addressing differs.
 #include <cstdint>
+
+#include "kv/kv_dtype.h"
 
 namespace kvscope {
 
 class ThreadPool;
 
+// K and V stored as `dtype` elements, [pos][kv_head][head_dim]; for the scaled dtypes one f32
+// scale per stored vector, [pos][kv_head].
+struct ContiguousKv {
+  KvDtype dtype = KvDtype::F32;
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+};
+
 // One query token at position n_ctx - 1 against keys/values [0, n_ctx); q/out: [n_head][head_dim].
-void contiguous_attention_decode(ThreadPool& pool, const float* q, const float* k, const float* v, int32_t n_ctx,
+void contiguous_attention_decode(ThreadPool& pool, const float* q, const ContiguousKv& kv, int32_t n_ctx,
                                  int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, float* out);
 
 }  // namespace kvscope

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "cpu/matmul.h"
+#include "cpu/online_attention.h"
 #include "cpu/ops.h"
 
 namespace kvscope {
@@ -98,88 +99,86 @@ int32_t CpuBackend::layer_window(int32_t layer) const {
   return w;
 }
 
-// One query head of one token against the keys its sequence can see: the last `window`
-// positions (all when 0), plus the first `sinks` positions. Walks the block table; never
-// assumes physical blocks are adjacent. In sink mode the i-th visible key sits at cache
-// position i and the query at the last one (n_vis - 1); both are rotated here.
-void CpuBackend::attend_one(int32_t layer, const BatchView& batch, int32_t t, int32_t h, const float* q, float* out,
-                            Scratch& sc) const {
-  std::vector<float>& scores = sc.scores;
-  std::vector<float>& tile = sc.tile;
+// The query heads of one token that share KV head g, against the keys their sequence can see:
+// the last `window` positions (all when 0), plus the first `sinks` positions. One pass over the
+// block table with online softmax (cpu/online_attention.h): each visible K/V row is read (and
+// dequantized) once for the whole group. Never assumes physical blocks are adjacent. In sink
+// mode the i-th visible key sits at cache position i and the query at the last one
+// (n_vis - 1); both are rotated here.
+void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, int32_t g, const float* q, float* out,
+                              Scratch& sc) const {
   const ModelConfig& c = model_->config;
   const int32_t group = layer_group_[static_cast<size_t>(layer)];
   const CpuKvStorage& kv = kv_[static_cast<size_t>(group)];
   const int32_t kv_layer = layer_slot_[static_cast<size_t>(layer)];
-  const KvLayout& L = kv.layout();
-  const int32_t bs = L.block_size, d = c.head_dim;
-  const int32_t g = h / (c.n_head / c.n_head_kv);
+  const int32_t bs = kv.layout().block_size, d = c.head_dim;
+  const int32_t n_q = c.n_head / c.n_head_kv;
   const int32_t pos = batch.positions[static_cast<size_t>(t)];
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
   const int32_t window = layer_window(layer);
   const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
   const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
   const int32_t n_vis = n_sink + (pos - lo + 1);
-  scores.resize(static_cast<size_t>(n_vis));
-  tile.resize(static_cast<size_t>(bs) * d);
+  constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
+  const size_t tile_floats = static_cast<size_t>(std::min(bs, kChunk)) * d;
+  if (sc.k_tile.size() < tile_floats) sc.k_tile.resize(tile_floats);
+  if (sc.v_tile.size() < tile_floats) sc.v_tile.resize(tile_floats);
 
-  // Visible positions: [0, n_sink) then [lo, pos]. Visit them block by block, prefetching
-  // the next block of the table while the current one is processed.
-  auto for_each_run = [&](bool is_value, auto&& fn) {
-    int32_t idx = 0;
-    auto run = [&](int32_t from, int32_t to) {  // [from, to)
-      for (int32_t p = from; p < to;) {
-        const int32_t lb = p / bs, off = p % bs;
-        const int32_t n = std::min(bs - off, to - p);
-        const BlockId b = table[static_cast<size_t>(lb)];
-        assert(b != kNoBlock && "attention reached a dropped block");
-        if (p + n < to) kv.prefetch_tile(kv_layer, is_value, table[static_cast<size_t>(lb + 1)], g, std::min(bs, to - p - n));
-        fn(b, off, n, idx);
-        idx += n;
-        p += n;
-      }
-    };
-    run(0, n_sink);
-    run(lo, pos + 1);
-  };
-  const float scale = c.attn_scale;
   float* krot = nullptr;
   if (sink_mode()) {
-    sc.rot.resize(2 * static_cast<size_t>(d));
+    sc.rot.resize(static_cast<size_t>(n_q) * d + tile_floats);
     float* qrot = sc.rot.data();
-    krot = qrot + d;
-    std::copy(q, q + d, qrot);
-    rope_apply(qrot, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope);
+    krot = qrot + static_cast<int64_t>(n_q) * d;
+    std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
+    for (int32_t h = 0; h < n_q; ++h) rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope);
     q = qrot;
   }
-  for_each_run(false, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
-    const float* k = kv.load_tile(kv_layer, false, b, g, off + n, tile.data());
-    for (int32_t j = 0; j < n; ++j) {
-      const float* kj = k + static_cast<int64_t>(off + j) * d;
-      if (krot) {  // sink mode: stored before RoPE, rotated to its cache position idx + j
-        std::copy(kj, kj + d, krot);
-        rope_apply(krot, c.rope_dim, cache_rope(layer, idx + j), c.traits.rope);
-        kj = krot;
+  OnlineAttention att(q, n_q, d, c.attn_scale, out);
+
+  // Visible positions: [0, n_sink) then [lo, pos], block by block (in chunks of at most kChunk
+  // rows), prefetching the next block of the table when a block is entered: the hardware
+  // prefetcher cannot follow scattered blocks, the table can.
+  int32_t idx = 0;  // cache position of the next visible key
+  auto run = [&](int32_t from, int32_t to) {  // [from, to)
+    for (int32_t p = from; p < to;) {
+      const int32_t lb = p / bs, off = p % bs;
+      const int32_t n = std::min({bs - off, to - p, kChunk});
+      const BlockId b = table[static_cast<size_t>(lb)];
+      assert(b != kNoBlock && "attention reached a dropped block");
+      const int32_t after = to - (p - off + bs);  // positions wanted past this block
+      if ((p == from || off == 0) && after > 0)
+        kv.prefetch_block(kv_layer, table[static_cast<size_t>(lb + 1)], g, std::min({bs, after, kChunk}));
+      const float* k = kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data());
+      const float* v = kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data());
+      if (krot) {  // sink mode: keys are stored before RoPE, rotated to cache positions idx..
+        for (int32_t j = 0; j < n; ++j) {
+          float* kr = krot + static_cast<int64_t>(j) * d;
+          std::copy(k + static_cast<int64_t>(j) * d, k + static_cast<int64_t>(j + 1) * d, kr);
+          rope_apply(kr, c.rope_dim, cache_rope(layer, idx + j), c.traits.rope);
+        }
+        k = krot;
       }
-      scores[static_cast<size_t>(idx + j)] = dot_f32(q, kj, d) * scale;
+      att.add(k, d, v, d, n);
+      idx += n;
+      p += n;
     }
-  });
-  softmax_inplace(scores.data(), n_vis);
-  std::fill(out, out + d, 0.0f);
-  for_each_run(true, [&](BlockId b, int32_t off, int32_t n, int32_t idx) {
-    const float* v = kv.load_tile(kv_layer, true, b, g, off + n, tile.data());
-    for (int32_t j = 0; j < n; ++j) axpy_f32(scores[static_cast<size_t>(idx + j)], v + static_cast<int64_t>(off + j) * d, out, d);
-  });
+  };
+  run(0, n_sink);
+  run(lo, pos + 1);
+  assert(idx == n_vis);
+  att.finish();
 }
 
 void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {
   const ModelConfig& c = model_->config;
-  const int64_t n = static_cast<int64_t>(batch.n_tokens()) * c.n_head;
+  const int32_t n_q = c.n_head / c.n_head_kv;
+  const int64_t n = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
   pool_.parallel_for(n, [&](int64_t begin, int64_t end, int tid) {
     Scratch& sc = scratch_[static_cast<size_t>(tid)];
     for (int64_t i = begin; i < end; ++i) {
-      const int32_t t = static_cast<int32_t>(i / c.n_head), h = static_cast<int32_t>(i % c.n_head);
-      const int64_t off = static_cast<int64_t>(t) * c.q_dim() + static_cast<int64_t>(h) * c.head_dim;
-      attend_one(layer, batch, t, h, q + off, out + off, sc);
+      const int32_t t = static_cast<int32_t>(i / c.n_head_kv), g = static_cast<int32_t>(i % c.n_head_kv);
+      const int64_t off = static_cast<int64_t>(t) * c.q_dim() + static_cast<int64_t>(g) * n_q * c.head_dim;
+      attend_group(layer, batch, t, g, q + off, out + off, sc);
     }
   });
 }

@@ -35,22 +35,24 @@ class CpuBackend : public Backend {
   void forward(const BatchView& batch, float* logits) override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
   ThreadPool& pool() { return pool_; }
+  // The KV pool of one group (benchmarks fill it directly to time attention alone).
+  CpuKvStorage& kv_storage(int32_t group = 0) { return kv_.at(static_cast<size_t>(group)); }
   // Paged attention of one layer over the whole batch (public so benchmarks can time it alone).
   void attention(int32_t layer, const BatchView& batch, const float* q, float* out);
 
  private:
   struct Scratch {                 // per worker thread, reused across steps
-    std::vector<float> scores;     // [visible positions]
-    std::vector<float> tile;       // [block_size][head_dim] dequantized K or V
-    std::vector<float> rot;        // [2][head_dim] rotated query and key (sink mode)
+    std::vector<float> k_tile, v_tile;  // [chunk][head_dim] dequantized K and V rows
+    std::vector<float> rot;        // [query heads + chunk][head_dim] rotated queries and keys (sink mode)
   };
   int32_t layer_window(int32_t layer) const;
   void set_policy(const AttentionPolicy& policy);
   bool sink_mode() const { return policy_.sinks > 0; }
   // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
   const float* cache_rope(int32_t il, int32_t p) const;
-  void attend_one(int32_t layer, const BatchView& batch, int32_t token, int32_t head, const float* q, float* out,
-                  Scratch& s) const;
+  // Attention of the query heads of `token` that share KV head kv_head; q, out: those heads' rows.
+  void attend_group(int32_t layer, const BatchView& batch, int32_t token, int32_t kv_head, const float* q, float* out,
+                    Scratch& s) const;
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;

@@ -1,6 +1,8 @@
 #include "cpu/cpu_kv_storage.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -8,6 +10,9 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "gguf/ggml_types.h"
 #include "kv/kv_quant.h"
@@ -35,16 +40,22 @@ const DecodeTables& tables() {
   return t;
 }
 
-void dequantize_fp8_rows(const float* table, const uint8_t* src, const float* scales, int32_t n, int32_t d, float* dst) {
-  for (int32_t r = 0; r < n; ++r) {
-    const float s = scales[r];
-    const uint8_t* q = src + static_cast<int64_t>(r) * d;
-    float* y = dst + static_cast<int64_t>(r) * d;
-    for (int32_t i = 0; i < d; ++i) y[i] = table[q[i]] * s;
-  }
+}  // namespace
+
+KvBuffer::KvBuffer(size_t n) : bytes(n) {
+  // Below one huge page the hint would only inflate a small pool to 2 MiB per array.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = n >= kHuge ? kHuge : 64;
+  const size_t padded = std::max(align, (n + align - 1) / align * align);  // aligned_alloc wants a multiple
+  mem.reset(static_cast<uint8_t*>(std::aligned_alloc(align, padded)));
+  if (!mem) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == kHuge) madvise(mem.get(), padded, MADV_HUGEPAGE);  // a hint: without THP it is plain memory
+#endif
+  std::memset(mem.get(), 0, n);
 }
 
-}  // namespace
+void KvBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
 
 // MemAvailable from /proc/meminfo in bytes, or -1 when unknown (not Linux).
 static int64_t memory_available_bytes() {
@@ -75,11 +86,9 @@ void CpuKvStorage::init(const KvLayout& layout) {
   k_scale_.clear();
   v_scale_.clear();
   try {
-    k_.resize(static_cast<size_t>(layout.n_layer));
-    v_.resize(static_cast<size_t>(layout.n_layer));
     for (int32_t l = 0; l < layout.n_layer; ++l) {
-      k_[static_cast<size_t>(l)].assign(static_cast<size_t>(per_layer), 0);
-      v_[static_cast<size_t>(l)].assign(static_cast<size_t>(per_layer), 0);
+      k_.emplace_back(static_cast<size_t>(per_layer));
+      v_.emplace_back(static_cast<size_t>(per_layer));
     }
     if (scaled_) {
       k_scale_.assign(static_cast<size_t>(layout.n_layer), std::vector<float>(static_cast<size_t>(vectors), 1.0f));
@@ -105,7 +114,7 @@ int64_t CpuKvStorage::allocated_bytes() const {
 
 uint8_t* CpuKvStorage::tile_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
   const auto& arr = is_value ? v_[static_cast<size_t>(layer)] : k_[static_cast<size_t>(layer)];
-  return const_cast<uint8_t*>(arr.data()) + layout_.tile_offset(block, head, slot) * elem_bytes_;
+  return arr.data() + layout_.tile_offset(block, head, slot) * elem_bytes_;
 }
 
 float* CpuKvStorage::scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
@@ -114,74 +123,97 @@ float* CpuKvStorage::scale_ptr(int32_t layer, bool is_value, int32_t block, int3
   return const_cast<float*>(arr.data()) + layout_.tile_offset(block, head, slot) / layout_.head_dim;
 }
 
-void CpuKvStorage::store(int32_t layer, bool is_value, int64_t slot, int32_t head, const float* x) {
-  const int32_t block = static_cast<int32_t>(slot / layout_.block_size);
-  const int32_t off = static_cast<int32_t>(slot % layout_.block_size);
-  uint8_t* dst = tile_ptr(layer, is_value, block, head, off);
-  const int32_t d = layout_.head_dim;
-  switch (layout_.dtype) {
+float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst) {
+  switch (dtype) {
     case KvDtype::F32:
       std::memcpy(dst, x, sizeof(float) * static_cast<size_t>(d));
-      break;
+      return 1.0f;
     case KvDtype::F16: {
       auto* h = reinterpret_cast<uint16_t*>(dst);
       for (int32_t i = 0; i < d; ++i) h[i] = fp32_to_fp16(x[i]);
-      break;
+      return 1.0f;
     }
     case KvDtype::BF16: {
       auto* h = reinterpret_cast<uint16_t*>(dst);
       for (int32_t i = 0; i < d; ++i) h[i] = fp32_to_bf16(x[i]);
-      break;
+      return 1.0f;
     }
     case KvDtype::INT8:
-      *scale_ptr(layer, is_value, block, head, off) = kvq::quantize_int8(x, d, reinterpret_cast<int8_t*>(dst));
-      break;
+      return kvq::quantize_int8(x, d, reinterpret_cast<int8_t*>(dst));
     case KvDtype::FP8_E4M3:
-      *scale_ptr(layer, is_value, block, head, off) = kvq::quantize_fp8_e4m3(x, d, dst);
-      break;
+      return kvq::quantize_fp8_e4m3(x, d, dst);
     case KvDtype::FP8_E5M2:
-      *scale_ptr(layer, is_value, block, head, off) = kvq::quantize_fp8_e5m2(x, d, dst);
-      break;
+      return kvq::quantize_fp8_e5m2(x, d, dst);
+  }
+  return 1.0f;
+}
+
+namespace {
+
+void decode_f16_row(const uint16_t* h, int32_t d, float* dst) {
+  int32_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= d; i += 8)  // hardware conversion: exact, like the table
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#endif
+  const float* t = tables().f16.data();
+  for (; i < d; ++i) dst[i] = t[h[i]];
+}
+
+}  // namespace
+
+void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales,
+                       int64_t scale_stride, int32_t n, int32_t d, float* dst) {
+  // The switch sits outside the row loop: one branch per call, none per vector or element.
+  switch (dtype) {
+    case KvDtype::F32:
+      for (int32_t r = 0; r < n; ++r)
+        std::memcpy(dst + static_cast<int64_t>(r) * d, src + r * src_stride, sizeof(float) * static_cast<size_t>(d));
+      return;
+    case KvDtype::F16:
+      for (int32_t r = 0; r < n; ++r)
+        decode_f16_row(reinterpret_cast<const uint16_t*>(src + r * src_stride), d, dst + static_cast<int64_t>(r) * d);
+      return;
+    case KvDtype::BF16:
+      for (int32_t r = 0; r < n; ++r) {
+        const auto* h = reinterpret_cast<const uint16_t*>(src + r * src_stride);
+        auto* out = reinterpret_cast<uint32_t*>(dst + static_cast<int64_t>(r) * d);  // bf16 is the top half of an f32
+        for (int32_t i = 0; i < d; ++i) out[i] = static_cast<uint32_t>(h[i]) << 16;
+      }
+      return;
+    case KvDtype::INT8:
+      for (int32_t r = 0; r < n; ++r)
+        kvq::dequantize_int8(reinterpret_cast<const int8_t*>(src + r * src_stride), d, scales[r * scale_stride],
+                             dst + static_cast<int64_t>(r) * d);
+      return;
+    case KvDtype::FP8_E4M3:
+    case KvDtype::FP8_E5M2: {
+      const float* table = dtype == KvDtype::FP8_E4M3 ? tables().e4m3 : tables().e5m2;
+      for (int32_t r = 0; r < n; ++r) {
+        const float s = scales[r * scale_stride];
+        const uint8_t* q = src + r * src_stride;
+        float* y = dst + static_cast<int64_t>(r) * d;
+        for (int32_t i = 0; i < d; ++i) y[i] = table[q[i]] * s;
+      }
+      return;
+    }
   }
 }
 
-const float* CpuKvStorage::load_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n,
-                                     float* dst) const {
-  const uint8_t* src = tile_ptr(layer, is_value, block, head, 0);
+void CpuKvStorage::store(int32_t layer, bool is_value, int64_t slot, int32_t head, const float* x) {
+  const int32_t block = static_cast<int32_t>(slot / layout_.block_size);
+  const int32_t off = static_cast<int32_t>(slot % layout_.block_size);
+  const float s = kv_encode_vector(layout_.dtype, x, layout_.head_dim, tile_ptr(layer, is_value, block, head, off));
+  if (scaled_) *scale_ptr(layer, is_value, block, head, off) = s;
+}
+
+const float* CpuKvStorage::load_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot,
+                                     int32_t n, float* dst) const {
+  const uint8_t* src = tile_ptr(layer, is_value, block, head, slot);
+  if (layout_.dtype == KvDtype::F32) return reinterpret_cast<const float*>(src);
   const int32_t d = layout_.head_dim;
-  const int64_t count = static_cast<int64_t>(n) * d;
-  const float* scales = scaled_ ? scale_ptr(layer, is_value, block, head, 0) : nullptr;
-  switch (layout_.dtype) {
-    case KvDtype::F32:
-      return reinterpret_cast<const float*>(src);
-    case KvDtype::F16: {
-      const auto* h = reinterpret_cast<const uint16_t*>(src);
-      int64_t i = 0;
-#if defined(__F16C__)
-      for (; i + 8 <= count; i += 8)  // hardware conversion: exact, like the table
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-#endif
-      const float* t = tables().f16.data();
-      for (; i < count; ++i) dst[i] = t[h[i]];
-      return dst;
-    }
-    case KvDtype::BF16: {
-      const auto* h = reinterpret_cast<const uint16_t*>(src);
-      auto* out = reinterpret_cast<uint32_t*>(dst);  // bf16 is the top half of an f32
-      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<uint32_t>(h[i]) << 16;
-      return dst;
-    }
-    case KvDtype::INT8:
-      for (int32_t r = 0; r < n; ++r)
-        kvq::dequantize_int8(reinterpret_cast<const int8_t*>(src) + r * d, d, scales[r], dst + static_cast<int64_t>(r) * d);
-      return dst;
-    case KvDtype::FP8_E4M3:
-      dequantize_fp8_rows(tables().e4m3, src, scales, n, d, dst);
-      return dst;
-    case KvDtype::FP8_E5M2:
-      dequantize_fp8_rows(tables().e5m2, src, scales, n, d, dst);
-      return dst;
-  }
+  kv_decode_vectors(layout_.dtype, src, static_cast<int64_t>(d) * elem_bytes_,
+                    scaled_ ? scale_ptr(layer, is_value, block, head, slot) : nullptr, 1, n, d, dst);
   return dst;
 }
 
@@ -199,8 +231,14 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
 
 void CpuKvStorage::prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const {
   const uint8_t* p = tile_ptr(layer, is_value, block, head, 0);
-  const int64_t bytes = static_cast<int64_t>(n) * layout_.head_dim * kv_bytes_per_head_vector(layout_.dtype, 1);
+  const int64_t bytes = static_cast<int64_t>(n) * layout_.head_dim * elem_bytes_;
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+  if (scaled_) __builtin_prefetch(scale_ptr(layer, is_value, block, head, 0), 0, 3);
+}
+
+void CpuKvStorage::prefetch_block(int32_t layer, int32_t block, int32_t head, int32_t n) const {
+  prefetch_tile(layer, false, block, head, n);
+  prefetch_tile(layer, true, block, head, n);
 }
 
 }  // namespace kvscope

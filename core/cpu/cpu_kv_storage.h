@@ -3,11 +3,35 @@
 // plus, for the scaled 8-bit dtypes, parallel f32 scale arrays [block][kv_head][slot] (one scale
 // per stored head vector, see kv/kv_quant.h).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_layout.h"
 
 namespace kvscope {
+
+// The element conversions of the KV dtypes, shared by the pool below and by layouts that are not
+// paged (the contiguous reference attention), so both read K/V the same way.
+// Stores one head vector of d floats at dst; returns its scale (1 for unscaled dtypes).
+float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst);
+// Reads n stored head vectors as f32 rows dst[n][d]; vector r starts at src + r * src_stride
+// bytes, its scale (scaled dtypes) is scales[r * scale_stride]. One dtype dispatch per call.
+void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales,
+                       int64_t scale_stride, int32_t n, int32_t d, float* dst);
+
+// A KV array (one layer's K or V): zeroed, 2 MiB-aligned and (Linux) backed by transparent huge
+// pages where the system allows, because attention jumps between scattered blocks and 4 KiB
+// pages would cost a TLB miss at about every block (a contiguous array is streamed instead).
+struct KvBuffer {
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> mem;
+  size_t bytes = 0;
+  explicit KvBuffer(size_t n);  // throws std::bad_alloc
+  uint8_t* data() const { return mem.get(); }
+  size_t size() const { return bytes; }
+};
 
 class CpuKvStorage {
  public:
@@ -19,10 +43,18 @@ class CpuKvStorage {
   void store(int32_t layer, bool is_value, int64_t slot, int32_t head, const float* x);
   // Read the rows [0, n) of the tile (layer, block, head) as f32 into dst[n][head_dim];
   // returns a pointer to f32 rows (the storage itself for f32, dst otherwise).
-  const float* load_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n, float* dst) const;
+  const float* load_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n, float* dst) const {
+    return load_rows(layer, is_value, block, head, 0, n, dst);
+  }
+  // Rows [slot, slot + n) of that tile as f32: the storage itself for f32 (no copy), else
+  // dequantized into dst[n][head_dim].
+  const float* load_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
+                         float* dst) const;
   // Asks the CPU to start loading a tile's first n slots. Blocks of a sequence sit anywhere in
   // the pool, so the hardware prefetcher cannot guess the next one; the block table can.
   void prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const;
+  // Both K and V (and their scales) of a block's first n slots: what a one-pass attention reads next.
+  void prefetch_block(int32_t layer, int32_t block, int32_t head, int32_t n) const;
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
   // Bytes actually allocated (elements + scales); equals layout().total_bytes().
   int64_t allocated_bytes() const;
@@ -33,7 +65,7 @@ class CpuKvStorage {
   KvLayout layout_;
   int64_t elem_bytes_ = 4;
   bool scaled_ = false;
-  std::vector<std::vector<uint8_t>> k_, v_;       // [n_layer] each num_blocks * block bytes
+  std::vector<KvBuffer> k_, v_;       // [n_layer] each num_blocks * block bytes
   std::vector<std::vector<float>> k_scale_, v_scale_;  // [n_layer][block][kv_head][slot], scaled dtypes only
 };
 
