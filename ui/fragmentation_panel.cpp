@@ -102,6 +102,7 @@ FragmentationPanel::FragmentationPanel(QWidget* parent) : QWidget(parent) {
   extFrag_->setName(tr("external fragmentation %"));
   extFrag_->setPen(QPen(QColor(0x4e, 0x79, 0xa7), 2, Qt::DashLine));
   series_ = std::make_unique<ThinnedSeries>(std::vector<QCPGraph*>{waste_, extFrag_}, 1.0);  // keys: steps
+  plot_->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);  // replot cost, as in the memory panel
   plot_->legend->setVisible(true);
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   plot_->yAxis->setLabel(tr("%"));
