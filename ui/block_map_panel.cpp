@@ -220,6 +220,7 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
     if (!std::is_sorted(ids.begin(), ids.end()) || !std::is_sorted(listIds_.begin(), listIds_.end())) {
       list_->clear();
       for (SeqId id : ids) list_->addItem(make_item(id)), added.push_back(id);
+      rowKeys_.assign(ids.size(), RowKey{});
     } else {
       // Sequences came or went: both lists are in id order, so remove and insert only the rows
       // that changed (a rebuild relaid out and repainted the whole list on every arrival).
@@ -228,10 +229,12 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
       while (i < listIds_.size() || j < ids.size()) {
         if (j == ids.size() || (i < listIds_.size() && listIds_[i] < ids[j])) {
           delete list_->takeItem(row);
+          rowKeys_.erase(rowKeys_.begin() + row);
           ++i;
         } else if (i < listIds_.size() && listIds_[i] == ids[j]) {
           ++i, ++j, ++row;
         } else {
+          rowKeys_.insert(rowKeys_.begin() + row, RowKey{});
           list_->insertItem(row++, make_item(ids[j]));
           added.push_back(ids[j++]);
         }
@@ -244,14 +247,19 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
         list_->item(r)->setSelected(true);
     listIds_ = ids;
   }
+  // A row's text changes only with its state or block counts: compare those and format only the
+  // rows that changed (hundreds of recently finished sequences stay listed for a while).
+  rowKeys_.resize(s.seqs.size());
+  const int g = map_->group();
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     const SeqSnap& q = s.seqs[i];
-    int live = 0, dropped = 0;
-    const int g = map_->group();
+    RowKey key{q.state, 0, 0, g};
     const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : q.block_table;
-    for (BlockId b : table) (b == kNoBlock ? dropped : live)++;
-    QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(live);
-    if (dropped) t += tr(" +%1 out").arg(dropped);
+    for (BlockId b : table) (b == kNoBlock ? key.dropped : key.live)++;
+    if (rowKeys_[i] == key) continue;
+    rowKeys_[i] = key;
+    QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(key.live);
+    if (key.dropped) t += tr(" +%1 out").arg(key.dropped);
     QListWidgetItem* it = list_->item(static_cast<int>(i));
     if (it->text() != t) it->setText(t);
   }
