@@ -459,6 +459,19 @@ void EngineWorker::deliverSnapshot(bool force) {
     dirty_ = true;
     return;
   }
+  if (!force && !everyStep_ && sinceSnapshot_.isValid() && sinceSnapshot_.elapsed() < kMinSnapshotIntervalMs) {
+    dirty_ = true;
+    if (!snapshotTimer_) {
+      snapshotTimer_ = new QTimer(this);
+      snapshotTimer_->setSingleShot(true);
+      connect(snapshotTimer_, &QTimer::timeout, this, [this] {
+        if (dirty_) deliverSnapshot(false);
+      });
+    }
+    if (!snapshotTimer_->isActive()) snapshotTimer_->start(static_cast<int>(kMinSnapshotIntervalMs - sinceSnapshot_.elapsed()));
+    return;
+  }
+  sinceSnapshot_.start();
   EventBatch batch = pendingEvents_;
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
   inFlight_ = true;
