@@ -8,6 +8,7 @@
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/workload_runner.h"
+#include "telemetry/block_events.h"
 #include "telemetry/snapshot_json.h"
 #include "test_support.h"
 #include "workload/workload.h"
@@ -229,6 +230,78 @@ class TestEngine : public QObject {
     QCOMPARE(j["counters"]["tokens_decoded"].get<int>(), 30);
     // Finished with prefix caching on: its full blocks stay cached-evictable, the rest is free.
     QCOMPARE(j["memory"]["blocks_used"].get<int>(), 0);
+  }
+
+  // Snapshots are built on demand and block events are derived from the blocks the pool
+  // touched. Three engines run the same contended workload (prefix hits, evictions, parallel
+  // samples sharing blocks, preemption): one read after every step, one read every 7 steps,
+  // one whose events are taken with take_new_events(). All see the same events, and the
+  // per-step ones match a whole-pool comparison of consecutive snapshots.
+  void lazy_snapshots_keep_every_event() {
+    auto config = [] {
+      EngineConfig cfg;
+      cfg.block_size = 8;
+      cfg.num_blocks = 24;
+      cfg.sched.max_running = 6;
+      return cfg;
+    };
+    auto submit_all = [](Engine& e) {
+      e.submit(story_request("Once upon a time there was a little girl", 40));
+      Request p = story_request("One day a cat", 35);
+      p.sampling.temperature = 0.8f;
+      e.submit_parallel(p, 3);
+      e.submit(story_request("The sun was hot and the dog", 45));
+    };
+    auto every = make_engine(config()), sparse = make_engine(config()), taken = make_engine(config());
+    submit_all(*every), submit_all(*sparse), submit_all(*taken);
+    std::vector<BlockEvent> ev_every, ev_sparse, ev_taken;
+    SnapshotPtr prev = every->snapshot();
+    int steps = 0;
+    auto same = [](const BlockEvent& a, const BlockEvent& b) {
+      return a.step == b.step && a.kind == b.kind && a.block == b.block && a.seq == b.seq && a.other == b.other && a.group == b.group;
+    };
+    while (every->step()) {
+      QVERIFY(sparse->step());
+      QVERIFY(taken->step());
+      ++steps;
+      if (steps == 3)  // the first one's prompt blocks are cached and in use now: shared
+        for (Engine* e : {every.get(), sparse.get(), taken.get()}) e->submit(story_request("Once upon a time there was a little girl", 30));
+      const SnapshotPtr cur = every->snapshot();
+      QCOMPARE(cur->step, static_cast<uint64_t>(steps));  // current after step(), never stale
+      std::vector<BlockEvent> diffs;
+      for (const BlockEvent& x : cur->events)
+        if (x.kind != BlockEventKind::Preempted && x.kind != BlockEventKind::CopiedOnWrite) diffs.push_back(x);
+      const std::vector<BlockEvent> whole = diff_block_events(prev->blocks, cur->blocks, cur->step);
+      QCOMPARE(diffs.size(), whole.size());
+      for (size_t i = 0; i < whole.size(); ++i) QVERIFY2(same(diffs[i], whole[i]), qPrintable(QString("step %1 event %2").arg(steps).arg(i)));
+      ev_every.insert(ev_every.end(), cur->events.begin(), cur->events.end());
+      prev = cur;
+      if (steps % 7 == 0) {
+        const SnapshotPtr s = sparse->snapshot();
+        ev_sparse.insert(ev_sparse.end(), s->events.begin(), s->events.end());
+      }
+      if (steps % 3 == 0) {
+        const auto t = taken->take_new_events();
+        ev_taken.insert(ev_taken.end(), t.begin(), t.end());
+      }
+    }
+    QVERIFY(!sparse->step());
+    const SnapshotPtr s = sparse->snapshot();
+    ev_sparse.insert(ev_sparse.end(), s->events.begin(), s->events.end());
+    const auto t = taken->take_new_events();
+    ev_taken.insert(ev_taken.end(), t.begin(), t.end());
+    QCOMPARE(s->step, static_cast<uint64_t>(steps));
+    QCOMPARE(s->counters.tokens_decoded, every->snapshot()->counters.tokens_decoded);
+    QCOMPARE(s->memory.blocks_used, every->snapshot()->memory.blocks_used);
+    auto count = [&](BlockEventKind k) { return std::count_if(ev_every.begin(), ev_every.end(), [k](const BlockEvent& x) { return x.kind == k; }); };
+    qInfo("%d steps, %zu events: %td allocated, %td shared, %td cache hits, %td evicted, %td preempted", steps, ev_every.size(),
+          count(BlockEventKind::Allocated), count(BlockEventKind::Shared), count(BlockEventKind::CacheHit),
+          count(BlockEventKind::Evicted), count(BlockEventKind::Preempted));
+    QVERIFY(count(BlockEventKind::Allocated) > 0 && count(BlockEventKind::Shared) > 0);
+    for (const auto* other : {&ev_sparse, &ev_taken}) {
+      QCOMPARE(other->size(), ev_every.size());
+      for (size_t i = 0; i < ev_every.size(); ++i) QVERIFY(same((*other)[i], ev_every[i]));
+    }
   }
 
   // Without a KV cache every token recomputes the whole sequence: same tokens, quadratic work.

@@ -1,8 +1,11 @@
 #include "block_map_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QEvent>
+#include <QHash>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPainter>
@@ -19,10 +22,15 @@ namespace kvscope::ui {
 
 namespace {
 
+// One pixmap per colour, shared by every row of that colour: the list gains and loses rows all
+// the time in a busy workload and painting a pixmap per new row showed up in frame times.
 QIcon swatch_icon(const QColor& c) {
+  static QHash<QRgb, QIcon> cache;
+  if (auto it = cache.constFind(c.rgba()); it != cache.constEnd()) return *it;
+  if (cache.size() > 512) cache.clear();  // seq_color cycles a palette; this is only a guard
   QPixmap pm(12, 12);
   pm.fill(c);
-  return QIcon(pm);
+  return *cache.insert(c.rgba(), QIcon(pm));
 }
 
 QString short_state(SeqState s) {
@@ -203,24 +211,55 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
   std::vector<SeqId> ids;
   for (const SeqSnap& q : s.seqs) ids.push_back(q.id);
   if (ids != listIds_) {
-    // The set of sequences changed: rebuild, keeping the highlighted one selected.
-    list_->clear();
-    for (const SeqSnap& q : s.seqs) {
-      auto* it = new QListWidgetItem(swatch_icon(seq_color(q.id)), QString());
-      it->setData(Qt::UserRole, static_cast<qlonglong>(q.id));
-      list_->addItem(it);
-      if (q.id == map_->highlight()) it->setSelected(true);
+    auto make_item = [this](SeqId id) {
+      auto* it = new QListWidgetItem(swatch_icon(seq_color(id)), QString());
+      it->setData(Qt::UserRole, static_cast<qlonglong>(id));
+      return it;
+    };
+    std::vector<SeqId> added;
+    if (!std::is_sorted(ids.begin(), ids.end()) || !std::is_sorted(listIds_.begin(), listIds_.end())) {
+      list_->clear();
+      for (SeqId id : ids) list_->addItem(make_item(id)), added.push_back(id);
+      rowKeys_.assign(ids.size(), RowKey{});
+    } else {
+      // Sequences came or went: both lists are in id order, so remove and insert only the rows
+      // that changed (a rebuild relaid out and repainted the whole list on every arrival).
+      size_t i = 0, j = 0;
+      int row = 0;
+      while (i < listIds_.size() || j < ids.size()) {
+        if (j == ids.size() || (i < listIds_.size() && listIds_[i] < ids[j])) {
+          delete list_->takeItem(row);
+          rowKeys_.erase(rowKeys_.begin() + row);
+          ++i;
+        } else if (i < listIds_.size() && listIds_[i] == ids[j]) {
+          ++i, ++j, ++row;
+        } else {
+          rowKeys_.insert(rowKeys_.begin() + row, RowKey{});
+          list_->insertItem(row++, make_item(ids[j]));
+          added.push_back(ids[j++]);
+        }
+      }
     }
+    // A new row of the highlighted sequence (it may have been pruned and come back) is selected.
+    for (int r = 0; r < list_->count(); ++r)
+      if (list_->item(r)->data(Qt::UserRole).toLongLong() == map_->highlight() &&
+          std::find(added.begin(), added.end(), map_->highlight()) != added.end())
+        list_->item(r)->setSelected(true);
     listIds_ = ids;
   }
+  // A row's text changes only with its state or block counts: compare those and format only the
+  // rows that changed (hundreds of recently finished sequences stay listed for a while).
+  rowKeys_.resize(s.seqs.size());
+  const int g = map_->group();
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     const SeqSnap& q = s.seqs[i];
-    int live = 0, dropped = 0;
-    const int g = map_->group();
+    RowKey key{q.state, 0, 0, g};
     const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : q.block_table;
-    for (BlockId b : table) (b == kNoBlock ? dropped : live)++;
-    QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(live);
-    if (dropped) t += tr(" +%1 out").arg(dropped);
+    for (BlockId b : table) (b == kNoBlock ? key.dropped : key.live)++;
+    if (rowKeys_[i] == key) continue;
+    rowKeys_[i] = key;
+    QString t = tr("%1 · %2 · %3 blk").arg(QString::fromStdString(q.label)).arg(short_state(q.state)).arg(key.live);
+    if (key.dropped) t += tr(" +%1 out").arg(key.dropped);
     QListWidgetItem* it = list_->item(static_cast<int>(i));
     if (it->text() != t) it->setText(t);
   }

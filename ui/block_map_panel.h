@@ -47,6 +47,12 @@ class BlockMapPanel : public QWidget {
   QComboBox* group_;
   QWidget* groupRow_;
   std::vector<SeqId> listIds_;
+  struct RowKey {  // what a row's text is made of; the default never matches a real row
+    SeqState state = SeqState::Waiting;
+    int live = -1, dropped = -1, group = -1;
+    bool operator==(const RowKey&) const = default;
+  };
+  std::vector<RowKey> rowKeys_;  // per row of list_, as last formatted
 };
 
 // Swatches explaining the block map's colours and marks, painted with the map's own colours.

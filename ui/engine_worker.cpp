@@ -389,14 +389,16 @@ bool EngineWorker::stepOnce() {
 }
 
 void EngineWorker::afterStep() {
-  SnapshotPtr snap = engine_->snapshot();
-  if (snap && !snap->events.empty()) {
+  // The step's block events come without a snapshot: the engine builds one only when asked,
+  // which here is when the UI is ready for the next (see deliverSnapshot) or a turn ended.
+  if (const std::vector<BlockEvent> evs = engine_->take_new_events(); !evs.empty()) {
     // Bounded: if the UI stalls, keep the newest events (the captions care about the present).
     auto& pe = *pendingEvents_;
-    pe.insert(pe.end(), snap->events.begin(), snap->events.end());
+    pe.insert(pe.end(), evs.begin(), evs.end());
     constexpr size_t kMaxPending = 20000;
     if (pe.size() > kMaxPending) pe.erase(pe.begin(), pe.end() - kMaxPending);
   }
+  SnapshotPtr snap = finishedThisStep_.empty() ? nullptr : engine_->snapshot();
   for (SeqId id : finishedThisStep_) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
@@ -457,6 +459,19 @@ void EngineWorker::deliverSnapshot(bool force) {
     dirty_ = true;
     return;
   }
+  if (!force && !everyStep_ && sinceSnapshot_.isValid() && sinceSnapshot_.elapsed() < kMinSnapshotIntervalMs) {
+    dirty_ = true;
+    if (!snapshotTimer_) {
+      snapshotTimer_ = new QTimer(this);
+      snapshotTimer_->setSingleShot(true);
+      connect(snapshotTimer_, &QTimer::timeout, this, [this] {
+        if (dirty_) deliverSnapshot(false);
+      });
+    }
+    if (!snapshotTimer_->isActive()) snapshotTimer_->start(static_cast<int>(kMinSnapshotIntervalMs - sinceSnapshot_.elapsed()));
+    return;
+  }
+  sinceSnapshot_.start();
   EventBatch batch = pendingEvents_;
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
   inFlight_ = true;

@@ -118,9 +118,14 @@ class EngineWorker : public QObject {
 
   // Snapshot coalescing: at most one snapshot in flight to the UI; steps taken meanwhile only
   // accumulate their events, and the newest snapshot goes out when the UI acks.
+  // And at most one every kMinSnapshotIntervalMs (a 60 Hz display gains nothing from more): the
+  // UI thread used to take ~180 snapshots a second on a fast model, and the engine builds each.
+  static constexpr int kMinSnapshotIntervalMs = 16;
   bool inFlight_ = false;
   bool dirty_ = false;
   bool everyStep_ = false;
+  QElapsedTimer sinceSnapshot_;
+  QTimer* snapshotTimer_ = nullptr;  // delivers a deferred snapshot once the interval is over
   std::shared_ptr<std::vector<BlockEvent>> pendingEvents_;
 
   // Workload replay. A follow-up chat turn waits for its conversation's previous turn and is

@@ -8,6 +8,7 @@
 #include <QVBoxLayout>
 
 #include "seq_palette.h"
+#include "thinned_series.h"
 
 namespace kvscope::ui {
 
@@ -100,6 +101,8 @@ FragmentationPanel::FragmentationPanel(QWidget* parent) : QWidget(parent) {
   extFrag_ = plot_->addGraph();
   extFrag_->setName(tr("external fragmentation %"));
   extFrag_->setPen(QPen(QColor(0x4e, 0x79, 0xa7), 2, Qt::DashLine));
+  series_ = std::make_unique<ThinnedSeries>(std::vector<QCPGraph*>{waste_, extFrag_}, 1.0);  // keys: steps
+  plot_->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);  // replot cost, as in the memory panel
   plot_->legend->setVisible(true);
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   plot_->yAxis->setLabel(tr("%"));
@@ -125,6 +128,8 @@ FragmentationPanel::FragmentationPanel(QWidget* parent) : QWidget(parent) {
   applyTheme();
   clear();
 }
+
+FragmentationPanel::~FragmentationPanel() = default;
 
 void FragmentationPanel::requestReplot() {
   replotPending_ = true;
@@ -154,8 +159,7 @@ void FragmentationPanel::applyTheme() {
 }
 
 void FragmentationPanel::clear() {
-  waste_->data()->clear();
-  extFrag_->data()->clear();
+  series_->clear();
   lastStep_ = ~0ull;
   peakWaste_ = 0;
   peakUsed_ = 0;
@@ -173,8 +177,7 @@ void FragmentationPanel::addSnapshot(const SnapshotPtr& snap) {
   peakUsed_ = std::max(peakUsed_, mem.blocks_used);
   if (mem.slots_reserved) peakWaste_ = std::max(peakWaste_, mem.waste_pct);
   if (snap->step != lastStep_ && mem.slots_reserved > 0) {
-    waste_->addData(static_cast<double>(snap->step), mem.waste_pct);
-    extFrag_->addData(static_cast<double>(snap->step), 100.0 * snap->allocator.external_fragmentation);
+    series_->add(static_cast<double>(snap->step), {mem.waste_pct, 100.0 * snap->allocator.external_fragmentation});
     lastStep_ = snap->step;
     plot_->xAxis->setRange(0, std::max<double>(10, static_cast<double>(snap->step)));
     requestReplot();

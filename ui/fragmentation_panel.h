@@ -5,6 +5,7 @@
 // sequence. Contiguous baseline: the arena in address order with each reservation's filled and
 // empty part and the free holes between them (external fragmentation). Waste % over time below.
 #include <QWidget>
+#include <memory>
 
 #include "ui_types.h"
 
@@ -14,6 +15,8 @@ class QLabel;
 
 class QTimer;
 namespace kvscope::ui {
+
+class ThinnedSeries;
 
 class ArenaBar : public QWidget {
   Q_OBJECT
@@ -34,6 +37,7 @@ class FragmentationPanel : public QWidget {
   Q_OBJECT
  public:
   explicit FragmentationPanel(QWidget* parent = nullptr);
+  ~FragmentationPanel() override;
   void addSnapshot(const SnapshotPtr& snap);
   void clear();
   void applyTheme();
@@ -47,6 +51,7 @@ class FragmentationPanel : public QWidget {
   ArenaBar* arena_;
   QCustomPlot* plot_;
   QCPGraph *waste_, *extFrag_;
+  std::unique_ptr<ThinnedSeries> series_;  // both graphs, at most ~600 points (see thinned_series.h)
   uint64_t lastStep_ = ~0ull;
   double peakWaste_ = 0;
   int peakUsed_ = 0;

@@ -1,10 +1,11 @@
 #pragma once
 // Memory over time: KV blocks used / cached / free (stacked) and generated tokens per second
 // (averaged over 0.3 s of engine time: the raw rate spikes at the start of a run), one sample
-// per delivered snapshot, against the engine's own clock; preemptions as red markers. Drag to
+// per delivered snapshot (the plot merges them into at most ~600 points), against the engine's own clock; preemptions as red markers. Drag to
 // pan, wheel to zoom (either axis when hovering it), "Follow" keeps the newest data in view.
 // Exports the plot as PNG and the samples as CSV.
 #include <QWidget>
+#include <memory>
 #include <vector>
 
 #include "ui_types.h"
@@ -18,11 +19,13 @@ class QTimer;
 namespace kvscope::ui {
 
 class LiveLabel;
+class ThinnedSeries;
 
 class MemoryPanel : public QWidget {
   Q_OBJECT
  public:
   explicit MemoryPanel(QWidget* parent = nullptr);
+  ~MemoryPanel() override;
   void addSnapshot(const SnapshotPtr& snap);
   void clear();
   bool exportPng(const QString& path, int width = 1200, int height = 500);
@@ -54,6 +57,7 @@ class MemoryPanel : public QWidget {
 
   QCustomPlot* plot_;
   QCPGraph *used_, *cached_, *free_, *tps_, *preempt_;
+  std::unique_ptr<ThinnedSeries> series_;  // used_, cached_, free_, tps_ (every sample stays in samples_)
   QCheckBox* follow_;
   LiveLabel* info_;
   std::vector<Sample> samples_;

@@ -103,7 +103,9 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     paged_ = &h->group(HybridKvManager::kGlobal);
     kv_ = std::move(h);
     sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
-    publish();
+    prev_blocks_.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
+    prev_sliding_blocks_.assign(static_cast<size_t>(cfg_.sliding_num_blocks), BlockSnap{});
+    build_snapshot();
     return;
   }
   cfg_.sliding_num_blocks = 0;
@@ -139,7 +141,8 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     kv_ = std::move(m);
   }
   sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
-  publish();
+  prev_blocks_.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
+  build_snapshot();
 }
 
 Engine::~Engine() = default;
@@ -195,6 +198,7 @@ std::string Engine::kv_summary() const {
 }
 
 SeqId Engine::submit(const Request& r) {
+  snapshot_stale_ = true;
   auto rt = std::make_unique<SeqRuntime>();
   Sequence& s = rt->seq;
   s.id = next_id_++;
@@ -232,6 +236,7 @@ SeqId Engine::submit(const Request& r) {
 
 std::vector<SeqId> Engine::submit_parallel(const Request& r, int n) {
   if (n < 1) throw std::invalid_argument("parallel samples: n must be at least 1");
+  snapshot_stale_ = true;
   Request first = r;
   if (first.label.empty()) first.label = "sample";
   const SeqId parent = submit(first);
@@ -311,7 +316,7 @@ void Engine::cancel(SeqId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   finish(*it->second, SeqState::Cancelled, FinishReason::Cancelled);
-  publish();
+  after_change();
 }
 
 bool Engine::has_work() const { return sched_->has_work(); }
@@ -395,7 +400,7 @@ bool Engine::step() {
     ev.step = counters_.steps;
     ev.kind = BlockEventKind::Preempted;
     ev.seq = id;
-    events_.push_back(ev);
+    scheduler_events_.push_back(ev);
   }
   for (const BlockCopy& cp : out.copies) {
     BlockEvent ev;
@@ -404,9 +409,9 @@ bool Engine::step() {
     ev.block = cp.dst;
     ev.other = cp.src;
     ev.group = cp.group;
-    events_.push_back(ev);
+    scheduler_events_.push_back(ev);
   }
-  publish();
+  after_change();
   return true;
 }
 
@@ -505,27 +510,29 @@ std::vector<BlockId> Engine::block_table_of(SeqId id) const {
   return t;
 }
 
-void Engine::fill_block_snapshot(Snapshot& S) const {
+static BlockSnap block_snap_of(const BlockState& st) {
+  BlockSnap x;
+  x.ref_count = st.ref_count;
+  x.filled = st.filled;
+  x.hashed = st.hashed;
+  x.hash = st.hash;
+  x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
+  return x;
+}
+
+void Engine::fill_blocks(std::vector<BlockSnap>& blocks) const {
   const int32_t bs = cfg_.block_size;
-  S.blocks.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
+  blocks.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
   if (paged_) {
     const BlockPool& pool = paged_->pool();
-    for (BlockId b = 0; b < pool.num_blocks(); ++b) {
-      const BlockState& st = pool.state(b);
-      BlockSnap& x = S.blocks[static_cast<size_t>(b)];
-      x.ref_count = st.ref_count;
-      x.filled = st.filled;
-      x.hashed = st.hashed;
-      x.hash = st.hash;
-      x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
-    }
+    for (BlockId b = 0; b < pool.num_blocks(); ++b) blocks[static_cast<size_t>(b)] = block_snap_of(pool.state(b));
     return;
   }
   // Baseline: a block is used when a reservation covers it, filled by the slots written.
   for (const ArenaRange& r : contiguous_->arena().ranges()) {
     if (r.owner == kFreeRange) continue;
     for (int64_t slot = r.start; slot < r.start + r.length; slot += bs) {
-      BlockSnap& x = S.blocks[static_cast<size_t>(slot / bs)];
+      BlockSnap& x = blocks[static_cast<size_t>(slot / bs)];
       x.status = BlockStatus::Used;
       x.ref_count = 1;
       x.owner = r.owner;
@@ -535,9 +542,9 @@ void Engine::fill_block_snapshot(Snapshot& S) const {
   }
 }
 
-// The hybrid KV cache's groups: metadata for both, blocks and events of the sliding group
-// (group 0's are the snapshot's blocks and events, as for a single-group model).
-void Engine::fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& evs) {
+// The hybrid KV cache's groups: metadata for both, blocks of the sliding group (group 0's are
+// the snapshot's blocks, as for a single-group model).
+void Engine::fill_sliding_group_snapshot(Snapshot& S) const {
   const std::vector<KvLayout> G = backend_->kv_group_layouts();
   const KvCacheManager& sm = hybrid_->group(HybridKvManager::kSliding);
   const BlockPool& pool = sm.pool();
@@ -557,15 +564,7 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& e
   g1.window = sliding_window_;
   g1.bytes_per_block = G[1].bytes_per_block();
   g1.blocks.assign(static_cast<size_t>(pool.num_blocks()), BlockSnap{});
-  for (BlockId b = 0; b < pool.num_blocks(); ++b) {
-    const BlockState& st = pool.state(b);
-    BlockSnap& x = g1.blocks[static_cast<size_t>(b)];
-    x.ref_count = st.ref_count;
-    x.filled = st.filled;
-    x.hashed = st.hashed;
-    x.hash = st.hash;
-    x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);
-  }
+  for (BlockId b = 0; b < pool.num_blocks(); ++b) g1.blocks[static_cast<size_t>(b)] = block_snap_of(pool.state(b));
   for (const SeqSnap& q : S.seqs) {
     if (q.more_block_tables.empty()) continue;
     const auto& table = q.more_block_tables[0];
@@ -584,19 +583,10 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& e
   }
   g1.blocks_total = pool.num_blocks();
   S.memory.kv_used_bytes += static_cast<int64_t>(g1.blocks_used) * g1.bytes_per_block;
-  // A sliding block released while its sequence keeps running left the window: that is the
-  // whole point of the group, so the event says so.
-  for (BlockEvent e : diff_block_events(prev_sliding_blocks_, g1.blocks, counters_.steps)) {
-    e.group = HybridKvManager::kSliding;
-    if ((e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && e.seq >= 0)
-      if (auto it = seqs_.find(e.seq); it != seqs_.end() && it->second->seq.state == SeqState::Running)
-        e.kind = BlockEventKind::DroppedOutOfWindow;
-    evs.push_back(e);
-  }
-  prev_sliding_blocks_ = g1.blocks;
 }
 
 SnapshotPtr Engine::snapshot() const {
+  if (snapshot_stale_) build_snapshot();
   std::lock_guard<std::mutex> lock(snap_mu_);
   return snapshot_;
 }
@@ -608,7 +598,107 @@ std::vector<BlockEvent> Engine::events_since(uint64_t step) const {
   return out;
 }
 
-void Engine::publish() {
+void Engine::after_change() {
+  // Prune long-finished sequences so a soak run does not grow without bound.
+  constexpr uint64_t kKeepFinishedSteps = 2000;
+  for (auto it = seqs_.begin(); it != seqs_.end();) {
+    const Sequence& s = it->second->seq;
+    if (s.is_finished() && counters_.steps > it->second->finished_order + kKeepFinishedSteps)
+      it = seqs_.erase(it);
+    else
+      ++it;
+  }
+  if (paged_) {
+    const BlockPool& pool = paged_->pool();
+    counters_.allocations = pool.counters().allocations;
+    counters_.frees = pool.counters().frees;
+    counters_.evictions = pool.counters().evictions;
+    counters_.prefix_queries_tokens = paged_->prefix_queries_tokens();
+    counters_.prefix_hits_tokens = paged_->prefix_hits_tokens();
+    if (hybrid_) {
+      const BlockPool& sp = hybrid_->group(HybridKvManager::kSliding).pool();
+      counters_.allocations += sp.counters().allocations;
+      counters_.frees += sp.counters().frees;
+      counters_.evictions += sp.counters().evictions;
+      counters_.prefix_queries_tokens = hybrid_->prefix_queries_tokens();
+      counters_.prefix_hits_tokens = hybrid_->prefix_hits_tokens();
+    }
+  }
+  record_block_events();
+  snapshot_stale_ = true;
+}
+
+void Engine::diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev, int32_t group, std::vector<BlockEvent>& evs) {
+  std::vector<BlockId> changed = m.pool().take_changed();
+  if (changed.empty()) return;
+  std::sort(changed.begin(), changed.end());  // block order, as a whole-pool comparison reports them
+  if (scratch_changed_.size() < prev.size()) {
+    scratch_changed_.resize(prev.size(), 0);
+    scratch_owner_.resize(prev.size(), -1);
+  }
+  // Owner = the lowest sequence id holding the block. A block changes hands only through a
+  // ref or unref, so the blocks the pool touched are the only ones whose owner can differ.
+  for (BlockId b : changed) scratch_changed_[static_cast<size_t>(b)] = 1, scratch_owner_[static_cast<size_t>(b)] = -1;
+  for (SeqId id : m.sequences())
+    for (BlockId b : m.block_table(id)) {
+      if (b == kNoBlock || !scratch_changed_[static_cast<size_t>(b)]) continue;
+      SeqId& o = scratch_owner_[static_cast<size_t>(b)];
+      if (o < 0 || id < o) o = id;
+    }
+  const size_t first = evs.size();
+  for (BlockId b : changed) {
+    const size_t i = static_cast<size_t>(b);
+    BlockSnap now = block_snap_of(m.pool().state(b));
+    now.owner = scratch_owner_[i];
+    diff_block(prev[i], now, b, counters_.steps, evs);
+    prev[i] = now;
+    scratch_changed_[i] = 0;
+  }
+  for (size_t k = first; k < evs.size(); ++k) evs[k].group = group;
+}
+
+void Engine::record_block_events() {
+  std::vector<BlockEvent> evs;
+  if (paged_) {
+    diff_touched_blocks(*paged_, prev_blocks_, 0, evs);
+  } else {
+    // The contiguous baseline has no change log: compare every block (one pass, no snapshot).
+    std::vector<BlockSnap> now;
+    fill_blocks(now);
+    evs = diff_block_events(prev_blocks_, now, counters_.steps);
+    prev_blocks_ = std::move(now);
+  }
+  auto left_window = [&](const BlockEvent& e) {
+    if ((e.kind != BlockEventKind::Freed && e.kind != BlockEventKind::Cached) || e.seq < 0) return false;
+    auto it = seqs_.find(e.seq);
+    return it != seqs_.end() && it->second->seq.state == SeqState::Running;
+  };
+  // A block released while its sequence keeps running fell out of the sliding window.
+  if (cfg_.window > 0)
+    for (BlockEvent& e : evs)
+      if (left_window(e)) e.kind = BlockEventKind::DroppedOutOfWindow;
+  if (hybrid_) {
+    // The sliding group: leaving the window is the whole point of the group, so say so.
+    const size_t first = evs.size();
+    diff_touched_blocks(hybrid_->group(HybridKvManager::kSliding), prev_sliding_blocks_, HybridKvManager::kSliding, evs);
+    for (size_t k = first; k < evs.size(); ++k)
+      if (left_window(evs[k])) evs[k].kind = BlockEventKind::DroppedOutOfWindow;
+  }
+  evs.insert(evs.end(), scheduler_events_.begin(), scheduler_events_.end());  // preemptions, copies
+  scheduler_events_.clear();
+  for (const BlockEvent& e : evs) events_.push_back(e);
+  while (events_.size() > cfg_.max_events) events_.pop_front();
+  // Nobody read them for a long time: keep the newest max_events (trimmed in bulk, so a CLI
+  // run that never reads them pays O(1) per event).
+  auto append_bounded = [&](std::vector<BlockEvent>& to) {
+    to.insert(to.end(), evs.begin(), evs.end());
+    if (to.size() > 2 * cfg_.max_events) to.erase(to.begin(), to.end() - static_cast<std::ptrdiff_t>(cfg_.max_events));
+  };
+  append_bounded(unbuilt_events_);
+  append_bounded(new_events_);
+}
+
+void Engine::build_snapshot() const {
   auto snap = std::make_shared<Snapshot>();
   Snapshot& S = *snap;
   const KvLayout& L = backend_->kv_layout();
@@ -622,16 +712,7 @@ void Engine::publish() {
   S.sinks = cfg_.sinks;
   S.prefix_caching = cfg_.prefix_caching;
 
-  fill_block_snapshot(S);
-  // Prune long-finished sequences so a soak run does not grow without bound.
-  constexpr uint64_t kKeepFinishedSteps = 2000;
-  for (auto it = seqs_.begin(); it != seqs_.end();) {
-    const Sequence& s = it->second->seq;
-    if (s.is_finished() && counters_.steps > it->second->finished_order + kKeepFinishedSteps)
-      it = seqs_.erase(it);
-    else
-      ++it;
-  }
+  fill_blocks(S.blocks);
   std::vector<SeqId> ids;
   for (const auto& [id, rt] : seqs_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -689,20 +770,6 @@ void Engine::publish() {
   S.memory.kv_used_bytes = static_cast<int64_t>(S.memory.blocks_used) * L.bytes_per_block();
 
   if (paged_) {
-    const BlockPool& pool = paged_->pool();
-    counters_.allocations = pool.counters().allocations;
-    counters_.frees = pool.counters().frees;
-    counters_.evictions = pool.counters().evictions;
-    counters_.prefix_queries_tokens = paged_->prefix_queries_tokens();
-    counters_.prefix_hits_tokens = paged_->prefix_hits_tokens();
-    if (hybrid_) {
-      const BlockPool& sp = hybrid_->group(HybridKvManager::kSliding).pool();
-      counters_.allocations += sp.counters().allocations;
-      counters_.frees += sp.counters().frees;
-      counters_.evictions += sp.counters().evictions;
-      counters_.prefix_queries_tokens = hybrid_->prefix_queries_tokens();
-      counters_.prefix_hits_tokens = hybrid_->prefix_hits_tokens();
-    }
     const int64_t free_slots = static_cast<int64_t>(S.memory.blocks_free + S.memory.blocks_cached) * L.block_size;
     S.allocator.total_slots = static_cast<int64_t>(S.memory.blocks_total) * L.block_size;
     S.allocator.total_free = free_slots;
@@ -733,23 +800,10 @@ void Engine::publish() {
     const auto& b = rate_window_.back();
     S.tokens_per_s = b.first > a.first ? static_cast<double>(b.second - a.second) / (b.first - a.first) : 0.0;
   }
-
-  // Block events of this step, derived from how each block's state changed.
-  std::vector<BlockEvent> evs = diff_block_events(prev_blocks_, S.blocks, counters_.steps);
-  // A block released while its sequence keeps running fell out of the sliding window.
-  if (cfg_.window > 0)
-    for (BlockEvent& e : evs)
-      if ((e.kind == BlockEventKind::Freed || e.kind == BlockEventKind::Cached) && e.seq >= 0)
-        if (auto it = seqs_.find(e.seq); it != seqs_.end() && it->second->seq.state == SeqState::Running)
-          e.kind = BlockEventKind::DroppedOutOfWindow;
-  if (hybrid_) fill_sliding_group_snapshot(S, evs);
-  for (const BlockEvent& e : events_)
-    if (e.step == counters_.steps) evs.push_back(e);
-  for (const BlockEvent& e : evs)
-    if (e.kind != BlockEventKind::Preempted && e.kind != BlockEventKind::CopiedOnWrite) events_.push_back(e);
-  while (events_.size() > cfg_.max_events) events_.pop_front();
-  S.events = std::move(evs);
-  prev_blocks_ = S.blocks;
+  if (hybrid_) fill_sliding_group_snapshot(S);
+  S.events = std::move(unbuilt_events_);
+  unbuilt_events_.clear();
+  snapshot_stale_ = false;
 
   std::lock_guard<std::mutex> lock(snap_mu_);
   snapshot_ = std::move(snap);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -89,7 +90,15 @@ class Engine {
   const std::vector<std::vector<float>>& recorded_logits(SeqId id) const;
   // [prompt position][n_vocab]: row i predicts prompt token i + 1 (record_prompt_logits).
   const std::vector<std::vector<float>>& recorded_prompt_logits(SeqId id) const;
-  SnapshotPtr snapshot() const;       // newest published snapshot; never blocks on a step
+  // The engine's state now. Built on demand (a step itself only records its block events and
+  // counters), so a caller that reads it after every step pays for a full copy every step and
+  // one that reads it at its frame rate pays for that rate. Call it on the thread that drives
+  // the engine; the returned snapshot is immutable and may be handed to any thread.
+  // Snapshot::events holds the block events since the previous snapshot was built.
+  SnapshotPtr snapshot() const;
+  // Block events recorded since the last call (at least the newest max_events), without building a
+  // snapshot: for a consumer that must see every event but reads snapshots at its own pace.
+  std::vector<BlockEvent> take_new_events() { return std::exchange(new_events_, {}); }
   std::vector<BlockEvent> events_since(uint64_t step) const;
   void set_callbacks(EngineCallbacks cb) { callbacks_ = std::move(cb); }
 
@@ -108,11 +117,17 @@ class Engine {
  private:
   struct SeqRuntime;
   void postprocess(const SchedulerOutput& out, const std::vector<float>& logits);
-  void publish();
+  // After every change of state (step, cancel): prune old sequences, refresh the allocator
+  // counters, record the block events; the snapshot itself is built lazily by snapshot().
+  void after_change();
+  void build_snapshot() const;
+  void record_block_events();
+  // Group g's events from the blocks its pool touched since the last call (paged allocator).
+  void diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev, int32_t group, std::vector<BlockEvent>& evs);
   void finish(SeqRuntime& rt, SeqState state, FinishReason reason);
   std::vector<BlockId> block_table_of(SeqId id) const;
-  void fill_block_snapshot(Snapshot& S) const;
-  void fill_sliding_group_snapshot(Snapshot& S, std::vector<BlockEvent>& evs);
+  void fill_blocks(std::vector<BlockSnap>& blocks) const;
+  void fill_sliding_group_snapshot(Snapshot& S) const;
   // Hybrid: why the model/config cannot use it (empty when it can), and the layers of a group.
   std::string hybrid_unavailable_reason() const;
   std::vector<int32_t> group_layers(bool sliding) const;
@@ -136,12 +151,18 @@ class Engine {
   EngineCallbacks callbacks_;
   std::chrono::steady_clock::time_point start_;
   std::deque<BlockEvent> events_;
-  std::vector<BlockSnap> prev_blocks_;
+  std::vector<BlockSnap> prev_blocks_;  // group 0's block states as of the last recorded events
+  std::vector<BlockEvent> scheduler_events_;          // this step's preemptions and copies
+  std::vector<BlockEvent> new_events_;                // since the last take_new_events()
+  mutable std::vector<BlockEvent> unbuilt_events_;    // since the last built snapshot
+  std::vector<uint8_t> scratch_changed_;              // diff_touched_blocks: per block
+  std::vector<SeqId> scratch_owner_;
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
   double last_step_ms_ = 0;
   std::vector<std::pair<int32_t, int32_t>> chunk_rows_;  // per scheduled chunk: first logits row, rows
   mutable std::mutex snap_mu_;        // guards only the pointer swap
-  SnapshotPtr snapshot_;
+  mutable SnapshotPtr snapshot_;
+  mutable bool snapshot_stale_ = true;
 };
 
 }  // namespace kvscope

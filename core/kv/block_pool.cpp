@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kvscope {
 
@@ -19,6 +20,7 @@ BlockPool::BlockPool(int32_t num_blocks, int32_t block_size) : block_size_(block
   blocks_.resize(num_blocks);
   lru_pos_.resize(num_blocks);
   children_.resize(num_blocks);
+  is_changed_.resize(num_blocks, 0);
   // Every block starts free; ids in order so a fresh pool hands out 0, 1, 2...
   for (BlockId b = 0; b < num_blocks; ++b) lru_pos_[b] = lru_.insert(lru_.end(), b);
 }
@@ -50,6 +52,7 @@ std::optional<BlockId> BlockPool::allocate() {
   }
   st.ref_count = 1;
   st.filled = 0;
+  mark_changed(b);
   ++used_;
   ++counters_.allocations;
   return b;
@@ -66,12 +69,14 @@ void BlockPool::ref(BlockId b) {
     ++used_;
   }
   ++st.ref_count;
+  mark_changed(b);
 }
 
 void BlockPool::unref(BlockId b) {
   check_id(b);
   BlockState& st = blocks_[b];
   KV_CHECK(st.ref_count > 0, "unref() of unreferenced " + blk(b));
+  mark_changed(b);
   if (--st.ref_count > 0) return;
   --used_;
   ++counters_.frees;
@@ -107,6 +112,7 @@ void BlockPool::set_hash(BlockId b, BlockHash h, BlockId parent, std::span<const
   st.tokens.assign(tokens.begin(), tokens.end());
   st.filled = static_cast<int32_t>(tokens.size());
   cached_.emplace(h, b);
+  mark_changed(b);
 }
 
 std::optional<BlockId> BlockPool::lookup(BlockHash h, BlockId parent, std::span<const TokenId> tokens) const {
@@ -148,7 +154,19 @@ void BlockPool::drop_hash(BlockId root) {
     st.hash = 0;
     st.parent = kNoBlock;
     st.tokens.clear();
+    mark_changed(b);
   }
+}
+
+void BlockPool::mark_changed(BlockId b) {
+  if (is_changed_[b]) return;
+  is_changed_[b] = 1;
+  changed_.push_back(b);
+}
+
+std::vector<BlockId> BlockPool::take_changed() {
+  for (BlockId b : changed_) is_changed_[b] = 0;
+  return std::exchange(changed_, {});
 }
 
 void BlockPool::validate() const {

@@ -56,12 +56,17 @@ class BlockPool {
 
   const BlockState& state(BlockId b) const;
   const BlockPoolCounters& counters() const { return counters_; }
+  // Blocks whose ref count or hash changed since the last call (each once, in no particular
+  // order; fills are not tracked). Lets an observer derive a step's block events from the few
+  // blocks touched instead of comparing the whole pool after every step.
+  std::vector<BlockId> take_changed();
   void validate() const;  // throws std::logic_error naming the broken invariant
 
  private:
   void drop_hash(BlockId b);
   void check_id(BlockId b) const;
   void unlink_child(BlockId parent, BlockId child);
+  void mark_changed(BlockId b);
   int32_t block_size_ = 0;                                  // 0: unknown (no upper bound checks)
   int32_t evictable_ = 0;                                   // ref 0 and hashed
   std::vector<std::vector<BlockId>> children_;              // hashed blocks whose parent is this block
@@ -71,6 +76,8 @@ class BlockPool {
   std::unordered_multimap<BlockHash, BlockId> cached_;      // hash -> block
   BlockPoolCounters counters_;
   int32_t used_ = 0;
+  std::vector<BlockId> changed_;                            // see take_changed()
+  std::vector<uint8_t> is_changed_;                         // per block: already in changed_
 };
 
 }  // namespace kvscope

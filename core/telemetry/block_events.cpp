@@ -26,10 +26,8 @@ const char* block_event_name(BlockEventKind k) {
   return "?";
 }
 
-std::vector<BlockEvent> diff_block_events(const std::vector<BlockSnap>& before, const std::vector<BlockSnap>& after,
-                                          uint64_t step) {
-  std::vector<BlockEvent> out;
-  auto emit = [&](BlockEventKind k, BlockId b, SeqId seq) {
+void diff_block(const BlockSnap& prev, const BlockSnap& a, BlockId b, uint64_t step, std::vector<BlockEvent>& out) {
+  auto emit = [&](BlockEventKind k, SeqId seq) {
     BlockEvent e;
     e.step = step;
     e.kind = k;
@@ -37,32 +35,34 @@ std::vector<BlockEvent> diff_block_events(const std::vector<BlockSnap>& before, 
     e.seq = seq;
     out.push_back(e);
   };
-  for (size_t i = 0; i < after.size(); ++i) {
-    const BlockSnap& a = after[i];
-    const BlockSnap prev = i < before.size() ? before[i] : BlockSnap{};
-    const BlockId b = static_cast<BlockId>(i);
-    if (prev.status == a.status) {
-      if (a.status == BlockStatus::Used && a.ref_count > prev.ref_count) emit(BlockEventKind::Shared, b, a.owner);
-      if (a.status == BlockStatus::Used && prev.hashed && a.hashed && prev.hash != a.hash) emit(BlockEventKind::Evicted, b, a.owner);
-      continue;
-    }
-    switch (a.status) {
-      case BlockStatus::Used:
-        if (prev.status == BlockStatus::Cached && a.hashed && a.hash == prev.hash) {
-          emit(BlockEventKind::CacheHit, b, a.owner);
-        } else {
-          if (prev.status == BlockStatus::Cached) emit(BlockEventKind::Evicted, b, a.owner);
-          emit(BlockEventKind::Allocated, b, a.owner);
-        }
-        break;
-      case BlockStatus::Cached:
-        emit(BlockEventKind::Cached, b, prev.owner);
-        break;
-      case BlockStatus::Free:
-        emit(prev.status == BlockStatus::Cached ? BlockEventKind::Evicted : BlockEventKind::Freed, b, prev.owner);
-        break;
-    }
+  if (prev.status == a.status) {
+    if (a.status == BlockStatus::Used && a.ref_count > prev.ref_count) emit(BlockEventKind::Shared, a.owner);
+    if (a.status == BlockStatus::Used && prev.hashed && a.hashed && prev.hash != a.hash) emit(BlockEventKind::Evicted, a.owner);
+    return;
   }
+  switch (a.status) {
+    case BlockStatus::Used:
+      if (prev.status == BlockStatus::Cached && a.hashed && a.hash == prev.hash) {
+        emit(BlockEventKind::CacheHit, a.owner);
+      } else {
+        if (prev.status == BlockStatus::Cached) emit(BlockEventKind::Evicted, a.owner);
+        emit(BlockEventKind::Allocated, a.owner);
+      }
+      break;
+    case BlockStatus::Cached:
+      emit(BlockEventKind::Cached, prev.owner);
+      break;
+    case BlockStatus::Free:
+      emit(prev.status == BlockStatus::Cached ? BlockEventKind::Evicted : BlockEventKind::Freed, prev.owner);
+      break;
+  }
+}
+
+std::vector<BlockEvent> diff_block_events(const std::vector<BlockSnap>& before, const std::vector<BlockSnap>& after,
+                                          uint64_t step) {
+  std::vector<BlockEvent> out;
+  for (size_t i = 0; i < after.size(); ++i)
+    diff_block(i < before.size() ? before[i] : BlockSnap{}, after[i], static_cast<BlockId>(i), step, out);
   return out;
 }
 
