@@ -18,7 +18,7 @@
 #include "chat_panel.h"
 #include "main_window.h"
 #include "model/synthetic_model.h"
-#include "test_support.h"
+#include "gui_test_support.h"
 #include "workload_panel.h"
 
 using namespace kvscope;
@@ -33,11 +33,6 @@ QString big_model() { return QString::fromStdString((test::tmp_dir() / "lifecycl
 
 QString file_name(const QString& path) { return QFileInfo(path).fileName(); }
 
-QtMessageHandler g_previous = nullptr;
-void quiet_offscreen(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
-  if (msg.startsWith(QStringLiteral("This plugin does not support"))) return;
-  g_previous(type, ctx, msg);
-}
 
 // Records, on the GUI thread, the longest gap between ticks of a 10 ms timer: how long the UI
 // thread was blocked while something else happened.
@@ -64,13 +59,7 @@ class TestLifecycle : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() {
-    g_previous = qInstallMessageHandler(quiet_offscreen);
-    KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
-    QSettings::setDefaultFormat(QSettings::IniFormat);
-    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, QString::fromStdString((test::tmp_dir() / "gui-settings-lifecycle").string()));
-    QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-    QCoreApplication::setApplicationName(QStringLiteral("lifecycle"));
-    QSettings().clear();
+    test::start_gui_suite("lifecycle");  // never the user's real settings
 
     SyntheticSpec s;
     s.n_vocab = 4096;

@@ -28,7 +28,7 @@
 #include "prefix_panel.h"
 #include "seq_palette.h"
 #include "settings_panel.h"
-#include "test_support.h"
+#include "gui_test_support.h"
 #include "workload_panel.h"
 
 using namespace kvscope;
@@ -48,12 +48,6 @@ std::unique_ptr<MainWindow> open_window() {
   return w;
 }
 
-// The offscreen platform warns about every window feature it lacks; keep the log readable.
-QtMessageHandler g_previous = nullptr;
-void quiet_offscreen(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
-  if (msg.startsWith(QStringLiteral("This plugin does not support"))) return;
-  g_previous(type, ctx, msg);
-}
 
 int tableRow(QTableWidget* t, const QString& header) {
   for (int r = 0; r < t->rowCount(); ++r)
@@ -67,14 +61,7 @@ class TestWorkbench : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() {
-    g_previous = qInstallMessageHandler(quiet_offscreen);
-    KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
-    // Never read or write the user's real settings.
-    QSettings::setDefaultFormat(QSettings::IniFormat);
-    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, QString::fromStdString((test::tmp_dir() / "gui-settings").string()));
-    QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-    QCoreApplication::setApplicationName(QStringLiteral("workbench"));
-    QSettings().clear();
+    test::start_gui_suite("workbench");  // never the user's real settings
   }
 
   // Every test starts from the built-in settings (a previous test may have applied others).

@@ -23,7 +23,7 @@
 #include "frame_bench.h"
 #include "main_window.h"
 #include "settings_panel.h"
-#include "test_support.h"
+#include "gui_test_support.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -34,11 +34,6 @@ constexpr int kTimeoutMs = 60000;
 
 QString model_path() { return QString::fromStdString((test::models_dir() / "stories260K.gguf").string()); }
 
-QtMessageHandler g_previous = nullptr;
-void quiet_offscreen(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
-  if (msg.startsWith(QStringLiteral("This plugin does not support"))) return;
-  g_previous(type, ctx, msg);
-}
 
 double thread_cpu_ms() {
   timespec ts{};
@@ -52,13 +47,7 @@ class TestWorkbenchMore : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() {
-    g_previous = qInstallMessageHandler(quiet_offscreen);
-    KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
-    QSettings::setDefaultFormat(QSettings::IniFormat);
-    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, QString::fromStdString((test::tmp_dir() / "gui-settings-more").string()));
-    QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-    QCoreApplication::setApplicationName(QStringLiteral("workbench-more"));
-    QSettings().clear();
+    test::start_gui_suite("workbench-more");  // never the user's real settings
   }
   void init() { QSettings().clear(); }
 
