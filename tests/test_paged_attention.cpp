@@ -3,9 +3,11 @@
 // difference is only summation order and f32 vs f64 accumulation).
 #include <QtTest>
 
+#include <limits>
 #include <numeric>
 #include <random>
 
+#include "cpu/paging_probe.h"
 #include "paged_harness.h"
 #include "reference_forward.h"
 #include "test_support.h"
@@ -125,6 +127,39 @@ class TestPagedAttention : public QObject {
       qInfo("mixed batch: A %.3g, B %.3g, C %.3g", da, db, dc);
       QVERIFY(da < kTol && db < kTol && dc < kTol);
     }
+  }
+
+  // Long contexts at the attention level: the paged path (rows of several blocks per kernel
+  // call, prefetching the table's next blocks) against the contiguous kernel on the same K/V,
+  // with prefetching forced on and off (the default switches it by size and cache, so the
+  // machine must not decide which path is tested). Contexts that end mid-block and mid-chunk,
+  // every block size, f32 and int8, sliding-window layers included.
+  void long_context_matches_contiguous_data() {
+    QTest::addColumn<QString>("model");
+    QTest::newRow("synth-llama") << "synthetic/synth-llama-f32.gguf";
+    QTest::newRow("synth-gemma3 (sliding window layers)") << "synthetic/synth-gemma3-f32.gguf";
+  }
+  void long_context_matches_contiguous() {
+    QFETCH(QString, model);
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / model.toStdString());
+    auto m = load(model.toStdString());
+    for (KvDtype dt : {KvDtype::F32, KvDtype::INT8})
+      for (int32_t bs : {8, 16, 64, 128})
+        for (int32_t ctx : {1, 100, 3001}) {
+          PagingProbe probe(m, ctx, bs, dt, 2, 7 + static_cast<uint64_t>(bs));
+          std::vector<float> want(static_cast<size_t>(probe.q_dim())), got(want.size());
+          for (int64_t threshold : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+            probe.backend().set_prefetch_threshold(threshold);
+            for (int32_t l = 0; l < probe.n_layer(); ++l) {
+              probe.contiguous(l, want.data());
+              probe.paged(l, got.data());
+              const float diff = test::max_abs_diff(got, want.data(), want.size());
+              QVERIFY2(diff < 1e-5f, qPrintable(QString("%1 bs %2 ctx %3 layer %4 prefetch %5: %6")
+                                                    .arg(kv_dtype_name(dt)).arg(bs).arg(ctx).arg(l)
+                                                    .arg(threshold == 0 ? "on" : "off").arg(diff)));
+            }
+          }
+        }
   }
 
   // f16 KV is an approximation: it must stay close to f32 KV, not equal.

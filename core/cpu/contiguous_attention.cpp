@@ -10,7 +10,8 @@
 namespace kvscope {
 
 void contiguous_attention_decode(ThreadPool& pool, const float* q, const ContiguousKv& kv, int32_t n_ctx,
-                                 int32_t n_head, int32_t n_head_kv, int32_t d, float scale, float* out) {
+                                 int32_t n_head, int32_t n_head_kv, int32_t d, float scale, float* out,
+                                 int32_t first) {
   constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
   const int32_t n_q = n_head / n_head_kv;
   const int64_t elem = kv_elem_bytes(kv.dtype);
@@ -23,7 +24,7 @@ void contiguous_attention_decode(ThreadPool& pool, const float* q, const Contigu
     for (int64_t g = begin; g < end; ++g) {
       const int64_t head_off = g * d * elem;
       OnlineAttention att(q + g * n_q * d, n_q, d, scale, out + g * n_q * d);
-      for (int32_t p = 0; p < n_ctx; p += kChunk) {
+      for (int32_t p = first; p < n_ctx; p += kChunk) {
         const int32_t n = std::min(kChunk, n_ctx - p);
         const uint8_t* ks = kv.k + p * row_bytes + head_off;
         const uint8_t* vs = kv.v + p * row_bytes + head_off;

@@ -22,8 +22,10 @@ struct ContiguousKv {
   const float* v_scale = nullptr;
 };
 
-// One query token at position n_ctx - 1 against keys/values [0, n_ctx); q/out: [n_head][head_dim].
+// One query token at position n_ctx - 1 against keys/values [first, n_ctx) (first > 0: a
+// sliding-window layer sees only its window); q/out: [n_head][head_dim].
 void contiguous_attention_decode(ThreadPool& pool, const float* q, const ContiguousKv& kv, int32_t n_ctx,
-                                 int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, float* out);
+                                 int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, float* out,
+                                 int32_t first = 0);
 
 }  // namespace kvscope

@@ -1,5 +1,6 @@
 #include "cpu/cpu_backend.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -14,6 +15,11 @@ namespace kvscope {
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, int n_threads)
     : model_(std::move(model)), pool_(n_threads), kv_(1) {
   scratch_.resize(static_cast<size_t>(pool_.size()));
+  long l2 = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  prefetch_min_bytes_ = (l2 > 0 ? l2 : 1 << 20) / 4;
 }
 
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
@@ -120,13 +126,13 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
   const int32_t n_vis = n_sink + (pos - lo + 1);
   constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
-  const size_t tile_floats = static_cast<size_t>(std::min(bs, kChunk)) * d;
-  if (sc.k_tile.size() < tile_floats) sc.k_tile.resize(tile_floats);
-  if (sc.v_tile.size() < tile_floats) sc.v_tile.resize(tile_floats);
+  const size_t chunk_floats = static_cast<size_t>(kChunk) * d;
+  if (sc.k_tile.size() < chunk_floats) sc.k_tile.resize(chunk_floats);
+  if (sc.v_tile.size() < chunk_floats) sc.v_tile.resize(chunk_floats);
 
   float* krot = nullptr;
   if (sink_mode()) {
-    sc.rot.resize(static_cast<size_t>(n_q) * d + tile_floats);
+    sc.rot.resize(static_cast<size_t>(n_q) * d + chunk_floats);
     float* qrot = sc.rot.data();
     krot = qrot + static_cast<int64_t>(n_q) * d;
     std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
@@ -135,36 +141,64 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   }
   OnlineAttention att(q, n_q, d, c.attn_scale, out);
 
-  // Visible positions: [0, n_sink) then [lo, pos], block by block (in chunks of at most kChunk
-  // rows), prefetching the next block of the table when a block is entered: the hardware
-  // prefetcher cannot follow scattered blocks, the table can.
+  // Visible positions: [0, n_sink) then [lo, pos], block by block. The rows of consecutive
+  // blocks are handed to the kernel together, up to kChunk at a time (one softmax update per
+  // chunk, as on the contiguous path). When the head's visible K/V is
+  // larger than prefetch_min_bytes_, the blocks of the next chunk are prefetched from the table
+  // while this one computes: the hardware prefetcher cannot follow scattered blocks, the table
+  // can. Below that size (K/V likely in cache) the prefetch instructions cost more than they
+  // save; numbers in the README (`kvscope-cli bench --kv-prefetch`).
+  const int32_t pf_dist = std::max(1, kChunk / bs);
+  const bool prefetch = static_cast<int64_t>(n_vis) * d * kv_elem_bytes(kv.layout().dtype) * 2 > prefetch_min_bytes_;
+  OnlineAttention::Rows runs[kChunk];
+  OnlineAttention::Prefetch pf[2 * kChunk];  // next chunk's tiles, requested during this one
+  int32_t n_runs = 0, filled = 0, n_pf = 0;  // rows gathered for the pending chunk
+  auto flush = [&] {
+    if (n_runs > 0) prefetch ? att.add(runs, n_runs, pf, n_pf) : att.add(runs, n_runs);
+    n_runs = filled = n_pf = 0;
+  };
   int32_t idx = 0;  // cache position of the next visible key
   auto run = [&](int32_t from, int32_t to) {  // [from, to)
     for (int32_t p = from; p < to;) {
       const int32_t lb = p / bs, off = p % bs;
-      const int32_t n = std::min({bs - off, to - p, kChunk});
+      const int32_t n = std::min({bs - off, to - p, kChunk - filled});
       const BlockId b = table[static_cast<size_t>(lb)];
       assert(b != kNoBlock && "attention reached a dropped block");
-      const int32_t after = to - (p - off + bs);  // positions wanted past this block
-      if ((p == from || off == 0) && after > 0)
-        kv.prefetch_block(kv_layer, table[static_cast<size_t>(lb + 1)], g, std::min({bs, after, kChunk}));
-      const float* k = kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data());
-      const float* v = kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data());
+      if (prefetch && (p == from || off == 0)) {
+        const int32_t tb = lb + pf_dist;
+        const int32_t after = to - tb * bs;  // positions wanted in or past the target block
+        if (after > 0) {
+          const BlockId next = table[static_cast<size_t>(tb)];
+          const int32_t rows = std::min({bs, after, kChunk});
+          for (bool is_v : {false, true}) {
+            const auto [ptr, bytes] = kv.tile_span(kv_layer, is_v, next, g, rows);
+            pf[n_pf++] = {ptr, bytes};
+          }
+          kv.prefetch_scales(kv_layer, next, g);
+        }
+      }
+      float* kdst = sc.k_tile.data() + static_cast<int64_t>(filled) * d;
+      const float* k = kv.load_rows(kv_layer, false, b, g, off, n, kdst);
+      const float* v = kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + static_cast<int64_t>(filled) * d);
       if (krot) {  // sink mode: keys are stored before RoPE, rotated to cache positions idx..
+        float* kr0 = krot + static_cast<int64_t>(filled) * d;
         for (int32_t j = 0; j < n; ++j) {
-          float* kr = krot + static_cast<int64_t>(j) * d;
+          float* kr = kr0 + static_cast<int64_t>(j) * d;
           std::copy(k + static_cast<int64_t>(j) * d, k + static_cast<int64_t>(j + 1) * d, kr);
           rope_apply(kr, c.rope_dim, cache_rope(layer, idx + j), c.traits.rope);
         }
-        k = krot;
+        k = kr0;
       }
-      att.add(k, d, v, d, n);
+      runs[n_runs++] = {k, d, v, d, n};
+      filled += n;
+      if (filled == kChunk) flush();
       idx += n;
       p += n;
     }
   };
   run(0, n_sink);
   run(lo, pos + 1);
+  flush();
   assert(idx == n_vis);
   att.finish();
 }

@@ -37,6 +37,11 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return pool_; }
   // The KV pool of one group (benchmarks fill it directly to time attention alone).
   CpuKvStorage& kv_storage(int32_t group = 0) { return kv_.at(static_cast<size_t>(group)); }
+  // Software prefetch of K/V along the block table is used for a head whose visible K/V exceeds
+  // this many bytes (default: a quarter of this core's L2). 0 = always, INT64_MAX = never: benchmarks
+  // and tests set it to measure or exercise either way.
+  void set_prefetch_threshold(int64_t bytes) { prefetch_min_bytes_ = bytes; }
+  int64_t prefetch_threshold() const { return prefetch_min_bytes_; }
   // Paged attention of one layer over the whole batch (public so benchmarks can time it alone).
   void attention(int32_t layer, const BatchView& batch, const float* q, float* out);
 
@@ -63,6 +68,8 @@ class CpuBackend : public Backend {
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<Scratch> scratch_;  // [threads]
+  int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
+
   // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.
   std::vector<float> rope_cs_[2];
 };

@@ -112,17 +112,6 @@ int64_t CpuKvStorage::allocated_bytes() const {
   return n;
 }
 
-uint8_t* CpuKvStorage::tile_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
-  const auto& arr = is_value ? v_[static_cast<size_t>(layer)] : k_[static_cast<size_t>(layer)];
-  return arr.data() + layout_.tile_offset(block, head, slot) * elem_bytes_;
-}
-
-float* CpuKvStorage::scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
-  const auto& arr = is_value ? v_scale_[static_cast<size_t>(layer)] : k_scale_[static_cast<size_t>(layer)];
-  // tile_offset counts elements of head_dim-long vectors; the scale array has one per vector.
-  return const_cast<float*>(arr.data()) + layout_.tile_offset(block, head, slot) / layout_.head_dim;
-}
-
 float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst) {
   switch (dtype) {
     case KvDtype::F32:
@@ -207,10 +196,9 @@ void CpuKvStorage::store(int32_t layer, bool is_value, int64_t slot, int32_t hea
   if (scaled_) *scale_ptr(layer, is_value, block, head, off) = s;
 }
 
-const float* CpuKvStorage::load_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot,
-                                     int32_t n, float* dst) const {
+const float* CpuKvStorage::decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot,
+                                       int32_t n, float* dst) const {
   const uint8_t* src = tile_ptr(layer, is_value, block, head, slot);
-  if (layout_.dtype == KvDtype::F32) return reinterpret_cast<const float*>(src);
   const int32_t d = layout_.head_dim;
   kv_decode_vectors(layout_.dtype, src, static_cast<int64_t>(d) * elem_bytes_,
                     scaled_ ? scale_ptr(layer, is_value, block, head, slot) : nullptr, 1, n, d, dst);
@@ -227,18 +215,6 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
           std::memcpy(scale_ptr(l, is_v, dst_block, h, 0), scale_ptr(l, is_v, src_block, h, 0),
                       sizeof(float) * static_cast<size_t>(n_slots));
       }
-}
-
-void CpuKvStorage::prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const {
-  const uint8_t* p = tile_ptr(layer, is_value, block, head, 0);
-  const int64_t bytes = static_cast<int64_t>(n) * layout_.head_dim * elem_bytes_;
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
-  if (scaled_) __builtin_prefetch(scale_ptr(layer, is_value, block, head, 0), 0, 3);
-}
-
-void CpuKvStorage::prefetch_block(int32_t layer, int32_t block, int32_t head, int32_t n) const {
-  prefetch_tile(layer, false, block, head, n);
-  prefetch_tile(layer, true, block, head, n);
 }
 
 }  // namespace kvscope

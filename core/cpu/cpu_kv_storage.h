@@ -4,6 +4,7 @@
 // per stored head vector, see kv/kv_quant.h).
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_layout.h"
@@ -48,20 +49,40 @@ class CpuKvStorage {
   }
   // Rows [slot, slot + n) of that tile as f32: the storage itself for f32 (no copy), else
   // dequantized into dst[n][head_dim].
+  // Inline, like the pointer arithmetic below: the paged attention loop calls these once per
+  // block, and out-of-line calls there cost several percent of attention time at block size 16.
   const float* load_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
-                         float* dst) const;
-  // Asks the CPU to start loading a tile's first n slots. Blocks of a sequence sit anywhere in
-  // the pool, so the hardware prefetcher cannot guess the next one; the block table can.
-  void prefetch_tile(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t n) const;
-  // Both K and V (and their scales) of a block's first n slots: what a one-pass attention reads next.
-  void prefetch_block(int32_t layer, int32_t block, int32_t head, int32_t n) const;
+                         float* dst) const {
+    if (layout_.dtype == KvDtype::F32) return reinterpret_cast<const float*>(tile_ptr(layer, is_value, block, head, slot));
+    return decode_rows(layer, is_value, block, head, slot, n, dst);
+  }
+  // Where a tile's first n slots are stored, and how many bytes they take: what to prefetch.
+  std::pair<const uint8_t*, int64_t> tile_span(int32_t layer, bool is_value, int32_t block, int32_t head,
+                                               int32_t n) const {
+    return {tile_ptr(layer, is_value, block, head, 0), static_cast<int64_t>(n) * layout_.head_dim * elem_bytes_};
+  }
+  // Prefetches the per-vector scales of a block's tile (scaled dtypes; nothing otherwise).
+  void prefetch_scales(int32_t layer, int32_t block, int32_t head) const {
+    if (!scaled_) return;
+    __builtin_prefetch(scale_ptr(layer, false, block, head, 0), 0, 2);
+    __builtin_prefetch(scale_ptr(layer, true, block, head, 0), 0, 2);
+  }
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
   // Bytes actually allocated (elements + scales); equals layout().total_bytes().
   int64_t allocated_bytes() const;
 
  private:
-  uint8_t* tile_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const;
-  float* scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const;
+  const float* decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
+                           float* dst) const;  // load_rows for the dtypes that need converting
+  uint8_t* tile_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
+    const auto& arr = is_value ? v_[static_cast<size_t>(layer)] : k_[static_cast<size_t>(layer)];
+    return arr.data() + layout_.tile_offset(block, head, slot) * elem_bytes_;
+  }
+  float* scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
+    const auto& arr = is_value ? v_scale_[static_cast<size_t>(layer)] : k_scale_[static_cast<size_t>(layer)];
+    // tile_offset counts elements of head_dim-long vectors; the scale array has one per vector.
+    return const_cast<float*>(arr.data()) + layout_.tile_offset(block, head, slot) / layout_.head_dim;
+  }
   KvLayout layout_;
   int64_t elem_bytes_ = 4;
   bool scaled_ = false;

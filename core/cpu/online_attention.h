@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 namespace kvscope {
 
@@ -34,34 +35,37 @@ class OnlineAttention {
     for (int64_t i = 0; i < static_cast<int64_t>(n_q) * d; ++i) out[i] = 0.0f;
   }
 
-  // n (<= kMaxChunk) positions: key row j at k + j * k_stride, value row j at v + j * v_stride.
-  void add(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int32_t n) {
-    float s[kMaxChunk];
-    const int32_t d = d_;
-    for (int32_t h = 0; h < n_q_; ++h) {
-      const float* qh = q_ + static_cast<int64_t>(h) * d;
-      float* __restrict acc = out_ + static_cast<int64_t>(h) * d;
-      float cmax = -INFINITY;
-      for (int32_t j = 0; j < n; ++j) {
-        s[j] = dot(qh, k + j * k_stride, d) * scale_;
-        cmax = s[j] > cmax ? s[j] : cmax;
-      }
-      if (cmax > m_[h]) {  // new running max: rescale what was summed so far
-        const float c = std::exp(m_[h] - cmax);  // 0 on the first chunk (m = -inf, acc = 0)
-        l_[h] *= c;
-        for (int32_t i = 0; i < d; ++i) acc[i] *= c;
-        m_[h] = cmax;
-      }
-      const float m = m_[h];
-      double lsum = 0.0;
-      for (int32_t j = 0; j < n; ++j) {
-        const float p = std::exp(s[j] - m);
-        lsum += p;
-        const float* __restrict vj = v + j * v_stride;
-        for (int32_t i = 0; i < d; ++i) acc[i] += p * vj[i];
-      }
-      l_[h] += lsum;
-    }
+  // Consecutive key/value rows at one place: key row j at k + j * k_stride, value row j at
+  // v + j * v_stride.
+  struct Rows {
+    const float* k;
+    int64_t k_stride;
+    const float* v;
+    int64_t v_stride;
+    int32_t n;
+  };
+
+  // n (<= kMaxChunk) positions in one run.
+  [[gnu::always_inline]] void add(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int32_t n) {
+    const Rows r{k, k_stride, v, v_stride, n};
+    add(&r, 1);
+  }
+
+  // One chunk made of several runs (e.g. the tiles of consecutive blocks of a block table),
+  // at most kMaxChunk rows in all. A chunk costs one max/rescale per query head however many
+  // runs it has, so a paged caller with 16-row blocks does the same softmax bookkeeping as a
+  // contiguous one with 64-row chunks.
+  [[gnu::always_inline]] void add(const Rows* runs, int32_t n_runs) { add_impl<false>(runs, n_runs, nullptr, 0); }
+
+  // The same, also requesting into L2 the memory the caller needs next (the paged path: the
+  // blocks of its next chunk, which no hardware prefetcher can guess), spread over this chunk's
+  // work. A separate instantiation, so that the contiguous path's code carries none of it.
+  struct Prefetch {
+    const uint8_t* p;
+    int64_t bytes;
+  };
+  [[gnu::always_inline]] void add(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf) {
+    add_impl<true>(runs, n_runs, pf, n_pf);
   }
 
   // Normalises the accumulators into the attention output.
@@ -74,6 +78,49 @@ class OnlineAttention {
   }
 
  private:
+  // Walks the prefetch ranges a cache line at a time, in step with the rows computed.
+  class PrefetchCursor {
+   public:
+    PrefetchCursor(const Prefetch* pf, int32_t n_pf, const Rows* runs, int32_t n_runs) : pf_(pf), n_pf_(n_pf) {
+      int64_t lines = 0;
+      for (int32_t i = 0; i < n_pf; ++i) lines += (pf[i].bytes + 63) / 64;
+      int32_t rows = 0;
+      for (int32_t r = 0; r < n_runs; ++r) rows += runs[r].n;
+      lines_per_row_ = rows > 0 ? static_cast<double>(lines) / rows : 0.0;
+    }
+    // Issues the requests due once `rows_done` rows of the chunk have been started.
+    void issue_until(int32_t rows_done) {
+      const auto goal = static_cast<int64_t>(lines_per_row_ * rows_done + 0.999);
+      for (; issued_ < goal && i_ < n_pf_; ++issued_) {
+        __builtin_prefetch(pf_[i_].p + off_, 0, 2);  // into L2: L1 is busy with this chunk
+        off_ += 64;
+        if (off_ >= pf_[i_].bytes) {
+          ++i_;
+          off_ = 0;
+        }
+      }
+    }
+
+   private:
+    const Prefetch* pf_;
+    int32_t n_pf_, i_ = 0;
+    int64_t off_ = 0, issued_ = 0;
+    double lines_per_row_;
+  };
+  struct NoPrefetch {
+    NoPrefetch(const Prefetch*, int32_t, const Rows*, int32_t) {}
+    void issue_until(int32_t) {}
+  };
+
+  [[gnu::always_inline]] void accumulate_values(const Rows* runs, int32_t n_runs, const float* w,
+                                                float* __restrict acc) const;
+
+  // Always inlined (like the add() wrappers) into its caller's loop: an out-of-line copy, which
+  // the linker may pick for every caller, ran the contiguous reference 10-25% slower than an
+  // inlined one, and the baseline must be at its best.
+  template <bool kPrefetch>
+  [[gnu::always_inline]] void add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf);
+
   // 16 independent partial sums (one AVX-512 register) and a pairwise reduction, so the
   // compiler vectorises it without -ffast-math and the reduction is not a serial chain.
   static float dot(const float* __restrict a, const float* __restrict b, int32_t n) {
@@ -95,5 +142,78 @@ class OnlineAttention {
   float m_[kMaxGroup];
   double l_[kMaxGroup];
 };
+
+template <bool kPrefetch>
+[[gnu::always_inline]] inline void OnlineAttention::add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf) {
+  float s[kMaxChunk];
+  const int32_t d = d_;
+  // The paged path's prefetch requests are spread over the first head's score loop, a share
+  // before each run, instead of one burst that would fill the miss queues and be partly dropped.
+  // NoPrefetch compiles to nothing, so the contiguous path's loop is the plain kernel.
+  std::conditional_t<kPrefetch, PrefetchCursor, NoPrefetch> cursor(pf, n_pf, runs, n_runs);
+  for (int32_t h = 0; h < n_q_; ++h) {
+    const float* qh = q_ + static_cast<int64_t>(h) * d;
+    float* __restrict acc = out_ + static_cast<int64_t>(h) * d;
+    float cmax = -INFINITY;
+    int32_t n = 0;
+    for (int32_t r = 0; r < n_runs; ++r) {
+      const Rows& run = runs[r];
+      if (h == 0) cursor.issue_until(n + run.n);
+      for (int32_t j = 0; j < run.n; ++j, ++n) {
+        s[n] = dot(qh, run.k + j * run.k_stride, d) * scale_;
+        cmax = s[n] > cmax ? s[n] : cmax;
+      }
+    }
+    if (cmax > m_[h]) {  // new running max: rescale what was summed so far
+      const float c = std::exp(m_[h] - cmax);  // 0 on the first chunk (m = -inf, acc = 0)
+      l_[h] *= c;
+      for (int32_t i = 0; i < d; ++i) acc[i] *= c;
+      m_[h] = cmax;
+    }
+    const float m = m_[h];
+    double lsum = 0.0;
+    for (int32_t j = 0; j < n; ++j) {  // s becomes the softmax weights
+      s[j] = std::exp(s[j] - m);
+      lsum += s[j];
+    }
+    l_[h] += lsum;
+    accumulate_values(runs, n_runs, s, acc);
+  }
+}
+
+// acc[0, d) += sum over the chunk's rows of w[j] * v_j, kColumns columns at a time: those
+// columns' partial sums stay in registers for all the rows (four AVX-512 registers), instead of
+// being loaded and stored back once per row, which chained every row to the previous one
+// through memory.
+[[gnu::always_inline]] inline void OnlineAttention::accumulate_values(const Rows* runs, int32_t n_runs, const float* w,
+                                                                      float* __restrict acc) const {
+  constexpr int32_t kColumns = 64;
+  const int32_t d = d_;
+  int32_t i0 = 0;
+  for (; i0 + kColumns <= d; i0 += kColumns) {
+    float a[kColumns];
+    for (int32_t i = 0; i < kColumns; ++i) a[i] = acc[i0 + i];
+    int32_t n = 0;
+    for (int32_t r = 0; r < n_runs; ++r) {
+      const Rows& run = runs[r];
+      for (int32_t j = 0; j < run.n; ++j, ++n) {
+        const float p = w[n];
+        const float* __restrict vj = run.v + j * run.v_stride + i0;
+        for (int32_t i = 0; i < kColumns; ++i) a[i] += p * vj[i];
+      }
+    }
+    for (int32_t i = 0; i < kColumns; ++i) acc[i0 + i] = a[i];
+  }
+  if (i0 == d) return;
+  int32_t n = 0;  // the last d % kColumns columns (head sizes that are not a multiple of 64)
+  for (int32_t r = 0; r < n_runs; ++r) {
+    const Rows& run = runs[r];
+    for (int32_t j = 0; j < run.n; ++j, ++n) {
+      const float p = w[n];
+      const float* __restrict vj = run.v + j * run.v_stride;
+      for (int32_t i = i0; i < d; ++i) acc[i] += p * vj[i];
+    }
+  }
+}
 
 }  // namespace kvscope
