@@ -10,6 +10,7 @@ WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload)
     : engine_(engine), wl_(std::move(workload)) {
   submitted_.assign(wl_.requests.size(), false);
   seq_of_.resize(wl_.requests.size());
+  final_.resize(wl_.requests.size());
   metrics_.kv_pool_bytes = engine_.backend().kv_total_bytes();
 }
 
@@ -28,15 +29,14 @@ void WorkloadRunner::submit_due() {
       // Waits for the previous turn of its conversation to finish, then continues it.
       auto it = last_turn_.find(r.conversation);
       if (it == last_turn_.end()) continue;
-      const std::vector<SeqId>& prev = seq_of_[it->second];
-      if (prev.empty()) continue;
-      const Sequence& p = engine_.sequence(prev.front());
-      if (!p.is_finished()) continue;
-      if (p.state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
+      const std::optional<RequestResult>& prev = final_[it->second];
+      if (!prev) continue;  // the previous turn is still running
+      if (prev->state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
         submitted_[i] = true;
         continue;
       }
-      std::vector<TokenId> history = p.all_tokens();
+      std::vector<TokenId> history = prev->prompt;
+      history.insert(history.end(), prev->tokens.begin(), prev->tokens.end());
       if (!history.empty() && tok.is_eog(history.back())) history.pop_back();
       req.prompt = build_turn_prompt(history, r, tok);
     } else {
@@ -48,23 +48,34 @@ void WorkloadRunner::submit_due() {
   }
 }
 
+// A request that was submitted but got no sequence (a broken-off conversation) is done too.
+static bool request_done(bool submitted, const std::vector<SeqId>& seqs, const std::optional<RequestResult>& final) {
+  return submitted && (seqs.empty() || final.has_value());
+}
+
 bool WorkloadRunner::done() const {
-  for (size_t i = 0; i < wl_.requests.size(); ++i) {
-    if (!submitted_[i]) return false;
-    for (SeqId id : seq_of_[i])
-      if (!engine_.sequence(id).is_finished()) return false;
-  }
+  for (size_t i = 0; i < wl_.requests.size(); ++i)
+    if (!request_done(submitted_[i], seq_of_[i], final_[i])) return false;
   return !engine_.has_work();
 }
 
 double WorkloadRunner::progress() const {
   if (wl_.requests.empty()) return 1.0;
   size_t finished = 0;
-  for (size_t i = 0; i < wl_.requests.size(); ++i)
-    if (submitted_[i] && std::all_of(seq_of_[i].begin(), seq_of_[i].end(),
-                                     [&](SeqId id) { return engine_.sequence(id).is_finished(); }))
-      ++finished;
+  for (size_t i = 0; i < wl_.requests.size(); ++i) finished += request_done(submitted_[i], seq_of_[i], final_[i]);
   return static_cast<double>(finished) / static_cast<double>(wl_.requests.size());
+}
+
+void WorkloadRunner::harvest(const Snapshot* s) {
+  double ttft_sum = 0;
+  int n_ttft = 0;
+  for (size_t i = 0; i < wl_.requests.size(); ++i) {
+    if (!final_[i] && !seq_of_[i].empty() &&
+        std::all_of(seq_of_[i].begin(), seq_of_[i].end(), [&](SeqId id) { return engine_.sequence(id).is_finished(); }))
+      final_[i] = result_from_engine(i, s);
+    if (final_[i] && final_[i]->ttft_ms >= 0) ttft_sum += final_[i]->ttft_ms, ++n_ttft;
+  }
+  if (n_ttft) metrics_.mean_ttft_ms = ttft_sum / n_ttft;  // over every finished request so far
 }
 
 bool WorkloadRunner::step() {
@@ -77,10 +88,13 @@ bool WorkloadRunner::step() {
   if (!engine_.step()) {
     // Nothing runnable now: requests are still to arrive, so time moves on.
     ++step_;
+    harvest(nullptr);  // requests rejected at submission finish without a step
     return true;
   }
   ++step_;
-  observe(*engine_.snapshot());
+  const SnapshotPtr snap = engine_.snapshot();
+  observe(*snap);
+  harvest(snap.get());
   return true;
 }
 
@@ -117,36 +131,34 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.prefix_cache_hits_tokens = s.counters.prefix_hits_tokens;
   m.evictions = s.counters.evictions;
   m.overflows = s.allocator.overflows;
-  double ttft_sum = 0;
-  int n = 0;
-  for (const SeqSnap& q : s.seqs)
-    if (q.ttft_ms >= 0) ttft_sum += q.ttft_ms, ++n;
-  if (n) m.mean_ttft_ms = ttft_sum / n;
+}
+
+RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap) const {
+  RequestResult r;
+  r.id = wl_.requests[i].id;
+  r.seqs = seq_of_[i];
+  if (r.seqs.empty()) {
+    r.state = SeqState::Rejected;
+    r.error = submitted_[i] ? "its conversation's previous turn did not finish" : "never submitted";
+    return r;
+  }
+  const Sequence& s = engine_.sequence(r.seqs.front());
+  r.state = s.state;
+  r.prompt = s.prompt;
+  r.tokens = s.output;
+  r.cached_prompt_tokens = s.num_cached_prompt;
+  r.preemptions = s.preemptions;
+  r.error = s.error;
+  if (snap)
+    for (const SeqSnap& q : snap->seqs)
+      if (q.id == r.seqs.front()) r.ttft_ms = q.ttft_ms;
+  return r;
 }
 
 std::vector<RequestResult> WorkloadRunner::results() const {
   std::vector<RequestResult> out;
   const SnapshotPtr snap = engine_.snapshot();
-  for (size_t i = 0; i < wl_.requests.size(); ++i) {
-    RequestResult r;
-    r.id = wl_.requests[i].id;
-    r.seqs = seq_of_[i];
-    if (!r.seqs.empty()) {
-      const Sequence& s = engine_.sequence(r.seqs.front());
-      r.state = s.state;
-      r.prompt = s.prompt;
-      r.tokens = s.output;
-      r.cached_prompt_tokens = s.num_cached_prompt;
-      r.preemptions = s.preemptions;
-      r.error = s.error;
-      for (const SeqSnap& q : snap->seqs)
-        if (q.id == r.seqs.front()) r.ttft_ms = q.ttft_ms;
-    } else {
-      r.state = SeqState::Rejected;
-      r.error = submitted_[i] ? "its conversation's previous turn did not finish" : "never submitted";
-    }
-    out.push_back(std::move(r));
-  }
+  for (size_t i = 0; i < wl_.requests.size(); ++i) out.push_back(final_[i] ? *final_[i] : result_from_engine(i, snap.get()));
   return out;
 }
 

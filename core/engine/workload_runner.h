@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,17 @@ class WorkloadRunner {
  private:
   void submit_due();
   void observe(const Snapshot& s);
+  // Copies the result of every request whose sequences all finished: the engine prunes
+  // finished sequences after a while, and a long run (the contiguous baseline runs few requests
+  // at a time) must not lose its early requests' tokens.
+  void harvest(const Snapshot* s);
+  RequestResult result_from_engine(size_t i, const Snapshot* s) const;
 
   Engine& engine_;
   Workload wl_;
   std::vector<bool> submitted_;
   std::vector<std::vector<SeqId>> seq_of_;     // per request
+  std::vector<std::optional<RequestResult>> final_;  // per request, once all its sequences finished
   std::map<std::string, size_t> last_turn_;    // conversation -> index of its latest submitted turn
   uint64_t step_ = 0;
   double filled_sum_ = 0, reserved_sum_ = 0;

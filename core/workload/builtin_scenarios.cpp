@@ -10,11 +10,25 @@ namespace kvscope {
 std::vector<Workload> builtin_scenarios() {
   std::vector<Workload> out;
 
-  ManyShortChatsParams chats;  // prompts 1-3 sentences, 16-64 new tokens
+  ManyShortChatsParams chats;  // chat-sized exchanges: ~70-token prompts, 100-330 new tokens
   // 2048: the context the paged-vs-contiguous waste target is stated for (issue 3). Each request
-  // stays far below 512 tokens; only the contiguous baseline's reservation depends on this.
+  // stays below 512 tokens; only the contiguous baseline's reservation depends on this.
   chats.max_model_len = 2048;
   out.push_back(many_short_chats(chats));
+
+  // The same shape cut to a few dozen tokens per request, far shorter than real chats: where
+  // the half-empty last block of each sequence becomes a large share of a paged cache.
+  ManyShortChatsParams tiny;
+  tiny.min_words = 5;
+  tiny.max_words = 16;
+  tiny.min_new_tokens = 16;
+  tiny.max_new_tokens = 64;
+  tiny.max_model_len = 2048;
+  Workload tiny_w = many_short_chats(tiny);
+  tiny_w.name = "tiny-completions";
+  tiny_w.description = "48 story beginnings of 5-16 words asking for 16-64 new tokens each (~70 tokens per request), "
+                       "arriving about every 2 steps: many-short-chats cut far below real chat lengths.";
+  out.push_back(std::move(tiny_w));
 
   SharedSystemPromptParams sys;  // ~200-token system prompt, 16 questions
   sys.max_model_len = 512;

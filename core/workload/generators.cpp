@@ -67,7 +67,8 @@ Workload many_short_chats(const ManyShortChatsParams& p) {
   int64_t arrival = 0;
   for (int32_t i = 0; i < p.n_requests; ++i) {
     const int32_t n_words = w.rng().uniform(p.min_words, p.max_words);
-    const std::string prompt = distinct(seen, [&] { return first_words(w.snippet(w.cast(), 3), n_words); });
+    const int sentences = 3 + n_words / 6;  // enough text for n_words (a sentence has ~6-10 words)
+    const std::string prompt = distinct(seen, [&] { return first_words(w.snippet(w.cast(), sentences), n_words); });
     WorkloadRequest r = text_request(numbered("chat-", i, p.n_requests), prompt, arrival,
                                      w.rng().uniform(p.min_new_tokens, p.max_new_tokens), p.ignore_eos);
     if (p.temperature > 0) {

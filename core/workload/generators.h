@@ -15,9 +15,12 @@ namespace kvscope {
 struct ManyShortChatsParams {
   int32_t n_requests = 48;
   // A story beginning cut after a random number of words: a completion model continues it.
-  // stories260K's 512-piece vocabulary spends about 1.7 tokens per word.
-  int32_t min_words = 5, max_words = 16;
-  int32_t min_new_tokens = 16, max_new_tokens = 64;
+  // Lengths follow real single-exchange chats: LMSYS-Chat-1M (Zheng et al., ICLR 2024, Table 1)
+  // averages 69.5 tokens per prompt and 214.5 per response. stories260K's 512-piece vocabulary
+  // spends about 2.3 tokens per word of this text (punctuation included), so 15-45 words are
+  // ~35-105 tokens, mean ~70.
+  int32_t min_words = 15, max_words = 45;
+  int32_t min_new_tokens = 100, max_new_tokens = 330;  // mean 215
   int32_t mean_arrival_gap = 2;                     // steps; gaps are uniform in [0, 2 * mean]
   float temperature = 0.8f;                         // > 0: sampled with a per-request seed; 0: greedy
   bool ignore_eos = true;
