@@ -110,62 +110,50 @@ float dot_q5_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
   return sum;
 }
 
-float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+namespace {
+// Q4_K and Q5_K: 8 sub-blocks of 32 unsigned levels with 6-bit scales and mins,
+// value = d*sc*q - dmin*m, so the min term only needs the activation sums per 32 values.
+// level(bw, j, l) is level l of sub-block j of the weight block at bw.
+template <typename Level>
+float dot_k_affine_scalar(int64_t n, size_t block_bytes, size_t scales_off, size_t dmin_off, const uint8_t* w,
+                          const uint8_t* x, Level level) {
   float sum = 0;
   for (int64_t ib = 0; ib < n / QK_K; ++ib) {
-    const uint8_t* bw = w + ib * sizeof(BlockQ4_K);
+    const uint8_t* bw = w + ib * block_bytes;
     const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
     uint8_t sc[8], m[8];
-    unpack_q4_k_scales(bw + kQ4_KScales, sc, m);
+    unpack_q4_k_scales(bw + scales_off, sc, m);
     int16_t bsums[QK_K / 16];
     std::memcpy(bsums, bx + kQ8_KBsums, sizeof bsums);
     const int8_t* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_KQs);
-    const uint8_t* q4 = bw + kQ4_KQs;
-    // value = d*sc*q - dmin*m, so the min term only needs the activation sums per 32 values.
     int32_t sum_q = 0, sum_m = 0;
     for (int j = 0; j < QK_K / 32; ++j) {
-      const int shift = (j & 1) * 4;  // even sub-blocks are low nibbles, odd ones high nibbles
-      const uint8_t* q = q4 + (j / 2) * 32;
       int32_t s = 0;
-      for (int l = 0; l < 32; ++l) s += ((q[l] >> shift) & 0xF) * q8[j * 32 + l];
+      for (int l = 0; l < 32; ++l) s += level(bw, j, l) * q8[j * 32 + l];
       sum_q += sc[j] * s;
       sum_m += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
     }
     const float dx = load_f32(bx);
     const float d = load_half(bw) * dx;
-    const float dmin = load_half(bw + kQ4_KDmin) * dx;
+    const float dmin = load_half(bw + dmin_off) * dx;
     sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
   }
   return sum;
 }
+}  // namespace
+
+float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  // Even sub-blocks are the low nibbles of 32 bytes, odd ones the high nibbles of the same bytes.
+  return dot_k_affine_scalar(n, sizeof(BlockQ4_K), kQ4_KScales, kQ4_KDmin, w, x, [](const uint8_t* bw, int j, int l) {
+    return (bw[kQ4_KQs + (j / 2) * 32 + l] >> ((j & 1) * 4)) & 0xF;
+  });
+}
 
 float dot_q5_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
-  float sum = 0;
-  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
-    const uint8_t* bw = w + ib * sizeof(BlockQ5_K);
-    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
-    uint8_t sc[8], m[8];
-    unpack_q4_k_scales(bw + kQ5_KScales, sc, m);
-    int16_t bsums[QK_K / 16];
-    std::memcpy(bsums, bx + kQ8_KBsums, sizeof bsums);
-    const int8_t* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_KQs);
-    const uint8_t* ql = bw + kQ5_KQs;
-    const uint8_t* qh = bw + kQ5_KQh;
-    int32_t sum_q = 0, sum_m = 0;
-    for (int j = 0; j < QK_K / 32; ++j) {
-      const int shift = (j & 1) * 4;  // as Q4_K; the fifth bit of sub-block j is bit j of qh[l]
-      const uint8_t* q = ql + (j / 2) * 32;
-      int32_t s = 0;
-      for (int l = 0; l < 32; ++l) s += (((q[l] >> shift) & 0xF) | (((qh[l] >> j) & 1) << 4)) * q8[j * 32 + l];
-      sum_q += sc[j] * s;
-      sum_m += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    const float dx = load_f32(bx);
-    const float d = load_half(bw) * dx;
-    const float dmin = load_half(bw + kQ5_KDmin) * dx;
-    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
-  }
-  return sum;
+  // As Q4_K; the fifth bit of sub-block j is bit j of qh[l].
+  return dot_k_affine_scalar(n, sizeof(BlockQ5_K), kQ5_KScales, kQ5_KDmin, w, x, [](const uint8_t* bw, int j, int l) {
+    return ((bw[kQ5_KQs + (j / 2) * 32 + l] >> ((j & 1) * 4)) & 0xF) | (((bw[kQ5_KQh + l] >> j) & 1) << 4);
+  });
 }
 
 float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {

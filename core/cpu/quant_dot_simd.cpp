@@ -146,30 +146,32 @@ float dot_bf16_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   return sum;
 }
 
-float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  constexpr size_t B = sizeof(BlockQ8_0);
-  const int64_t nb = n / QK8_0;
+namespace {
+// Q8_0 / Q4_0 / Q5_0 against Q8_0 activations share the form sum_blocks (dw*dx) * sum(q*qx)
+// over signed levels q; `levels(block)` gives a block's 32 levels as signed bytes. Two blocks
+// per iteration into two accumulators to hide the FMA latency.
+template <typename Levels>
+float dot_symmetric_q8_0(int64_t nb, size_t block_bytes, const uint8_t* w, const uint8_t* x, Levels levels) {
+  constexpr size_t BX = sizeof(BlockQ8_0);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t ib = 0;
-  // Two blocks per iteration into two accumulators to hide the FMA latency.
   for (; ib + 1 < nb; ib += 2) {
-    const uint8_t* w0 = w + ib * B;
-    const uint8_t* x0 = x + ib * B;
-    const __m256i p0 = dot_s8_s8(loadu256(w0 + kQ8_0Qs), loadu256(x0 + kQ8_0Qs));
-    const __m256i p1 = dot_s8_s8(loadu256(w0 + B + kQ8_0Qs), loadu256(x0 + B + kQ8_0Qs));
+    const uint8_t* w0 = w + ib * block_bytes;
+    const uint8_t* x0 = x + ib * BX;
+    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
+    const __m256i p1 = dot_s8_s8(levels(w0 + block_bytes), loadu256(x0 + BX + kQ8_0Qs));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + B) * load_half(x0 + B)), _mm256_cvtepi32_ps(p1), acc1);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + block_bytes) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
   }
   for (; ib < nb; ++ib) {
-    const uint8_t* w0 = w + ib * B;
-    const uint8_t* x0 = x + ib * B;
-    const __m256i p0 = dot_s8_s8(loadu256(w0 + kQ8_0Qs), loadu256(x0 + kQ8_0Qs));
+    const uint8_t* w0 = w + ib * block_bytes;
+    const uint8_t* x0 = x + ib * BX;
+    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
   }
   return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-namespace {
 // 32 Q4_0 values as signed bytes in [-8, 7]: low nibbles are elements 0-15, high nibbles 16-31.
 inline __m256i unpack_q4_0(const uint8_t* qs) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -178,26 +180,12 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
 }
 }  // namespace
 
+float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  return dot_symmetric_q8_0(n / QK8_0, sizeof(BlockQ8_0), w, x, [](const uint8_t* bw) { return loadu256(bw + kQ8_0Qs); });
+}
+
 float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  constexpr size_t BW = sizeof(BlockQ4_0), BX = sizeof(BlockQ8_0);
-  const int64_t nb = n / QK4_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t ib = 0;
-  for (; ib + 1 < nb; ib += 2) {
-    const uint8_t* w0 = w + ib * BW;
-    const uint8_t* x0 = x + ib * BX;
-    const __m256i p0 = dot_s8_s8(unpack_q4_0(w0 + kQ4_0Qs), loadu256(x0 + kQ8_0Qs));
-    const __m256i p1 = dot_s8_s8(unpack_q4_0(w0 + BW + kQ4_0Qs), loadu256(x0 + BX + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + BW) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
-  }
-  for (; ib < nb; ++ib) {
-    const uint8_t* w0 = w + ib * BW;
-    const uint8_t* x0 = x + ib * BX;
-    const __m256i p0 = dot_s8_s8(unpack_q4_0(w0 + kQ4_0Qs), loadu256(x0 + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-  }
-  return hsum_ps(_mm256_add_ps(acc0, acc1));
+  return dot_symmetric_q8_0(n / QK4_0, sizeof(BlockQ4_0), w, x, [](const uint8_t* bw) { return unpack_q4_0(bw + kQ4_0Qs); });
 }
 
 namespace {
@@ -249,32 +237,13 @@ float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
 }
 
 float dot_q5_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  constexpr size_t BW = sizeof(BlockQ5_0), BX = sizeof(BlockQ8_0);
-  const int64_t nb = n / QK5_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   // (nibble | bit5 << 4) - 16 as a signed byte: nibble when the fifth bit is set, else
   // nibble - 16, which is the nibble with the top four bits of the byte set.
-  auto levels = [](const uint8_t* bw) {
+  return dot_symmetric_q8_0(n / QK5_0, sizeof(BlockQ5_0), w, x, [](const uint8_t* bw) {
     const __m256i neg = _mm256_andnot_si256(bits_to_bytes_32(load_u32(bw + kQ5_0Qh)),
                                             _mm256_set1_epi8(static_cast<char>(0xF0)));
     return _mm256_or_si256(unpack_nibbles_32(bw + kQ5_0Qs), neg);
-  };
-  int64_t ib = 0;
-  for (; ib + 1 < nb; ib += 2) {
-    const uint8_t* w0 = w + ib * BW;
-    const uint8_t* x0 = x + ib * BX;
-    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
-    const __m256i p1 = dot_s8_s8(levels(w0 + BW), loadu256(x0 + BX + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + BW) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
-  }
-  for (; ib < nb; ++ib) {
-    const uint8_t* w0 = w + ib * BW;
-    const uint8_t* x0 = x + ib * BX;
-    const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-  }
-  return hsum_ps(_mm256_add_ps(acc0, acc1));
+  });
 }
 
 namespace {

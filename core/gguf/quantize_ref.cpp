@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "gguf/ggml_types.h"
 
@@ -47,17 +48,31 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
+// The value of largest magnitude, with its sign (the first one on ties, as ggml).
+float signed_extreme(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+std::pair<float, float> min_max(const float* x, int n) {
+  float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+  for (int j = 0; j < n; ++j) {
+    min = std::min(min, x[j]);
+    max = std::max(max, x[j]);
+  }
+  return {min, max};
+}
+
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
     // The signed value of largest magnitude maps to -8, so the full [-8, 7] range is used.
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < QK4_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8.0f;
+    const float d = signed_extreme(x, QK4_0) / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     for (int j = 0; j < QK4_0 / 2; ++j) {
@@ -72,11 +87,7 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
 // Asymmetric 4-bit: levels 0..15 between the block's min and max, value = d * q + m.
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
-    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
-    for (int j = 0; j < QK4_1; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
+    const auto [min, max] = min_max(x, QK4_1);
     const float d = (max - min) / 15.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
@@ -106,14 +117,7 @@ void pack_q5(const uint8_t* levels, Block& b) {
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
     // As Q4_0: the signed extreme maps to -16 so the whole [-16, 15] range is used.
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < QK5_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -16.0f;
+    const float d = signed_extreme(x, QK5_0) / -16.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     uint8_t levels[QK5_0];
@@ -125,11 +129,7 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
 
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
-    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
-    for (int j = 0; j < QK5_1; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
+    const auto [min, max] = min_max(x, QK5_1);
     const float d = (max - min) / 31.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
