@@ -4,6 +4,8 @@
 // resources/texts/long-story.txt with stories260K.
 #include <QtTest>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +57,25 @@ class TestEval : public QObject {
     story_ = long_story(*model_);
     qInfo("long-story.txt: %zu tokens with stories260K's tokenizer (BOS included)", story_.size());
     QVERIFY(story_.size() > 2000 && story_.size() < 3000);
+  }
+
+  // The progress callback sees the prompt being computed chunk by chunk up to the whole text,
+  // and returning false stops the run with EvalStopped (the compare panel's stop at shutdown).
+  void progress_reports_and_stops() {
+    const std::vector<TokenId> text(story_.begin(), story_.begin() + 300);
+    std::vector<int32_t> seen;
+    eval_text(model_, text, config(KvDtype::F32), [&](int32_t done, int32_t total) {
+      seen.push_back(done);
+      return total == 300;
+    });
+    QVERIFY(seen.size() >= 300 / 64);  // chunked prefill: several steps
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    QCOMPARE(seen.back(), 300);
+    int calls = 0;
+    QVERIFY_THROWS_EXCEPTION(EvalStopped, eval_text(model_, text, config(KvDtype::F32), [&](int32_t, int32_t) {
+      return ++calls < 2;
+    }));
+    QCOMPARE(calls, 2);
   }
 
   // Two runs of the same config are bit-identical: KL exactly 0, agreement exactly 1.

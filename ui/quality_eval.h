@@ -1,7 +1,7 @@
 #pragma once
 // The compare panel's quality run: a text scored teacher-forced through a fresh Engine with one
-// side's KV settings (dtype, window, sinks, block size), as core/engine/perplexity does for
-// `kvscope-cli eval`, but stepped here so that the worker can report progress and stop at
+// side's KV settings (dtype, window, sinks, block size) by core/engine/perplexity's eval_text,
+// the code behind `kvscope-cli eval`, with progress reported to the worker and a stop at
 // shutdown. The allocator and the prefix cache do not change the numbers (they only decide where
 // K/V live), so the run always pages and never reuses a prefix: every position is computed.
 #include <QMetaType>
@@ -35,9 +35,6 @@ EvalConfig eval_config_of(const EngineConfig& cfg, int threads);
 // returning false stops the run (the result then carries an error). Throws nothing.
 QualityResult run_quality_eval(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens,
                                const EvalConfig& cfg, const std::function<bool(int, int)>& progress);
-
-// Perplexity from next-token logits: exp(mean over i of -log softmax(row i)[tokens[i + 1]]).
-double mean_nll(const std::vector<std::vector<float>>& logits, const std::vector<TokenId>& tokens);
 
 }  // namespace kvscope::ui
 

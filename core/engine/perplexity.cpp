@@ -24,7 +24,8 @@ std::vector<double> log_softmax(const std::vector<float>& x) {
 
 }  // namespace
 
-EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg) {
+EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg,
+                  const EvalProgress& progress) {
   const int32_t n = static_cast<int32_t>(tokens.size());
   if (n < 2) throw std::invalid_argument("eval: the text must have at least 2 tokens");
   EngineConfig ec;
@@ -46,7 +47,10 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   req.record_prompt_logits = true;
   const SeqId id = engine.submit(req);
   EvalRun run;
-  while (engine.step()) run.peak_blocks_used = std::max(run.peak_blocks_used, engine.snapshot()->memory.blocks_used);
+  while (engine.step()) {
+    run.peak_blocks_used = std::max(run.peak_blocks_used, engine.snapshot()->memory.blocks_used);
+    if (progress && !progress(std::min(engine.sequence(id).num_computed, n), n)) throw EvalStopped();
+  }
   const Sequence& s = engine.sequence(id);
   if (s.state == SeqState::Rejected) throw std::runtime_error("eval: the engine rejected the text: " + s.error);
   run.logits = engine.recorded_prompt_logits(id);

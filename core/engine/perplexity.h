@@ -4,7 +4,9 @@
 // and the distance of those distributions from a reference run (KL divergence, top-1
 // agreement). Used by `kvscope-cli eval` and tests/test_eval.cpp.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "kv/kv_dtype.h"
@@ -31,9 +33,17 @@ struct EvalRun {
   std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
 };
 
+// Called after every engine step with the prompt positions computed so far and the text's
+// length; returning false stops the run (eval_text then throws EvalStopped).
+using EvalProgress = std::function<bool(int32_t done, int32_t total)>;
+struct EvalStopped : std::runtime_error {
+  EvalStopped() : std::runtime_error("eval: stopped") {}
+};
+
 // Runs the whole text as one prompt (max_new_tokens 1, prefix caching off) and scores it.
 // Throws std::invalid_argument for a text shorter than 2 tokens or a bad config.
-EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg);
+EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg,
+                  const EvalProgress& progress = {});
 
 struct LogitsAgreement {
   double kl_mean = 0;     // mean over positions of KL(reference || run), nats
