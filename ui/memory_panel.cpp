@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <QCheckBox>
@@ -56,7 +57,11 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   free_->setChannelFillGraph(cached_);
   tps_ = makeGraph(tr("tokens/s (avg)"), QColor(0xf2, 0x8e, 0x2b), plot_->yAxis2, false);
   tps_->setPen(QPen(QColor(0xf2, 0x8e, 0x2b), 1.5, Qt::DashLine));
-  series_ = std::make_unique<ThinnedSeries>(std::vector<QCPGraph*>{used_, cached_, free_, tps_}, 0.02);
+  sliding_ = makeGraph(tr("used, sliding layers"), seq_color(1), plot_->yAxis, false);
+  sliding_->setPen(QPen(seq_color(1).darker(130), 1.5, Qt::DashLine));
+  sliding_->setVisible(false);
+  sliding_->removeFromLegend();
+  series_ = std::make_unique<ThinnedSeries>(std::vector<QCPGraph*>{used_, cached_, free_, tps_, sliding_}, 0.02);
   // Antialiased curves and stacked fills made a replot cost ~10 ms of the UI thread (Qt's
   // antialiasing rasterizer on a few hundred points), 1.5 ms without; exportPng draws them smooth.
   plot_->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);
@@ -158,6 +163,9 @@ void MemoryPanel::applyTheme() {
 
 void MemoryPanel::clear() {
   samples_.clear();
+  sliding_->setVisible(false);  // the next engine may have one KV group
+  sliding_->removeFromLegend();
+  used_->setName(tr("used"));
   sharedEnd_ = 0;
   maxTotal_ = 0;
   maxTps_ = 0;
@@ -183,22 +191,32 @@ void MemoryPanel::addSnapshot(const SnapshotPtr& snap) {
   } else {
     tps = 0;
   }
+  // The hybrid KV cache's sliding pool (group 1): its own blocks, of another size, so a line
+  // of its own rather than part of the stack.
+  const KvGroupSnap* sliding = snap->kv_groups.size() > 1 ? &snap->kv_groups[1] : nullptr;
   Sample s{snap->elapsed_s, snap->step, m.blocks_used, m.blocks_cached, m.blocks_free, tps, m.waste_pct,
-           snap->counters.preemptions};
+           snap->counters.preemptions, sliding ? sliding->blocks_used : 0, sliding ? sliding->blocks_total : 0};
+  if (sliding && !sliding_->visible()) {
+    sliding_->setVisible(true);
+    sliding_->addToLegend();
+    used_->setName(tr("used, global layers"));
+  }
   const bool preempted = !samples_.empty() && s.preemptions > samples_.back().preemptions;
   samples_.push_back(s);
-  maxTotal_ = std::max(maxTotal_, s.used + s.cached + s.free);
+  maxTotal_ = std::max({maxTotal_, s.used + s.cached + s.free, s.slidingUsed});
   maxTps_ = std::max(maxTps_, s.tokensPerS);
   series_->add(s.t, {static_cast<double>(s.used), static_cast<double>(s.used + s.cached),
-                     static_cast<double>(s.used + s.cached + s.free), s.tokensPerS});
+                     static_cast<double>(s.used + s.cached + s.free), s.tokensPerS, static_cast<double>(s.slidingUsed)});
   if (preempted) preempt_->addData(s.t, s.used);
-  info_->setText(tr("step %1 · used %2 · cached %3 · free %4 · %5 tok/s · preemptions %6")
+  QString text = tr("step %1 · used %2 · cached %3 · free %4 · %5 tok/s · preemptions %6")
                      .arg(s.step)
                      .arg(s.used)
                      .arg(s.cached)
                      .arg(s.free)
                      .arg(s.tokensPerS, 0, 'f', 0)
-                     .arg(s.preemptions));
+                     .arg(s.preemptions);
+  if (sliding) text += tr(" · sliding layers %1 / %2").arg(s.slidingUsed).arg(s.slidingTotal);
+  info_->setText(text);
   if (follow_->isChecked()) follow();
   else requestReplot();
 }
@@ -239,10 +257,11 @@ bool MemoryPanel::exportCsv(const QString& path) const {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) return false;
   QTextStream out(&f);
-  out << "time_s,step,blocks_used,blocks_cached,blocks_free,tokens_per_s_avg,waste_pct,preemptions\n";
+  out << "time_s,step,blocks_used,blocks_cached,blocks_free,tokens_per_s_avg,waste_pct,preemptions,"
+         "sliding_blocks_used,sliding_blocks_total\n";
   for (const Sample& s : samples_)
     out << s.t << ',' << s.step << ',' << s.used << ',' << s.cached << ',' << s.free << ',' << s.tokensPerS << ','
-        << s.wastePct << ',' << s.preemptions << '\n';
+        << s.wastePct << ',' << s.preemptions << ',' << s.slidingUsed << ',' << s.slidingTotal << '\n';
   return true;
 }
 

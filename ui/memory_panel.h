@@ -3,7 +3,8 @@
 // (averaged over 0.3 s of engine time: the raw rate spikes at the start of a run), one sample
 // per delivered snapshot (the plot merges them into at most ~600 points), against the engine's own clock; preemptions as red markers. Drag to
 // pan, wheel to zoom (either axis when hovering it), "Follow" keeps the newest data in view.
-// Exports the plot as PNG and the samples as CSV.
+// Exports the plot as PNG and the samples as CSV. With a hybrid KV cache (Gemma 3) the stack is
+// the global layers' pool and a dashed line shows the blocks in use in the sliding layers' pool.
 #include <QWidget>
 #include <memory>
 #include <vector>
@@ -32,6 +33,8 @@ class MemoryPanel : public QWidget {
   bool exportCsv(const QString& path) const;
   int sampleCount() const { return static_cast<int>(samples_.size()); }
   QCustomPlot* plot() const { return plot_; }
+  // The dashed sliding-pool line (hidden, with no legend entry, until a hybrid snapshot arrives).
+  QCPGraph* slidingGraph() const { return sliding_; }
   void applyTheme();
   // Compare view: both panels show the same x range.
   void setXRange(double lo, double hi);
@@ -49,6 +52,7 @@ class MemoryPanel : public QWidget {
     int used, cached, free;
     double tokensPerS, wastePct;
     uint64_t preemptions;
+    int slidingUsed, slidingTotal;  // the hybrid KV cache's sliding pool; 0 / 0 without one
   };
   void follow();
   void requestReplot();  // coalesced: at most ~10 replots a second, none while hidden
@@ -56,8 +60,8 @@ class MemoryPanel : public QWidget {
   void resizeEvent(QResizeEvent* e) override;
 
   QCustomPlot* plot_;
-  QCPGraph *used_, *cached_, *free_, *tps_, *preempt_;
-  std::unique_ptr<ThinnedSeries> series_;  // used_, cached_, free_, tps_ (every sample stays in samples_)
+  QCPGraph *used_, *cached_, *free_, *tps_, *preempt_, *sliding_;
+  std::unique_ptr<ThinnedSeries> series_;  // used_, cached_, free_, tps_, sliding_ (every sample stays in samples_)
   QCheckBox* follow_;
   LiveLabel* info_;
   std::vector<Sample> samples_;

@@ -5,9 +5,12 @@
 #include <QListWidget>
 #include <QtTest>
 #include <cmath>
+#include <fstream>
 
 #include "block_map_panel.h"
 #include "block_map_widget.h"
+#include "memory_panel.h"
+#include "test_support.h"
 #include "thinned_series.h"
 
 using namespace kvscope;
@@ -67,6 +70,48 @@ class TestLivePanels : public QObject {
     series.add(1.0, {2.0, 3.0});
     QCOMPARE(a->dataCount(), 1);
     QCOMPARE(series.bucket(), 0.01);
+  }
+
+  // A hybrid KV cache's sliding pool gets its own dashed line, legend entry, caption and CSV
+  // columns; a one-group engine after it hides them again.
+  void memory_panel_shows_the_sliding_pool() {
+    MemoryPanel panel;
+    panel.resize(900, 400);
+    panel.show();
+    auto hybrid = [](uint64_t step, int global_used, int sliding_used) {
+      auto s = std::make_shared<Snapshot>();
+      s->step = step;
+      s->elapsed_s = 0.05 * static_cast<double>(step);  // one plot bucket (0.02 s) each
+      s->memory.blocks_total = 100;
+      s->memory.blocks_used = global_used;
+      s->memory.blocks_free = 100 - global_used;
+      s->kv_groups.resize(2);
+      s->kv_groups[1].name = "sliding layers (window 512)";
+      s->kv_groups[1].blocks_total = 40;
+      s->kv_groups[1].blocks_used = sliding_used;
+      return SnapshotPtr(s);
+    };
+    QVERIFY(!panel.slidingGraph()->visible());
+    for (uint64_t step = 1; step <= 30; ++step)
+      panel.addSnapshot(hybrid(step, static_cast<int>(step), static_cast<int>(std::min<uint64_t>(step, 33))));
+    QVERIFY(panel.slidingGraph()->visible());
+    QVERIFY(panel.plot()->legend->hasItemWithPlottable(panel.slidingGraph()));
+    QCOMPARE(panel.slidingGraph()->dataCount(), 30);
+    QCOMPARE((panel.slidingGraph()->data()->constEnd() - 1)->value, 30.0);
+    const auto csv = test::tmp_dir() / "memory-hybrid.csv";
+    QVERIFY(panel.exportCsv(QString::fromStdString(csv.string())));
+    std::ifstream in(csv);
+    std::string header, last;
+    std::getline(in, header);
+    for (std::string line; std::getline(in, line);) last = line;
+    QVERIFY(header.ends_with(",sliding_blocks_used,sliding_blocks_total"));
+    QVERIFY2(QString::fromStdString(last).endsWith(",30,40"), last.c_str());
+
+    auto single = std::make_shared<Snapshot>(*hybrid(1, 5, 0));  // a new engine: its clock restarts
+    single->kv_groups.clear();
+    panel.addSnapshot(single);
+    QVERIFY(!panel.slidingGraph()->visible());
+    QVERIFY(!panel.plot()->legend->hasItemWithPlottable(panel.slidingGraph()));
   }
 
   void sequence_list_changes_only_the_rows_that_changed() {
