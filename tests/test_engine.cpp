@@ -3,7 +3,9 @@
 // what the snapshot reports.
 #include <QtTest>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
@@ -259,7 +261,9 @@ class TestEngine : public QObject {
       e.submit_parallel(p, 3);
       e.submit(story_request("The sun was hot and the dog", 45));
     };
-    auto every = make_engine(config()), sparse = make_engine(config()), taken = make_engine(config());
+    EngineConfig on_demand = config();
+    on_demand.publish_every_step = false;  // sparse: snapshots built only when asked, every 7 steps
+    auto every = make_engine(config()), sparse = make_engine(on_demand), taken = make_engine(on_demand);
     submit_all(*every), submit_all(*sparse), submit_all(*taken);
     std::vector<BlockEvent> ev_every, ev_sparse, ev_taken;
     SnapshotPtr prev = every->snapshot();
@@ -309,6 +313,90 @@ class TestEngine : public QObject {
       QCOMPARE(other->size(), ev_every.size());
       for (size_t i = 0; i < ev_every.size(); ++i) QVERIFY(same((*other)[i], ev_every[i]));
     }
+  }
+
+  // Published after every step: a reader on another thread takes the newest snapshot whenever
+  // it likes (atomic load), sees steps only move forward and never a half-built state, while the
+  // engine thread checks each published snapshot against the pool itself (the incremental
+  // block states and tallies against a fresh look at every block).
+  void published_after_every_step_to_any_thread() {
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 40;  // tight: preemptions and evictions happen
+    cfg.sched.max_running = 8;
+    auto e = make_engine(cfg);
+    for (int i = 0; i < 10; ++i) e->submit(story_request(i % 2 ? "Once upon a time there was a little girl" : "One day a cat", 30 + 3 * i));
+    e->submit_parallel(story_request("The sun was hot and the dog", 25), 3);
+    std::atomic<bool> done{false};
+    std::atomic<int64_t> reads{0}, bad{0};
+    std::thread reader([&] {
+      uint64_t last = 0;
+      while (!done.load()) {
+        const SnapshotPtr s = e->latest_snapshot();
+        int32_t used = 0;
+        for (const BlockSnap& b : s->blocks) used += b.status == BlockStatus::Used;
+        if (s->step < last || used != s->memory.blocks_used ||
+            s->memory.blocks_used + s->memory.blocks_cached + s->memory.blocks_free != s->memory.blocks_total)
+          ++bad;
+        last = s->step;
+        ++reads;
+      }
+    });
+    struct JoinAtExit {  // a failed QCOMPARE returns early: the reader must still be stopped
+      std::atomic<bool>& done;
+      std::thread& t;
+      ~JoinAtExit() {
+        done = true;
+        if (t.joinable()) t.join();
+      }
+    } join_at_exit{done, reader};
+    int steps = 0;
+    const BlockPool& pool = e->paged_kv()->pool();
+    while (e->step()) {
+      ++steps;
+      if (steps == 12) e->cancel(3);
+      const SnapshotPtr s = e->latest_snapshot();
+      QCOMPARE(s->step, static_cast<uint64_t>(steps));  // published by step() itself
+      QCOMPARE(s.get(), e->snapshot().get());            // nothing to rebuild
+      int32_t used = 0, cached = 0;
+      int64_t filled = 0;
+      for (BlockId b = 0; b < pool.num_blocks(); ++b) {
+        const BlockState& st = pool.state(b);
+        const BlockSnap& x = s->blocks[static_cast<size_t>(b)];
+        QCOMPARE(x.ref_count, st.ref_count);
+        QCOMPARE(x.filled, st.filled);
+        QCOMPARE(x.hash, st.hash);
+        used += st.ref_count > 0;
+        cached += st.ref_count == 0 && st.hashed;
+        if (st.ref_count > 0) filled += st.filled;
+      }
+      QCOMPARE(s->memory.blocks_used, used);
+      QCOMPARE(s->memory.blocks_cached, cached);
+      QCOMPARE(s->memory.slots_filled, filled);
+    }
+    done = true;
+    reader.join();
+    QCOMPARE(bad.load(), int64_t{0});
+    QVERIFY(reads.load() > 0);
+    QVERIFY(e->latest_snapshot()->counters.preemptions > 0);
+    qInfo("%d steps, %lld snapshots read on the other thread", steps, static_cast<long long>(reads.load()));
+  }
+
+  // The block-event history keeps the newest max_events and no more.
+  void event_history_is_bounded() {
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 64;
+    cfg.max_events = 20;
+    auto e = make_engine(cfg);
+    for (int i = 0; i < 4; ++i) e->submit(story_request("Once upon a time there was a little girl", 60));
+    e->run_until_idle();
+    const auto all = e->events_since(0);
+    QCOMPARE(all.size(), size_t{20});
+    QVERIFY(e->latest_snapshot()->counters.allocations > 20);  // far more happened than was kept
+    for (size_t i = 1; i < all.size(); ++i) QVERIFY(all[i - 1].step <= all[i].step);
+    QCOMPARE(all.back().step, e->latest_snapshot()->step);  // the newest are the ones kept
+    QVERIFY(e->take_new_events().size() <= 2 * cfg.max_events);
   }
 
   // Without a KV cache every token recomputes the whole sequence: same tokens, quadratic work.

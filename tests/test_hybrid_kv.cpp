@@ -266,9 +266,23 @@ class TestHybridKv : public QObject {
     r.ignore_eos = true;
     e.submit(r);
     int dropped_sliding = 0, dropped_global = 0;
-    while (e.step())
-      for (const BlockEvent& ev : e.snapshot()->events)
+    // Each group's snapshot (kept current incrementally) against its pool, every step.
+    auto matches_pool = [&](const Snapshot& sn, int32_t g) {
+      const BlockPool& pool = e.hybrid_kv()->group(g).pool();
+      int32_t used = 0;
+      for (BlockId b = 0; b < pool.num_blocks(); ++b) {
+        const BlockSnap& x = sn.group_blocks(g)[static_cast<size_t>(b)];
+        if (x.ref_count != pool.state(b).ref_count || x.filled != pool.state(b).filled) return false;
+        used += pool.state(b).ref_count > 0;
+      }
+      return used == (g == 0 ? sn.memory.blocks_used : sn.kv_groups[1].blocks_used);
+    };
+    while (e.step()) {
+      const SnapshotPtr sn = e.latest_snapshot();
+      QVERIFY(matches_pool(*sn, 0) && matches_pool(*sn, 1));
+      for (const BlockEvent& ev : sn->events)
         if (ev.kind == BlockEventKind::DroppedOutOfWindow) ++(ev.group == 1 ? dropped_sliding : dropped_global);
+    }
     QVERIFY(dropped_sliding > 3);
     QCOMPARE(dropped_global, 0);
     const auto snap = e.snapshot();

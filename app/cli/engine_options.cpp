@@ -14,7 +14,7 @@ const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
       "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv"};
+      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv", "snapshots"};
   return names;
 }
 
@@ -83,6 +83,10 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   if (hk != "auto" && hk != "on" && hk != "off")
     throw UsageError("--hybrid-kv takes auto, on or off (on: separate block tables for sliding and global layers)");
   c.hybrid_kv = hk == "on" ? HybridKvMode::On : hk == "off" ? HybridKvMode::Off : HybridKvMode::Auto;
+  const std::string sn = a.str("snapshots", "every-step");
+  if (sn != "every-step" && sn != "on-demand")
+    throw UsageError("--snapshots takes every-step (publish one after each step) or on-demand");
+  c.publish_every_step = sn == "every-step";
   return c;
 }
 

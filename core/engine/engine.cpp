@@ -563,8 +563,7 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S) const {
   g1.n_layers = G[1].n_layer;
   g1.window = sliding_window_;
   g1.bytes_per_block = G[1].bytes_per_block();
-  g1.blocks.assign(static_cast<size_t>(pool.num_blocks()), BlockSnap{});
-  for (BlockId b = 0; b < pool.num_blocks(); ++b) g1.blocks[static_cast<size_t>(b)] = block_snap_of(pool.state(b));
+  g1.blocks = prev_sliding_blocks_;  // current: record_block_events() diffs every touched block
   for (const SeqSnap& q : S.seqs) {
     if (q.more_block_tables.empty()) continue;
     const auto& table = q.more_block_tables[0];
@@ -575,20 +574,16 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S) const {
       if (cfg_.sinks > 0 && static_cast<int64_t>(lb) * G[1].block_size < cfg_.sinks) x.sink = true;
     }
   }
-  int64_t filled = 0;
-  for (const BlockSnap& x : g1.blocks) {
-    if (x.status == BlockStatus::Used) ++g1.blocks_used, filled += x.filled;
-    else if (x.status == BlockStatus::Cached) ++g1.blocks_cached;
-    else ++g1.blocks_free;
-  }
   g1.blocks_total = pool.num_blocks();
+  g1.blocks_used = tally_[1].used;
+  g1.blocks_cached = tally_[1].cached;
+  g1.blocks_free = g1.blocks_total - g1.blocks_used - g1.blocks_cached;
   S.memory.kv_used_bytes += static_cast<int64_t>(g1.blocks_used) * g1.bytes_per_block;
 }
 
 SnapshotPtr Engine::snapshot() const {
   if (snapshot_stale_) build_snapshot();
-  std::lock_guard<std::mutex> lock(snap_mu_);
-  return snapshot_;
+  return published_.load(std::memory_order_relaxed);  // this thread stored it
 }
 
 std::vector<BlockEvent> Engine::events_since(uint64_t step) const {
@@ -626,6 +621,7 @@ void Engine::after_change() {
   }
   record_block_events();
   snapshot_stale_ = true;
+  if (cfg_.publish_every_step) build_snapshot();
 }
 
 void Engine::diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev, int32_t group, std::vector<BlockEvent>& evs) {
@@ -651,10 +647,17 @@ void Engine::diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev
     BlockSnap now = block_snap_of(m.pool().state(b));
     now.owner = scratch_owner_[i];
     diff_block(prev[i], now, b, counters_.steps, evs);
+    tally_[group].add(prev[i], -1);
+    tally_[group].add(now, +1);
     prev[i] = now;
     scratch_changed_[i] = 0;
   }
   for (size_t k = first; k < evs.size(); ++k) evs[k].group = group;
+}
+
+void Engine::BlockTally::add(const BlockSnap& b, int sign) {
+  if (b.status == BlockStatus::Used) used += sign, filled += sign * b.filled;
+  else if (b.status == BlockStatus::Cached) cached += sign;
 }
 
 void Engine::record_block_events() {
@@ -712,7 +715,11 @@ void Engine::build_snapshot() const {
   S.sinks = cfg_.sinks;
   S.prefix_caching = cfg_.prefix_caching;
 
-  fill_blocks(S.blocks);
+  // Paged: record_block_events() has just brought prev_blocks_ up to date for every block the
+  // pool touched (the only ones that can differ), so copying it is the whole pool's state for
+  // the price of a memcpy, where asking the pool block by block cost a pass over all of them.
+  if (paged_) S.blocks = prev_blocks_;
+  else fill_blocks(S.blocks);
   std::vector<SeqId> ids;
   for (const auto& [id, rt] : seqs_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -749,17 +756,16 @@ void Engine::build_snapshot() const {
     }
     S.seqs.push_back(std::move(q));
   }
-  for (const BlockSnap& bs : S.blocks) {
-    if (bs.status == BlockStatus::Used) {
-      ++S.memory.blocks_used;
-      filled_slots += bs.filled;
-    } else if (bs.status == BlockStatus::Cached) {
-      ++S.memory.blocks_cached;
-    } else {
-      ++S.memory.blocks_free;
-    }
+  BlockTally t = tally_[0];
+  if (!paged_) {  // the baseline's blocks come from its arena, with no change log to tally
+    t = {};
+    for (const BlockSnap& bs : S.blocks) t.add(bs, +1);
   }
   S.memory.blocks_total = static_cast<int32_t>(S.blocks.size());
+  S.memory.blocks_used = t.used;
+  S.memory.blocks_cached = t.cached;
+  S.memory.blocks_free = S.memory.blocks_total - t.used - t.cached;
+  filled_slots = t.filled;
   S.memory.weights_bytes = static_cast<int64_t>(model_->weights.total_bytes);
   S.memory.kv_bytes_per_token = L.bytes_per_token();
   S.memory.kv_bytes_per_block = L.bytes_per_block();
@@ -804,9 +810,7 @@ void Engine::build_snapshot() const {
   S.events = std::move(unbuilt_events_);
   unbuilt_events_.clear();
   snapshot_stale_ = false;
-
-  std::lock_guard<std::mutex> lock(snap_mu_);
-  snapshot_ = std::move(snap);
+  published_.store(std::move(snap), std::memory_order_release);
 }
 
 }  // namespace kvscope

@@ -7,7 +7,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,6 +38,12 @@ struct EngineConfig {
   int32_t sinks = 0;
   SchedulerConfig sched;             // max_model_len 0 -> model's context length
   size_t max_events = 100000;        // bounded block-event history
+  // After every step (and cancel) the engine builds a snapshot and publishes it (an atomic
+  // swap of a shared_ptr<const>), so a reader on any thread can take the newest one with
+  // latest_snapshot() at its own pace without ever blocking or waiting for the engine. Off: a
+  // snapshot is built only when the driving thread calls snapshot(); for a consumer that reads
+  // far less often than the engine steps and wants none of the per-step copies.
+  bool publish_every_step = true;
   // The "traditional" allocator instead of paging: every request reserves max_model_len
   // contiguous slots up front (first-fit). Same scheduler, model and backend: a real measurement.
   bool contiguous_baseline = false;
@@ -90,12 +95,16 @@ class Engine {
   const std::vector<std::vector<float>>& recorded_logits(SeqId id) const;
   // [prompt position][n_vocab]: row i predicts prompt token i + 1 (record_prompt_logits).
   const std::vector<std::vector<float>>& recorded_prompt_logits(SeqId id) const;
-  // The engine's state now. Built on demand (a step itself only records its block events and
-  // counters), so a caller that reads it after every step pays for a full copy every step and
-  // one that reads it at its frame rate pays for that rate. Call it on the thread that drives
-  // the engine; the returned snapshot is immutable and may be handed to any thread.
-  // Snapshot::events holds the block events since the previous snapshot was built.
+  // The engine's state now: the published snapshot, first brought up to date (built and
+  // published) when something changed since, e.g. a submit(), or every step with
+  // publish_every_step off. Call it on the thread that drives the engine; the returned snapshot
+  // is immutable and may be handed to any thread. Snapshot::events holds the block events since
+  // the previous snapshot was built (with publish_every_step: those of its step).
   SnapshotPtr snapshot() const;
+  // The newest published snapshot, from any thread, at any time: one atomic load, no lock
+  // shared with the engine, so a slow reader never holds up a step and never sees a half-built
+  // state.
+  SnapshotPtr latest_snapshot() const { return published_.load(std::memory_order_acquire); }
   // Block events recorded since the last call (at least the newest max_events), without building a
   // snapshot: for a consumer that must see every event but reads snapshots at its own pace.
   std::vector<BlockEvent> take_new_events() { return std::exchange(new_events_, {}); }
@@ -118,9 +127,10 @@ class Engine {
   struct SeqRuntime;
   void postprocess(const SchedulerOutput& out, const std::vector<float>& logits);
   // After every change of state (step, cancel): prune old sequences, refresh the allocator
-  // counters, record the block events; the snapshot itself is built lazily by snapshot().
+  // counters, record the block events, publish a snapshot (publish_every_step) or mark the
+  // published one stale for snapshot().
   void after_change();
-  void build_snapshot() const;
+  void build_snapshot() const;  // builds one and publishes it
   void record_block_events();
   // Group g's events from the blocks its pool touched since the last call (paged allocator).
   void diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev, int32_t group, std::vector<BlockEvent>& evs);
@@ -155,14 +165,21 @@ class Engine {
   std::vector<BlockEvent> scheduler_events_;          // this step's preemptions and copies
   std::vector<BlockEvent> new_events_;                // since the last take_new_events()
   mutable std::vector<BlockEvent> unbuilt_events_;    // since the last built snapshot
+  // Running totals of a paged group's block states ([group]), updated with every block that
+  // diff_touched_blocks() sees change, so a snapshot needs no pass over the pool.
+  struct BlockTally {
+    int32_t used = 0, cached = 0;
+    int64_t filled = 0;               // slots holding a token, in used blocks
+    void add(const BlockSnap& b, int sign);
+  };
+  BlockTally tally_[2];
   std::vector<uint8_t> scratch_changed_;              // diff_touched_blocks: per block
   std::vector<SeqId> scratch_owner_;
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
   double last_step_ms_ = 0;
   std::vector<std::pair<int32_t, int32_t>> chunk_rows_;  // per scheduled chunk: first logits row, rows
-  mutable std::mutex snap_mu_;        // guards only the pointer swap
-  mutable SnapshotPtr snapshot_;
-  mutable bool snapshot_stale_ = true;
+  mutable std::atomic<SnapshotPtr> published_;  // swapped whole; readers on any thread
+  mutable bool snapshot_stale_ = true;          // engine thread only
 };
 
 }  // namespace kvscope

@@ -90,6 +90,7 @@ void BlockPool::set_filled(BlockId b, int32_t filled) {
   KV_CHECK(st.ref_count > 0, "set_filled() on unreferenced " + blk(b));
   KV_CHECK(filled >= 0 && (block_size_ == 0 || filled <= block_size_), "fill out of range for " + blk(b));
   KV_CHECK(!st.hashed || filled == st.filled, "set_filled() would change cached " + blk(b));
+  if (filled != st.filled) mark_changed(b);
   st.filled = filled;
 }
 

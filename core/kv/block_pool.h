@@ -56,9 +56,9 @@ class BlockPool {
 
   const BlockState& state(BlockId b) const;
   const BlockPoolCounters& counters() const { return counters_; }
-  // Blocks whose ref count or hash changed since the last call (each once, in no particular
-  // order; fills are not tracked). Lets an observer derive a step's block events from the few
-  // blocks touched instead of comparing the whole pool after every step.
+  // Blocks whose ref count, hash or fill changed since the last call (each once, in no
+  // particular order). Lets an observer derive a step's block events, and keep its own copy of
+  // every block's state current, from the few blocks touched instead of the whole pool.
   std::vector<BlockId> take_changed();
   void validate() const;  // throws std::logic_error naming the broken invariant
 

@@ -132,7 +132,7 @@ struct Snapshot {
   int32_t running = 0, waiting = 0;   // scheduler queues after the step
   double step_ms = 0;                 // duration of the last step
   double tokens_per_s = 0;            // generated tokens per second over the last second or so
-  std::vector<BlockEvent> events;     // events of this step
+  std::vector<BlockEvent> events;     // since the previous snapshot built: the step's own when published every step
 };
 
 using SnapshotPtr = std::shared_ptr<const Snapshot>;
