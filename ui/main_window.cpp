@@ -34,6 +34,7 @@
 #include "planner_panel.h"
 #include "prefix_panel.h"
 #include "settings_panel.h"
+#include "telemetry/snapshot_json.h"
 #include "theme.h"
 #include "workload_panel.h"
 
@@ -187,6 +188,11 @@ void MainWindow::buildMenus() {
     recent->clear();
     for (const QString& p : settings_->recentModels()) recent->addAction(p, this, [this, p] { openModel(p); });
     if (recent->isEmpty()) recent->addAction(tr("(none yet)"))->setEnabled(false);
+  });
+  file->addAction(tr("&Export engine snapshot (JSON)…"), this, [this] {
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export engine snapshot"), QStringLiteral("kvscope-snapshot.json"),
+                                                   tr("JSON files (*.json)"));
+    if (!p.isEmpty() && exportSnapshotJson(p)) statusBar()->showMessage(tr("snapshot written to %1").arg(p), 5000);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -354,6 +360,21 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   backendLabel_->setText(tr("backend: %1").arg(info.backend));
   setWindowTitle(tr("kvscope — %1").arg(QFileInfo(info.path).fileName()));
   statusBar()->showMessage(info.description, 8000);
+}
+
+bool MainWindow::exportSnapshotJson(const QString& path) {
+  const SnapshotPtr snap = host_->latest();
+  if (!snap) {
+    onError(tr("No engine snapshot to export yet: open a model first."));
+    return false;
+  }
+  QFile f(path);
+  const std::string text = to_json(*snap).dump(1);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
+    onError(tr("Could not write the snapshot to %1: %2").arg(path, f.errorString()));
+    return false;
+  }
+  return true;
 }
 
 void MainWindow::onError(const QString& msg) {

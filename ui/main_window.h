@@ -56,6 +56,10 @@ class MainWindow : public QMainWindow {
   QString lastError() const { return lastError_; }
   int errorCount() const { return errorCount_; }
   void resetLayout();
+  // Writes the newest engine snapshot (every block, sequence table, counter, memory figure and
+  // the block events it carries) as JSON to `path`; false, with lastError() saying why, when no
+  // engine has run yet or the file cannot be written.
+  bool exportSnapshotJson(const QString& path);
   // Longest time the UI thread spent handing one snapshot to the panels (not counting paint).
   double worstSnapshotMs() const { return worstSnapshotMs_; }
   double lastSnapshotMs() const { return lastSnapshotMs_; }  // the newest hand-off

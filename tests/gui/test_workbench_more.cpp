@@ -4,7 +4,9 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QDir>
 #include <QFile>
+#include <QJsonDocument>
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonObject>
@@ -129,6 +131,35 @@ class TestWorkbenchMore : public QObject {
       // tokens per second, as it once did, fails this by an order of magnitude.
       QVERIFY2(wallRate >= 0.25 * t.tokensPerS, qPrintable(QStringLiteral("%1 tok/s seen vs %2 decoded").arg(wallRate).arg(t.tokensPerS)));
     }
+  }
+
+  // File > Export engine snapshot: the newest snapshot as JSON, every block and sequence of
+  // it; a clear error (not a crash, not an empty file) before any engine ran or on a bad path.
+  void exportSnapshotJson() {
+    MainWindow w;
+    w.show();
+    const QString path = QDir(QString::fromStdString(test::tmp_dir().string())).filePath(QStringLiteral("snapshot.json"));
+    QVERIFY(!w.exportSnapshotJson(path));
+    QVERIFY(w.lastError().contains(QStringLiteral("open a model")));
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    ConversationWidget* chat = w.chatPanel()->current();
+    chat->send(QStringLiteral("Once upon a time"));
+    QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
+    const SnapshotPtr snap = w.host()->latest();
+    QVERIFY(w.exportSnapshotJson(path));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
+    QCOMPARE(static_cast<uint64_t>(j.value(QStringLiteral("step")).toInteger()), snap->step);
+    QCOMPARE(j.value(QStringLiteral("blocks")).toArray().size(), static_cast<qsizetype>(snap->blocks.size()));
+    QCOMPARE(j.value(QStringLiteral("memory")).toObject().value(QStringLiteral("blocks_used")).toInt(), snap->memory.blocks_used);
+    const QJsonArray seqs = j.value(QStringLiteral("sequences")).toArray();
+    QCOMPARE(seqs.size(), static_cast<qsizetype>(snap->seqs.size()));
+    QVERIFY(!seqs.isEmpty());
+    QCOMPARE(seqs.last().toObject().value(QStringLiteral("tokens")).toArray().size(), static_cast<qsizetype>(snap->seqs.back().tokens.size()));
+    QVERIFY(!w.exportSnapshotJson(QString::fromStdString(test::tmp_dir().string())));  // a folder
+    QVERIFY(w.lastError().contains(QStringLiteral("Could not write")));
   }
 
   // Compare with a quality run: after the scenario each side scores the same text on its worker
