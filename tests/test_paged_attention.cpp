@@ -150,7 +150,9 @@ class TestPagedAttention : public QObject {
           std::vector<float> want(static_cast<size_t>(probe.q_dim())), got(want.size());
           for (int64_t threshold : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
             probe.backend().set_prefetch_threshold(threshold);
+            probe.set_contiguous_prefetch(threshold == 0);  // both sides prefetching, or neither
             for (int32_t l = 0; l < probe.n_layer(); ++l) {
+              probe.set_contiguous_head_major(l % 2 == 1);  // both contiguous layouts, same vectors
               probe.contiguous(l, want.data());
               probe.paged(l, got.data());
               const float diff = test::max_abs_diff(got, want.data(), want.size());

@@ -92,6 +92,17 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
   if (prefetch == "always") probe.backend().set_prefetch_threshold(0);
   else if (prefetch == "never") probe.backend().set_prefetch_threshold(std::numeric_limits<int64_t>::max());
   else if (prefetch != "auto") throw UsageError("--kv-prefetch must be auto, always or never");
+  // same: the contiguous reference prefetches by the same rule (its next chunk's rows), so the
+  // ratio measures the addressing alone; hardware: it relies on the hardware prefetcher.
+  const std::string contig_pf = a.str("contiguous-prefetch", "same");
+  if (contig_pf != "same" && contig_pf != "hardware") throw UsageError("--contiguous-prefetch must be same or hardware");
+  probe.set_contiguous_prefetch(contig_pf == "same");
+  // pos-major: [pos][kv_head][head_dim], a pre-paging engine's per-layer cache; head-major:
+  // [kv_head][pos][head_dim], each head's keys one dense stream (the best case for contiguous).
+  const std::string contig_layout = a.str("contiguous-layout", "pos-major");
+  if (contig_layout != "pos-major" && contig_layout != "head-major")
+    throw UsageError("--contiguous-layout must be pos-major or head-major");
+  probe.set_contiguous_head_major(contig_layout == "head-major");
   std::vector<float> out(static_cast<size_t>(probe.q_dim()));
   auto time_paged = [&] {
     const auto t0 = Clock::now();
@@ -134,7 +145,7 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
                           {"ratio_p90", quantile(0.9)}};
   };
   nlohmann::json row{{"context", ctx}, {"block_size", bs}, {"kv_dtype", dt_name}, {"reps", reps},
-                     {"kv_prefetch", prefetch}, {"prefetch_threshold_bytes", probe.backend().prefetch_threshold()}};
+                     {"kv_prefetch", prefetch}, {"contiguous_prefetch", contig_pf}, {"contiguous_layout", contig_layout}, {"prefetch_threshold_bytes", probe.backend().prefetch_threshold()}};
   row["hot"] = measure(false);
   row["cold"] = measure(true);
   row["sweep_checksum"] = sink;  // keeps the sweep from being optimised away
@@ -144,16 +155,18 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
 }  // namespace
 
 int cmd_bench(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch"}),
+  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch", "contiguous-prefetch", "contiguous-layout"}),
                {"help", "no-single", "no-batch", "no-paging"});
   if (a.has("help")) {
     std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
-                 "  [--batches 1,4,16] [--contexts 1024,4096] [--kv-prefetch auto|always|never]\n"
+                 "  [--batches 1,4,16] [--contexts 1024,4096] [--kv-prefetch auto|always|never] \n"
+                 "  [--contiguous-prefetch same|hardware] [--contiguous-layout pos-major|head-major]\n"
                  "  [--no-single] [--no-batch] [--no-paging]\n"
                  "  single: prefill/decode tokens/s of one sequence; batch: total tokens/s at each batch size;\n"
                  "  paging: decode attention time, block table vs contiguous array, at each context length,\n"
                  "    with K/V in cache (hot) and from memory (cold); --kv-prefetch overrides when the paged\n"
-                 "    path prefetches along the block table (auto: heads whose K/V exceed a quarter of the L2)\n";
+                 "    path prefetches along the block table (auto: heads whose K/V exceed a quarter of the L2);\n"
+                 "    the contiguous reference prefetches by the same rule unless --contiguous-prefetch hardware\n";
     return 0;
   }
   LoadedModel lm = load_model(a);

@@ -38,6 +38,10 @@ PagingProbe::PagingProbe(std::shared_ptr<const Model> model, int32_t ctx, int32_
     v_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
     k_scale_.emplace_back(n_vec);
     v_scale_.emplace_back(n_vec);
+    k_hm_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
+    v_hm_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
+    k_scale_hm_.emplace_back(n_vec);
+    v_scale_hm_.emplace_back(n_vec);
     for (int32_t p = 0; p < ctx; ++p)
       for (int32_t h = 0; h < c.n_head_kv; ++h)
         for (int is_v = 0; is_v < 2; ++is_v) {
@@ -45,6 +49,9 @@ PagingProbe::PagingProbe(std::shared_ptr<const Model> model, int32_t ctx, int32_
           const size_t i = static_cast<size_t>(p) * static_cast<size_t>(c.n_head_kv) + static_cast<size_t>(h);
           uint8_t* dst = (is_v ? v_ : k_).back().data() + i * static_cast<size_t>(vec_bytes);
           (is_v ? v_scale_ : k_scale_).back()[i] = kv_encode_vector(dtype, x.data(), c.head_dim, dst);
+          const size_t ih = static_cast<size_t>(h) * static_cast<size_t>(ctx) + static_cast<size_t>(p);
+          std::copy_n(dst, vec_bytes, (is_v ? v_hm_ : k_hm_).back().data() + ih * static_cast<size_t>(vec_bytes));
+          (is_v ? v_scale_hm_ : k_scale_hm_).back()[ih] = (is_v ? v_scale_ : k_scale_).back()[i];
           st.store(l, is_v, static_cast<int64_t>(table_[static_cast<size_t>(p / bs)]) * bs + p % bs, h, x.data());
         }
     // A sliding-window layer (gemma3) sees only its window on the paged path; the contiguous
@@ -58,10 +65,12 @@ void PagingProbe::paged(int32_t layer, float* out) { backend_.attention(layer, b
 void PagingProbe::contiguous(int32_t layer, float* out) {
   const ModelConfig& c = model_->config;
   const size_t l = static_cast<size_t>(layer);
-  const ContiguousKv kv{backend_.kv_storage().layout().dtype, k_[l].data(), v_[l].data(), k_scale_[l].data(),
-                        v_scale_[l].data()};
+  const ContiguousKv kv = head_major_ ? ContiguousKv{backend_.kv_storage().layout().dtype, k_hm_[l].data(), v_hm_[l].data(),
+                                                     k_scale_hm_[l].data(), v_scale_hm_[l].data(), true, ctx_}
+                                      : ContiguousKv{backend_.kv_storage().layout().dtype, k_[l].data(), v_[l].data(),
+                                                     k_scale_[l].data(), v_scale_[l].data()};
   contiguous_attention_decode(backend_.pool(), q_.data(), kv, ctx_, c.n_head, c.n_head_kv, c.head_dim, c.attn_scale,
-                              out, first_[l]);
+                              out, first_[l], contiguous_prefetch_ ? backend_.prefetch_threshold() : INT64_MAX);
 }
 
 }  // namespace kvscope

@@ -22,6 +22,12 @@ class PagingProbe {
   // Attention of layer l's query heads (the same random query for every layer); out: q_dim floats.
   void paged(int32_t layer, float* out);
   void contiguous(int32_t layer, float* out);
+  // Gives the contiguous reference the paged path's software prefetch rule (the backend's
+  // prefetch threshold); off by default: the hardware prefetcher alone.
+  void set_contiguous_prefetch(bool on) { contiguous_prefetch_ = on; }
+  // Times the contiguous reference in [kv_head][pos][head_dim] order instead of [pos][kv_head]
+  // (see ContiguousKv); both copies hold the same vectors.
+  void set_contiguous_head_major(bool on) { head_major_ = on; }
   int32_t n_layer() const { return static_cast<int32_t>(first_.size()); }
   int64_t q_dim() const { return static_cast<int64_t>(q_.size()); }
   CpuBackend& backend() { return backend_; }
@@ -33,9 +39,13 @@ class PagingProbe {
   std::vector<BlockId> table_;  // shuffled: physical blocks in no particular order
   BatchView batch_;             // one decode token at position ctx - 1
   std::vector<float> q_;
-  // Contiguous copies, one per layer, in the pool's kind of memory (huge pages where available).
-  std::vector<KvBuffer> k_, v_;
-  std::vector<std::vector<float>> k_scale_, v_scale_;  // scaled dtypes: [pos * n_head_kv + head]
+  // Contiguous copies, one per layer, in the pool's kind of memory (huge pages where available):
+  // [pos][kv_head] order, and the same vectors in [kv_head][pos] order (*_hm_).
+  std::vector<KvBuffer> k_, v_, k_hm_, v_hm_;
+  std::vector<std::vector<float>> k_scale_, v_scale_;        // scaled dtypes: [pos * n_head_kv + head]
+  std::vector<std::vector<float>> k_scale_hm_, v_scale_hm_;  // [head * ctx + pos]
+  bool head_major_ = false;
+  bool contiguous_prefetch_ = false;
   std::vector<int32_t> first_;  // [layer] first visible position (sliding-window layers see their window)
 };
 
