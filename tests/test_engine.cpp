@@ -223,9 +223,11 @@ class TestEngine : public QObject {
         QCOMPARE(base["requests"][i]["tokens"], paged["requests"][i]["tokens"]);
       }
       QVERIFY(base["waste_pct"].get<double>() > paged_waste);
-      QVERIFY(paged["max_concurrent"].get<int>() > base["max_concurrent"].get<int>());
       QVERIFY(base["blocked_admission_steps"].get<uint64_t>() > 0);
       const std::string p = policy;
+      // A small guess admits as many as paging does; it pays in copies and preemptions instead.
+      if (p == "64") QVERIFY(paged["max_concurrent"].get<int>() >= base["max_concurrent"].get<int>());
+      else QVERIFY(paged["max_concurrent"].get<int>() > base["max_concurrent"].get<int>());
       if (p == "max-model-len") {
         // 4 requests at a time: thousands of steps, more than the engine keeps finished
         // sequences for. Every request's tokens must still be in the results.

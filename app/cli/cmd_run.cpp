@@ -58,18 +58,18 @@ void print_table(const nlohmann::json& p, const nlohmann::json* b) {
   };
   // baseline_only: the paged column says "-" (paging has no reservations to outgrow).
   auto row = [&](const char* name, const char* key, const char* fmt, bool baseline_only = false) {
-    std::printf("%-34s%18s", name, baseline_only ? "-" : cell(p[key], fmt).c_str());
-    if (b) std::printf("%18s", cell((*b)[key], fmt).c_str());
+    std::printf("%-34s%20s", name, baseline_only ? "-" : cell(p[key], fmt).c_str());
+    if (b) std::printf("%22s", cell((*b)[key], fmt).c_str());
     std::printf("\n");
   };
   // Two numbers in one cell: "largest / total".
   auto pair_row = [&](const char* name, const char* k1, const char* k2) {
-    std::printf("%-34s%18s", name, (cell(p[k1], "%.0f") + " / " + cell(p[k2], "%.0f")).c_str());
-    if (b) std::printf("%18s", (cell((*b)[k1], "%.0f") + " / " + cell((*b)[k2], "%.0f")).c_str());
+    std::printf("%-34s%20s", name, (cell(p[k1], "%.0f") + " / " + cell(p[k2], "%.0f")).c_str());
+    if (b) std::printf("%22s", (cell((*b)[k1], "%.0f") + " / " + cell((*b)[k2], "%.0f")).c_str());
     std::printf("\n");
   };
   const std::string base_name = b ? "contiguous (" + (*b).value("baseline_reserve", std::string("?")) + ")" : "";
-  std::printf("%-34s%18s%18s\n", "", "paged", base_name.c_str());
+  std::printf("%-34s%20s%22s\n", "", "paged", base_name.c_str());
   row("waste % (reserved unfilled)", "waste_pct", "%.1f");
   row("worst-step waste %", "peak_waste_pct", "%.1f");
   row("slots reserved (sum over steps)", "slots_reserved", "%.0f");
