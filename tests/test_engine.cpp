@@ -153,6 +153,31 @@ class TestEngine : public QObject {
     QCOMPARE(e->snapshot()->counters.tokens_prefilled, uint64_t(r.prompt.size()));
   }
 
+  // On the baseline a fork reserves a second range and copies the parent's filled slots; the
+  // copy must reach the backend as block copies (the reservations are block-aligned), or the
+  // children would attend to another range's K/V. Each greedy sample matches a lone run.
+  void contiguous_baseline_fork_copies_kv() {
+    for (const char* policy : {"max-model-len", "request", "16"}) {
+      EngineConfig cfg;
+      cfg.block_size = 8;
+      cfg.num_blocks = 64;
+      cfg.sched.max_model_len = 96;
+      cfg.prefix_caching = false;
+      cfg.contiguous_baseline = true;
+      cfg.baseline_reserve = *parse_baseline_reserve(policy);
+      auto e = make_engine(cfg);
+      const Request first = story_request("The sun was hot and the dog", 20);
+      const SeqId other = e->submit(first);  // so the parent's range does not start at slot 0
+      e->step();
+      const Request r = story_request("Once upon a time, there was a little", 30);
+      const auto ids = e->submit_parallel(r, 3);
+      e->run_until_idle();
+      const auto alone = run_alone(r);
+      for (SeqId id : ids) QCOMPARE(e->sequence(id).output, alone);
+      QCOMPARE(e->sequence(other).output, run_alone(first));
+    }
+  }
+
   // Prefix caching changes what is computed, never what is generated.
   void prefix_caching_on_off_identical_data() {
     QTest::addColumn<QString>("file");
