@@ -23,6 +23,10 @@ class TestContiguousBaseline : public QObject {
   void overflow_is_reported();
   void manager_interface();
   void same_workload_through_the_scheduler();
+  void reservation_policies();
+  void request_policy_blocks_on_fragmentation();
+  void fixed_policy_grows_moves_and_preempts();
+  void every_policy_same_work_through_the_scheduler();
 };
 
 void TestContiguousBaseline::first_fit() {
@@ -124,18 +128,21 @@ void TestContiguousBaseline::manager_interface() {
   QCOMPARE(kv.slot(1, 3), kv.arena().base(1) + 3);
   QCOMPARE(kv.arena().metrics().slots_reserved, int64_t(16));
   QCOMPARE(kv.arena().metrics().slots_filled, int64_t(5));
-  kv.fork(1, 2);  // no sharing: a second reservation and a full copy
+  kv.fork(1, 2);  // no sharing: a second reservation and a full copy, one slot per unit here
   const auto copies = kv.take_pending_copies();
-  QCOMPARE(copies.size(), size_t(1));
-  QCOMPARE(int64_t(copies[0].src), kv.arena().base(1));
-  QCOMPARE(int64_t(copies[0].dst), kv.arena().base(2));
-  QCOMPARE(copies[0].n_slots, 5);
+  QCOMPARE(copies.size(), size_t(5));
+  for (int i = 0; i < 5; ++i) {
+    QCOMPARE(int64_t(copies[i].src), kv.arena().base(1) + i);
+    QCOMPARE(int64_t(copies[i].dst), kv.arena().base(2) + i);
+    QCOMPARE(copies[i].n_slots, 1);
+  }
   QVERIFY(kv.never_fits(16, 8).empty());
   QVERIFY(!kv.never_fits(17, 8).empty());
   QVERIFY(!ContiguousKvManager(8, 16).never_fits(4, 4).empty());
   std::vector<TokenId> longer(17, 7);
-  QVERIFY(!kv.allocate_slots(1, longer, 12));  // beyond the reservation: refused and counted
-  QCOMPARE(kv.arena().metrics().overflows, 1u);
+  QVERIFY(!kv.allocate_slots(1, longer, 12));  // beyond max_model_len: refused and counted
+  QCOMPARE(kv.counters().overflows, 1u);
+  QCOMPARE(kv.counters().refused_overflows, 1u);
   QCOMPARE(kv.seq_len(1), 5);
   kv.validate();
   kv.free(1);
@@ -236,9 +243,245 @@ void TestContiguousBaseline::same_workload_through_the_scheduler() {
   QVERIFY2(c.worst_waste_pct > 60.0, qPrintable(QString::number(c.worst_waste_pct)));
   QVERIFY2(p.worst_waste_pct < 35.0, qPrintable(QString::number(p.worst_waste_pct)));
   QCOMPARE(contiguous.arena().metrics().peak_reserved, int64_t(256));
-  QCOMPARE(contiguous.arena().metrics().overflows, 0u);
+  QCOMPARE(contiguous.counters().overflows, 0u);
   QCOMPARE(paged.pool().num_used(), 0);
   QCOMPARE(contiguous.arena().metrics().live_allocations, 0);
+}
+
+void TestContiguousBaseline::reservation_policies() {
+  QVERIFY(!parse_baseline_reserve("").has_value());
+  QVERIFY(!parse_baseline_reserve("0").has_value());
+  QVERIFY(!parse_baseline_reserve("12x").has_value());
+  QCOMPARE(parse_baseline_reserve("max-model-len")->kind, BaselineReserveKind::MaxModelLen);
+  QCOMPARE(parse_baseline_reserve("request")->kind, BaselineReserveKind::Request);
+  QCOMPARE(parse_baseline_reserve("256")->fixed_slots, 256);
+  QCOMPARE(baseline_reserve_name(*parse_baseline_reserve("256")), std::string("256"));
+  // Sizes, in units of 4 slots: max_model_len 64 in a 256-slot arena.
+  const ContiguousKvManager mml(256, 64, {}, 4);
+  QCOMPARE(mml.reservation_for(5, 20), 64);
+  const ContiguousKvManager req(256, 64, {BaselineReserveKind::Request, 0}, 4);
+  QCOMPARE(req.reservation_for(5, 18), 20);   // its own worst case, rounded up to the unit
+  QCOMPARE(req.reservation_for(5, 500), 64);  // never beyond max_model_len
+  QCOMPARE(req.reservation_for(30, 18), 32);  // at least the first chunk (a resumed sequence)
+  const ContiguousKvManager fixed(256, 64, {BaselineReserveKind::Fixed, 10}, 4);
+  QCOMPARE(fixed.reservation_for(5, 64), 12);
+  QCOMPARE(fixed.reservation_for(30, 64), 32);
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ContiguousKvManager(64, 16, {BaselineReserveKind::Fixed, 0}));
+}
+
+namespace {
+
+struct Spec {
+  int32_t prompt;
+  int32_t max_new;
+};
+
+// The Engine's loop in miniature over the given requests (ids 1..n), validating every step.
+struct MiniRun {
+  int steps = 0;
+  std::vector<std::vector<TokenId>> outputs;
+};
+template <class Validate>
+MiniRun run_specs(Scheduler& sched, const std::vector<Spec>& specs, Validate validate) {
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->id = static_cast<SeqId>(i + 1);
+    s->prompt.resize(static_cast<size_t>(specs[i].prompt));
+    std::iota(s->prompt.begin(), s->prompt.end(), static_cast<TokenId>(100 * i));
+    s->max_new_tokens = specs[i].max_new;
+    sched.add(s.get());
+    seqs.push_back(std::move(s));
+  }
+  MiniRun r;
+  while (sched.has_work() && r.steps < 5000) {
+    const auto out = sched.schedule();
+    sched.on_step_done(out);
+    for (const auto& c : out.chunks) {
+      if (!c.wants_logits) continue;
+      c.seq->output.push_back(static_cast<TokenId>(c.seq->id * 1000 + c.seq->output.size()));
+      if (static_cast<int32_t>(c.seq->output.size()) >= c.seq->max_new_tokens) sched.finish(c.seq, SeqState::Finished);
+    }
+    validate();
+    ++r.steps;
+  }
+  for (const auto& s : seqs) r.outputs.push_back(s->output);
+  return r;
+}
+
+}  // namespace
+
+void TestContiguousBaseline::request_policy_blocks_on_fragmentation() {
+  // 100 slots; each request reserves prompt + max_new: A 20, B 30, C 20, D 30 fill the arena.
+  // A and C finish first and leave two holes of 20: 40 free slots in all, yet E (40) does not
+  // fit until B or D finishes. With max-model-len every reservation is 100: one at a time, and
+  // a freed reservation always fits the next request, so fragmentation never blocks anyone.
+  SchedulerConfig sc;
+  sc.max_running = 16;
+  sc.max_batched_tokens = 128;
+  sc.max_model_len = 100;
+  const std::vector<Spec> specs = {{5, 15}, {5, 25}, {5, 15}, {5, 25}, {5, 35}};
+  ContiguousKvManager kv(100, sc.max_model_len, {BaselineReserveKind::Request, 0});
+  Scheduler sched(sc, kv);
+  int64_t worst_free = 0, worst_run = 0;
+  const MiniRun r = run_specs(sched, specs, [&] {
+    kv.validate();
+    const auto m = kv.arena().metrics();
+    if (m.total_free > worst_free) worst_free = m.total_free, worst_run = m.largest_free_run;
+  });
+  const BaselineCounters& c = kv.counters();
+  qInfo("request policy: %llu blocked steps, %llu by fragmentation", (unsigned long long)c.blocked_admission_steps,
+        (unsigned long long)c.blocked_by_fragmentation_steps);
+  QCOMPARE(r.outputs[4].size(), size_t(35));
+  QVERIFY(c.blocked_admission_steps > c.blocked_by_fragmentation_steps);  // at first nothing was free
+  QVERIFY(c.blocked_by_fragmentation_steps >= 5);
+  QCOMPARE(c.overflows, 0u);
+  QCOMPARE(kv.arena().metrics().live_allocations, 0);
+
+  // The same dry run directly: two holes of 20, a request of 40.
+  ContiguousKvManager direct(100, 100, {BaselineReserveKind::Request, 0});
+  const std::vector<TokenId> t(5, 1);
+  for (SeqId s = 1; s <= 4; ++s) {
+    direct.attach_cached_prefix(s, t);
+    direct.set_max_len(s, s % 2 ? 20 : 30);
+    QVERIFY(direct.allocate_slots(s, t, 5));
+  }
+  direct.free(1);
+  direct.free(3);
+  QCOMPARE(direct.arena().metrics().total_free, int64_t(40));
+  QVERIFY(!direct.can_admit(t, 5, 40));
+  QVERIFY(direct.can_admit(t, 5, 20));
+  direct.admission_blocked(t, 5, 40);
+  QCOMPARE(direct.counters().blocked_by_fragmentation_steps, 1u);
+  direct.admission_blocked(t, 5, 80);  // more than is free at all: blocked, not by fragmentation
+  QCOMPARE(direct.counters().blocked_admission_steps, 2u);
+  QCOMPARE(direct.counters().blocked_by_fragmentation_steps, 1u);
+  direct.validate();
+}
+
+void TestContiguousBaseline::fixed_policy_grows_moves_and_preempts() {
+  // Units of 4 slots (a block size), 64 slots, a fixed guess of 8.
+  ContiguousKvManager kv(64, 64, {BaselineReserveKind::Fixed, 8}, 4);
+  std::vector<TokenId> t(40, 3);
+  for (SeqId s = 1; s <= 2; ++s) {
+    kv.attach_cached_prefix(s, t);
+    QVERIFY(kv.allocate_slots(s, t, 8));
+  }
+  QCOMPARE(kv.arena().base(1), int64_t(0));
+  QCOMPARE(kv.arena().base(2), int64_t(8));
+  QCOMPARE(kv.arena().reserved(2), 8);
+
+  // 2 outgrows its 8 slots; the run after it is free: it doubles in place, nothing is copied.
+  QVERIFY(kv.allocate_slots(2, t, 1));
+  QCOMPARE(kv.arena().base(2), int64_t(8));
+  QCOMPARE(kv.arena().reserved(2), 16);
+  QCOMPARE(kv.counters().grown_in_place, 1u);
+  QVERIFY(kv.take_pending_copies().empty());
+
+  // 1 outgrows its 8 slots with 2 right after it: it moves to the first free run of 16, and
+  // its 8 filled slots are copied there, block by block.
+  QVERIFY(kv.allocate_slots(1, t, 1));
+  QCOMPARE(kv.counters().relocations, 1u);
+  QCOMPARE(kv.counters().relocated_slots, 8u);
+  const int64_t moved_to = kv.arena().base(1);
+  QCOMPARE(moved_to, int64_t(24));
+  QCOMPARE(kv.arena().reserved(1), 16);
+  QCOMPARE(kv.slot(1, 8), moved_to + 8);
+  const auto copies = kv.take_pending_copies();
+  QCOMPARE(copies.size(), size_t(2));
+  for (int i = 0; i < 2; ++i) {
+    QCOMPARE(copies[size_t(i)].src, BlockId(i));            // old slots [0, 8) = blocks 0, 1
+    QCOMPARE(copies[size_t(i)].dst, BlockId(moved_to / 4 + i));  // new slots [24, 32) = blocks 6, 7
+    QCOMPARE(copies[size_t(i)].n_slots, 4);
+  }
+  QCOMPARE(kv.arena().metrics().total_free, int64_t(64 - 32));
+  kv.validate();
+
+  // 3 takes 20 slots at [40, 60); free are [0, 8) and [60, 64). 2 (9 tokens in 16) needs 17:
+  // neither in place nor anywhere else. allocate_slots fails and changes nothing; the retry
+  // (the scheduler preempts a newer sequence and tries again) is not a second overflow.
+  kv.attach_cached_prefix(3, t);
+  QVERIFY(kv.allocate_slots(3, t, 20));
+  QCOMPARE(kv.arena().base(3), int64_t(40));
+  QVERIFY(kv.allocate_slots(2, t, 7));  // 16 of 16
+  QVERIFY(!kv.allocate_slots(2, t, 1));
+  QVERIFY(!kv.allocate_slots(2, t, 1));
+  QCOMPARE(kv.counters().overflows, 3u);
+  QCOMPARE(kv.seq_len(2), 16);
+  QCOMPARE(kv.arena().reserved(2), 16);
+  kv.validate();
+  // Preempted (recompute): freed while its growth was pending.
+  kv.free(2);
+  QCOMPARE(kv.counters().overflow_preemptions, 1u);
+  kv.validate();
+  // Free now: [0, 24) (merged) and [60, 64). 3 (20 of 20) needs 21: doubling to 40 fits
+  // nowhere, but what it needs (24) fits in place, in the 4 slots after it.
+  QVERIFY(kv.allocate_slots(3, t, 1));
+  QCOMPARE(kv.arena().base(3), int64_t(40));
+  QCOMPARE(kv.arena().reserved(3), 24);
+  QCOMPARE(kv.counters().grown_in_place, 2u);
+  QVERIFY(kv.take_pending_copies().empty());
+  // 1 (at [24, 40)) fills its 16 and needs 17: 32 fits nowhere, 20 fits at [0, 20); its 16
+  // filled slots are copied as 4 blocks of 4.
+  QVERIFY(kv.allocate_slots(1, t, 7));
+  QVERIFY(kv.allocate_slots(1, t, 1));
+  QCOMPARE(kv.arena().base(1), int64_t(0));
+  QCOMPARE(kv.arena().reserved(1), 20);
+  QCOMPARE(kv.counters().relocations, 2u);
+  QCOMPARE(kv.counters().relocated_slots, 8u + 16u);
+  const auto again = kv.take_pending_copies();
+  QCOMPARE(again.size(), size_t(4));
+  for (int i = 0; i < 4; ++i) {
+    QCOMPARE(again[size_t(i)].src, BlockId(24 / 4 + i));
+    QCOMPARE(again[size_t(i)].dst, BlockId(i));
+  }
+  QCOMPARE(kv.counters().overflows, 5u);
+  QCOMPARE(kv.slot(1, 16), int64_t(16));
+  kv.validate();
+}
+
+void TestContiguousBaseline::every_policy_same_work_through_the_scheduler() {
+  // Same requests, 256 slots in blocks of 8, max_model_len 64, on every policy and on paging:
+  // the same outputs; a small fixed guess must grow, move or preempt, never stop a sequence.
+  SchedulerConfig sc;
+  sc.max_running = 16;
+  sc.max_batched_tokens = 128;
+  sc.max_model_len = 64;
+  std::vector<Spec> specs;
+  for (int i = 0; i < 16; ++i) specs.push_back({10 + (i * 7) % 13, 6 + (i * 11) % 31});
+
+  KvCacheConfig kc;
+  kc.block_size = 8;
+  kc.num_blocks = 32;
+  kc.prefix_caching = false;
+  KvCacheManager paged(kc);
+  Scheduler sched_p(sc, paged);
+  const MiniRun want = run_specs(sched_p, specs, [&] { paged.validate(); });
+
+  const BaselineReserve policies[] = {{BaselineReserveKind::MaxModelLen, 0},
+                                      {BaselineReserveKind::Request, 0},
+                                      {BaselineReserveKind::Fixed, 24},
+                                      {BaselineReserveKind::Fixed, 8}};
+  for (const BaselineReserve& pol : policies) {
+    ContiguousKvManager kv(256, sc.max_model_len, pol, 8);
+    Scheduler sched(sc, kv);
+    const MiniRun got = run_specs(sched, specs, [&] { kv.validate(); });
+    const BaselineCounters& c = kv.counters();
+    qInfo("%s: %d steps, %llu preemptions, overflows %llu (in place %llu, moved %llu, preempted %llu), blocked %llu (frag %llu)",
+          baseline_reserve_name(pol).c_str(), got.steps, (unsigned long long)sched.preemptions(),
+          (unsigned long long)c.overflows, (unsigned long long)c.grown_in_place, (unsigned long long)c.relocations,
+          (unsigned long long)c.overflow_preemptions, (unsigned long long)c.blocked_admission_steps,
+          (unsigned long long)c.blocked_by_fragmentation_steps);
+    QCOMPARE(got.outputs, want.outputs);
+    QCOMPARE(c.refused_overflows, 0u);
+    QCOMPARE(c.overflows, c.grown_in_place + c.relocations + c.overflow_preemptions);
+    QCOMPARE(kv.arena().metrics().live_allocations, 0);
+    if (pol.kind != BaselineReserveKind::Fixed) QCOMPARE(c.overflows, 0u);
+    if (pol.kind == BaselineReserveKind::Fixed && pol.fixed_slots == 8) {
+      QVERIFY(c.grown_in_place > 0);
+      QVERIFY(c.relocations > 0);
+    }
+  }
 }
 
 QTEST_APPLESS_MAIN(TestContiguousBaseline)

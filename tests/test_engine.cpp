@@ -155,6 +155,31 @@ class TestEngine : public QObject {
     QCOMPARE(e->snapshot()->counters.tokens_prefilled, uint64_t(r.prompt.size()));
   }
 
+  // On the baseline a fork reserves a second range and copies the parent's filled slots; the
+  // copy must reach the backend as block copies (the reservations are block-aligned), or the
+  // children would attend to another range's K/V. Each greedy sample matches a lone run.
+  void contiguous_baseline_fork_copies_kv() {
+    for (const char* policy : {"max-model-len", "request", "16"}) {
+      EngineConfig cfg;
+      cfg.block_size = 8;
+      cfg.num_blocks = 64;
+      cfg.sched.max_model_len = 96;
+      cfg.prefix_caching = false;
+      cfg.contiguous_baseline = true;
+      cfg.baseline_reserve = *parse_baseline_reserve(policy);
+      auto e = make_engine(cfg);
+      const Request first = story_request("The sun was hot and the dog", 20);
+      const SeqId other = e->submit(first);  // so the parent's range does not start at slot 0
+      e->step();
+      const Request r = story_request("Once upon a time, there was a little", 30);
+      const auto ids = e->submit_parallel(r, 3);
+      e->run_until_idle();
+      const auto alone = run_alone(r);
+      for (SeqId id : ids) QCOMPARE(e->sequence(id).output, alone);
+      QCOMPARE(e->sequence(other).output, run_alone(first));
+    }
+  }
+
   // Prefix caching changes what is computed, never what is generated.
   void prefix_caching_on_off_identical_data() {
     QTest::addColumn<QString>("file");
@@ -187,36 +212,65 @@ class TestEngine : public QObject {
   }
 
   // The baseline runs the same workload through the same scheduler and model: same tokens,
-  // far more memory reserved and far fewer requests at once.
+  // far more memory reserved and far fewer requests at once, whatever its reservation policy.
+  // A fixed guess shorter than the chats must grow in place or move (its K/V copied to the new
+  // run) or be preempted, and the tokens must still be the paged run's.
   void contiguous_baseline_same_tokens_more_waste() {
     const Workload wl = load_workload(scenario("many-short-chats.json"));
-    nlohmann::json out[2];
-    for (int base = 0; base < 2; ++base) {
+    const char* policies[] = {"max-model-len", "request", "256", "64"};
+    auto run = [&](const char* policy) {
       EngineConfig cfg;
       cfg.num_blocks = 512;
       cfg.prefix_caching = false;
-      cfg.contiguous_baseline = base;
+      cfg.contiguous_baseline = policy != nullptr;
+      if (policy) cfg.baseline_reserve = *parse_baseline_reserve(policy);
       cfg.sched.max_model_len = 2048;
       auto e = make_engine(cfg);
-      WorkloadRunner run(*e, wl);
-      run.run_to_completion();
-      out[base] = run.to_json();
+      WorkloadRunner runner(*e, wl);
+      runner.run_to_completion();
+      return runner.to_json();
+    };
+    const nlohmann::json paged = run(nullptr);
+    QCOMPARE(paged["requests"].size(), wl.requests.size());
+    const double paged_waste = paged["waste_pct"];
+    QVERIFY(paged_waste < 4.0);  // chat-length requests: only each sequence's last block is partly empty
+    for (const char* policy : policies) {
+      const nlohmann::json base = run(policy);
+      qInfo("%s: waste paged %.1f%%, contiguous %.1f%%; concurrency %d vs %d; %llu steps; overflows %llu "
+            "(in place %llu, moved %llu, %llu slots copied); blocked %llu steps (%llu by fragmentation)",
+            policy, paged_waste, base["waste_pct"].get<double>(), paged["max_concurrent"].get<int>(),
+            base["max_concurrent"].get<int>(), base["steps"].get<unsigned long long>(),
+            base["overflows"].get<unsigned long long>(), base["grown_in_place"].get<unsigned long long>(),
+            base["relocations"].get<unsigned long long>(), base["relocated_slots"].get<unsigned long long>(),
+            base["blocked_admission_steps"].get<unsigned long long>(),
+            base["blocked_by_fragmentation_steps"].get<unsigned long long>());
+      for (size_t i = 0; i < paged["requests"].size(); ++i) {
+        QCOMPARE(base["requests"][i]["state"], "finished");
+        QCOMPARE(base["requests"][i]["tokens"].size(), static_cast<size_t>(wl.requests[i].max_new_tokens));
+        QCOMPARE(base["requests"][i]["tokens"], paged["requests"][i]["tokens"]);
+      }
+      QVERIFY(base["waste_pct"].get<double>() > paged_waste);
+      QVERIFY(base["blocked_admission_steps"].get<uint64_t>() > 0);
+      const std::string p = policy;
+      // A small guess admits as many as paging does; it pays in copies and preemptions instead.
+      if (p == "64") QVERIFY(paged["max_concurrent"].get<int>() >= base["max_concurrent"].get<int>());
+      else QVERIFY(paged["max_concurrent"].get<int>() > base["max_concurrent"].get<int>());
+      if (p == "max-model-len") {
+        // 4 requests at a time: thousands of steps, more than the engine keeps finished
+        // sequences for. Every request's tokens must still be in the results.
+        QVERIFY(base["steps"].get<uint64_t>() > 2000);
+        QVERIFY(base["waste_pct"].get<double>() >= 60.0);
+        QVERIFY(paged["max_concurrent"].get<int>() >= 3 * base["max_concurrent"].get<int>());
+        QCOMPARE(base["blocked_by_fragmentation_steps"].get<uint64_t>(), 0u);  // equal sizes: no holes
+      }
+      if (p == "request") QVERIFY(base["blocked_by_fragmentation_steps"].get<uint64_t>() > 0);
+      if (p == "request" || p == "max-model-len") QCOMPARE(base["overflows"].get<uint64_t>(), 0u);
+      if (p == "64") {  // every chat outgrows 64 slots
+        QVERIFY(base["relocations"].get<uint64_t>() > 0);
+        QVERIFY(base["relocated_slots"].get<uint64_t>() > 0);
+        QVERIFY(base["grown_in_place"].get<uint64_t>() > 0);
+      }
     }
-    // The baseline runs 4 requests at a time: thousands of steps, more than the engine keeps
-    // finished sequences for. Every request's tokens must still be in the results.
-    QVERIFY(out[1]["steps"].get<uint64_t>() > 2000);
-    QCOMPARE(out[0]["requests"].size(), wl.requests.size());
-    for (size_t i = 0; i < out[0]["requests"].size(); ++i) {
-      QCOMPARE(out[1]["requests"][i]["state"], "finished");
-      QCOMPARE(out[1]["requests"][i]["tokens"].size(), static_cast<size_t>(wl.requests[i].max_new_tokens));
-      QCOMPARE(out[1]["requests"][i]["tokens"], out[0]["requests"][i]["tokens"]);
-    }
-    const double paged = out[0]["waste_pct"], contiguous = out[1]["waste_pct"];
-    qInfo("waste: paged %.1f%%, contiguous %.1f%%; concurrency %d vs %d", paged, contiguous,
-          out[0]["max_concurrent"].get<int>(), out[1]["max_concurrent"].get<int>());
-    QVERIFY(contiguous >= 60.0);
-    QVERIFY(paged < 4.0);  // chat-length requests: only each sequence's last block is partly empty
-    QVERIFY(out[0]["max_concurrent"].get<int>() >= 3 * out[1]["max_concurrent"].get<int>());
   }
 
   void snapshot_reports_blocks_and_events() {

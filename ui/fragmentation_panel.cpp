@@ -200,7 +200,7 @@ void FragmentationPanel::showText(const SnapshotPtr& snap) {
     for (const ArenaSnap& r : a.ranges)
       if (r.owner >= 0) reserve = std::max(reserve, r.length);
     numbers_->setText(
-        tr("<b>Contiguous baseline</b> (no paging): %1 live reservations of %2 slots each (max model length), "
+        tr("<b>Contiguous baseline</b> (no paging, reserving %13 per request): %1 live reservations, the largest %2 slots, "
            "%3 slots reserved, %4 filled → <b>waste %5%</b> (%6 KiB reserved but empty). Free %7 slots, largest free run "
            "%8 → <b>external fragmentation %9%</b>. Reservations refused for lack of a long enough run: %10; "
            "requests that outgrew their reservation: %11. Peak waste %12%.")
@@ -215,7 +215,8 @@ void FragmentationPanel::showText(const SnapshotPtr& snap) {
             .arg(100.0 * a.external_fragmentation, 0, 'f', 1)
             .arg(a.failed_reservations)
             .arg(a.overflows)
-            .arg(peakWaste_, 0, 'f', 1));
+            .arg(peakWaste_, 0, 'f', 1)
+            .arg(QString::fromStdString(a.reserve_policy)));
     return;
   }
   int liveSeqs = 0, partialLast = 0;

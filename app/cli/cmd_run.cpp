@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,10 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
   EngineConfig cfg = engine_config(a, *m);
   if (cfg.sched.max_model_len == 0 && wl.max_model_len) cfg.sched.max_model_len = *wl.max_model_len;
   cfg.contiguous_baseline = baseline;
+  const std::string reserve = a.str("baseline-reserve", "max-model-len");
+  const auto policy = parse_baseline_reserve(reserve);
+  if (!policy) throw UsageError("--baseline-reserve takes max-model-len, request or a slot count N > 0, not '" + reserve + "'");
+  cfg.baseline_reserve = *policy;
   if (baseline) cfg.prefix_caching = false;  // the pre-paging allocator had no block cache
   std::unique_ptr<Engine> engine;
   try {
@@ -32,6 +37,7 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
   runner.run_to_completion();
   nlohmann::json j = runner.to_json();
   j["allocator"] = baseline ? "contiguous" : "paged";
+  if (baseline) j["baseline_reserve"] = baseline_reserve_name(cfg.baseline_reserve);
   j["kv_cache"] = engine->kv_summary();
   j["block_size"] = cfg.block_size;
   j["max_model_len"] = engine->config().sched.max_model_len;
@@ -44,28 +50,47 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
 }
 
 void print_table(const nlohmann::json& p, const nlohmann::json* b) {
-  auto row = [&](const char* name, const char* key, const char* fmt) {
-    std::printf("%-30s", name);
-    for (const nlohmann::json* j : {&p, b}) {
-      if (!j) continue;
-      char buf[64];
-      const auto& v = (*j)[key];
-      if (v.is_number_float()) std::snprintf(buf, sizeof buf, fmt, v.get<double>());
-      else std::snprintf(buf, sizeof buf, fmt, static_cast<double>(v.get<int64_t>()));
-      std::printf("%18s", buf);
-    }
+  auto cell = [](const nlohmann::json& v, const char* fmt) {
+    char buf[64];
+    if (v.is_number_float()) std::snprintf(buf, sizeof buf, fmt, v.get<double>());
+    else std::snprintf(buf, sizeof buf, fmt, static_cast<double>(v.get<int64_t>()));
+    return std::string(buf);
+  };
+  // baseline_only: the paged column says "-" (paging has no reservations to outgrow).
+  auto row = [&](const char* name, const char* key, const char* fmt, bool baseline_only = false) {
+    std::printf("%-34s%20s", name, baseline_only ? "-" : cell(p[key], fmt).c_str());
+    if (b) std::printf("%22s", cell((*b)[key], fmt).c_str());
     std::printf("\n");
   };
-  std::printf("%-30s%18s%s\n", "", "paged", b ? "        contiguous" : "");
+  // Two numbers in one cell: "largest / total".
+  auto pair_row = [&](const char* name, const char* k1, const char* k2) {
+    std::printf("%-34s%20s", name, (cell(p[k1], "%.0f") + " / " + cell(p[k2], "%.0f")).c_str());
+    if (b) std::printf("%22s", (cell((*b)[k1], "%.0f") + " / " + cell((*b)[k2], "%.0f")).c_str());
+    std::printf("\n");
+  };
+  const std::string base_name = b ? "contiguous (" + (*b).value("baseline_reserve", std::string("?")) + ")" : "";
+  std::printf("%-34s%20s%22s\n", "", "paged", base_name.c_str());
   row("waste % (reserved unfilled)", "waste_pct", "%.1f");
   row("worst-step waste %", "peak_waste_pct", "%.1f");
-  row("external fragmentation", "external_fragmentation", "%.2f");
-  row("largest free run at peak", "largest_free_run", "%.0f");
-  row("free slots at peak", "total_free_at_peak", "%.0f");
+  row("slots reserved (sum over steps)", "slots_reserved", "%.0f");
+  row("slots filled (sum over steps)", "slots_filled", "%.0f");
+  row("peak slots reserved", "peak_slots_reserved", "%.0f");
+  row("peak slots filled", "peak_slots_filled", "%.0f");
+  row("peak KV blocks used", "peak_blocks_used", "%.0f");
   row("peak KV MiB reserved", "peak_kv_bytes", "%.2f");
+  pair_row("largest free run / free at peak", "largest_free_run", "total_free_at_peak");
+  row("external fragmentation (worst)", "external_fragmentation", "%.2f");
   row("max concurrent requests", "max_concurrent", "%.0f");
   row("preemptions", "preemptions", "%.0f");
   row("rejected", "rejected", "%.0f");
+  row("failed reservations", "failed_reservations", "%.0f", true);
+  row("blocked admission steps", "blocked_admission_steps", "%.0f", true);
+  row("  of which by fragmentation", "blocked_by_fragmentation_steps", "%.0f", true);
+  row("overflows (outgrew reservation)", "overflows", "%.0f", true);
+  row("  grown in place", "grown_in_place", "%.0f", true);
+  row("  relocated (K/V copied)", "relocations", "%.0f", true);
+  row("  slots copied by relocations", "relocated_slots", "%.0f", true);
+  row("  preempted before growing", "overflow_preemptions", "%.0f", true);
   row("generated tokens", "generated_tokens", "%.0f");
   row("prefill tokens computed", "prefill_tokens", "%.0f");
   row("prefix-cache hit tokens", "prefix_cache_hits_tokens", "%.0f");
@@ -76,9 +101,11 @@ void print_table(const nlohmann::json& p, const nlohmann::json* b) {
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"workload", "json-out"}), {"baseline", "help", "quiet"});
+  const Args a(argc, argv, first, with_engine_options({"workload", "json-out", "baseline-reserve"}), {"baseline", "help", "quiet"});
   if (a.has("help") || !a.has("workload")) {
     std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B]\n"
+                 "  [--baseline-reserve max-model-len|request|N]  (what the baseline reserves per request: max_model_len,\n"
+                 "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
                  "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
                  "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n";
     return a.has("help") ? 0 : 2;

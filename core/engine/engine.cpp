@@ -122,10 +122,13 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
 
   if (cfg_.contiguous_baseline) {
     if (cfg_.window > 0) throw std::invalid_argument("the contiguous baseline has no sliding window");
-    // Reservations are whole blocks, so every base is block-aligned and the backend can walk a
-    // (consecutive) block table exactly as for the paged manager.
-    const int32_t reserve = (cfg_.sched.max_model_len + cfg_.block_size - 1) / cfg_.block_size * cfg_.block_size;
-    auto c = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg_.num_blocks) * cfg_.block_size, reserve);
+    if (cfg_.baseline_reserve.kind == BaselineReserveKind::Fixed && cfg_.baseline_reserve.fixed_slots <= 0)
+      throw std::invalid_argument("the baseline's fixed reservation must be at least 1 slot");
+    // Reservations are whole blocks (unit = block size), so every base is block-aligned and the
+    // backend can walk a (consecutive) block table exactly as for the paged manager, and K/V
+    // copies (forks, relocations) come out as block copies.
+    auto c = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg_.num_blocks) * cfg_.block_size,
+                                                   cfg_.sched.max_model_len, cfg_.baseline_reserve, cfg_.block_size);
     contiguous_ = c.get();
     kv_ = std::move(c);
   } else {
@@ -789,7 +792,15 @@ void Engine::build_snapshot() const {
     S.allocator.largest_free_run = am.largest_free_run;
     S.allocator.external_fragmentation = am.external_fragmentation;
     S.allocator.live_allocations = am.live_allocations;
-    S.allocator.overflows = am.overflows;
+    const BaselineCounters& bc = contiguous_->counters();
+    S.allocator.reserve_policy = baseline_reserve_name(contiguous_->policy());
+    S.allocator.overflows = bc.overflows;
+    S.allocator.grown_in_place = bc.grown_in_place;
+    S.allocator.relocations = bc.relocations;
+    S.allocator.relocated_slots = bc.relocated_slots;
+    S.allocator.overflow_preemptions = bc.overflow_preemptions;
+    S.allocator.blocked_admission_steps = bc.blocked_admission_steps;
+    S.allocator.blocked_by_fragmentation_steps = bc.blocked_by_fragmentation_steps;
     S.allocator.failed_reservations = am.failed_reservations;
     for (const ArenaRange& r : contiguous_->arena().ranges()) S.allocator.ranges.push_back({r.start, r.length, r.owner, r.filled});
     // The baseline's waste counts every reserved slot, not just the blocks touched so far.

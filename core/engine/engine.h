@@ -15,6 +15,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kv/baseline_reserve.h"
 #include "kv/contiguous_kv_manager.h"
 #include "kv/hybrid_kv_manager.h"
 #include "kv/kv_dtype.h"
@@ -47,6 +48,9 @@ struct EngineConfig {
   // The "traditional" allocator instead of paging: every request reserves max_model_len
   // contiguous slots up front (first-fit). Same scheduler, model and backend: a real measurement.
   bool contiguous_baseline = false;
+  // How much the baseline reserves per request (max_model_len, the request's own worst case,
+  // or a fixed guess that grows on overflow): kv/baseline_reserve.h.
+  BaselineReserve baseline_reserve;
   // Teaching mode: no KV cache at all. After every sampled token the sequence's K/V are thrown
   // away and the whole sequence is recomputed next step, so compute per generated token grows
   // with the length (quadratic in total) instead of staying flat. Prefix caching is off.

@@ -92,9 +92,16 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   KV_CHECK(!kv_.has_seq(seq->id), "waiting sequence " + std::to_string(seq->id) + " still holds KV");
   const int32_t cached = kv_.peek_cached_prefix(tokens);
   const int32_t n = std::min(len - cached, budget);
-  if (!kv_.can_admit(tokens, cached + n)) return false;
+  // What the request may grow to: an allocator that reserves up front sizes by it.
+  const int32_t max_len = static_cast<int32_t>(
+      std::min<int64_t>(static_cast<int64_t>(seq->prompt.size()) + std::max(seq->max_new_tokens, 0), cfg_.max_model_len));
+  if (!kv_.can_admit(tokens, cached + n, max_len)) {
+    kv_.admission_blocked(tokens, cached + n, max_len);  // once per step: the loop stops here
+    return false;
+  }
   const int32_t attached = kv_.attach_cached_prefix(seq->id, tokens);
   KV_CHECK(attached == cached, "prefix cache changed between the dry run and the attach");
+  kv_.set_max_len(seq->id, max_len);
   if (!kv_.allocate_slots(seq->id, std::span(tokens).first(cached + n), n)) {
     kv_.free(seq->id);  // can_admit promised otherwise; stay correct anyway
     return false;

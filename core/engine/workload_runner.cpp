@@ -107,9 +107,13 @@ void WorkloadRunner::observe(const Snapshot& s) {
   RunMetrics& m = metrics_;
   m.steps = step_;
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  filled_sum_ += static_cast<double>(s.memory.slots_filled);
-  reserved_sum_ += static_cast<double>(s.memory.slots_reserved);
-  m.waste_pct = reserved_sum_ > 0 ? 100.0 * (1.0 - filled_sum_ / reserved_sum_) : 0.0;
+  m.slots_filled += s.memory.slots_filled;
+  m.slots_reserved += s.memory.slots_reserved;
+  m.peak_slots_filled = std::max(m.peak_slots_filled, s.memory.slots_filled);
+  m.peak_slots_reserved = std::max(m.peak_slots_reserved, s.memory.slots_reserved);
+  m.waste_pct = m.slots_reserved > 0
+                    ? 100.0 * (1.0 - static_cast<double>(m.slots_filled) / static_cast<double>(m.slots_reserved))
+                    : 0.0;
   m.peak_waste_pct = std::max(m.peak_waste_pct, s.memory.waste_pct);
   m.external_fragmentation = std::max(m.external_fragmentation, s.allocator.external_fragmentation);
   if (s.memory.slots_reserved > peak_reserved_slots_) {
@@ -131,6 +135,13 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.prefix_cache_hits_tokens = s.counters.prefix_hits_tokens;
   m.evictions = s.counters.evictions;
   m.overflows = s.allocator.overflows;
+  m.grown_in_place = s.allocator.grown_in_place;
+  m.relocations = s.allocator.relocations;
+  m.relocated_slots = s.allocator.relocated_slots;
+  m.overflow_preemptions = s.allocator.overflow_preemptions;
+  m.blocked_admission_steps = s.allocator.blocked_admission_steps;
+  m.blocked_by_fragmentation_steps = s.allocator.blocked_by_fragmentation_steps;
+  m.failed_reservations = s.allocator.failed_reservations;
 }
 
 RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap) const {
@@ -166,6 +177,10 @@ nlohmann::json run_metrics_json(const RunMetrics& m) {
   return {{"steps", m.steps},
           {"wall_s", m.wall_s},
           {"waste_pct", m.waste_pct},
+          {"slots_reserved", m.slots_reserved},
+          {"slots_filled", m.slots_filled},
+          {"peak_slots_reserved", m.peak_slots_reserved},
+          {"peak_slots_filled", m.peak_slots_filled},
           {"peak_waste_pct", m.peak_waste_pct},
           {"largest_free_run", m.largest_free_run},
           {"total_free_at_peak", m.total_free_at_peak},
@@ -182,6 +197,13 @@ nlohmann::json run_metrics_json(const RunMetrics& m) {
           {"prefix_cache_hits_tokens", m.prefix_cache_hits_tokens},
           {"evictions", m.evictions},
           {"overflows", m.overflows},
+          {"grown_in_place", m.grown_in_place},
+          {"relocations", m.relocations},
+          {"relocated_slots", m.relocated_slots},
+          {"overflow_preemptions", m.overflow_preemptions},
+          {"blocked_admission_steps", m.blocked_admission_steps},
+          {"blocked_by_fragmentation_steps", m.blocked_by_fragmentation_steps},
+          {"failed_reservations", m.failed_reservations},
           {"mean_ttft_ms", m.mean_ttft_ms},
           {"kv_pool_bytes", m.kv_pool_bytes}};
 }

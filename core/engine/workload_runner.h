@@ -32,7 +32,11 @@ struct RequestResult {
 struct RunMetrics {
   uint64_t steps = 0;
   double wall_s = 0;
-  double waste_pct = 0;               // 100 * (1 - sum filled / sum reserved) over all steps
+  double waste_pct = 0;               // 100 * (1 - slots_filled / slots_reserved)
+  int64_t slots_reserved = 0;         // reserved slots summed over all steps (slot-steps)
+  int64_t slots_filled = 0;           // filled slots summed over all steps
+  int64_t peak_slots_reserved = 0;    // the most reserved in one step
+  int64_t peak_slots_filled = 0;      // the most filled in one step
   double peak_waste_pct = 0;          // the worst single step
   int64_t largest_free_run = 0;       // slots, at the step with the most memory reserved
   int64_t total_free_at_peak = 0;
@@ -48,7 +52,15 @@ struct RunMetrics {
   uint64_t prefix_cache_queries_tokens = 0;
   uint64_t prefix_cache_hits_tokens = 0;
   uint64_t evictions = 0;
-  uint64_t overflows = 0;             // baseline only
+  // Baseline only (kv/contiguous_kv_manager.h BaselineCounters), totals over the run:
+  uint64_t overflows = 0;             // a sequence outgrew its reservation
+  uint64_t grown_in_place = 0;
+  uint64_t relocations = 0;
+  uint64_t relocated_slots = 0;       // K/V slots those moves copied
+  uint64_t overflow_preemptions = 0;  // preempted while it could not grow
+  uint64_t blocked_admission_steps = 0;         // steps the queue's head found no long enough run
+  uint64_t blocked_by_fragmentation_steps = 0;  // ... although the free slots in all sufficed
+  uint64_t failed_reservations = 0;
   double mean_ttft_ms = 0;
   int64_t kv_pool_bytes = 0;
 };
@@ -81,7 +93,6 @@ class WorkloadRunner {
   std::vector<std::optional<RequestResult>> final_;  // per request, once all its sequences finished
   std::map<std::string, size_t> last_turn_;    // conversation -> index of its latest submitted turn
   uint64_t step_ = 0;
-  double filled_sum_ = 0, reserved_sum_ = 0;
   int64_t peak_reserved_slots_ = -1;
   std::chrono::steady_clock::time_point start_;
   bool started_ = false;

@@ -29,30 +29,34 @@ bool ContiguousAllocator::can_reserve(int32_t n_slots) const {
                      [&](const auto& r) { return r.second.owner == kFreeRange && r.second.length >= n_slots; });
 }
 
-std::optional<int64_t> ContiguousAllocator::reserve(SeqId seq, int32_t n_slots) {
-  KV_CHECK(seq != kFreeRange, "sequence id collides with the free marker");
-  KV_CHECK(!has(seq), "sequence " + std::to_string(seq) + " already holds a reservation");
-  KV_CHECK(n_slots > 0, "reserve() of a non-positive slot count");
+std::optional<int64_t> ContiguousAllocator::carve(SeqId seq, int32_t n_slots) {
   for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
     Range& r = it->second;
     if (r.owner != kFreeRange || r.length < n_slots) continue;
     const int64_t start = it->first;
     if (r.length > n_slots) ranges_.emplace(start + n_slots, Range{r.length - n_slots, kFreeRange, 0});
     r = Range{n_slots, seq, 0};
-    owner_start_.emplace(seq, start);
     reserved_ += n_slots;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     return start;
   }
-  ++failed_;  // the scheduler keeps the request waiting; the count shows how often that happened
   return std::nullopt;
 }
 
-void ContiguousAllocator::release(SeqId seq) {
-  auto own = owner_start_.find(seq);
-  if (own == owner_start_.end()) return;
-  auto it = ranges_.find(own->second);
-  owner_start_.erase(own);
+std::optional<int64_t> ContiguousAllocator::reserve(SeqId seq, int32_t n_slots) {
+  KV_CHECK(seq != kFreeRange, "sequence id collides with the free marker");
+  KV_CHECK(!has(seq), "sequence " + std::to_string(seq) + " already holds a reservation");
+  KV_CHECK(n_slots > 0, "reserve() of a non-positive slot count");
+  const auto start = carve(seq, n_slots);
+  if (!start) {
+    ++failed_;  // the scheduler keeps the request waiting; the count shows how often that happened
+    return std::nullopt;
+  }
+  owner_start_.emplace(seq, *start);
+  return start;
+}
+
+void ContiguousAllocator::free_range(std::map<int64_t, Range>::iterator it) {
   reserved_ -= it->second.length;
   filled_ -= it->second.filled;
   it->second.owner = kFreeRange;
@@ -69,6 +73,47 @@ void ContiguousAllocator::release(SeqId seq) {
       ranges_.erase(it);
     }
   }
+}
+
+void ContiguousAllocator::release(SeqId seq) {
+  auto own = owner_start_.find(seq);
+  if (own == owner_start_.end()) return;
+  auto it = ranges_.find(own->second);
+  owner_start_.erase(own);
+  free_range(it);
+}
+
+bool ContiguousAllocator::extend(SeqId seq, int32_t new_length) {
+  auto own = owner_start_.find(seq);
+  KV_CHECK(own != owner_start_.end(), "no reservation for sequence " + std::to_string(seq));
+  auto it = ranges_.find(own->second);
+  const int64_t grow = new_length - it->second.length;
+  KV_CHECK(grow > 0, "extend() must grow the reservation");
+  auto next = std::next(it);
+  if (next == ranges_.end() || next->second.owner != kFreeRange || next->second.length < grow) return false;
+  const int64_t rest = next->second.length - grow;
+  const int64_t rest_start = next->first + grow;
+  ranges_.erase(next);
+  if (rest > 0) ranges_.emplace(rest_start, Range{rest, kFreeRange, 0});
+  it->second.length = new_length;
+  reserved_ += grow;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return true;
+}
+
+std::optional<int64_t> ContiguousAllocator::relocate(SeqId seq, int32_t new_length) {
+  auto own = owner_start_.find(seq);
+  KV_CHECK(own != owner_start_.end(), "no reservation for sequence " + std::to_string(seq));
+  const Range old = ranges_.at(own->second);
+  KV_CHECK(new_length > old.length, "relocate() must grow the reservation");
+  // The old range is still owned here, so first-fit cannot hand out any of its slots.
+  const auto start = carve(seq, new_length);
+  if (!start) return std::nullopt;
+  free_range(ranges_.find(own->second));
+  own->second = *start;
+  ranges_.at(*start).filled = old.filled;
+  filled_ += old.filled;  // free_range() took the old range's fill off the total
+  return start;
 }
 
 bool ContiguousAllocator::set_filled(SeqId seq, int32_t filled) {

@@ -47,6 +47,13 @@ class ContiguousAllocator {
   void release(SeqId seq);                      // no-op for an unknown sequence
   bool set_filled(SeqId seq, int32_t filled);   // beyond the reservation: false, +1 overflow, fill kept
   bool can_reserve(int32_t n_slots) const;      // a free run of n_slots exists now
+  // realloc() for a reservation that must grow to new_length slots (fill kept):
+  // extend() takes the slots from the free run right after it, if that run is long enough;
+  // relocate() moves it to the first free run of new_length that does not overlap it (the old
+  // range is still held while its K/V are copied, as with malloc + copy + free) and returns
+  // the new base. Both return false / nullopt and change nothing when there is no room.
+  bool extend(SeqId seq, int32_t new_length);
+  std::optional<int64_t> relocate(SeqId seq, int32_t new_length);
 
   bool has(SeqId seq) const { return owner_start_.contains(seq); }
   int64_t base(SeqId seq) const;
@@ -60,6 +67,9 @@ class ContiguousAllocator {
  private:
   struct Range { int64_t length; SeqId owner; int32_t filled; };
   const Range& owned(SeqId seq) const;
+  // First-fit free run of n_slots: carved out for seq (the caller updates owner_start_).
+  std::optional<int64_t> carve(SeqId seq, int32_t n_slots);
+  void free_range(std::map<int64_t, Range>::iterator it);  // marks free, merges with neighbours
   std::map<int64_t, Range> ranges_;                  // start -> range; tiles [0, total_)
   std::unordered_map<SeqId, int64_t> owner_start_;   // live reservations
   int64_t total_ = 0;

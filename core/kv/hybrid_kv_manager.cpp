@@ -40,7 +40,7 @@ int32_t HybridKvManager::attach_cached_prefix(SeqId seq, std::span<const TokenId
   return hit;
 }
 
-bool HybridKvManager::can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const {
+bool HybridKvManager::can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t) const {
   const auto cut = limit_prefix(prompt, peek_cached_prefix(prompt));
   return groups_[kGlobal].can_admit(cut, n_tokens) && groups_[kSliding].can_admit(cut, n_tokens);
 }

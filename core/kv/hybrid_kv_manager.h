@@ -54,7 +54,8 @@ class HybridKvManager : public KvSlotAllocator {
   void free(SeqId seq) override;
   std::vector<BlockCopy> take_pending_copies() override;  // each copy tagged with its group
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
-  bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const override;
+  // max_len is unused: paging takes blocks as the sequence grows, nothing is reserved ahead.
+  bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len = 0) const override;
   std::string never_fits(int32_t n_tokens, int32_t max_chunk) const override;
 
   // Prefix-cache counters of the hybrid as a whole (tokens attached in both groups).

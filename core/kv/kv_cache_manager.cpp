@@ -99,7 +99,7 @@ int32_t KvCacheManager::attach_cached_prefix(SeqId seq, std::span<const TokenId>
   return seqs_.at(seq).len;
 }
 
-bool KvCacheManager::can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const {
+bool KvCacheManager::can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t) const {
   const auto hits = cached_prefix_blocks(prompt);
   // A hit on an evictable block takes it out of the free queue just like a fresh allocation.
   const auto revived = std::count_if(hits.begin(), hits.end(),

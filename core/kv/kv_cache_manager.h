@@ -75,7 +75,8 @@ class KvCacheManager : public KvSlotAllocator {
 
   // Admission dry runs (KvSlotAllocator): no refs taken, no counters moved.
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
-  bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const override;
+  // max_len is unused: paging takes blocks as the sequence grows, nothing is reserved ahead.
+  bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len = 0) const override;
   std::string never_fits(int32_t n_tokens, int32_t max_chunk) const override;
   // Blocks seq holds (table entries that are not kNoBlock): ~W/bs + 1 (+ sinks) with a window.
   int32_t blocks_held(SeqId seq) const;

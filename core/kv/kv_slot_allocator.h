@@ -39,11 +39,27 @@ class KvSlotAllocator {
   // Tokens of prompt that attach_cached_prefix would find right now.
   virtual int32_t peek_cached_prefix(std::span<const TokenId> prompt) const = 0;
   // Could a new sequence attach its cached prefix and then hold its first n_tokens tokens
-  // (n_tokens >= the cached prefix) with what is free now?
-  virtual bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens) const = 0;
+  // (n_tokens >= the cached prefix) with what is free now? max_len: the most tokens the request
+  // can ever hold, min(prompt + max_new_tokens, max_model_len); only an allocator that reserves
+  // up front (the contiguous baseline) looks at it.
+  virtual bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len) const = 0;
   // Empty when a sequence of n_tokens, computed in chunks of at most max_chunk tokens, fits
   // an otherwise empty allocator; else why it never can (the scheduler's rejection message).
   virtual std::string never_fits(int32_t n_tokens, int32_t max_chunk) const = 0;
+
+  // --- hooks for allocators that reserve up front (no-ops for the paged managers) ---
+  // After attach_cached_prefix(), before the first allocate_slots(): can_admit()'s max_len.
+  virtual void set_max_len(SeqId seq, int32_t max_len) {
+    (void)seq;
+    (void)max_len;
+  }
+  // can_admit() said no with these arguments: the head of the queue waits this step. Not a dry
+  // run: called once per blocked step, so an allocator may count why admission failed.
+  virtual void admission_blocked(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len) {
+    (void)prompt;
+    (void)n_tokens;
+    (void)max_len;
+  }
 };
 
 }  // namespace kvscope

@@ -106,8 +106,16 @@ struct AllocatorSnap {
   int64_t largest_free_run = 0;       // slots a single new request could use
   double external_fragmentation = 0;  // 1 - largest_free_run / total_free
   int32_t live_allocations = 0;
-  uint64_t overflows = 0;             // baseline: requests that outgrew their reservation
-  uint64_t failed_reservations = 0;   // baseline: no contiguous run was long enough
+  // Baseline only (kv/contiguous_kv_manager.h BaselineCounters):
+  std::string reserve_policy;         // "max-model-len", "request" or the fixed guess N
+  uint64_t overflows = 0;             // a sequence outgrew its reservation
+  uint64_t grown_in_place = 0;        // ... the free run after it took the growth
+  uint64_t relocations = 0;           // ... it moved to a larger run, K/V copied
+  uint64_t relocated_slots = 0;       // slots those moves copied
+  uint64_t overflow_preemptions = 0;  // ... it was preempted before it could grow
+  uint64_t blocked_admission_steps = 0;         // steps the head of the queue found no run
+  uint64_t blocked_by_fragmentation_steps = 0;  // ... although the free slots in all sufficed
+  uint64_t failed_reservations = 0;   // no contiguous run was long enough
   std::vector<ArenaSnap> ranges;      // baseline only, address order
 };
 
