@@ -81,16 +81,19 @@ class OnlineAttention {
   // Walks the prefetch ranges a cache line at a time, in step with the rows computed.
   class PrefetchCursor {
    public:
-    PrefetchCursor(const Prefetch* pf, int32_t n_pf, const Rows* runs, int32_t n_runs) : pf_(pf), n_pf_(n_pf) {
+    PrefetchCursor(const Prefetch* pf, int32_t n_pf, const Rows* runs, int32_t n_runs, int32_t n_heads)
+        : pf_(pf), n_pf_(n_pf) {
       int64_t lines = 0;
       for (int32_t i = 0; i < n_pf; ++i) lines += (pf[i].bytes + 63) / 64;
       int32_t rows = 0;
       for (int32_t r = 0; r < n_runs; ++r) rows += runs[r].n;
-      lines_per_row_ = rows > 0 ? static_cast<double>(lines) / rows : 0.0;
+      rows_ = rows;
+      lines_per_row_ = rows > 0 ? static_cast<double>(lines) / (static_cast<double>(rows) * n_heads) : 0.0;
     }
-    // Issues the requests due once `rows_done` rows of the chunk have been started.
-    void issue_until(int32_t rows_done) {
-      const auto goal = static_cast<int64_t>(lines_per_row_ * rows_done + 0.999);
+    // Issues the requests due once `rows_done` rows of query head h's pass have been started:
+    // spread over every head's pass, so that no pass issues them in a burst.
+    void issue_until(int32_t h, int32_t rows_done) {
+      const auto goal = static_cast<int64_t>(lines_per_row_ * (static_cast<int64_t>(h) * rows_ + rows_done) + 0.999);
       for (; issued_ < goal && i_ < n_pf_; ++issued_) {
         __builtin_prefetch(pf_[i_].p + off_, 0, 2);  // into L2: L1 is busy with this chunk
         off_ += 64;
@@ -103,13 +106,13 @@ class OnlineAttention {
 
    private:
     const Prefetch* pf_;
-    int32_t n_pf_, i_ = 0;
+    int32_t n_pf_, rows_ = 0, i_ = 0;
     int64_t off_ = 0, issued_ = 0;
     double lines_per_row_;
   };
   struct NoPrefetch {
-    NoPrefetch(const Prefetch*, int32_t, const Rows*, int32_t) {}
-    void issue_until(int32_t) {}
+    NoPrefetch(const Prefetch*, int32_t, const Rows*, int32_t, int32_t) {}
+    void issue_until(int32_t, int32_t) {}
   };
 
   [[gnu::always_inline]] void accumulate_values(const Rows* runs, int32_t n_runs, const float* w,
@@ -150,7 +153,7 @@ template <bool kPrefetch>
   // The paged path's prefetch requests are spread over the first head's score loop, a share
   // before each run, instead of one burst that would fill the miss queues and be partly dropped.
   // NoPrefetch compiles to nothing, so the contiguous path's loop is the plain kernel.
-  std::conditional_t<kPrefetch, PrefetchCursor, NoPrefetch> cursor(pf, n_pf, runs, n_runs);
+  std::conditional_t<kPrefetch, PrefetchCursor, NoPrefetch> cursor(pf, n_pf, runs, n_runs, n_q_);
   for (int32_t h = 0; h < n_q_; ++h) {
     const float* qh = q_ + static_cast<int64_t>(h) * d;
     float* __restrict acc = out_ + static_cast<int64_t>(h) * d;
@@ -158,7 +161,7 @@ template <bool kPrefetch>
     int32_t n = 0;
     for (int32_t r = 0; r < n_runs; ++r) {
       const Rows& run = runs[r];
-      if (h == 0) cursor.issue_until(n + run.n);
+      cursor.issue_until(h, n + run.n);
       for (int32_t j = 0; j < run.n; ++j, ++n) {
         s[n] = dot(qh, run.k + j * run.k_stride, d) * scale_;
         cmax = s[n] > cmax ? s[n] : cmax;
