@@ -436,6 +436,36 @@ class TestEngine : public QObject {
     qInfo("%d steps, %lld snapshots read on the other thread", steps, static_cast<long long>(reads.load()));
   }
 
+  // Arrival by wall-clock time: the late request is held back until its second has come (the
+  // runner waits instead of spinning empty steps), the early one runs at once.
+  void workload_arrival_by_time() {
+    Workload w;
+    w.name = "timed";
+    for (const auto& [id, at] : {std::pair{"now", 0.0}, std::pair{"later", 0.4}}) {
+      WorkloadRequest r;
+      r.id = id;
+      r.prompt = "Once upon a time";
+      r.max_new_tokens = 8;
+      r.ignore_eos = true;
+      r.arrival_s = at;
+      w.requests.push_back(r);
+    }
+    auto e = make_engine(EngineConfig{});
+    WorkloadRunner runner(*e, w);
+    const auto t0 = std::chrono::steady_clock::now();
+    double first_done_s = -1;
+    while (runner.step())
+      if (first_done_s < 0 && runner.progress() > 0)
+        first_done_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto res = runner.results();
+    QCOMPARE(res.size(), size_t{2});
+    for (const auto& r : res) QCOMPARE(static_cast<int>(r.tokens.size()), 8);
+    QVERIFY2(total_s >= 0.4, qPrintable(QString::number(total_s)));   // "later" waited for its time
+    QVERIFY2(first_done_s < 0.4, qPrintable(QString::number(first_done_s)));  // "now" did not
+    QVERIFY(runner.metrics().steps < 100);  // waiting took no empty steps
+  }
+
   // The block-event history keeps the newest max_events and no more.
   void event_history_is_bounded() {
     EngineConfig cfg;

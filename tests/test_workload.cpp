@@ -106,6 +106,7 @@ class TestWorkload : public QObject {
     b.id = "ids";
     b.prompt_ids = {1, 2, 3, 4};
     b.arrival_step = 5;
+    b.arrival_s = 1.5;
     b.ignore_eos = true;
     b.n = 3;
     SamplingParams s;
@@ -139,6 +140,9 @@ class TestWorkload : public QObject {
     QCOMPARE(back.requests[1].sampling->min_p, 0.05f);
     QCOMPARE(back.requests[1].sampling->seed, s.seed);
     QCOMPARE(back.requests[1].n, 3);
+    QCOMPARE(back.requests[1].arrival_s, 1.5);
+    QCOMPARE(back.requests[0].arrival_s, 0.0);
+    QVERIFY(!j["requests"][0].contains("arrival_s"));  // the default is not written
     QVERIFY(!back.requests[0].sampling.has_value());
     QCOMPARE(back.requests[3].conversation, std::string("c"));
     QCOMPARE(back.requests[3].turn, 1);
@@ -187,6 +191,10 @@ class TestWorkload : public QObject {
         "requests[0]: max_tokens: expected an integer, got string");
     row("negative arrival", R"({"name": "x", "requests": [{"prompt": "a", "arrival_step": -1}]})",
         "requests[0]: arrival_step: expected an integer in [0,");
+    row("negative arrival time", R"({"name": "x", "requests": [{"prompt": "a", "arrival_s": -0.5}]})",
+        "requests[0]: arrival_s: expected a number in [0.0,");
+    row("arrival time not a number", R"({"name": "x", "requests": [{"prompt": "a", "arrival_s": "soon"}]})",
+        "requests[0]: arrival_s: expected a number, got string \"soon\"");
     row("ignore_eos not bool", R"({"name": "x", "requests": [{"prompt": "a", "ignore_eos": 1}]})",
         "requests[0]: ignore_eos: expected true or false");
     row("bad token id", R"({"name": "x", "requests": [{"prompt_ids": [1, -2]}]})",

@@ -250,6 +250,7 @@ void EngineWorker::runWorkload(const Scenario& w) {
   workloadTotal_ = scenario_request_count(w);
   workloadDone_ = 0;
   workloadStep_ = 0;
+  workloadClock_.start();
   emit workloadProgress(0, workloadTotal_);
   schedulePump();
 }
@@ -291,7 +292,7 @@ void EngineWorker::releaseArrivals() {
   }
   for (size_t k = 0; k < arrivals_.size();) {
     const Pending& p = arrivals_[k];
-    if (p.request.arrival_step > workloadStep_ || !releasable(p)) {
+    if (p.request.arrival_step > workloadStep_ || p.request.arrival_s > workloadSeconds() || !releasable(p)) {
       ++k;
       continue;
     }
@@ -376,6 +377,14 @@ bool EngineWorker::stepOnce() {
     releaseArrivals();  // may throw on a prompt id outside the vocabulary
     if (!engine_->has_work()) {
       afterStep();
+      // Idle until a request's arrival time (arrival_s): wait in short slices on this worker
+      // thread rather than spin the pump, so commands (cancel, stop) still come through.
+      double next_s = -1;
+      for (const Pending& p : arrivals_)
+        if (releasable(p) && p.request.arrival_step <= workloadStep_ && (next_s < 0 || p.request.arrival_s < next_s))
+          next_s = p.request.arrival_s;
+      if (const double wait = next_s - workloadSeconds(); wait > 0)
+        QThread::msleep(static_cast<unsigned long>(std::min(wait, 0.01) * 1000) + 1);
       return std::any_of(arrivals_.begin(), arrivals_.end(), [this](const Pending& p) { return releasable(p); });
     }
     engine_->step();

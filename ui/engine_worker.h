@@ -148,6 +148,8 @@ class EngineWorker : public QObject {
   std::map<std::string, Conversation> conversations_;
   int workloadTotal_ = 0, workloadDone_ = 0;
   int64_t workloadStep_ = 0;
+  QElapsedTimer workloadClock_;  // since runWorkload(): for arrival_s
+  double workloadSeconds() const { return workloadClock_.isValid() ? static_cast<double>(workloadClock_.elapsed()) / 1000.0 : 0.0; }
 };
 
 }  // namespace kvscope::ui

@@ -1,6 +1,7 @@
 #include "engine/workload_runner.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "workload/workload_tokens.h"
 
@@ -19,7 +20,7 @@ void WorkloadRunner::submit_due() {
   for (size_t i = 0; i < wl_.requests.size(); ++i) {
     if (submitted_[i]) continue;
     const WorkloadRequest& r = wl_.requests[i];
-    if (static_cast<uint64_t>(r.arrival_step) > step_) continue;
+    if (static_cast<uint64_t>(r.arrival_step) > step_ || r.arrival_s > elapsed_s()) continue;
     Request req;
     req.max_new_tokens = r.max_new_tokens;
     req.ignore_eos = r.ignore_eos;
@@ -86,7 +87,19 @@ bool WorkloadRunner::step() {
   submit_due();
   if (done()) return false;
   if (!engine_.step()) {
-    // Nothing runnable now: requests are still to arrive, so time moves on.
+    // Nothing runnable now: requests are still to arrive. One whose step has come but whose
+    // time has not is waited for (in slices, so the caller stays responsive); otherwise the
+    // step clock moves on.
+    double next_s = -1;
+    for (size_t i = 0; i < wl_.requests.size(); ++i) {
+      const WorkloadRequest& r = wl_.requests[i];
+      if (!submitted_[i] && static_cast<uint64_t>(r.arrival_step) <= step_ && (next_s < 0 || r.arrival_s < next_s))
+        next_s = r.arrival_s;
+    }
+    if (const double wait = next_s - elapsed_s(); wait > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.05)));
+      return true;
+    }
     ++step_;
     harvest(nullptr);  // requests rejected at submission finish without a step
     return true;
@@ -96,6 +109,10 @@ bool WorkloadRunner::step() {
   observe(*snap);
   harvest(snap.get());
   return true;
+}
+
+double WorkloadRunner::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 void WorkloadRunner::run_to_completion() {

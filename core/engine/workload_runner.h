@@ -79,6 +79,7 @@ class WorkloadRunner {
 
  private:
   void submit_due();
+  double elapsed_s() const;  // wall time since the first step()
   void observe(const Snapshot& s);
   // Copies the result of every request whose sequences all finished: the engine prunes
   // finished sequences after a while, and a long run (the contiguous baseline runs few requests

@@ -131,6 +131,7 @@ WorkloadRequest parse_request(const json& j, size_t index) {
     }
   }
   if (r.has("arrival_step")) q.arrival_step = r.integer("arrival_step", 0, std::numeric_limits<int64_t>::max());
+  if (r.has("arrival_s")) q.arrival_s = r.number("arrival_s", 0.0, 86400.0 * 365);
   if (r.has("max_tokens")) q.max_new_tokens = static_cast<int32_t>(r.integer("max_tokens", 1, kMaxI32));
   if (r.has("ignore_eos")) q.ignore_eos = r.boolean("ignore_eos");
   if (r.has("n")) q.n = static_cast<int32_t>(r.integer("n", 1, 1024));
@@ -166,6 +167,7 @@ void validate_workload(const Workload& w) {
     if (q.prompt.empty() == q.prompt_ids.empty()) fail(where, "needs exactly one of a text prompt or prompt ids");
     if (q.max_new_tokens < 1) fail(where, "max_tokens: must be >= 1, got " + std::to_string(q.max_new_tokens));
     if (q.arrival_step < 0) fail(where, "arrival_step: must be >= 0, got " + std::to_string(q.arrival_step));
+    if (!(q.arrival_s >= 0)) fail(where, "arrival_s: must be a number of seconds >= 0, got " + std::to_string(q.arrival_s));
     if (q.n < 1) fail(where, "n: must be >= 1, got " + std::to_string(q.n));
     if (q.conversation.empty()) {
       if (q.turn != 0) fail(where, "turn: set without a conversation");
@@ -245,6 +247,7 @@ ordered workload_ordered(const Workload& w) {
     else
       r["prompt"] = q.prompt;
     r["arrival_step"] = q.arrival_step;
+    if (q.arrival_s > 0) r["arrival_s"] = q.arrival_s;
     r["max_tokens"] = q.max_new_tokens;
     if (q.ignore_eos) r["ignore_eos"] = true;
     if (q.n != 1) r["n"] = q.n;

@@ -6,7 +6,7 @@
 // JSON format (resources/scenarios/README.md has the full description):
 //   {"name": "...", "description": "...", "max_model_len": 512,
 //    "requests": [{"id": "q0", "prompt": "text" | "prompt_ids": [1, 2],
-//                  "arrival_step": 0, "max_tokens": 32, "ignore_eos": true, "n": 1,
+//                  "arrival_step": 0, "arrival_s": 0.5, "max_tokens": 32, "ignore_eos": true, "n": 1,
 //                  "sampling": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
 //                               "repetition_penalty": 1.1, "repetition_last_n": 64, "seed": 7},
 //                  "conversation": "c1", "turn": 0}]}
@@ -32,6 +32,8 @@ struct WorkloadRequest {
   std::vector<int32_t> prompt_ids;
   int64_t arrival_step = 0;         // engine step at which it is submitted (0 = at start);
                                     // for turn > 0 the earliest step, also waiting for turn - 1
+  double arrival_s = 0;             // seconds after the run started (wall clock); a request is
+                                    // submitted once both its step and its time have come
   int32_t max_new_tokens = 16;      // JSON "max_tokens"
   bool ignore_eos = false;
   std::optional<SamplingParams> sampling;  // absent: the runner's default (greedy)

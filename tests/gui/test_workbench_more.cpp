@@ -133,6 +133,36 @@ class TestWorkbenchMore : public QObject {
     }
   }
 
+  // A scenario whose second request arrives by time (arrival_s): the worker holds it back
+  // until its moment, and the run still completes with both requests.
+  void workloadArrivalByTime() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    Scenario sc;
+    sc.name = "timed";
+    for (const auto& [id, at] : {std::pair{"now", 0.0}, std::pair{"later", 0.5}}) {
+      WorkloadRequest r;
+      r.id = id;
+      r.prompt = "Once upon a time";
+      r.max_new_tokens = 8;
+      r.ignore_eos = true;
+      r.arrival_s = at;
+      sc.requests.push_back(r);
+    }
+    QSignalSpy progress(w.host()->worker(), &EngineWorker::workloadProgress);
+    QElapsedTimer wall;
+    wall.start();
+    w.host()->runWorkload(sc);
+    QTRY_VERIFY_WITH_TIMEOUT(!progress.isEmpty() && progress.last().at(0).toInt() == 2 && progress.last().at(1).toInt() == 2, kTimeoutMs);
+    QVERIFY2(wall.elapsed() >= 500, qPrintable(QString::number(wall.elapsed())));
+    // The first request was done long before the second could arrive.
+    bool oneDoneEarly = false;
+    for (const QList<QVariant>& a : progress) oneDoneEarly |= a.at(0).toInt() == 1;
+    QVERIFY(oneDoneEarly);
+  }
+
   // File > Export engine snapshot: the newest snapshot as JSON, every block and sequence of
   // it; a clear error (not a crash, not an empty file) before any engine ran or on a bad path.
   void exportSnapshotJson() {
