@@ -146,6 +146,15 @@ class TestEngine : public QObject {
     int shared = 0;
     for (const BlockSnap& b : s1->blocks) shared += b.ref_count == 3;
     QVERIFY2(shared >= 1, "the full prompt block should be held by all three samples");
+    // The JSON export names every holder of a shared block, not only the lowest id.
+    const nlohmann::json j = to_json(*s1);
+    int listed = 0;
+    for (size_t b = 0; b < s1->blocks.size(); ++b)
+      if (s1->blocks[b].ref_count == 3) {
+        QCOMPARE(j["blocks"][b]["owners"], nlohmann::json(ids));
+        ++listed;
+      }
+    QCOMPARE(listed, shared);
     e->run_until_idle();
     const auto ev = e->events_since(0);
     const bool cow = std::any_of(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::CopiedOnWrite; });
@@ -227,8 +236,11 @@ class TestEngine : public QObject {
       cfg.sched.max_model_len = 2048;
       auto e = make_engine(cfg);
       WorkloadRunner runner(*e, wl);
-      runner.run_to_completion();
-      return runner.to_json();
+      while (runner.step()) e->validate_kv();  // the arena's invariants after every step, too
+      nlohmann::json j = runner.to_json();
+      j["test_allocations"] = e->latest_snapshot()->counters.allocations;
+      j["test_frees"] = e->latest_snapshot()->counters.frees;
+      return j;
     };
     const nlohmann::json paged = run(nullptr);
     QCOMPARE(paged["requests"].size(), wl.requests.size());
@@ -244,6 +256,10 @@ class TestEngine : public QObject {
             base["relocations"].get<unsigned long long>(), base["relocated_slots"].get<unsigned long long>(),
             base["blocked_admission_steps"].get<unsigned long long>(),
             base["blocked_by_fragmentation_steps"].get<unsigned long long>());
+      // Every reservation is given back; with one per request (no preemption, no move) exactly
+      // one per request.
+      QCOMPARE(base["test_allocations"], base["test_frees"]);
+      if (std::string(policy) == "max-model-len") QCOMPARE(base["test_allocations"].get<size_t>(), wl.requests.size());
       for (size_t i = 0; i < paged["requests"].size(); ++i) {
         QCOMPARE(base["requests"][i]["state"], "finished");
         QCOMPARE(base["requests"][i]["tokens"].size(), static_cast<size_t>(wl.requests[i].max_new_tokens));

@@ -171,6 +171,7 @@ std::vector<int32_t> Engine::group_layers(bool sliding) const {
 void Engine::validate_kv() const {
   if (hybrid_) hybrid_->validate();
   else if (paged_) paged_->validate();
+  else if (contiguous_) contiguous_->validate();
 }
 
 std::string Engine::kv_summary() const {
@@ -621,6 +622,10 @@ void Engine::after_change() {
       counters_.prefix_queries_tokens = hybrid_->prefix_queries_tokens();
       counters_.prefix_hits_tokens = hybrid_->prefix_hits_tokens();
     }
+  } else if (contiguous_) {  // the baseline allocates whole reservations
+    const ArenaMetrics am = contiguous_->arena().metrics();
+    counters_.allocations = am.reservations;
+    counters_.frees = am.releases;
   }
   record_block_events();
   snapshot_stale_ = true;

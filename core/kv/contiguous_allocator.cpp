@@ -53,6 +53,7 @@ std::optional<int64_t> ContiguousAllocator::reserve(SeqId seq, int32_t n_slots) 
     return std::nullopt;
   }
   owner_start_.emplace(seq, *start);
+  ++reservations_;
   return start;
 }
 
@@ -80,6 +81,7 @@ void ContiguousAllocator::release(SeqId seq) {
   if (own == owner_start_.end()) return;
   auto it = ranges_.find(own->second);
   owner_start_.erase(own);
+  ++releases_;
   free_range(it);
 }
 
@@ -144,6 +146,8 @@ ArenaMetrics ContiguousAllocator::metrics() const {
   m.external_fragmentation =
       m.total_free > 0 ? 1.0 - static_cast<double>(m.largest_free_run) / static_cast<double>(m.total_free) : 0.0;
   m.live_allocations = static_cast<int32_t>(owner_start_.size());
+  m.reservations = reservations_;
+  m.releases = releases_;
   m.peak_reserved = peak_reserved_;
   m.overflows = overflows_;
   m.failed_reservations = failed_;

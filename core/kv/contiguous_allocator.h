@@ -35,6 +35,7 @@ struct ArenaMetrics {
   int64_t peak_reserved = 0;
   uint64_t overflows = 0;               // set_filled beyond the reservation (reported, refused)
   uint64_t failed_reservations = 0;     // no contiguous run was long enough
+  uint64_t reservations = 0, releases = 0;  // ranges taken by reserve() / given back by release()
 };
 
 class ContiguousAllocator {
@@ -78,6 +79,7 @@ class ContiguousAllocator {
   int64_t peak_reserved_ = 0;
   uint64_t overflows_ = 0;
   uint64_t failed_ = 0;
+  uint64_t reservations_ = 0, releases_ = 0;
 };
 
 }  // namespace kvscope

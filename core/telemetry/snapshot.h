@@ -59,8 +59,8 @@ struct EngineCounters {
   uint64_t tokens_prefilled = 0;      // prompt tokens computed (not counting prefix hits)
   uint64_t tokens_decoded = 0;        // generated tokens
   uint64_t preemptions = 0;
-  uint64_t allocations = 0;
-  uint64_t frees = 0;
+  uint64_t allocations = 0;           // blocks taken (baseline: contiguous reservations made)
+  uint64_t frees = 0;                 // blocks given back (baseline: reservations released)
   uint64_t evictions = 0;
   uint64_t prefix_queries_tokens = 0;
   uint64_t prefix_hits_tokens = 0;

@@ -9,11 +9,23 @@ nlohmann::json to_json(const BlockEvent& e) {
   return j;
 }
 
-static nlohmann::json blocks_json(const std::vector<BlockSnap>& v) {
+// Group g's blocks; a block held by several sequences (a shared prefix, parallel samples) lists
+// them all under "owners" (from the sequences' tables: the snapshot keeps only the lowest).
+static nlohmann::json blocks_json(const Snapshot& s, int32_t g) {
+  const std::vector<BlockSnap>& v = s.group_blocks(g);
+  std::vector<std::vector<SeqId>> owners(v.size());
+  for (const SeqSnap& q : s.seqs) {
+    if (g > 0 && q.more_block_tables.size() < static_cast<size_t>(g)) continue;
+    for (BlockId b : q.group_table(g))
+      if (b != kNoBlock && static_cast<size_t>(b) < v.size() && v[static_cast<size_t>(b)].ref_count > 1)
+        owners[static_cast<size_t>(b)].push_back(q.id);
+  }
   nlohmann::json blocks = nlohmann::json::array();
-  for (const BlockSnap& b : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const BlockSnap& b = v[i];
     nlohmann::json j = {{"status", block_status_name(b.status)}, {"ref_count", b.ref_count}, {"filled", b.filled}};
     if (b.owner >= 0) j["owner"] = b.owner;
+    if (owners[i].size() > 1) j["owners"] = owners[i];
     if (b.hashed) j["hash"] = b.hash;
     if (b.sink) j["sink"] = true;
     blocks.push_back(std::move(j));
@@ -22,14 +34,14 @@ static nlohmann::json blocks_json(const std::vector<BlockSnap>& v) {
 }
 
 nlohmann::json to_json(const Snapshot& s) {
-  nlohmann::json blocks = blocks_json(s.blocks);
+  nlohmann::json blocks = blocks_json(s, 0);
   nlohmann::json groups = nlohmann::json::array();
   for (size_t g = 0; g < s.kv_groups.size(); ++g) {
     const KvGroupSnap& k = s.kv_groups[g];
     nlohmann::json j = {{"name", k.name}, {"layers", k.n_layers}, {"window", k.window}, {"bytes_per_block", k.bytes_per_block},
                         {"blocks_total", k.blocks_total}, {"blocks_used", k.blocks_used}, {"blocks_cached", k.blocks_cached},
                         {"blocks_free", k.blocks_free}};
-    if (g > 0) j["blocks"] = blocks_json(k.blocks);  // group 0's are the top-level "blocks"
+    if (g > 0) j["blocks"] = blocks_json(s, static_cast<int32_t>(g));  // group 0's are the top-level "blocks"
     groups.push_back(std::move(j));
   }
   nlohmann::json seqs = nlohmann::json::array();
