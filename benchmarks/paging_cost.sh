@@ -6,7 +6,7 @@
 # does; hardware: the hardware prefetcher alone). Processes alternate between the variants, and
 # the summary is the median over processes of each process's median paged/contiguous ratio.
 #   benchmarks/paging_cost.sh [BUILD_DIR] [PROCESSES] [extra kvscope-cli bench args, e.g. --block-size 64 --kv-dtype int8]
-# Writes benchmarks/results/paging-cost-<date>.json and prints a Markdown table.
+# Writes benchmarks/results/paging-cost-<date>[-<args>].json and prints a Markdown table.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -24,7 +24,8 @@ for ((p = 0; p < procs; ++p)); do
       --contiguous-layout "$layout" --contiguous-prefetch "$pf" "$@" > "$work/$layout-$pf-$p.json" 2>/dev/null
   done
 done
-out="$root/benchmarks/results/paging-cost-$(date +%Y-%m-%d).json"
+tag="$(echo "$*" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')"
+out="$root/benchmarks/results/paging-cost-$(date +%Y-%m-%d)${tag:+-$tag}.json"
 python3 - "$work" "$out" "$*" <<'EOF'
 import glob, json, os, statistics, sys
 work, out, extra = sys.argv[1], sys.argv[2], sys.argv[3]
