@@ -59,6 +59,10 @@ for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "batch", "paging_cost")
     assert k in j, k
 assert [r["batch"] for r in j["batch"]] == [1, 2]
 assert all(r["tokens_per_s"] > 0 for r in j["batch"])
+# One fixed workload at every batch size: the same requests and tokens, at most `batch` at once.
+assert [r["requests"] for r in j["batch"]] == [2, 2]
+assert [r["generated_tokens"] for r in j["batch"]] == [16, 16]
+assert [r["most_running"] for r in j["batch"]] == [1, 2]
 row = j["paging_cost"][0]
 assert row["context"] == 256
 for cache in ("hot", "cold"):

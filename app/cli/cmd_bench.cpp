@@ -57,11 +57,15 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
           {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)}};
 }
 
-// Total generated tokens/s with `batch` requests running together (same prompt length and
-// output length each): what continuous batching buys over one sequence at a time.
-nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batch, int32_t prompt_len, int32_t gen) {
-  auto engine = make_engine(a, m);
-  for (int32_t i = 0; i < batch; ++i) {
+// Total generated tokens/s of one fixed workload (`n_requests` requests, same prompt and output
+// length each) with at most `batch` of them running together: the same work at every batch
+// size, so the rows compare directly; what continuous batching buys over one at a time.
+nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batch, int32_t n_requests, int32_t prompt_len,
+                           int32_t gen) {
+  EngineConfig cfg = engine_config(a, *m);
+  cfg.sched.max_running = batch;
+  auto engine = std::make_unique<Engine>(m, make_backend(a, m), cfg);
+  for (int32_t i = 0; i < n_requests; ++i) {
     Request req;
     req.prompt = random_prompt(prompt_len, m->config.n_vocab, 1000 + static_cast<uint64_t>(i));
     req.max_new_tokens = gen;
@@ -69,13 +73,14 @@ nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batc
     engine->submit(req);
   }
   const auto t0 = Clock::now();
-  engine->run_until_idle();
+  int32_t most_running = 0;
+  while (engine->step()) most_running = std::max(most_running, engine->latest_snapshot()->running);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto snap = engine->snapshot();
-  return {{"batch", batch}, {"prompt_len", prompt_len}, {"gen", gen}, {"seconds", s},
+  return {{"batch", batch}, {"requests", n_requests}, {"prompt_len", prompt_len}, {"gen", gen}, {"seconds", s},
           {"generated_tokens", snap->counters.tokens_decoded},
           {"tokens_per_s", static_cast<double>(snap->counters.tokens_decoded) / s},
-          {"max_concurrent_ok", snap->counters.preemptions == 0}};
+          {"most_running", most_running}, {"preemptions", snap->counters.preemptions}};
 }
 
 // Decode attention of one token over `ctx` positions, all layers' worth of heads: walking a
@@ -198,7 +203,10 @@ int cmd_bench(int argc, char** argv, int first) {
   };
   if (!a.has("no-batch")) {
     nlohmann::json rows = nlohmann::json::array();
-    for (int32_t b : int_list(a.str("batches", "1,4,16"))) rows.push_back(bench_batch(a, lm.model, b, 32, gen));
+    const std::vector<int32_t> batches = int_list(a.str("batches", "1,4,16"));
+    const int32_t n_requests = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
+    for (int32_t b : batches) rows.push_back(bench_batch(a, lm.model, b, n_requests, 32, gen));
+    for (auto& r : rows) r["speedup_vs_first"] = r["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
     j["batch"] = rows;
   }
   if (!a.has("no-paging")) {
