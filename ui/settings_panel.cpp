@@ -20,6 +20,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "kv/baseline_reserve.h"
 #include "kv/kv_layout.h"
 
 namespace kvscope::ui {
@@ -133,6 +134,33 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   baseline_->setToolTip(tr("The traditional allocator instead of paging: every request reserves max-model-length "
                            "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
                            "fragmentation it shows are measured, not estimated."));
+  // What the baseline reserves per request (kv/baseline_reserve.h): the item data is the text
+  // parse_baseline_reserve() reads; "fixed" takes its N from the field next to it.
+  reserve_ = new QComboBox;
+  reserve_->addItem(tr("max model length"), QStringLiteral("max-model-len"));
+  reserve_->setItemData(0, tr("Every request reserves the max model length: huge internal waste, but equal sizes "
+                              "never fragment."), Qt::ToolTipRole);
+  reserve_->addItem(tr("request's own max"), QStringLiteral("request"));
+  reserve_->setItemData(1, tr("Each request reserves prompt + max tokens: less waste, but holes open between live "
+                              "reservations (external fragmentation)."), Qt::ToolTipRole);
+  reserve_->addItem(tr("fixed guess"), QStringLiteral("fixed"));
+  reserve_->setItemData(2, tr("Every request reserves a fixed number of tokens and grows in place, moves (its K/V "
+                              "copied) or is preempted when it outgrows it."), Qt::ToolTipRole);
+  reserveGuess_ = int_edit(1, 1 << 24, tr("tokens"), this);
+  reserveGuess_->setText(QStringLiteral("256"));
+  reserveGuess_->setMaximumWidth(80);
+  auto* reserveRow = new QWidget;
+  auto* rl = new QHBoxLayout(reserveRow);
+  rl->setContentsMargins(0, 0, 0, 0);
+  rl->addWidget(reserve_, 1);
+  rl->addWidget(reserveGuess_);
+  auto syncReserve = [this] {
+    reserve_->setEnabled(baseline_->isChecked());
+    reserveGuess_->setEnabled(baseline_->isChecked() && reserve_->currentData().toString() == QLatin1String("fixed"));
+  };
+  connect(baseline_, &QCheckBox::toggled, this, syncReserve);
+  connect(reserve_, &QComboBox::currentIndexChanged, this, syncReserve);
+  syncReserve();
   backend_ = new QComboBox;
   backend_->addItem(tr("Auto"), backend_choice_key(BackendChoice::Auto));
   backend_->setItemData(0, tr("CUDA when this build has it and a device answers, else the CPU."), Qt::ToolTipRole);
@@ -187,6 +215,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   ef->addRow(tr("Sinks"), sinks_);
   ef->addRow(QString(), prefix_);
   ef->addRow(QString(), baseline_);
+  ef->addRow(tr("Baseline reserves"), reserveRow);
   ef->addRow(tr("Max batch (seqs)"), maxRunning_);
   ef->addRow(tr("Max tokens / step"), maxBatched_);
   ef->addRow(tr("Max model length"), maxLen_);
@@ -238,6 +267,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   connect(poolUnit_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(model_, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(baseline_, &QCheckBox::toggled, this, &SettingsPanel::revalidate);
+  connect(reserve_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
+  connect(reserveGuess_, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(backend_, &QComboBox::activated, this, [this](int i) {
     if (const auto c = parse_backend_choice(backend_->itemData(i).toString())) setBackendChoice(*c);
   });
@@ -313,6 +344,10 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
   sinks_->setText(QString::number(cfg.sinks));
   prefix_->setChecked(cfg.prefix_caching);
   baseline_->setChecked(cfg.contiguous_baseline);
+  const bool fixed = cfg.baseline_reserve.kind == BaselineReserveKind::Fixed;
+  reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed")
+                                                     : QString::fromStdString(baseline_reserve_name(cfg.baseline_reserve))));
+  if (fixed) reserveGuess_->setText(QString::number(cfg.baseline_reserve.fixed_slots));
   maxRunning_->setValue(cfg.sched.max_running);
   maxBatched_->setValue(cfg.sched.max_batched_tokens);
   maxLen_->setText(QString::number(cfg.sched.max_model_len));
@@ -360,14 +395,22 @@ std::optional<EngineConfig> SettingsPanel::config(QString* why) const {
   cfg.contiguous_baseline = baseline_->isChecked();
   if (cfg.contiguous_baseline && cfg.window > 0)
     return refuse(tr("The contiguous baseline has no sliding window: set the window to 0 or use paging."));
+  if (cfg.contiguous_baseline) {
+    const QString kind = reserve_->currentData().toString();
+    if (kind == QLatin1String("fixed") && !reserveGuess_->hasAcceptableInput())
+      return refuse(tr("Baseline fixed guess: enter a whole number of tokens, at least 1."));
+    const auto r = parse_baseline_reserve((kind == QLatin1String("fixed") ? reserveGuess_->text() : kind).toStdString());
+    if (!r) return refuse(tr("Baseline reservation '%1' is not understood.").arg(kind));
+    cfg.baseline_reserve = *r;
+  }
   cfg.sched.max_running = maxRunning_->value();
   cfg.sched.max_batched_tokens = maxBatched_->value();
   if (!maxLen_->hasAcceptableInput()) return refuse(tr("Max model length: enter a whole number (0 = the model's context)."));
   cfg.sched.max_model_len = maxLen_->text().toInt();
   if (cfg.sched.max_model_len > 0 && cfg.sched.max_model_len < cfg.block_size)
     return refuse(tr("Max model length %1 is shorter than one block.").arg(cfg.sched.max_model_len));
-  if (cfg.contiguous_baseline && cfg.num_blocks > 0 && cfg.sched.max_model_len > 0 &&
-      static_cast<int64_t>(cfg.num_blocks) * cfg.block_size < cfg.sched.max_model_len)
+  if (cfg.contiguous_baseline && cfg.baseline_reserve.kind == BaselineReserveKind::MaxModelLen && cfg.num_blocks > 0 &&
+      cfg.sched.max_model_len > 0 && static_cast<int64_t>(cfg.num_blocks) * cfg.block_size < cfg.sched.max_model_len)
     return refuse(tr("The contiguous baseline reserves the max model length (%1 tokens) for every request, but the pool "
                      "holds only %2 tokens: no request could ever start. Enlarge the pool or shorten the max length.")
                       .arg(cfg.sched.max_model_len)
@@ -443,6 +486,8 @@ void SettingsPanel::load() {
     sinks_->setText(s.value(QStringLiteral("sinks")).toString());
     prefix_->setChecked(s.value(QStringLiteral("prefix"), true).toBool());
     baseline_->setChecked(s.value(QStringLiteral("baseline"), false).toBool());
+    if (const int i = reserve_->findData(s.value(QStringLiteral("baselineReserve")).toString()); i >= 0) reserve_->setCurrentIndex(i);
+    if (s.contains(QStringLiteral("baselineGuess"))) reserveGuess_->setText(s.value(QStringLiteral("baselineGuess")).toString());
     maxRunning_->setValue(s.value(QStringLiteral("maxRunning"), 64).toInt());
     maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
     maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
@@ -465,6 +510,8 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("sinks"), sinks_->text());
   s.setValue(QStringLiteral("prefix"), prefix_->isChecked());
   s.setValue(QStringLiteral("baseline"), baseline_->isChecked());
+  s.setValue(QStringLiteral("baselineReserve"), reserve_->currentData().toString());
+  s.setValue(QStringLiteral("baselineGuess"), reserveGuess_->text());
   s.setValue(QStringLiteral("maxRunning"), maxRunning_->value());
   s.setValue(QStringLiteral("maxBatched"), maxBatched_->value());
   s.setValue(QStringLiteral("maxLen"), maxLen_->text());

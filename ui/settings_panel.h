@@ -71,6 +71,8 @@ class SettingsPanel : public QWidget {
   QComboBox* dtypeBox() const { return dtype_; }
   QCheckBox* prefixBox() const { return prefix_; }
   QCheckBox* baselineBox() const { return baseline_; }
+  QComboBox* baselineReserveBox() const { return reserve_; }  // what the baseline reserves per request
+  QLineEdit* baselineGuessEdit() const { return reserveGuess_; }  // the fixed guess, in tokens
   QComboBox* backendBox() const { return backend_; }
 
  signals:
@@ -90,6 +92,8 @@ class SettingsPanel : public QWidget {
   QLineEdit *pool_, *window_, *sinks_, *maxLen_;
   QCheckBox* prefix_;
   QCheckBox* baseline_;
+  QComboBox* reserve_;
+  QLineEdit* reserveGuess_;
   QComboBox* backend_;
   QLabel* backendNote_;
   int backendIndex_ = 0;   // the last accepted choice

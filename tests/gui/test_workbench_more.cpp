@@ -163,6 +163,40 @@ class TestWorkbenchMore : public QObject {
     QVERIFY(oneDoneEarly);
   }
 
+  // Settings > Baseline reserves: the contiguous baseline's reservation policy, enabled only
+  // with the baseline, a fixed guess validated in the widget, and the engine built with it.
+  void baselineReservePolicy() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    SettingsPanel* s = w.settingsPanel();
+    QComboBox* reserve = s->baselineReserveBox();
+    QLineEdit* guess = s->baselineGuessEdit();
+    s->baselineBox()->setChecked(false);
+    QVERIFY(!reserve->isEnabled() && !guess->isEnabled());
+    s->baselineBox()->setChecked(true);
+    QVERIFY(reserve->isEnabled());
+    reserve->setCurrentIndex(reserve->findData(QStringLiteral("request")));
+    QVERIFY(!guess->isEnabled());
+    QCOMPARE(s->config()->baseline_reserve.kind, BaselineReserveKind::Request);
+    reserve->setCurrentIndex(reserve->findData(QStringLiteral("fixed")));
+    QVERIFY(guess->isEnabled());
+    guess->clear();
+    QVERIFY(!s->applyButton()->isEnabled());
+    QVERIFY2(s->validationMessage().contains(QStringLiteral("fixed guess")), qPrintable(s->validationMessage()));
+    QTest::keyClicks(guess, QStringLiteral("128"));
+    QVERIFY(s->applyButton()->isEnabled());
+    QCOMPARE(s->config()->baseline_reserve.fixed_slots, 128);
+    reserve->setCurrentIndex(reserve->findData(QStringLiteral("request")));
+    s->applyButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->latest() && w.host()->latest()->allocator.contiguous &&
+                                 w.host()->latest()->allocator.reserve_policy == "request",
+                             kTimeoutMs);
+    s->baselineBox()->setChecked(false);  // leave the saved settings as they were
+    s->save();
+  }
+
   // File > Export engine snapshot: the newest snapshot as JSON, every block and sequence of
   // it; a clear error (not a crash, not an empty file) before any engine ran or on a bad path.
   void exportSnapshotJson() {
