@@ -587,7 +587,7 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S) const {
 
 SnapshotPtr Engine::snapshot() const {
   if (snapshot_stale_) build_snapshot();
-  return published_.load(std::memory_order_relaxed);  // this thread stored it
+  return published_.load();
 }
 
 std::vector<BlockEvent> Engine::events_since(uint64_t step) const {
@@ -826,7 +826,7 @@ void Engine::build_snapshot() const {
   S.events = std::move(unbuilt_events_);
   unbuilt_events_.clear();
   snapshot_stale_ = false;
-  published_.store(std::move(snap), std::memory_order_release);
+  published_.store(std::move(snap));
 }
 
 }  // namespace kvscope

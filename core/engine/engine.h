@@ -21,6 +21,7 @@
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "telemetry/snapshot.h"
+#include "telemetry/snapshot_slot.h"
 
 namespace kvscope {
 
@@ -39,8 +40,8 @@ struct EngineConfig {
   int32_t sinks = 0;
   SchedulerConfig sched;             // max_model_len 0 -> model's context length
   size_t max_events = 100000;        // bounded block-event history
-  // After every step (and cancel) the engine builds a snapshot and publishes it (an atomic
-  // swap of a shared_ptr<const>), so a reader on any thread can take the newest one with
+  // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a
+  // shared_ptr<const>, telemetry/snapshot_slot.h), so a reader on any thread can take the newest one with
   // latest_snapshot() at its own pace without ever blocking or waiting for the engine. Off: a
   // snapshot is built only when the driving thread calls snapshot(); for a consumer that reads
   // far less often than the engine steps and wants none of the per-step copies.
@@ -105,10 +106,9 @@ class Engine {
   // is immutable and may be handed to any thread. Snapshot::events holds the block events since
   // the previous snapshot was built (with publish_every_step: those of its step).
   SnapshotPtr snapshot() const;
-  // The newest published snapshot, from any thread, at any time: one atomic load, no lock
-  // shared with the engine, so a slow reader never holds up a step and never sees a half-built
-  // state.
-  SnapshotPtr latest_snapshot() const { return published_.load(std::memory_order_acquire); }
+  // The newest published snapshot, from any thread, at any time: one pointer copy, so a slow
+  // reader never holds up a step and never sees a half-built state.
+  SnapshotPtr latest_snapshot() const { return published_.load(); }
   // Block events recorded since the last call (at least the newest max_events), without building a
   // snapshot: for a consumer that must see every event but reads snapshots at its own pace.
   std::vector<BlockEvent> take_new_events() { return std::exchange(new_events_, {}); }
@@ -182,7 +182,7 @@ class Engine {
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
   double last_step_ms_ = 0;
   std::vector<std::pair<int32_t, int32_t>> chunk_rows_;  // per scheduled chunk: first logits row, rows
-  mutable std::atomic<SnapshotPtr> published_;  // swapped whole; readers on any thread
+  mutable SnapshotSlot published_;              // swapped whole; readers on any thread
   mutable bool snapshot_stale_ = true;          // engine thread only
 };
 
