@@ -37,7 +37,8 @@ QString describe(const EngineConfig& c) {
                   .arg(QString::fromLatin1(kv_dtype_name(c.kv_dtype)))
                   .arg(c.num_blocks > 0 ? QObject::tr("%1 blocks").arg(c.num_blocks) : QObject::tr("%1 MiB").arg(c.kv_memory_bytes >> 20));
   // The baseline has no prefix cache whatever the flag says.
-  if (c.contiguous_baseline) s = QObject::tr("CONTIGUOUS baseline · ") + s;
+  if (c.contiguous_baseline)
+    s = QObject::tr("CONTIGUOUS baseline (reserves %1) · ").arg(QString::fromStdString(baseline_reserve_name(c.baseline_reserve))) + s;
   else s += QObject::tr(" · prefix cache %1").arg(c.prefix_caching ? QObject::tr("on") : QObject::tr("off"));
   if (c.window > 0) s += QObject::tr(" · window %1").arg(c.window);
   if (c.sinks > 0) s += QObject::tr(" · sinks %1").arg(c.sinks);
@@ -87,8 +88,11 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   bAlloc_->addItem(tr("same as A"), 0);
   bAlloc_->addItem(tr("paged"), 1);
   bAlloc_->addItem(tr("contiguous baseline"), 2);
+  bAlloc_->addItem(tr("contiguous, request's own max"), 3);
   bAlloc_->setToolTip(tr("The contiguous baseline reserves max-model-length slots per request up front, as "
-                         "pre-paging servers did: compare its waste and concurrency with paging."));
+                         "pre-paging servers did: compare its waste and concurrency with paging. The request's "
+                         "own max (prompt + max tokens) wastes less but fragments: holes too short for the next "
+                         "request."));
   bWindow_ = new QLineEdit;
   bWindow_->setValidator(new QIntValidator(0, 10000000, this));
   bWindow_->setPlaceholderText(tr("same as A"));
@@ -234,7 +238,10 @@ std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString
     b.num_blocks = bPool_->text().toInt();
   }
   if (bPrefix_->isChecked()) b.prefix_caching = !a.prefix_caching;
-  if (const int alloc = bAlloc_->currentData().toInt(); alloc > 0) b.contiguous_baseline = alloc == 2;
+  if (const int alloc = bAlloc_->currentData().toInt(); alloc > 0) {
+    b.contiguous_baseline = alloc >= 2;
+    if (alloc == 3) b.baseline_reserve.kind = BaselineReserveKind::Request;
+  }
   if (b.contiguous_baseline && b.window > 0) {
     *why = tr("B: the contiguous baseline has no sliding window.");
     return std::nullopt;

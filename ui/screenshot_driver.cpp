@@ -33,7 +33,7 @@ void settle() {
   for (int i = 0; i < 5; ++i) QApplication::processEvents();
 }
 
-// "block=64,dtype=f16,prefix=flip|on|off,window=256,sinks=4,pool=512,alloc=contiguous|paged,quality=on|PATH"
+// "block=64,dtype=f16,prefix=flip|on|off,window=256,sinks=4,pool=512,alloc=contiguous|contiguous-request|paged,quality=on|PATH"
 // -> the compare panel's B fields.
 void apply_compare_spec(ComparePanel* cmp, const SettingsPanel* settings, const QString& spec) {
   for (const QString& kv : spec.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
@@ -47,7 +47,7 @@ void apply_compare_spec(ComparePanel* cmp, const SettingsPanel* settings, const 
       // quality=on (the first shipped text) or quality=PATH: score a text after the scenario.
       cmp->qualityRun()->setChecked(v != QLatin1String("off"));
       if (v != QLatin1String("on") && v != QLatin1String("off")) cmp->qualityText()->setEditText(v);
-    } else if (k == QLatin1String("alloc")) cmp->allocatorB()->setCurrentIndex(v == QLatin1String("contiguous") ? 2 : 1);
+    } else if (k == QLatin1String("alloc")) cmp->allocatorB()->setCurrentIndex(v == QLatin1String("contiguous") ? 2 : v == QLatin1String("contiguous-request") ? 3 : 1);
     else if (k == QLatin1String("prefix")) {
       const bool aOn = settings->prefixBox()->isChecked();
       cmp->prefixB()->setChecked(v == QLatin1String("flip") || (v == QLatin1String("off") && aOn) || (v == QLatin1String("on") && !aOn));
