@@ -189,7 +189,13 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
         }
         k = kr0;
       }
-      runs[n_runs++] = {k, d, v, d, n};
+      // Rows that continue the previous run in memory (dequantized rows gathered into the
+      // scratch tile, or physically adjacent blocks) extend it: fewer, longer runs for the kernel.
+      if (n_runs > 0 && runs[n_runs - 1].k + static_cast<int64_t>(runs[n_runs - 1].n) * d == k &&
+          runs[n_runs - 1].v + static_cast<int64_t>(runs[n_runs - 1].n) * d == v)
+        runs[n_runs - 1].n += n;
+      else
+        runs[n_runs++] = {k, d, v, d, n};
       filled += n;
       if (filled == kChunk) flush();
       idx += n;
