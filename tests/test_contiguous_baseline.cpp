@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -162,22 +163,35 @@ struct RunStats {
   std::vector<std::vector<TokenId>> outputs;
 };
 
-// The Engine's loop in miniature, against whichever allocator the scheduler was given.
-// waste(): {reserved slots, filled slots} of the allocator after each step.
-template <class WasteFn>
-RunStats run_workload(Scheduler& sched, WasteFn waste) {
+struct Spec {
+  int32_t prompt;
+  int32_t max_new;
+};
+
+// Twelve requests of 10-22 prompt and 6-10 new tokens.
+std::vector<Spec> twelve_requests() {
+  std::vector<Spec> specs;
+  for (int i = 0; i < 12; ++i) specs.push_back({10 + (i * 7) % 13, 6 + i % 5});
+  return specs;
+}
+
+// The Engine's loop in miniature over the given requests (ids 1..n), against whichever allocator
+// the scheduler was given. after_step() runs after every step (validation, tracking); when it
+// returns {reserved slots, filled slots} the worst step's waste is kept too.
+template <class AfterStep>
+RunStats run_specs(Scheduler& sched, const std::vector<Spec>& specs, AfterStep after_step) {
   std::vector<std::unique_ptr<Sequence>> seqs;
-  for (int i = 0; i < 12; ++i) {
+  for (size_t i = 0; i < specs.size(); ++i) {
     auto s = std::make_unique<Sequence>();
-    s->id = i + 1;
-    s->prompt.resize(10 + (i * 7) % 13);
-    std::iota(s->prompt.begin(), s->prompt.end(), 100 * i);
-    s->max_new_tokens = 6 + i % 5;
+    s->id = static_cast<SeqId>(i + 1);
+    s->prompt.resize(static_cast<size_t>(specs[i].prompt));
+    std::iota(s->prompt.begin(), s->prompt.end(), static_cast<TokenId>(100 * i));
+    s->max_new_tokens = specs[i].max_new;
     sched.add(s.get());
     seqs.push_back(std::move(s));
   }
   RunStats st;
-  while (sched.has_work() && st.steps < 2000) {
+  while (sched.has_work() && st.steps < 5000) {
     const auto out = sched.schedule();
     sched.on_step_done(out);
     for (const auto& c : out.chunks) {
@@ -189,8 +203,12 @@ RunStats run_workload(Scheduler& sched, WasteFn waste) {
       }
     }
     st.max_running = std::max(st.max_running, static_cast<int>(out.chunks.size()));
-    const auto [reserved, filled] = waste();
-    if (reserved > 0) st.worst_waste_pct = std::max(st.worst_waste_pct, 100.0 * (1.0 - double(filled) / double(reserved)));
+    if constexpr (std::is_void_v<decltype(after_step())>) {
+      after_step();
+    } else {
+      const auto [reserved, filled] = after_step();
+      if (reserved > 0) st.worst_waste_pct = std::max(st.worst_waste_pct, 100.0 * (1.0 - double(filled) / double(reserved)));
+    }
     ++st.steps;
   }
   st.preemptions = sched.preemptions();
@@ -209,7 +227,7 @@ void TestContiguousBaseline::same_workload_through_the_scheduler() {
 
   ContiguousKvManager contiguous(256, sc.max_model_len);
   Scheduler sched_c(sc, contiguous);
-  const RunStats c = run_workload(sched_c, [&] {
+  const RunStats c = run_specs(sched_c, twelve_requests(), [&] {
     contiguous.validate();
     const auto m = contiguous.arena().metrics();
     return std::pair<int64_t, int64_t>{m.slots_reserved, m.slots_filled};
@@ -221,7 +239,7 @@ void TestContiguousBaseline::same_workload_through_the_scheduler() {
   kc.prefix_caching = false;
   KvCacheManager paged(kc);
   Scheduler sched_p(sc, paged);
-  const RunStats p = run_workload(sched_p, [&] {
+  const RunStats p = run_specs(sched_p, twelve_requests(), [&] {
     paged.validate();
     int64_t reserved = 0, filled = 0;
     for (SeqId id : paged.sequences()) {
@@ -269,48 +287,6 @@ void TestContiguousBaseline::reservation_policies() {
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ContiguousKvManager(64, 16, {BaselineReserveKind::Fixed, 0}));
 }
 
-namespace {
-
-struct Spec {
-  int32_t prompt;
-  int32_t max_new;
-};
-
-// The Engine's loop in miniature over the given requests (ids 1..n), validating every step.
-struct MiniRun {
-  int steps = 0;
-  std::vector<std::vector<TokenId>> outputs;
-};
-template <class Validate>
-MiniRun run_specs(Scheduler& sched, const std::vector<Spec>& specs, Validate validate) {
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto s = std::make_unique<Sequence>();
-    s->id = static_cast<SeqId>(i + 1);
-    s->prompt.resize(static_cast<size_t>(specs[i].prompt));
-    std::iota(s->prompt.begin(), s->prompt.end(), static_cast<TokenId>(100 * i));
-    s->max_new_tokens = specs[i].max_new;
-    sched.add(s.get());
-    seqs.push_back(std::move(s));
-  }
-  MiniRun r;
-  while (sched.has_work() && r.steps < 5000) {
-    const auto out = sched.schedule();
-    sched.on_step_done(out);
-    for (const auto& c : out.chunks) {
-      if (!c.wants_logits) continue;
-      c.seq->output.push_back(static_cast<TokenId>(c.seq->id * 1000 + c.seq->output.size()));
-      if (static_cast<int32_t>(c.seq->output.size()) >= c.seq->max_new_tokens) sched.finish(c.seq, SeqState::Finished);
-    }
-    validate();
-    ++r.steps;
-  }
-  for (const auto& s : seqs) r.outputs.push_back(s->output);
-  return r;
-}
-
-}  // namespace
-
 void TestContiguousBaseline::request_policy_blocks_on_fragmentation() {
   // 100 slots; each request reserves prompt + max_new: A 20, B 30, C 20, D 30 fill the arena.
   // A and C finish first and leave two holes of 20: 40 free slots in all, yet E (40) does not
@@ -324,7 +300,7 @@ void TestContiguousBaseline::request_policy_blocks_on_fragmentation() {
   ContiguousKvManager kv(100, sc.max_model_len, {BaselineReserveKind::Request, 0});
   Scheduler sched(sc, kv);
   int64_t worst_free = 0, worst_run = 0;
-  const MiniRun r = run_specs(sched, specs, [&] {
+  const RunStats r = run_specs(sched, specs, [&] {
     kv.validate();
     const auto m = kv.arena().metrics();
     if (m.total_free > worst_free) worst_free = m.total_free, worst_run = m.largest_free_run;
@@ -456,7 +432,7 @@ void TestContiguousBaseline::every_policy_same_work_through_the_scheduler() {
   kc.prefix_caching = false;
   KvCacheManager paged(kc);
   Scheduler sched_p(sc, paged);
-  const MiniRun want = run_specs(sched_p, specs, [&] { paged.validate(); });
+  const RunStats want = run_specs(sched_p, specs, [&] { paged.validate(); });
 
   const BaselineReserve policies[] = {{BaselineReserveKind::MaxModelLen, 0},
                                       {BaselineReserveKind::Request, 0},
@@ -465,7 +441,7 @@ void TestContiguousBaseline::every_policy_same_work_through_the_scheduler() {
   for (const BaselineReserve& pol : policies) {
     ContiguousKvManager kv(256, sc.max_model_len, pol, 8);
     Scheduler sched(sc, kv);
-    const MiniRun got = run_specs(sched, specs, [&] { kv.validate(); });
+    const RunStats got = run_specs(sched, specs, [&] { kv.validate(); });
     const BaselineCounters& c = kv.counters();
     qInfo("%s: %d steps, %llu preemptions, overflows %llu (in place %llu, moved %llu, preempted %llu), blocked %llu (frag %llu)",
           baseline_reserve_name(pol).c_str(), got.steps, (unsigned long long)sched.preemptions(),
