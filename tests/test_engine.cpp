@@ -13,6 +13,7 @@
 #include "telemetry/block_events.h"
 #include "telemetry/snapshot_json.h"
 #include "test_support.h"
+#include "timed_workload.h"
 #include "workload/workload.h"
 
 using namespace kvscope;
@@ -455,19 +456,8 @@ class TestEngine : public QObject {
   // Arrival by wall-clock time: the late request is held back until its second has come (the
   // runner waits instead of spinning empty steps), the early one runs at once.
   void workload_arrival_by_time() {
-    Workload w;
-    w.name = "timed";
-    for (const auto& [id, at] : {std::pair{"now", 0.0}, std::pair{"later", 0.4}}) {
-      WorkloadRequest r;
-      r.id = id;
-      r.prompt = "Once upon a time";
-      r.max_new_tokens = 8;
-      r.ignore_eos = true;
-      r.arrival_s = at;
-      w.requests.push_back(r);
-    }
     auto e = make_engine(EngineConfig{});
-    WorkloadRunner runner(*e, w);
+    WorkloadRunner runner(*e, test::now_and_later_workload(0.4));
     const auto t0 = std::chrono::steady_clock::now();
     double first_done_s = -1;
     while (runner.step())

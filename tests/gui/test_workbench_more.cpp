@@ -26,6 +26,7 @@
 #include "main_window.h"
 #include "settings_panel.h"
 #include "gui_test_support.h"
+#include "timed_workload.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -140,17 +141,7 @@ class TestWorkbenchMore : public QObject {
     w.show();
     w.openModel(model_path());
     QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
-    Scenario sc;
-    sc.name = "timed";
-    for (const auto& [id, at] : {std::pair{"now", 0.0}, std::pair{"later", 0.5}}) {
-      WorkloadRequest r;
-      r.id = id;
-      r.prompt = "Once upon a time";
-      r.max_new_tokens = 8;
-      r.ignore_eos = true;
-      r.arrival_s = at;
-      sc.requests.push_back(r);
-    }
+    const Scenario sc = test::now_and_later_workload(0.5);
     QSignalSpy progress(w.host()->worker(), &EngineWorker::workloadProgress);
     QElapsedTimer wall;
     wall.start();
