@@ -444,6 +444,12 @@ class TestEngine : public QObject {
       QCOMPARE(s->memory.blocks_used, used);
       QCOMPARE(s->memory.blocks_cached, cached);
       QCOMPARE(s->memory.slots_filled, filled);
+      // Each block's owner is the lowest id among the sequences whose tables hold it.
+      std::vector<SeqId> lowest(s->blocks.size(), -1);
+      for (const SeqSnap& q : s->seqs)
+        for (BlockId b : q.block_table)
+          if (b != kNoBlock && (lowest[static_cast<size_t>(b)] < 0 || q.id < lowest[static_cast<size_t>(b)])) lowest[static_cast<size_t>(b)] = q.id;
+      for (size_t b = 0; b < s->blocks.size(); ++b) QCOMPARE(s->blocks[b].owner, lowest[b]);
     }
     done = true;
     reader.join();
@@ -519,6 +525,31 @@ class TestEngine : public QObject {
     const auto ev = e->events_since(0);
     const auto drops = std::count_if(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::DroppedOutOfWindow; });
     QVERIFY2(drops >= 4, "a 65-token sequence with a 16-token window drops several 8-token blocks");
+  }
+
+  // With attention sinks the snapshot marks exactly the blocks holding a sequence's first
+  // `sinks` positions, every step.
+  void sink_blocks_are_marked() {
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 64;
+    cfg.window = 16;
+    cfg.sinks = 10;  // positions 0..9: the first two blocks
+    cfg.prefix_caching = false;
+    auto e = make_engine(cfg);
+    e->submit(story_request("Once upon a time", 40));
+    e->submit(story_request("One day a cat", 30));
+    int steps = 0;
+    while (e->step()) {
+      const SnapshotPtr s = e->latest_snapshot();
+      std::vector<bool> want(s->blocks.size(), false);
+      for (const SeqSnap& q : s->seqs)
+        for (size_t lb = 0; lb < q.block_table.size() && lb < 2; ++lb)
+          if (q.block_table[lb] != kNoBlock) want[static_cast<size_t>(q.block_table[lb])] = true;
+      for (size_t b = 0; b < s->blocks.size(); ++b) QCOMPARE(s->blocks[b].sink, static_cast<bool>(want[b]));
+      ++steps;
+    }
+    QVERIFY(steps > 30);
   }
 
   // A pool larger than the machine's memory fails at start-up with a message, not later.

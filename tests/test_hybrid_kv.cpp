@@ -269,10 +269,17 @@ class TestHybridKv : public QObject {
     // Each group's snapshot (kept current incrementally) against its pool, every step.
     auto matches_pool = [&](const Snapshot& sn, int32_t g) {
       const BlockPool& pool = e.hybrid_kv()->group(g).pool();
+      std::vector<SeqId> lowest(static_cast<size_t>(pool.num_blocks()), -1);  // owner: lowest id holding it
+      for (const SeqSnap& q : sn.seqs)
+        if (g == 0 || !q.more_block_tables.empty())
+          for (BlockId b : q.group_table(g))
+            if (b != kNoBlock && (lowest[static_cast<size_t>(b)] < 0 || q.id < lowest[static_cast<size_t>(b)]))
+              lowest[static_cast<size_t>(b)] = q.id;
       int32_t used = 0;
       for (BlockId b = 0; b < pool.num_blocks(); ++b) {
         const BlockSnap& x = sn.group_blocks(g)[static_cast<size_t>(b)];
-        if (x.ref_count != pool.state(b).ref_count || x.filled != pool.state(b).filled) return false;
+        if (x.ref_count != pool.state(b).ref_count || x.filled != pool.state(b).filled || x.owner != lowest[static_cast<size_t>(b)])
+          return false;
         used += pool.state(b).ref_count > 0;
       }
       return used == (g == 0 ? sn.memory.blocks_used : sn.kv_groups[1].blocks_used);

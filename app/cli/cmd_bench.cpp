@@ -164,7 +164,7 @@ int cmd_bench(int argc, char** argv, int first) {
                {"help", "no-single", "no-batch", "no-paging"});
   if (a.has("help")) {
     std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
-                 "  [--batches 1,4,16] [--contexts 1024,4096] [--kv-prefetch auto|always|never] \n"
+                 "  [--batches 1,4,16] [--contexts 1024,4096] [--kv-prefetch auto|always|never]\n"
                  "  [--contiguous-prefetch same|hardware] [--contiguous-layout pos-major|head-major]\n"
                  "  [--no-single] [--no-batch] [--no-paging]\n"
                  "  single: prefill/decode tokens/s of one sequence; batch: total tokens/s at each batch size;\n"

@@ -150,7 +150,7 @@ template <bool kPrefetch>
 [[gnu::always_inline]] inline void OnlineAttention::add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf) {
   float s[kMaxChunk];
   const int32_t d = d_;
-  // The paged path's prefetch requests are spread over the first head's score loop, a share
+  // The paged path's prefetch requests are spread over every query head's score loop, a share
   // before each run, instead of one burst that would fill the miss queues and be partly dropped.
   // NoPrefetch compiles to nothing, so the contiguous path's loop is the plain kernel.
   std::conditional_t<kPrefetch, PrefetchCursor, NoPrefetch> cursor(pf, n_pf, runs, n_runs, n_q_);

@@ -524,15 +524,11 @@ static BlockSnap block_snap_of(const BlockState& st) {
   return x;
 }
 
-void Engine::fill_blocks(std::vector<BlockSnap>& blocks) const {
+// The contiguous baseline's blocks: a block is used when a reservation covers it, filled by the
+// slots written. (The paged pools' block states are kept current by record_block_events().)
+void Engine::fill_baseline_blocks(std::vector<BlockSnap>& blocks) const {
   const int32_t bs = cfg_.block_size;
   blocks.assign(static_cast<size_t>(cfg_.num_blocks), BlockSnap{});
-  if (paged_) {
-    const BlockPool& pool = paged_->pool();
-    for (BlockId b = 0; b < pool.num_blocks(); ++b) blocks[static_cast<size_t>(b)] = block_snap_of(pool.state(b));
-    return;
-  }
-  // Baseline: a block is used when a reservation covers it, filled by the slots written.
   for (const ArenaRange& r : contiguous_->arena().ranges()) {
     if (r.owner == kFreeRange) continue;
     for (int64_t slot = r.start; slot < r.start + r.length; slot += bs) {
@@ -567,17 +563,10 @@ void Engine::fill_sliding_group_snapshot(Snapshot& S) const {
   g1.n_layers = G[1].n_layer;
   g1.window = sliding_window_;
   g1.bytes_per_block = G[1].bytes_per_block();
-  g1.blocks = prev_sliding_blocks_;  // current: record_block_events() diffs every touched block
-  for (const SeqSnap& q : S.seqs) {
-    if (q.more_block_tables.empty()) continue;
-    const auto& table = q.more_block_tables[0];
-    for (size_t lb = 0; lb < table.size(); ++lb) {
-      if (table[lb] == kNoBlock) continue;
-      BlockSnap& x = g1.blocks[static_cast<size_t>(table[lb])];
-      if (x.owner < 0 || q.id < x.owner) x.owner = q.id;
-      if (cfg_.sinks > 0 && static_cast<int64_t>(lb) * G[1].block_size < cfg_.sinks) x.sink = true;
-    }
-  }
+  // Current, owners included: record_block_events() diffs every block the pool touched.
+  g1.blocks = prev_sliding_blocks_;
+  for (const SeqSnap& q : S.seqs)
+    if (!q.more_block_tables.empty()) mark_sink_blocks(q.more_block_tables[0], G[1].block_size, g1.blocks);
   g1.blocks_total = pool.num_blocks();
   g1.blocks_used = tally_[1].used;
   g1.blocks_cached = tally_[1].cached;
@@ -623,9 +612,8 @@ void Engine::after_change() {
       counters_.prefix_hits_tokens = hybrid_->prefix_hits_tokens();
     }
   } else if (contiguous_) {  // the baseline allocates whole reservations
-    const ArenaMetrics am = contiguous_->arena().metrics();
-    counters_.allocations = am.reservations;
-    counters_.frees = am.releases;
+    counters_.allocations = contiguous_->arena().reservations();
+    counters_.frees = contiguous_->arena().releases();
   }
   record_block_events();
   snapshot_stale_ = true;
@@ -663,6 +651,12 @@ void Engine::diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev
   for (size_t k = first; k < evs.size(); ++k) evs[k].group = group;
 }
 
+// The leading blocks of a table that hold attention-sink positions.
+void Engine::mark_sink_blocks(const std::vector<BlockId>& table, int32_t block_size, std::vector<BlockSnap>& blocks) const {
+  for (size_t lb = 0; lb < table.size() && static_cast<int64_t>(lb) * block_size < cfg_.sinks; ++lb)
+    if (table[lb] != kNoBlock) blocks[static_cast<size_t>(table[lb])].sink = true;
+}
+
 void Engine::BlockTally::add(const BlockSnap& b, int sign) {
   if (b.status == BlockStatus::Used) used += sign, filled += sign * b.filled;
   else if (b.status == BlockStatus::Cached) cached += sign;
@@ -675,7 +669,7 @@ void Engine::record_block_events() {
   } else {
     // The contiguous baseline has no change log: compare every block (one pass, no snapshot).
     std::vector<BlockSnap> now;
-    fill_blocks(now);
+    fill_baseline_blocks(now);
     evs = diff_block_events(prev_blocks_, now, counters_.steps);
     prev_blocks_ = std::move(now);
   }
@@ -727,7 +721,7 @@ void Engine::build_snapshot() const {
   // pool touched (the only ones that can differ), so copying it is the whole pool's state for
   // the price of a memcpy, where asking the pool block by block cost a pass over all of them.
   if (paged_) S.blocks = prev_blocks_;
-  else fill_blocks(S.blocks);
+  else fill_baseline_blocks(S.blocks);
   std::vector<SeqId> ids;
   for (const auto& [id, rt] : seqs_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -749,14 +743,8 @@ void Engine::build_snapshot() const {
     q.mean_itl_ms = rt.itl_count ? rt.itl_sum_ms / rt.itl_count : -1;
     q.error = s.error;
     if (kv_->has_seq(id)) {
-      q.block_table = block_table_of(id);
-      for (size_t lb = 0; lb < q.block_table.size(); ++lb) {
-        const BlockId b = q.block_table[lb];
-        if (b == kNoBlock) continue;
-        BlockSnap& bs = S.blocks[static_cast<size_t>(b)];
-        if (bs.owner < 0 || id < bs.owner) bs.owner = id;
-        if (cfg_.sinks > 0 && static_cast<int64_t>(lb) * L.block_size < cfg_.sinks) bs.sink = true;
-      }
+      q.block_table = block_table_of(id);  // the blocks' owners are already in S.blocks
+      mark_sink_blocks(q.block_table, L.block_size, S.blocks);
       if (hybrid_) {
         const auto t = hybrid_->group(HybridKvManager::kSliding).block_table(id);
         q.more_block_tables.emplace_back(t.begin(), t.end());

@@ -140,7 +140,8 @@ class Engine {
   void diff_touched_blocks(KvCacheManager& m, std::vector<BlockSnap>& prev, int32_t group, std::vector<BlockEvent>& evs);
   void finish(SeqRuntime& rt, SeqState state, FinishReason reason);
   std::vector<BlockId> block_table_of(SeqId id) const;
-  void fill_blocks(std::vector<BlockSnap>& blocks) const;
+  void fill_baseline_blocks(std::vector<BlockSnap>& blocks) const;
+  void mark_sink_blocks(const std::vector<BlockId>& table, int32_t block_size, std::vector<BlockSnap>& blocks) const;
   void fill_sliding_group_snapshot(Snapshot& S) const;
   // Hybrid: why the model/config cannot use it (empty when it can), and the layers of a group.
   std::string hybrid_unavailable_reason() const;

@@ -146,8 +146,6 @@ ArenaMetrics ContiguousAllocator::metrics() const {
   m.external_fragmentation =
       m.total_free > 0 ? 1.0 - static_cast<double>(m.largest_free_run) / static_cast<double>(m.total_free) : 0.0;
   m.live_allocations = static_cast<int32_t>(owner_start_.size());
-  m.reservations = reservations_;
-  m.releases = releases_;
   m.peak_reserved = peak_reserved_;
   m.overflows = overflows_;
   m.failed_reservations = failed_;

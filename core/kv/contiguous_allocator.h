@@ -35,7 +35,6 @@ struct ArenaMetrics {
   int64_t peak_reserved = 0;
   uint64_t overflows = 0;               // set_filled beyond the reservation (reported, refused)
   uint64_t failed_reservations = 0;     // no contiguous run was long enough
-  uint64_t reservations = 0, releases = 0;  // ranges taken by reserve() / given back by release()
 };
 
 class ContiguousAllocator {
@@ -57,6 +56,8 @@ class ContiguousAllocator {
   std::optional<int64_t> relocate(SeqId seq, int32_t new_length);
 
   bool has(SeqId seq) const { return owner_start_.contains(seq); }
+  uint64_t reservations() const { return reservations_; }  // ranges taken by reserve()
+  uint64_t releases() const { return releases_; }          // ranges given back by release()
   int64_t base(SeqId seq) const;
   int32_t reserved(SeqId seq) const;
   int32_t filled(SeqId seq) const;
