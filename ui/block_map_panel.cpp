@@ -17,6 +17,7 @@
 #include "block_map_widget.h"
 #include "live_label.h"
 #include "seq_palette.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -49,11 +50,7 @@ QString short_state(SeqState s) {
 
 BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   map_ = new BlockMapWidget;
-  scroll_ = new QScrollArea;
-  scroll_->setWidget(map_);
-  scroll_->setWidgetResizable(true);
-  scroll_->setFrameShape(QFrame::NoFrame);
-  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll_ = scroll_area(map_, /*wrapWidth=*/true);
 
   list_ = new QListWidget;
   list_->setToolTip(tr("Sequences in the newest snapshot. Click one to number its block table on the map "
@@ -118,7 +115,7 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
     if (g < 0) return;
     map_->setGroup(g);
     fit();
-    if (const auto& snap = map_->snapshot()) setSnapshot(snap, nullptr);  // summary + list of this group
+    if (const auto& snap = map_->snapshot()) showSnapshot(snap, nullptr);  // summary + list of this group
   });
   connect(list_, &QListWidget::itemClicked, this, [this](QListWidgetItem* it) {
     const SeqId id = it->data(Qt::UserRole).toLongLong();
@@ -189,7 +186,7 @@ void BlockMapPanel::refreshGroups(const Snapshot& s) {
   }
 }
 
-void BlockMapPanel::setSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
+void BlockMapPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   const int before = shownBlocks();
   if (snap) refreshGroups(*snap);
   map_->setSnapshot(snap);

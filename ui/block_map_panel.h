@@ -5,7 +5,7 @@
 #include <QListWidget>
 #include <QWidget>
 
-#include "ui_types.h"
+#include "snapshot_view.h"
 
 class QCheckBox;
 class QComboBox;
@@ -18,7 +18,7 @@ namespace kvscope::ui {
 class BlockMapWidget;
 class LiveLabel;
 
-class BlockMapPanel : public QWidget {
+class BlockMapPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit BlockMapPanel(QWidget* parent = nullptr);
@@ -26,7 +26,8 @@ class BlockMapPanel : public QWidget {
   QListWidget* sequenceList() const { return list_; }
   QComboBox* groupSelector() const { return group_; }  // shown only with the hybrid KV cache
   void setVocab(const VocabPtr& v);
-  void setSnapshot(const SnapshotPtr& snap, const EventBatch& events);
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;
+  void resetForEngine(const ModelInfo& info) override { setVocab(info.vocab); }
   void setCompact(bool compact);  // compare view: no sequence list
   void fit();                     // cell size so the whole pool fits in view, if "Fit" is on
 

@@ -109,7 +109,7 @@ void CaptionsPanel::append(const QString& text, BlockEventKind kind, bool summar
   list_->addItem(it);
 }
 
-void CaptionsPanel::addEvents(const SnapshotPtr& snap, const EventBatch& events) {
+void CaptionsPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   if (!events || events->empty()) return;
   const auto& ev = *events;
   const bool atBottom = list_->count() == 0 || list_->currentRow() < 0;

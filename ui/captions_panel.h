@@ -4,18 +4,19 @@
 // every event of the step; while running, busy batches are summarised so the list stays readable.
 #include <QWidget>
 
-#include "ui_types.h"
+#include "snapshot_view.h"
 
 class QLabel;
 class QListWidget;
 
 namespace kvscope::ui {
 
-class CaptionsPanel : public QWidget {
+class CaptionsPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit CaptionsPanel(QWidget* parent = nullptr);
-  void addEvents(const SnapshotPtr& snap, const EventBatch& events);
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;  // captions its events
+  void resetForEngine(const ModelInfo&) override { clear(); }
   void clear();
   int captionCount() const;
   QString caption(int i) const;

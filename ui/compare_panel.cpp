@@ -26,6 +26,7 @@
 #include "block_map_widget.h"
 #include "memory_panel.h"
 #include "settings_panel.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -195,13 +196,7 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   main->setStretchFactor(1, 1);
   main->setSizes({320, 400});  // the table shows all its rows at 1280x800
   v->addWidget(main, 1);
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(0, 0, 0, 0);
-  outer->addWidget(scroll);
+  fill_with_scroll_area(this, content);
 
   connect(run_, &QPushButton::clicked, this, [this] {
     QString why;
@@ -266,8 +261,8 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
     Side* sp = &s;
     connect(h, &EngineHost::snapshot, this, [this, sp](const SnapshotPtr& snap, const EventBatch& ev) {
       sp->last = snap;
-      sp->map->setSnapshot(snap, ev);
-      sp->memory->addSnapshot(snap);
+      sp->map->showSnapshot(snap, ev);
+      sp->memory->showSnapshot(snap, ev);
       const double end = std::max(sides_[0].memory->lastTime(), sides_[1].memory->lastTime());
       for (Side& other : sides_) other.memory->setSharedEnd(end);
       // Reserved slots, not touched blocks: the baseline's reservation is memory in use too.

@@ -9,6 +9,7 @@
 
 #include "seq_palette.h"
 #include "thinned_series.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -142,21 +143,7 @@ void FragmentationPanel::showEvent(QShowEvent* e) {
   if (pending_ && !textTimer_->isActive()) textTimer_->start();
 }
 
-void FragmentationPanel::applyTheme() {
-  const QColor fg = palette().color(QPalette::WindowText), bg = palette().color(QPalette::Base);
-  plot_->setBackground(bg);
-  for (QCPAxis* a : {plot_->xAxis, plot_->yAxis}) {
-    a->setBasePen(QPen(fg));
-    a->setTickPen(QPen(fg));
-    a->setSubTickPen(QPen(fg));
-    a->setTickLabelColor(fg);
-    a->setLabelColor(fg);
-    a->grid()->setPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 40), 1, Qt::DotLine));
-  }
-  plot_->legend->setTextColor(fg);
-  plot_->legend->setBrush(QColor(bg.red(), bg.green(), bg.blue(), 210));
-  plot_->replot(QCustomPlot::rpQueuedReplot);
-}
+void FragmentationPanel::applyTheme() { style_plot(plot_, palette()); }
 
 void FragmentationPanel::clear() {
   series_->clear();
@@ -171,7 +158,7 @@ void FragmentationPanel::clear() {
 
 QString FragmentationPanel::summaryText() const { return numbers_->text(); }
 
-void FragmentationPanel::addSnapshot(const SnapshotPtr& snap) {
+void FragmentationPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   if (!snap) return;
   const MemorySnap& mem = snap->memory;
   peakUsed_ = std::max(peakUsed_, mem.blocks_used);

@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <memory>
 
-#include "ui_types.h"
+#include "snapshot_view.h"
 
 class QCustomPlot;
 class QCPGraph;
@@ -33,12 +33,13 @@ class ArenaBar : public QWidget {
   SnapshotPtr snap_;
 };
 
-class FragmentationPanel : public QWidget {
+class FragmentationPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit FragmentationPanel(QWidget* parent = nullptr);
   ~FragmentationPanel() override;
-  void addSnapshot(const SnapshotPtr& snap);
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events = nullptr) override;
+  void resetForEngine(const ModelInfo&) override { clear(); }
   void clear();
   void applyTheme();
   QString summaryText() const;

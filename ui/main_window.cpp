@@ -67,6 +67,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   blockMap_ = new BlockMapPanel;
   blockMap_->setWhatsThis(tr("Every physical KV block of the pool, coloured by the sequence that owns it."));
+  views_.push_back({QStringLiteral("block map"), blockMap_});
   auto* central = new QWidget;
   auto* cv = new QVBoxLayout(central);
   cv->setContentsMargins(0, 0, 0, 0);
@@ -77,53 +78,45 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   chat_ = new ChatPanel(host_);
   settings_ = new SettingsPanel;
-  memory_ = new MemoryPanel;
-  workload_ = new WorkloadPanel(host_);
-  captions_ = new CaptionsPanel;
-  prefix_ = new PrefixPanel;
-  frag_ = new FragmentationPanel;
   compare_ = new ComparePanel(settings_);
-  planner_ = new PlannerPanel;
   noCache_ = new NoCachePanel(settings_);
 
+  // The registration: one line per panel. Panels of one area are tabs of its first one.
   addPanel(chat_, tr("Chat"), QStringLiteral("chatDock"), Qt::LeftDockWidgetArea,
            tr("Talk to the loaded model. Each turn re-sends the whole conversation, so the earlier turns come "
               "from the prefix cache; the grey line under a reply shows prompt tokens, cached tokens, TTFT and speed."));
   addPanel(settings_, tr("Settings"), QStringLiteral("settingsDock"), Qt::RightDockWidgetArea,
            tr("Engine settings (model, block size, pool size, KV dtype, window, sinks, prefix caching, batch) and "
               "sampling defaults. Invalid values are refused with an explanation; Apply rebuilds the engine."));
-  addPanel(workload_, tr("Workload"), QStringLiteral("workloadDock"), Qt::RightDockWidgetArea,
+  addPanel(new WorkloadPanel(host_), tr("Workload"), QStringLiteral("workloadDock"), Qt::RightDockWidgetArea,
            tr("Run a scenario (many requests arriving over time) and pause, single-step or resume the engine."));
   addPanel(compare_, tr("Compare"), QStringLiteral("compareDock"), Qt::RightDockWidgetArea,
            tr("Run the same workload on two engine configurations side by side and compare memory, waste, "
               "prefix hits and speed."));
-  addPanel(memory_, tr("Memory over time"), QStringLiteral("memoryDock"), Qt::BottomDockWidgetArea,
+  addPanel(new MemoryPanel, tr("Memory over time"), QStringLiteral("memoryDock"), Qt::BottomDockWidgetArea,
            tr("KV blocks used, cached and free over time, with tokens per second and preemptions."));
-  addPanel(frag_, tr("Fragmentation"), QStringLiteral("fragDock"), Qt::BottomDockWidgetArea,
+  addPanel(new FragmentationPanel, tr("Fragmentation"), QStringLiteral("fragDock"), Qt::BottomDockWidgetArea,
            tr("How much of the reserved KV memory actually holds tokens: with paging only each sequence's last "
               "block is partly empty."));
-  addPanel(prefix_, tr("Prefix sharing"), QStringLiteral("prefixDock"), Qt::BottomDockWidgetArea,
+  addPanel(new PrefixPanel, tr("Prefix sharing"), QStringLiteral("prefixDock"), Qt::BottomDockWidgetArea,
            tr("Which sequences share which blocks through the prefix cache: the hash-chain tree with reference "
               "counts, hit counters and each request's reused tokens."));
-  addPanel(captions_, tr("Teaching captions"), QStringLiteral("captionsDock"), Qt::BottomDockWidgetArea,
+  addPanel(new CaptionsPanel, tr("Teaching captions"), QStringLiteral("captionsDock"), Qt::BottomDockWidgetArea,
            tr("One plain-language sentence per block event (allocated, shared, cached, evicted, freed…). "
               "Single-step the engine to follow them one step at a time."));
-  addPanel(planner_, tr("KV calculator"), QStringLiteral("plannerDock"), Qt::RightDockWidgetArea,
+  addPanel(new PlannerPanel, tr("KV calculator"), QStringLiteral("plannerDock"), Qt::RightDockWidgetArea,
            tr("KV cache memory of a model at a context length, batch, weight precision and KV dtype, with the "
               "formula shown; preloaded with the 70B-at-128K example, with and without grouped-query attention."));
   addPanel(noCache_, tr("No KV cache vs cached"), QStringLiteral("noCacheDock"), Qt::BottomDockWidgetArea,
            tr("Teaching: the same prompt generated twice, with the KV cache and without it (the whole sequence "
               "recomputed for every token). Per generated token, the tokens computed and the step time, read from "
               "the engine's snapshots: flat with the cache, growing linearly without it."));
-  tabifyDockWidget(docks_[1], docks_[2]);
-  tabifyDockWidget(docks_[2], docks_[3]);
-  tabifyDockWidget(docks_[3], docks_[8]);
-  docks_[1]->raise();
-  tabifyDockWidget(docks_[4], docks_[5]);
-  tabifyDockWidget(docks_[5], docks_[6]);
-  tabifyDockWidget(docks_[6], docks_[7]);
-  tabifyDockWidget(docks_[7], docks_[9]);
-  docks_[4]->raise();
+  QList<Qt::DockWidgetArea> opened;  // each area opens on its first panel's tab
+  for (QDockWidget* d : docks_)
+    if (!opened.contains(dockWidgetArea(d))) {
+      opened << dockWidgetArea(d);
+      d->raise();
+    }
 
   buildMenus();
   buildStatusBar();
@@ -161,8 +154,9 @@ void MainWindow::showEvent(QShowEvent* e) {
 
 void MainWindow::applyDefaultDockSizes() {
   // Chat left, settings right, plots below: the block map in the middle gets the most room.
-  resizeDocks({docks_[0], docks_[1]}, {width() * 27 / 100, width() * 24 / 100}, Qt::Horizontal);
-  resizeDocks({docks_[4]}, {height() * 30 / 100}, Qt::Vertical);
+  resizeDocks({panelDock(QStringLiteral("chatDock")), panelDock(QStringLiteral("settingsDock"))},
+              {width() * 27 / 100, width() * 24 / 100}, Qt::Horizontal);
+  resizeDocks({panelDock(QStringLiteral("memoryDock"))}, {height() * 30 / 100}, Qt::Vertical);
 }
 
 MainWindow::~MainWindow() { host_->shutdown(); }
@@ -175,10 +169,30 @@ QDockWidget* MainWindow::addPanel(QWidget* w, const QString& title, const QStrin
   w->setWhatsThis(help);
   w->setToolTip(help);
   d->setToolTip(help);
+  QDockWidget* lastInArea = nullptr;  // a new tab goes last: the tabs keep the registration order
+  for (QDockWidget* e : docks_)
+    if (dockWidgetArea(e) == area) lastInArea = e;
   addDockWidget(area, d);
+  if (lastInArea) tabifyDockWidget(lastInArea, d);
   docks_ << d;
+  if (auto* v = dynamic_cast<SnapshotView*>(w)) views_.push_back({title, v});
   return d;
 }
+
+QWidget* MainWindow::dockContent(QDockWidget* d) { return d->widget(); }
+
+QDockWidget* MainWindow::panelDock(const QString& objectName) const {
+  for (QDockWidget* d : docks_)
+    if (d->objectName() == objectName) return d;
+  return nullptr;
+}
+
+MemoryPanel* MainWindow::memoryPanel() const { return panel<MemoryPanel>(); }
+WorkloadPanel* MainWindow::workloadPanel() const { return panel<WorkloadPanel>(); }
+CaptionsPanel* MainWindow::captionsPanel() const { return panel<CaptionsPanel>(); }
+PrefixPanel* MainWindow::prefixPanel() const { return panel<PrefixPanel>(); }
+FragmentationPanel* MainWindow::fragmentationPanel() const { return panel<FragmentationPanel>(); }
+PlannerPanel* MainWindow::plannerPanel() const { return panel<PlannerPanel>(); }
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -257,8 +271,8 @@ void MainWindow::buildStatusBar() {
 void MainWindow::setTheme(const QString& name) {
   apply_theme(name);
   QSettings().setValue(QStringLiteral("window/theme"), name);
-  memory_->applyTheme();
-  frag_->applyTheme();
+  panel<MemoryPanel>()->applyTheme();
+  panel<FragmentationPanel>()->applyTheme();
   compare_->applyTheme();
   noCache_->applyTheme();
   update();
@@ -315,26 +329,18 @@ void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   t.start();
   part.start();
   // Each panel's share, for the frame benchmark: the slowest hand-off of each so far.
-  auto lap = [this, &part](const char* name) {
-    double& worst = worstPanelMs_[QLatin1String(name)];
+  auto lap = [this, &part](const QString& name) {
+    double& worst = worstPanelMs_[name];
     worst = std::max(worst, part.nsecsElapsed() / 1e6);
     part.restart();
   };
-  blockMap_->setSnapshot(snap, events);
-  lap("block map");
-  memory_->addSnapshot(snap);
-  lap("memory");
-  captions_->addEvents(snap, events);
-  lap("captions");
-  if (prefix_->isVisible()) prefix_->setSnapshot(snap);
-  else prefix_->setPending(snap);
-  lap("prefix");
-  frag_->addSnapshot(snap);
-  lap("fragmentation");
-  workload_->setSnapshot(snap);
+  for (const View& v : views_) {
+    v.view->showSnapshot(snap, events);
+    lap(v.name);
+  }
   const QString state = host_->isPaused() ? tr("paused") : (host_->isRunning() ? tr("running") : tr("idle"));
   runLabel_->setText(tr("step %1 · %2 tok/s · %3").arg(snap->step).arg(snap->tokens_per_s, 0, 'f', 0).arg(state));
-  lap("workload + status");
+  lap(QStringLiteral("status bar"));
   lastSnapshotMs_ = t.nsecsElapsed() / 1e6;
   worstSnapshotMs_ = std::max(worstSnapshotMs_, lastSnapshotMs_);
 }
@@ -346,15 +352,10 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   settings_->showConfig(info.config);
   settings_->addRecentModel(info.path);
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
-  blockMap_->setVocab(info.vocab);
-  prefix_->setVocab(info.vocab);
+  for (const View& v : views_) v.view->resetForEngine(info);
   settings_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
   compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
-  memory_->clear();
-  frag_->clear();
-  captions_->clear();
   chat_->engineRebuilt(sameModel);
-  workload_->setModelInfo(info);
   kvLabel_->setText(info.kvSummary.section(QStringLiteral(", max"), 0, 0));
   kvLabel_->setToolTip(info.kvSummary);
   backendLabel_->setText(tr("backend: %1").arg(info.backend));

@@ -1,13 +1,15 @@
 #pragma once
 // The workbench window: the block map in the middle, every other panel in a dock (layout
 // remembered with QSettings), menus, and a status bar with the KV summary and backend. It owns
-// one EngineHost and fans each delivered snapshot out to the panels; panels only store the
-// pointer and repaint, so the UI thread never waits on the engine.
+// one EngineHost and fans each delivered snapshot out to the registered SnapshotViews
+// (snapshot_view.h); panels only store the pointer and repaint, so the UI thread never waits on
+// the engine. A new panel: one file, one addPanel line in the constructor.
 #include <QMainWindow>
 #include <QMap>
 #include <QPointer>
 
 #include "engine_host.h"
+#include "snapshot_view.h"
 
 class QDockWidget;
 class QLabel;
@@ -36,18 +38,26 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   EngineHost* host() const { return host_; }
+  // The docked panel of type T (null if none), e.g. panel<MemoryPanel>().
+  template <class T>
+  T* panel() const {
+    for (QDockWidget* d : docks_)
+      if (T* p = qobject_cast<T*>(dockContent(d))) return p;
+    return nullptr;
+  }
   BlockMapPanel* blockMapPanel() const { return blockMap_; }
   ChatPanel* chatPanel() const { return chat_; }
   SettingsPanel* settingsPanel() const { return settings_; }
-  MemoryPanel* memoryPanel() const { return memory_; }
-  WorkloadPanel* workloadPanel() const { return workload_; }
-  CaptionsPanel* captionsPanel() const { return captions_; }
-  PrefixPanel* prefixPanel() const { return prefix_; }
-  FragmentationPanel* fragmentationPanel() const { return frag_; }
+  MemoryPanel* memoryPanel() const;
+  WorkloadPanel* workloadPanel() const;
+  CaptionsPanel* captionsPanel() const;
+  PrefixPanel* prefixPanel() const;
+  FragmentationPanel* fragmentationPanel() const;
   ComparePanel* comparePanel() const { return compare_; }
-  PlannerPanel* plannerPanel() const { return planner_; }
+  PlannerPanel* plannerPanel() const;
   NoCachePanel* noCachePanel() const { return noCache_; }
-  QList<QDockWidget*> panelDocks() const { return docks_; }
+  QList<QDockWidget*> panelDocks() const { return docks_; }  // in registration order
+  QDockWidget* panelDock(const QString& objectName) const;   // null if no dock has that name
 
   // Loads `path` with the settings panel's current engine settings (or defaults if invalid).
   void openModel(const QString& path);
@@ -71,8 +81,11 @@ class MainWindow : public QMainWindow {
   void showEvent(QShowEvent* e) override;
 
  private:
+  // Docks `w`, tabbed behind the first panel registered in the same area; a SnapshotView is
+  // also fed every snapshot and told about every new engine.
   QDockWidget* addPanel(QWidget* w, const QString& title, const QString& objectName, Qt::DockWidgetArea area,
                         const QString& help);
+  static QWidget* dockContent(QDockWidget* d);
   void buildMenus();
   void buildStatusBar();
   void onSnapshot(const SnapshotPtr& snap, const EventBatch& events);
@@ -83,18 +96,18 @@ class MainWindow : public QMainWindow {
   void applyDefaultDockSizes();
 
   EngineHost* host_;
+  // The panels the window itself talks to; every other panel is reached through its dock.
   BlockMapPanel* blockMap_ = nullptr;
   ChatPanel* chat_ = nullptr;
   SettingsPanel* settings_ = nullptr;
-  MemoryPanel* memory_ = nullptr;
-  WorkloadPanel* workload_ = nullptr;
-  CaptionsPanel* captions_ = nullptr;
-  PrefixPanel* prefix_ = nullptr;
-  FragmentationPanel* frag_ = nullptr;
   ComparePanel* compare_ = nullptr;
-  PlannerPanel* planner_ = nullptr;
   NoCachePanel* noCache_ = nullptr;
   QList<QDockWidget*> docks_;
+  struct View {
+    QString name;  // for the per-panel hand-off times
+    SnapshotView* view;
+  };
+  QList<View> views_;  // the block map, then the docked SnapshotViews in registration order
   QByteArray defaultState_;
   bool restoredState_ = false;
   bool shown_ = false;

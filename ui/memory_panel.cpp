@@ -18,6 +18,7 @@
 #include "live_label.h"
 #include "thinned_series.h"
 #include "seq_palette.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -143,23 +144,7 @@ void MemoryPanel::showEvent(QShowEvent* e) {
   if (replotPending_) requestReplot();
 }
 
-void MemoryPanel::applyTheme() {
-  const QPalette pal = palette();
-  const QColor fg = pal.color(QPalette::WindowText), bg = pal.color(QPalette::Base);
-  plot_->setBackground(bg);
-  for (QCPAxis* a : {plot_->xAxis, plot_->yAxis, plot_->yAxis2}) {
-    a->setBasePen(QPen(fg));
-    a->setTickPen(QPen(fg));
-    a->setSubTickPen(QPen(fg));
-    a->setTickLabelColor(fg);
-    a->setLabelColor(fg);
-    a->grid()->setPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 40), 1, Qt::DotLine));
-  }
-  plot_->legend->setTextColor(fg);
-  plot_->legend->setBrush(QColor(bg.red(), bg.green(), bg.blue(), 210));
-  plot_->legend->setBorderPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 60)));
-  plot_->replot(QCustomPlot::rpQueuedReplot);
-}
+void MemoryPanel::applyTheme() { style_plot(plot_, palette()); }
 
 void MemoryPanel::clear() {
   samples_.clear();
@@ -175,7 +160,7 @@ void MemoryPanel::clear() {
   follow();
 }
 
-void MemoryPanel::addSnapshot(const SnapshotPtr& snap) {
+void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   if (!snap) return;
   // A new engine restarts its clock: start a new series rather than draw a line back in time.
   if (!samples_.empty() && (snap->elapsed_s < samples_.back().t || snap->step < samples_.back().step)) clear();

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "ui_types.h"
+#include "snapshot_view.h"
 
 class QCheckBox;
 class QCustomPlot;
@@ -22,12 +22,13 @@ namespace kvscope::ui {
 class LiveLabel;
 class ThinnedSeries;
 
-class MemoryPanel : public QWidget {
+class MemoryPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit MemoryPanel(QWidget* parent = nullptr);
   ~MemoryPanel() override;
-  void addSnapshot(const SnapshotPtr& snap);
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events = nullptr) override;  // one sample
+  void resetForEngine(const ModelInfo&) override { clear(); }
   void clear();
   bool exportPng(const QString& path, int width = 1200, int height = 500);
   bool exportCsv(const QString& path) const;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "seq_palette.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -89,10 +90,7 @@ PrefixPanel::PrefixPanel(QWidget* parent) : QWidget(parent) {
   tree_->setToolTip(tr("Each path from the top is a chain of blocks (logical order). A block that several sequences "
                        "walk through is shared: computed once, referenced by all of them (refs)."));
   bars_ = new CachedBarsWidget;
-  auto* barsScroll = new QScrollArea;
-  barsScroll->setWidget(bars_);
-  barsScroll->setWidgetResizable(true);
-  barsScroll->setFrameShape(QFrame::NoFrame);
+  QScrollArea* barsScroll = scroll_area(bars_);
   auto* split = new QSplitter;
   split->addWidget(tree_);
   split->addWidget(barsScroll);
@@ -106,10 +104,16 @@ PrefixPanel::PrefixPanel(QWidget* parent) : QWidget(parent) {
 
 void PrefixPanel::showEvent(QShowEvent* e) {
   QWidget::showEvent(e);
-  if (pending_ && pending_ != shown_) setSnapshot(pending_);
+  if (pending_ && pending_ != shown_) rebuildSoon(pending_);
 }
 
-void PrefixPanel::setSnapshot(const SnapshotPtr& snap) {
+void PrefixPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
+  // The tree is the costliest panel to rebuild: a hidden tab only keeps the newest snapshot.
+  if (isVisible()) rebuildSoon(snap);
+  else pending_ = snap;
+}
+
+void PrefixPanel::rebuildSoon(const SnapshotPtr& snap) {
   pending_ = snap;
   const qint64 now = QDateTime::currentMSecsSinceEpoch();
   if (now - lastBuildMs_ >= kMinRebuildMs) {

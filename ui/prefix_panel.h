@@ -5,7 +5,7 @@
 // from the cache.
 #include <QWidget>
 
-#include "ui_types.h"
+#include "snapshot_view.h"
 
 class QLabel;
 class QTreeWidget;
@@ -28,13 +28,13 @@ class CachedBarsWidget : public QWidget {
   SnapshotPtr snap_;
 };
 
-class PrefixPanel : public QWidget {
+class PrefixPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit PrefixPanel(QWidget* parent = nullptr);
-  void setVocab(const VocabPtr& v) { vocab_ = v; }
-  void setSnapshot(const SnapshotPtr& snap);   // rebuilds (throttled)
-  void setPending(const SnapshotPtr& snap) { pending_ = snap; }  // hidden: rebuild when shown
+  void resetForEngine(const ModelInfo& info) override { vocab_ = info.vocab; }
+  // Visible: rebuilds (throttled); hidden: keeps the snapshot and rebuilds when shown.
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events = nullptr) override;
   QTreeWidget* tree() const { return tree_; }
   QString countersText() const;
   void rebuildNow();
@@ -43,6 +43,7 @@ class PrefixPanel : public QWidget {
   void showEvent(QShowEvent* e) override;
 
  private:
+  void rebuildSoon(const SnapshotPtr& snap);  // at most one rebuild per kMinRebuildMs
   QLabel* counters_;
   QTreeWidget* tree_;
   CachedBarsWidget* bars_;

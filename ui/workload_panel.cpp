@@ -112,7 +112,7 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   for (QWidget* w : {static_cast<QWidget*>(run_), static_cast<QWidget*>(step_)}) w->setEnabled(false);
 }
 
-void WorkloadPanel::setSnapshot(const SnapshotPtr& snap) {
+void WorkloadPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   pending_ = snap;
   if (!tableTimer_->isActive()) tableTimer_->start();
 }
@@ -184,7 +184,7 @@ void WorkloadPanel::updateDescription() {
                    : tr("<span style='color:#c62828'>%1</span>").arg(err.toHtmlEscaped()));
 }
 
-void WorkloadPanel::setModelInfo(const ModelInfo&) {
+void WorkloadPanel::resetForEngine(const ModelInfo&) {
   run_->setEnabled(true);
   step_->setEnabled(true);
   progress_->setRange(0, 1);

@@ -4,6 +4,7 @@
 #include <QWidget>
 
 #include "engine_host.h"
+#include "snapshot_view.h"
 #include "workload_source.h"
 
 class QComboBox;
@@ -16,11 +17,11 @@ class QTableWidget;
 class QTimer;
 namespace kvscope::ui {
 
-class WorkloadPanel : public QWidget {
+class WorkloadPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit WorkloadPanel(EngineHost* host, QWidget* parent = nullptr);
-  void setModelInfo(const ModelInfo& info);
+  void resetForEngine(const ModelInfo& info) override;  // its context length and vocabulary size
   // Runs a built-in scenario by name or a scenario file by path; false (and an error) if unknown.
   bool run(const QString& nameOrPath);
   std::optional<Scenario> currentScenario(QString* error = nullptr) const;
@@ -30,7 +31,7 @@ class WorkloadPanel : public QWidget {
   int total() const { return total_; }
   void setStepDelay(int ms);
   // The requests table follows the snapshots (refreshed a few times a second while visible).
-  void setSnapshot(const SnapshotPtr& snap);
+  void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;
   QTableWidget* requestsTable() const { return table_; }
 
  protected:

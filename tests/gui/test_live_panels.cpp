@@ -93,7 +93,7 @@ class TestLivePanels : public QObject {
     };
     QVERIFY(!panel.slidingGraph()->visible());
     for (uint64_t step = 1; step <= 30; ++step)
-      panel.addSnapshot(hybrid(step, static_cast<int>(step), static_cast<int>(std::min<uint64_t>(step, 33))));
+      panel.showSnapshot(hybrid(step, static_cast<int>(step), static_cast<int>(std::min<uint64_t>(step, 33))));
     QVERIFY(panel.slidingGraph()->visible());
     QVERIFY(panel.plot()->legend->hasItemWithPlottable(panel.slidingGraph()));
     QCOMPARE(panel.slidingGraph()->dataCount(), 30);
@@ -109,7 +109,7 @@ class TestLivePanels : public QObject {
 
     auto single = std::make_shared<Snapshot>(*hybrid(1, 5, 0));  // a new engine: its clock restarts
     single->kv_groups.clear();
-    panel.addSnapshot(single);
+    panel.showSnapshot(single);
     QVERIFY(!panel.slidingGraph()->visible());
     QVERIFY(!panel.plot()->legend->hasItemWithPlottable(panel.slidingGraph()));
   }
@@ -119,18 +119,18 @@ class TestLivePanels : public QObject {
     panel.resize(800, 500);
     panel.show();
     QListWidget* list = panel.sequenceList();
-    panel.setSnapshot(snapshot_with({1, 2, 3}), nullptr);
+    panel.showSnapshot(snapshot_with({1, 2, 3}), nullptr);
     QCOMPARE(list_ids(list), (std::vector<SeqId>{1, 2, 3}));
     QVERIFY(list->item(1)->text().startsWith("req 2"));
     QListWidgetItem* two = list->item(1);
-    panel.setSnapshot(snapshot_with({2, 3, 5, 6}), nullptr);
+    panel.showSnapshot(snapshot_with({2, 3, 5, 6}), nullptr);
     QCOMPARE(list_ids(list), (std::vector<SeqId>{2, 3, 5, 6}));
     QCOMPARE(list->item(0), two);  // the same row object: not rebuilt
     QVERIFY(list->item(3)->text().startsWith("req 6"));
     QVERIFY(!list->item(2)->icon().isNull());
-    panel.setSnapshot(snapshot_with({}), nullptr);
+    panel.showSnapshot(snapshot_with({}), nullptr);
     QCOMPARE(list->count(), 0);
-    panel.setSnapshot(snapshot_with({4, 9}), nullptr);
+    panel.showSnapshot(snapshot_with({4, 9}), nullptr);
     QCOMPARE(list_ids(list), (std::vector<SeqId>{4, 9}));
   }
 };

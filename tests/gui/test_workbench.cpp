@@ -298,7 +298,7 @@ class TestWorkbench : public QObject {
     const SnapshotPtr snap = w->host()->latest();
     QVERIFY(snap->counters.prefix_hits_tokens > 0);
     QVERIFY(w->captionsPanel()->captionCount() > 0);
-    w->prefixPanel()->setSnapshot(snap);
+    w->prefixPanel()->showSnapshot(snap);
     w->prefixPanel()->rebuildNow();
     QVERIFY2(w->prefixPanel()->countersText().contains(QStringLiteral("hit %1 tokens").arg(snap->counters.prefix_hits_tokens)),
              qPrintable(w->prefixPanel()->countersText()));
@@ -540,14 +540,14 @@ class TestWorkbench : public QObject {
   void layoutIsRemembered() {
     {
       auto w = open_window();
-      QDockWidget* prefix = w->panelDocks().at(6);
+      QDockWidget* prefix = w->panelDock(QStringLiteral("prefixDock"));
       prefix->setFloating(true);
       w->close();
     }
     auto w = open_window();
-    QVERIFY(w->panelDocks().at(6)->isFloating());
+    QVERIFY(w->panelDock(QStringLiteral("prefixDock"))->isFloating());
     w->resetLayout();
-    QVERIFY(!w->panelDocks().at(6)->isFloating());
+    QVERIFY(!w->panelDock(QStringLiteral("prefixDock"))->isFloating());
     w->close();
   }
 
