@@ -18,6 +18,7 @@
 
 #include "live_label.h"
 #include "settings_panel.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -141,13 +142,7 @@ NoCachePanel::NoCachePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   v->addWidget(plot_, 1);
   v->addWidget(caption_);
   v->addWidget(totals_);
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(0, 0, 0, 0);
-  outer->addWidget(scroll);
+  fill_with_scroll_area(this, content);
 
   replotTimer_ = new QTimer(this);
   replotTimer_->setSingleShot(true);
@@ -180,22 +175,9 @@ void NoCachePanel::shutdown() {
 void NoCachePanel::applyTheme() {
   const QPalette pal = palette();
   const QColor fg = pal.color(QPalette::WindowText), bg = pal.color(QPalette::Base);
-  plot_->setBackground(bg);
-  for (QCPAxisRect* rect : plot_->axisRects())
-    for (QCPAxis* a : rect->axes()) {
-      a->setBasePen(QPen(fg));
-      a->setTickPen(QPen(fg));
-      a->setSubTickPen(QPen(fg));
-      a->setTickLabelColor(fg);
-      a->setLabelColor(fg);
-      a->grid()->setPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 40), 1, Qt::DotLine));
-    }
   msNote_->setColor(fg);
   msNote_->setBrush(QColor(bg.red(), bg.green(), bg.blue(), 220));
-  plot_->legend->setTextColor(fg);
-  plot_->legend->setBrush(QColor(bg.red(), bg.green(), bg.blue(), 220));
-  plot_->legend->setBorderPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 60)));
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  style_plot(plot_, pal, 220);
 }
 
 void NoCachePanel::ensureHost(int i) {

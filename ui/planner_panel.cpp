@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "kv/kv_planner.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -80,13 +81,7 @@ PlannerPanel::PlannerPanel(QWidget* parent) : QWidget(parent) {
   v->addWidget(message_);
   v->addWidget(formula_);
   v->addWidget(table_, 1);
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(0, 0, 0, 0);
-  outer->addWidget(scroll);
+  fill_with_scroll_area(this, content);
 
   preset_->setCurrentIndex(std::max(0, preset_->findData(QStringLiteral("70B"))));
   for (QLineEdit* e : {context_, window_, prefix_}) connect(e, &QLineEdit::textChanged, this, &PlannerPanel::recompute);

@@ -22,6 +22,7 @@
 
 #include "kv/baseline_reserve.h"
 #include "kv/kv_layout.h"
+#include "theme.h"
 
 namespace kvscope::ui {
 
@@ -243,14 +244,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   cv->addWidget(sampBox);
   cv->addLayout(btnRow);
   cv->addStretch(1);
-  auto* scroll = new QScrollArea;
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  auto* v = new QVBoxLayout(this);
-  v->setContentsMargins(0, 0, 0, 0);
-  v->addWidget(scroll);
+  fill_with_scroll_area(this, content, /*wrapWidth=*/true);
 
   showConfig(default_gui_config());
   const SamplingParams sp;  // the engine's own defaults: greedy, no top-k / top-p

@@ -2,8 +2,11 @@
 
 #include <QApplication>
 #include <QPalette>
+#include <QScrollArea>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
 
 namespace kvscope::ui {
 
@@ -53,6 +56,41 @@ void apply_theme(const QString& name) {
     p.setColor(QPalette::ToolTipText, text);
   }
   QApplication::setPalette(p);
+}
+
+void style_plot(QCustomPlot* plot, const QPalette& pal, int legendAlpha) {
+  const QColor fg = pal.color(QPalette::WindowText), bg = pal.color(QPalette::Base);
+  plot->setBackground(bg);
+  for (QCPAxisRect* rect : plot->axisRects())
+    for (QCPAxis* a : rect->axes()) {
+      a->setBasePen(QPen(fg));
+      a->setTickPen(QPen(fg));
+      a->setSubTickPen(QPen(fg));
+      a->setTickLabelColor(fg);
+      a->setLabelColor(fg);
+      a->grid()->setPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 40), 1, Qt::DotLine));
+    }
+  plot->legend->setTextColor(fg);
+  plot->legend->setBrush(QColor(bg.red(), bg.green(), bg.blue(), legendAlpha));
+  plot->legend->setBorderPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 60)));
+  plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QScrollArea* scroll_area(QWidget* content, bool wrapWidth) {
+  auto* scroll = new QScrollArea;
+  if (wrapWidth) scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setWidget(content);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  return scroll;
+}
+
+QScrollArea* fill_with_scroll_area(QWidget* panel, QWidget* content, bool wrapWidth) {
+  QScrollArea* scroll = scroll_area(content, wrapWidth);
+  auto* outer = new QVBoxLayout(panel);
+  outer->setContentsMargins(0, 0, 0, 0);
+  outer->addWidget(scroll);
+  return scroll;
 }
 
 }  // namespace kvscope::ui
