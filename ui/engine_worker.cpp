@@ -94,16 +94,16 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   // The old engine's requests die with it; tell their owners so no chat waits forever (after
   // the text they had generated).
   flushText();
-  for (auto& [id, live] : live_) {
+  for (auto& [id, stream] : streams_) {
     TurnStats t;
     t.id = id;
-    t.tag = live.tag;
+    t.tag = stream.tag;
     t.state = QStringLiteral("cancelled");
     t.error = tr("the engine was rebuilt");
-    t.tokens = live.tokens;
+    t.tokens = stream.tokens;
     emit requestFinished(t);
   }
-  live_.clear();
+  streams_.clear();
   finishedThisStep_.clear();
   arrivals_.clear();
   workloadSeqs_.clear();
@@ -115,8 +115,8 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   model_ = std::move(model);
   engine_->set_callbacks(EngineCallbacks{
       [this](SeqId id, TokenId tok) {
-        auto it = live_.find(id);
-        if (it == live_.end()) return;
+        auto it = streams_.find(id);
+        if (it == streams_.end()) return;
         it->second.tokens.push_back(tok);
         queueText(id, it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : ""));
       },
@@ -154,7 +154,7 @@ void EngineWorker::submit(quint64 tag, const Request& r) {
     emit engineError(tr("Request refused: %1").arg(QString::fromUtf8(e.what())));
     return;
   }
-  Live& l = live_[id];
+  SeqStream& l = streams_[id];
   l.tokens = r.prompt;
   l.tag = tag;
   emit submitted(tag, id, static_cast<int>(r.prompt.size()));
@@ -231,7 +231,7 @@ void EngineWorker::cancelAll() {
   arrivals_.clear();
   if (workloadTotal_ > 0) emit workloadProgress(workloadDone_, workloadTotal_);
   std::vector<SeqId> ids;
-  for (const auto& [id, l] : live_) ids.push_back(id);
+  for (const auto& [id, l] : streams_) ids.push_back(id);
   for (SeqId id : ids) cancel(id);
   deliverSnapshot(true);
 }
@@ -272,7 +272,7 @@ void EngineWorker::submitWorkloadRequest(const WorkloadRequest& r) {
   else q.prompt = workload_prompt_ids(r, tok);
   const std::vector<SeqId> ids = r.n > 1 ? engine_->submit_parallel(q, r.n) : std::vector<SeqId>{engine_->submit(q)};
   for (SeqId id : ids) {
-    Live& l = live_[id];
+    SeqStream& l = streams_[id];
     l.tokens = q.prompt;
     workloadSeqs_[id] = r.conversation;
     emit submitted(0, id, static_cast<int>(q.prompt.size()));
@@ -409,8 +409,8 @@ void EngineWorker::afterStep() {
   }
   SnapshotPtr snap = finishedThisStep_.empty() ? nullptr : engine_->snapshot();
   for (SeqId id : finishedThisStep_) {
-    auto it = live_.find(id);
-    if (it == live_.end()) continue;
+    auto it = streams_.find(id);
+    if (it == streams_.end()) continue;
     TurnStats t = statsFor(id, snap.get());
     t.tag = it->second.tag;
     t.tokens = std::move(it->second.tokens);
@@ -422,7 +422,7 @@ void EngineWorker::afterStep() {
     }
     queueText(id, it->second.decoder.flush());
     flushText(id);  // the whole reply reaches the UI before its requestFinished
-    live_.erase(it);
+    streams_.erase(it);
     workloadRequestDone(id, t);
     emit requestFinished(t);
   }

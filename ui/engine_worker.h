@@ -103,13 +103,14 @@ class EngineWorker : public QObject {
   QString modelPath_;
   VocabPtr vocab_;
 
-  // Per live request: tokens so far (prompt + generated), its UTF-8 stream decoder, its tag.
-  struct Live {
+  // What the worker streams of one engine sequence until it finishes: its tokens so far
+  // (prompt + generated), the UTF-8 decoder of its text, and its submitter's tag.
+  struct SeqStream {
     std::vector<TokenId> tokens;
     Utf8StreamDecoder decoder;
     quint64 tag = 0;
   };
-  std::unordered_map<SeqId, Live> live_;
+  std::unordered_map<SeqId, SeqStream> streams_;
   // Decoded text not yet sent to the UI, per sequence, in the order it became available.
   std::vector<std::pair<SeqId, std::string>> pendingText_;
   void queueText(SeqId id, std::string text);
