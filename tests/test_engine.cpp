@@ -9,7 +9,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
-#include "engine/workload_runner.h"
+#include "run/workload_runner.h"
 #include "telemetry/block_events.h"
 #include "telemetry/snapshot_json.h"
 #include "test_support.h"

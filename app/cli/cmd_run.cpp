@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cpu/cpu_backend.h"
-#include "engine/workload_runner.h"
+#include "run/workload_runner.h"
 #include "workload/workload.h"
 
 namespace kvscope::cli {

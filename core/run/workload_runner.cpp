@@ -1,4 +1,4 @@
-#include "engine/workload_runner.h"
+#include "run/workload_runner.h"
 
 #include <algorithm>
 #include <thread>
@@ -7,12 +7,19 @@
 
 namespace kvscope {
 
-WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload)
-    : engine_(engine), wl_(std::move(workload)) {
+WorkloadRunner::WorkloadRunner(Engine& engine, Workload workload, WorkloadRunnerOptions options)
+    : engine_(engine), wl_(std::move(workload)), opt_(std::move(options)) {
   submitted_.assign(wl_.requests.size(), false);
+  skipped_why_.resize(wl_.requests.size());
   seq_of_.resize(wl_.requests.size());
   final_.resize(wl_.requests.size());
   metrics_.kv_pool_bytes = engine_.backend().kv_total_bytes();
+}
+
+void WorkloadRunner::skip(size_t i, std::string why) {
+  submitted_[i] = true;  // done, with no sequence
+  skipped_why_[i] = std::move(why);
+  if (opt_.hooks.on_skipped) opt_.hooks.on_skipped(wl_.requests[i]);
 }
 
 void WorkloadRunner::submit_due() {
@@ -26,27 +33,40 @@ void WorkloadRunner::submit_due() {
     req.ignore_eos = r.ignore_eos;
     req.label = r.id;
     if (r.sampling) req.sampling = *r.sampling;
-    if (r.is_follow_up_turn()) {
-      // Waits for the previous turn of its conversation to finish, then continues it.
-      auto it = last_turn_.find(r.conversation);
-      if (it == last_turn_.end()) continue;
-      const std::optional<RequestResult>& prev = final_[it->second];
-      if (!prev) continue;  // the previous turn is still running
-      if (prev->state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
-        submitted_[i] = true;
-        continue;
+    try {
+      if (r.is_follow_up_turn()) {
+        // Waits for the previous turn of its conversation to finish, then continues it.
+        auto it = last_turn_.find(r.conversation);
+        if (it == last_turn_.end()) continue;
+        const std::optional<RequestResult>& prev = final_[it->second];
+        if (!prev) continue;  // the previous turn is still running
+        if (prev->state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
+          skip(i, "its conversation's previous turn did not finish");
+          continue;
+        }
+        std::vector<TokenId> history = prev->prompt;
+        history.insert(history.end(), prev->tokens.begin(), prev->tokens.end());
+        if (!history.empty() && tok.is_eog(history.back())) history.pop_back();
+        req.prompt = build_turn_prompt(history, r, tok);
+      } else {
+        req.prompt = workload_prompt_ids(r, tok);
       }
-      std::vector<TokenId> history = prev->prompt;
-      history.insert(history.end(), prev->tokens.begin(), prev->tokens.end());
-      if (!history.empty() && tok.is_eog(history.back())) history.pop_back();
-      req.prompt = build_turn_prompt(history, r, tok);
-    } else {
-      req.prompt = workload_prompt_ids(r, tok);
+    } catch (const std::exception& e) {
+      // A prompt id outside the vocabulary: the caller hears the error; a caller that goes on
+      // stepping does not meet this request again.
+      skip(i, e.what());
+      throw;
     }
     seq_of_[i] = r.n > 1 ? engine_.submit_parallel(req, r.n) : std::vector<SeqId>{engine_.submit(req)};
     submitted_[i] = true;
     if (!r.conversation.empty()) last_turn_[r.conversation] = i;
+    if (opt_.hooks.on_submitted) opt_.hooks.on_submitted(r, req, seq_of_[i]);
   }
+}
+
+void WorkloadRunner::drop_pending() {
+  for (size_t i = 0; i < wl_.requests.size(); ++i)
+    if (!submitted_[i]) skip(i, "dropped before it was submitted");
 }
 
 // A request that was submitted but got no sequence (a broken-off conversation) is done too.
@@ -97,10 +117,21 @@ bool WorkloadRunner::step() {
         next_s = r.arrival_s;
     }
     if (const double wait = next_s - elapsed_s(); wait > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.05)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, opt_.max_wait_s)));
       return true;
     }
-    ++step_;
+    // Every request still to come arrives at a later step: move the step clock straight to the
+    // earliest of them instead of taking the empty steps in between one call at a time (the
+    // same submissions at the same step counts, without a slow-motion driver crawling there).
+    uint64_t next_step = step_ + 1;
+    bool any = false;
+    for (size_t i = 0; i < wl_.requests.size(); ++i) {
+      if (submitted_[i]) continue;
+      const uint64_t at = std::max(step_ + 1, static_cast<uint64_t>(wl_.requests[i].arrival_step));
+      next_step = any ? std::min(next_step, at) : at;
+      any = true;
+    }
+    step_ = next_step;
     harvest(nullptr);  // requests rejected at submission finish without a step
     return true;
   }
@@ -115,8 +146,8 @@ double WorkloadRunner::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void WorkloadRunner::run_to_completion() {
-  while (step()) {
+void WorkloadRunner::run_to_completion(const std::atomic<bool>* stop) {
+  while ((!stop || !stop->load()) && step()) {
   }
 }
 
@@ -167,7 +198,7 @@ RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap)
   r.seqs = seq_of_[i];
   if (r.seqs.empty()) {
     r.state = SeqState::Rejected;
-    r.error = submitted_[i] ? "its conversation's previous turn did not finish" : "never submitted";
+    r.error = submitted_[i] ? skipped_why_[i] : "never submitted";
     return r;
   }
   const Sequence& s = engine_.sequence(r.seqs.front());

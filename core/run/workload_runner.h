@@ -1,10 +1,17 @@
 #pragma once
-// Replays a Workload through an Engine step by step (so the CLI loop and the UI's worker can
-// both drive it): submits each request at its arrival step, chains conversation turns (turn
-// t+1's prompt = turn t's full token sequence + the new text, so prefix caching can reuse it),
-// and accumulates the run's memory and speed metrics from the engine's snapshots.
+// Replays a Workload through an Engine step by step: submits each request once its arrival
+// step and arrival time have come (n parallel samples through submit_parallel), chains
+// conversation turns (turn t+1's prompt = turn t's full token sequence + the new text, so prefix
+// caching can reuse it), and accumulates the run's memory and speed metrics from the engine's
+// snapshots. The one replay core of `kvscope-cli run` (run_to_completion) and of the GUI's
+// EngineWorker (step() from its own loop, hooks to follow what was submitted).
+//
+// core/run is the layer above the engine and the backends: it may include engine/, kv/,
+// workload/ and model/, and nothing below it includes run/.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -65,12 +72,35 @@ struct RunMetrics {
   int64_t kv_pool_bytes = 0;
 };
 
+// What a driver that runs its own loop (the GUI's worker) learns from the runner, called on the
+// thread that calls step().
+struct WorkloadRunnerHooks {
+  // A request went into the engine as `submitted` (its prompt with the conversation's history
+  // prepended): `seqs` holds one id, or n for n parallel samples.
+  std::function<void(const WorkloadRequest& request, const Request& submitted, const std::vector<SeqId>& seqs)> on_submitted;
+  // A request that will never be submitted: its conversation broke off, its prompt could not be
+  // built, or drop_pending() gave up on it.
+  std::function<void(const WorkloadRequest& request)> on_skipped;
+};
+
+struct WorkloadRunnerOptions {
+  // The longest one step() sleeps while it waits for a request's arrival_s; a caller with a
+  // message loop to serve between steps asks for short slices.
+  double max_wait_s = 0.05;
+  WorkloadRunnerHooks hooks;
+};
+
 class WorkloadRunner {
  public:
-  WorkloadRunner(Engine& engine, Workload workload);
-  // Submits what is due and runs one engine step; false once every request is done.
+  WorkloadRunner(Engine& engine, Workload workload, WorkloadRunnerOptions options = {});
+  // Submits what is due and runs one engine step (or waits a slice for a request's time);
+  // false once every request is done and the engine has nothing left to do.
   bool step();
-  void run_to_completion();
+  // Steps until done, or until *stop becomes true (it may be set from any thread).
+  void run_to_completion(const std::atomic<bool>* stop = nullptr);
+  // Gives up on every request not submitted yet (each reported to on_skipped); those already in
+  // the engine run on. Their results say why.
+  void drop_pending();
   bool done() const;
   double progress() const;            // finished requests / all requests
   const RunMetrics& metrics() const { return metrics_; }
@@ -79,6 +109,7 @@ class WorkloadRunner {
 
  private:
   void submit_due();
+  void skip(size_t i, std::string why);  // request i is done without ever being submitted
   double elapsed_s() const;  // wall time since the first step()
   void observe(const Snapshot& s);
   // Copies the result of every request whose sequences all finished: the engine prunes
@@ -89,7 +120,9 @@ class WorkloadRunner {
 
   Engine& engine_;
   Workload wl_;
+  WorkloadRunnerOptions opt_;
   std::vector<bool> submitted_;
+  std::vector<std::string> skipped_why_;       // per request: why it was never submitted
   std::vector<std::vector<SeqId>> seq_of_;     // per request
   std::vector<std::optional<RequestResult>> final_;  // per request, once all its sequences finished
   std::map<std::string, size_t> last_turn_;    // conversation -> index of its latest submitted turn
