@@ -1,11 +1,9 @@
 #include "engine_host.h"
 
-#include <QTimer>
-
 namespace kvscope::ui {
 
 namespace {
-constexpr qint64 kFrameMs = 16;
+constexpr int kFrameMs = 16;  // a 60 Hz display gains nothing from more snapshots
 }
 
 EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
@@ -14,16 +12,11 @@ EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
   // The worker (and the Engine it owns) is destroyed on its own thread as the thread ends.
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
 
+  frameClock_.setInterval(kFrameMs);
+  connect(&frameClock_, &QTimer::timeout, this, [this] { worker_->requestFrame(); });
   connect(worker_, &EngineWorker::snapshotReady, this, [this](const SnapshotPtr& s, const EventBatch& ev) {
     latest_ = s;
-    emit snapshot(s, ev);
-    // Panels only stored the pointer and scheduled a repaint; now the worker may send the next,
-    // but not sooner than one display frame after this one: a faster engine is coalesced
-    // instead of keeping the UI thread busy.
-    const qint64 since = paceClock_.isValid() ? paceClock_.elapsed() : kFrameMs;
-    paceClock_.start();
-    if (since >= kFrameMs) post([w = worker_] { w->ackSnapshot(); });
-    else QTimer::singleShot(static_cast<int>(kFrameMs - since), this, [this] { post([w = worker_] { w->ackSnapshot(); }); });
+    emit snapshot(s, ev);  // panels only store the pointer and schedule a repaint
   });
   connect(worker_, &EngineWorker::modelLoading, this, [this](const QString& what) {
     loading_ = true;
@@ -42,7 +35,13 @@ EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
     }
     emit error(msg);
   });
-  connect(worker_, &EngineWorker::runningChanged, this, [this](bool r) { running_ = r; });
+  connect(worker_, &EngineWorker::runningChanged, this, [this](bool r) {
+    running_ = r;
+    if (r) {
+      worker_->requestFrame();  // the first frame of a run without waiting a tick
+      frameClock_.start();
+    } else frameClock_.stop();  // the worker sends the final state itself when it stops
+  });
   connect(worker_, &EngineWorker::pausedChanged, this, [this](bool p) { paused_ = p; });
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
   thread_.start();
@@ -53,6 +52,7 @@ EngineHost::~EngineHost() { shutdown(); }
 void EngineHost::shutdown() {
   if (down_) return;
   down_ = true;
+  frameClock_.stop();
   worker_->requestStop();  // the step loop ends at the next tick
   thread_.quit();
   thread_.wait();

@@ -1,12 +1,14 @@
 #pragma once
 // The UI thread's handle on one EngineWorker: starts its QThread, forwards commands as queued
 // calls (so the caller never blocks on a step or a model load), keeps the newest snapshot for
-// panels that open late, and acknowledges snapshots so the worker can coalesce them. Its
-// destructor stops the worker at the next step boundary and joins the thread: closing the
-// window mid-run never hangs longer than one engine step.
-#include <QElapsedTimer>
+// panels that open late, and owns the UI's snapshot pace: while the engine steps, its frame
+// clock asks the worker for one snapshot per display frame (kFrameMs), so a faster engine is
+// coalesced instead of keeping the UI thread busy. Its destructor stops the worker at the next
+// step boundary and joins the thread: closing the window mid-run never hangs longer than one
+// engine step.
 #include <QObject>
 #include <QThread>
+#include <QTimer>
 
 #include "engine_worker.h"
 
@@ -40,7 +42,7 @@ class EngineHost : public QObject {
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);
-  void setEveryStep(bool on);  // see EngineWorker::setEveryStep
+  void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
   void shutdown();  // idempotent; also done by the destructor
 
  signals:
@@ -57,7 +59,10 @@ class EngineHost : public QObject {
   QThread thread_;
   EngineWorker* worker_ = nullptr;
   SnapshotPtr latest_;
-  QElapsedTimer paceClock_;
+  // Runs while the worker steps; each tick asks for the next snapshot (a flag the worker reads
+  // after its step: the UI thread never waits on it). When the UI thread is busy the ticks
+  // come later, and so do the snapshots.
+  QTimer frameClock_;
   ModelInfo info_;
   quint64 nextTag_ = 1;
   bool loading_ = false, running_ = false, paused_ = false, down_ = false;

@@ -1,12 +1,12 @@
 #include "engine_worker.h"
 
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QThread>
 #include <algorithm>
 #include <exception>
 
 #include "chat/chat_conversation.h"
-#include "workload/workload_tokens.h"
 
 namespace kvscope::ui {
 
@@ -105,9 +105,8 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   }
   streams_.clear();
   finishedThisStep_.clear();
-  arrivals_.clear();
+  runner_.reset();  // it drives the old engine
   workloadSeqs_.clear();
-  conversations_.clear();
   workloadTotal_ = workloadDone_ = 0;
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
 
@@ -227,9 +226,7 @@ void EngineWorker::cancel(SeqId id) {
 
 void EngineWorker::cancelAll() {
   // Requests not yet submitted are dropped; they count as done so the run reaches its end.
-  for (const Pending& p : arrivals_) workloadDone_ += std::max(1, p.request.n);
-  arrivals_.clear();
-  if (workloadTotal_ > 0) emit workloadProgress(workloadDone_, workloadTotal_);
+  if (runner_) runner_->drop_pending();
   std::vector<SeqId> ids;
   for (const auto& [id, l] : streams_) ids.push_back(id);
   for (SeqId id : ids) cancel(id);
@@ -241,85 +238,27 @@ void EngineWorker::runWorkload(const Scenario& w) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
   }
-  arrivals_.clear();
-  for (size_t k = 0; k < w.requests.size(); ++k) arrivals_.push_back({w.requests[k], k});
-  std::stable_sort(arrivals_.begin(), arrivals_.end(),
-                   [](const Pending& a, const Pending& b) { return a.request.arrival_step < b.request.arrival_step; });
+  WorkloadRunnerOptions opt;
+  opt.max_wait_s = 0.01;  // waits for an arrival time in short slices: commands still come through
+  opt.hooks.on_submitted = [this](const WorkloadRequest&, const Request& q, const std::vector<SeqId>& ids) {
+    for (SeqId id : ids) {
+      streams_[id].tokens = q.prompt;
+      workloadSeqs_.insert(id);
+      emit submitted(0, id, static_cast<int>(q.prompt.size()));
+    }
+  };
+  // Never submitted (a broken-off conversation, a bad prompt, cancel all): done all the same.
+  opt.hooks.on_skipped = [this](const WorkloadRequest& r) { workloadProgressed(std::max(1, r.n)); };
+  runner_ = std::make_unique<WorkloadRunner>(*engine_, w, std::move(opt));
   workloadSeqs_.clear();
-  conversations_.clear();
   workloadTotal_ = scenario_request_count(w);
   workloadDone_ = 0;
-  workloadStep_ = 0;
-  workloadClock_.start();
   emit workloadProgress(0, workloadTotal_);
   schedulePump();
 }
 
-bool EngineWorker::releasable(const Pending& p) const {
-  if (!p.request.is_follow_up_turn()) return true;
-  auto it = conversations_.find(p.request.conversation);
-  return it != conversations_.end() && !it->second.running && (it->second.broken || it->second.nextTurn == p.request.turn);
-}
-
-void EngineWorker::submitWorkloadRequest(const WorkloadRequest& r) {
-  const Tokenizer& tok = *model_->tokenizer;
-  Request q;
-  q.max_new_tokens = r.max_new_tokens;
-  q.ignore_eos = r.ignore_eos;
-  q.sampling = r.sampling.value_or(SamplingParams{});
-  q.label = r.id;
-  if (r.is_follow_up_turn()) q.prompt = build_turn_prompt(conversations_[r.conversation].lastTokens, r, tok);
-  else q.prompt = workload_prompt_ids(r, tok);
-  const std::vector<SeqId> ids = r.n > 1 ? engine_->submit_parallel(q, r.n) : std::vector<SeqId>{engine_->submit(q)};
-  for (SeqId id : ids) {
-    SeqStream& l = streams_[id];
-    l.tokens = q.prompt;
-    workloadSeqs_[id] = r.conversation;
-    emit submitted(0, id, static_cast<int>(q.prompt.size()));
-  }
-  if (!r.conversation.empty()) conversations_[r.conversation].running = true;
-}
-
-void EngineWorker::releaseArrivals() {
-  // Arrival steps count engine steps since the workload started; when the engine is idle the
-  // clock jumps to the next releasable arrival instead of spinning empty steps.
-  if (arrivals_.empty()) return;
-  if (!engine_->has_work()) {
-    int64_t next = -1;
-    for (const Pending& p : arrivals_)
-      if (releasable(p) && (next < 0 || p.request.arrival_step < next)) next = p.request.arrival_step;
-    if (next >= 0) workloadStep_ = std::max(workloadStep_, next);
-  }
-  for (size_t k = 0; k < arrivals_.size();) {
-    const Pending& p = arrivals_[k];
-    if (p.request.arrival_step > workloadStep_ || p.request.arrival_s > workloadSeconds() || !releasable(p)) {
-      ++k;
-      continue;
-    }
-    const WorkloadRequest r = p.request;
-    arrivals_.erase(arrivals_.begin() + static_cast<long>(k));
-    if (r.is_follow_up_turn() && conversations_[r.conversation].broken) {
-      // Its conversation lost a turn: there is no context to continue from.
-      ++workloadDone_;
-      emit workloadProgress(workloadDone_, workloadTotal_);
-      continue;
-    }
-    submitWorkloadRequest(r);
-  }
-}
-
-void EngineWorker::workloadRequestDone(SeqId id, const TurnStats& t) {
-  auto it = workloadSeqs_.find(id);
-  if (it == workloadSeqs_.end()) return;
-  if (!it->second.empty()) {
-    Conversation& c = conversations_[it->second];
-    c.running = false;
-    ++c.nextTurn;
-    c.lastTokens = t.tokens;
-    if (t.state != QLatin1String("finished")) c.broken = true;
-  }
-  workloadSeqs_.erase(it);
-  ++workloadDone_;
+void EngineWorker::workloadProgressed(int newlyDone) {
+  workloadDone_ += newlyDone;
   emit workloadProgress(workloadDone_, workloadTotal_);
 }
 
@@ -373,33 +312,30 @@ void EngineWorker::pump() {
 }
 
 bool EngineWorker::stepOnce() {
+  bool more = true;
   try {
-    releaseArrivals();  // may throw on a prompt id outside the vocabulary
-    if (!engine_->has_work()) {
-      afterStep();
-      // Idle until a request's arrival time (arrival_s): wait in short slices on this worker
-      // thread rather than spin the pump, so commands (cancel, stop) still come through.
-      double next_s = -1;
-      for (const Pending& p : arrivals_)
-        if (releasable(p) && p.request.arrival_step <= workloadStep_ && (next_s < 0 || p.request.arrival_s < next_s))
-          next_s = p.request.arrival_s;
-      if (const double wait = next_s - workloadSeconds(); wait > 0)
-        QThread::msleep(static_cast<unsigned long>(std::min(wait, 0.01) * 1000) + 1);
-      return std::any_of(arrivals_.begin(), arrivals_.end(), [this](const Pending& p) { return releasable(p); });
+    if (runner_) {
+      // Submits what has arrived and steps the engine (chats included), or waits one short
+      // slice for a request's arrival time; may throw on a prompt id outside the vocabulary.
+      if (!runner_->step()) runner_.reset();
+      more = runner_ || engine_->has_work();
+    } else if (engine_->has_work()) {
+      engine_->step();
+    } else {
+      more = false;
     }
-    engine_->step();
-    ++workloadStep_;
   } catch (const std::exception& e) {
     fail(tr("The engine stopped with an error:\n%1").arg(QString::fromUtf8(e.what())));
     return false;
   }
   afterStep();
-  return true;
+  return more;
 }
 
 void EngineWorker::afterStep() {
-  // The step's block events come without a snapshot: the engine builds one only when asked,
-  // which here is when the UI is ready for the next (see deliverSnapshot) or a turn ended.
+  // The engine has published this step's snapshot; its block events are kept here until the
+  // next snapshot goes to the UI, so the captions see every step's events even when the UI
+  // takes one snapshot of several steps.
   if (const std::vector<BlockEvent> evs = engine_->take_new_events(); !evs.empty()) {
     // Bounded: if the UI stalls, keep the newest events (the captions care about the present).
     auto& pe = *pendingEvents_;
@@ -423,7 +359,7 @@ void EngineWorker::afterStep() {
     queueText(id, it->second.decoder.flush());
     flushText(id);  // the whole reply reaches the UI before its requestFinished
     streams_.erase(it);
-    workloadRequestDone(id, t);
+    if (workloadSeqs_.erase(id)) workloadProgressed(1);
     emit requestFinished(t);
   }
   finishedThisStep_.clear();
@@ -464,28 +400,14 @@ TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {
 
 void EngineWorker::deliverSnapshot(bool force) {
   if (!engine_) return;
-  if (inFlight_ && !force && !everyStep_) {
-    dirty_ = true;
-    return;
-  }
-  if (!force && !everyStep_ && sinceSnapshot_.isValid() && sinceSnapshot_.elapsed() < kMinSnapshotIntervalMs) {
-    dirty_ = true;
-    if (!snapshotTimer_) {
-      snapshotTimer_ = new QTimer(this);
-      snapshotTimer_->setSingleShot(true);
-      connect(snapshotTimer_, &QTimer::timeout, this, [this] {
-        if (dirty_) deliverSnapshot(false);
-      });
-    }
-    if (!snapshotTimer_->isActive()) snapshotTimer_->start(static_cast<int>(kMinSnapshotIntervalMs - sinceSnapshot_.elapsed()));
-    return;
-  }
-  sinceSnapshot_.start();
+  // frameWanted_ is cleared only when it is used, so a frame asked for between two steps is
+  // not lost.
+  if (!force && !everyStep_ && running_ && !frameWanted_.exchange(false)) return;
   EventBatch batch = pendingEvents_;
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
-  inFlight_ = true;
-  dirty_ = false;
   flushText();  // the text of the steps this snapshot shows
+  // The published snapshot, or a fresh one if a command (submit, cancel) changed the state
+  // since the last step.
   emit snapshotReady(engine_->snapshot(), batch);
 }
 
@@ -508,11 +430,6 @@ void EngineWorker::flushText(SeqId only) {
     emit tokenStreamed(it->first, QString::fromUtf8(it->second));
     it = pendingText_.erase(it);
   }
-}
-
-void EngineWorker::ackSnapshot() {
-  inFlight_ = false;
-  if (dirty_) deliverSnapshot(false);
 }
 
 void EngineWorker::setRunning(bool r) {

@@ -2,16 +2,17 @@
 // The engine's home thread. EngineWorker owns the Model and the Engine and is the only code that
 // touches them; it lives on its own QThread (see EngineHost), takes commands as queued calls and
 // sends immutable snapshots, streamed tokens and finished turns out as queued signals — the
-// Mandelbrot-example pattern: no shared mutable state, the UI thread never waits on a step.
+// Mandelbrot-example pattern: no shared mutable state but two atomic flags (stop, frame wanted),
+// the UI thread never waits on a step.
 //
 // Stepping is driven by a zero-interval timer instead of a loop so that commands (cancel, pause,
-// a new chat message) interleave with steps: each timer tick runs exactly one Engine::step().
-#include <QElapsedTimer>
+// a new chat message) interleave with steps: each timer tick runs exactly one Engine::step()
+// (through the WorkloadRunner while a scenario replays, so the GUI and kvscope-cli share one
+// replay core). While it steps, the snapshots go out at the pace of the UI's frame clock
+// (EngineHost asks with requestFrame()); the worker itself keeps no clock.
 #include <QObject>
 #include <QTimer>
 #include <atomic>
-#include <deque>
-#include <map>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -19,6 +20,7 @@
 #include "chat/chat_template_choice.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "run/workload_runner.h"
 #include "backend_choice.h"
 #include "quality_eval.h"
 #include "ui_types.h"
@@ -34,6 +36,9 @@ class EngineWorker : public QObject {
 
   // Thread-safe: asks a running step loop to stop at the next tick (used at shutdown).
   void requestStop() { stop_.store(true); }
+  // Thread-safe: the UI is ready for its next frame; the step that comes next sends the newest
+  // snapshot (with the events and text of every step since the previous one).
+  void requestFrame() { frameWanted_.store(true); }
 
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
@@ -52,13 +57,12 @@ class EngineWorker : public QObject {
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);                          // slow motion for teaching / screenshots
-  void ackSnapshot();                                 // the UI consumed the last snapshot
   // The compare panel's quality run: scores `text` (BOS + text, at most maxTokens tokens) with
   // this engine's KV settings on a separate, temporary engine; the live engine is untouched.
   // Runs to completion on this thread, reporting qualityProgress, then qualityFinished.
   void evaluateText(quint64 tag, const QString& text, int maxTokens);
-  // Deliver the snapshot of every step instead of coalescing them (panels that plot per-step
-  // data, e.g. the no-KV-cache teaching run, must not miss a step).
+  // Send the snapshot of every step instead of one per requested frame (panels that plot
+  // per-step data, e.g. the no-KV-cache teaching run, must not miss a step).
   void setEveryStep(bool on) { everyStep_ = on; }
 
  signals:
@@ -67,7 +71,7 @@ class EngineWorker : public QObject {
   void engineError(const QString& message);
   void submitted(quint64 tag, qint64 seq, int promptTokens);
   // New text of a sequence since its previous tokenStreamed: tokens are batched per delivered
-  // frame (sent with each snapshot and when the sequence finishes), not one signal per token.
+  // snapshot (sent with each one and when the sequence finishes), not one signal per token.
   void tokenStreamed(qint64 seq, const QString& piece);
   void requestFinished(const kvscope::ui::TurnStats& stats);
   void snapshotReady(const kvscope::SnapshotPtr& snap, const kvscope::ui::EventBatch& events);
@@ -80,11 +84,12 @@ class EngineWorker : public QObject {
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);
   void schedulePump();
-  void pump();                                         // one timer tick: release arrivals, step once
-  bool stepOnce();
+  void pump();                                         // one timer tick: step once
+  bool stepOnce();                                     // false: nothing left to step
   void afterStep();
+  // Sends the newest snapshot now (force), or when the UI asked for a frame, or at once when
+  // the step loop is not running (a command's effect, e.g. a cancel while paused, shows at once).
   void deliverSnapshot(bool force);
-  void releaseArrivals();
   void setRunning(bool r);
   void fail(const QString& what);
   TurnStats statsFor(SeqId id, const Snapshot* snap) const;
@@ -117,40 +122,19 @@ class EngineWorker : public QObject {
   void flushText(SeqId only = -1);   // -1: every sequence
   std::vector<SeqId> finishedThisStep_;
 
-  // Snapshot coalescing: at most one snapshot in flight to the UI; steps taken meanwhile only
-  // accumulate their events, and the newest snapshot goes out when the UI acks.
-  // And at most one every kMinSnapshotIntervalMs (a 60 Hz display gains nothing from more): the
-  // UI thread used to take ~180 snapshots a second on a fast model, and the engine builds each.
-  static constexpr int kMinSnapshotIntervalMs = 16;
-  bool inFlight_ = false;
-  bool dirty_ = false;
+  // The engine publishes a snapshot after every step; what goes to the UI is the newest one when
+  // the UI's frame clock asks (frameWanted_), every one with everyStep_. The block events of the
+  // steps in between are kept, not coalesced.
+  std::atomic<bool> frameWanted_{false};
   bool everyStep_ = false;
-  QElapsedTimer sinceSnapshot_;
-  QTimer* snapshotTimer_ = nullptr;  // delivers a deferred snapshot once the interval is over
   std::shared_ptr<std::vector<BlockEvent>> pendingEvents_;
 
-  // Workload replay. A follow-up chat turn waits for its conversation's previous turn and is
-  // built from that turn's full token sequence (build_turn_prompt), as kvscope-cli replays it.
-  struct Pending {
-    WorkloadRequest request;
-    size_t order = 0;
-  };
-  struct Conversation {
-    int nextTurn = 0;                  // the turn that may be submitted next
-    bool running = false;              // a turn of it is in the engine
-    bool broken = false;               // a turn was rejected or cancelled: later turns are skipped
-    std::vector<TokenId> lastTokens;   // the finished turn's prompt + generated tokens
-  };
-  bool releasable(const Pending& p) const;
-  void submitWorkloadRequest(const WorkloadRequest& r);
-  void workloadRequestDone(SeqId id, const TurnStats& t);
-  std::vector<Pending> arrivals_;      // not yet submitted, in arrival order
-  std::unordered_map<SeqId, std::string> workloadSeqs_;  // live workload sequence -> conversation
-  std::map<std::string, Conversation> conversations_;
-  int workloadTotal_ = 0, workloadDone_ = 0;
-  int64_t workloadStep_ = 0;
-  QElapsedTimer workloadClock_;  // since runWorkload(): for arrival_s
-  double workloadSeconds() const { return workloadClock_.isValid() ? static_cast<double>(workloadClock_.elapsed()) / 1000.0 : 0.0; }
+  // Scenario replay: the core's WorkloadRunner (core/run), stepped from pump(); the worker only
+  // follows its sequences (streamed text, requestFinished, workloadProgress).
+  std::unique_ptr<WorkloadRunner> runner_;
+  std::unordered_set<SeqId> workloadSeqs_;  // the runner's sequences still in the engine
+  int workloadTotal_ = 0, workloadDone_ = 0;  // parallel samples count one each
+  void workloadProgressed(int newlyDone);
 };
 
 }  // namespace kvscope::ui

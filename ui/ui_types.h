@@ -57,8 +57,8 @@ struct TurnStats {
   std::vector<TokenId> tokens;    // prompt + generated: the next chat turn's prefix
 };
 
-// Events of all steps since the previous delivered snapshot (snapshots are coalesced when the
-// UI is slower than the engine; events are not).
+// Events of all steps since the previous delivered snapshot (the UI takes one snapshot per
+// display frame, so one snapshot may stand for several steps; their events are all kept).
 using EventBatch = std::shared_ptr<const std::vector<BlockEvent>>;
 
 }  // namespace kvscope::ui
