@@ -215,10 +215,6 @@ void ComparePanel::shutdown() {
 
 void ComparePanel::setKvShape(const KvShape& shape) { set_kv_dtype_tooltips(bDtype_, shape, 0); }
 
-void ComparePanel::applyTheme() {
-  for (Side& s : sides_) s.memory->applyTheme();
-}
-
 std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString* why) const {
   EngineConfig b = a;
   if (const int bs = bBlock_->currentData().toInt(); bs > 0) b.block_size = bs;

@@ -54,7 +54,6 @@ class ComparePanel : public QWidget {
   // A side's (0: A, 1: B) finished quality run, and B's agreement with A once both are in.
   std::optional<QualityResult> quality(int side) const { return sides_[static_cast<size_t>(side)].quality; }
   std::optional<LogitsAgreement> agreement() const { return agreement_; }
-  void applyTheme();
   // The loaded model's KV shape: B's KV dtype list shows what each dtype costs per token.
   void setKvShape(const KvShape& shape);
   void setStepDelay(int ms);   // slow motion for both engines

@@ -127,6 +127,7 @@ FragmentationPanel::FragmentationPanel(QWidget* parent) : QWidget(parent) {
     if (isVisible()) showText(pending_);
   });
   applyTheme();
+  restyle_on_palette_change(this, [this] { applyTheme(); });
   clear();
 }
 

@@ -271,11 +271,7 @@ void MainWindow::buildStatusBar() {
 void MainWindow::setTheme(const QString& name) {
   apply_theme(name);
   QSettings().setValue(QStringLiteral("window/theme"), name);
-  panel<MemoryPanel>()->applyTheme();
-  panel<FragmentationPanel>()->applyTheme();
-  compare_->applyTheme();
-  noCache_->applyTheme();
-  update();
+  update();  // the plots restyle themselves on the palette change (restyle_on_palette_change)
 }
 
 void MainWindow::resetLayout() {

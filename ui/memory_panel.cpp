@@ -118,6 +118,7 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
     plot_->replot();
   });
   applyTheme();
+  restyle_on_palette_change(this, [this] { applyTheme(); });
 }
 
 MemoryPanel::~MemoryPanel() = default;

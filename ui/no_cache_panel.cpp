@@ -161,6 +161,7 @@ NoCachePanel::NoCachePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
     if (!p.isEmpty()) exportCsv(p);
   });
   applyTheme();
+  restyle_on_palette_change(this, [this] { applyTheme(); });
   rescale();
   updateStatus();
 }

@@ -1,6 +1,7 @@
 #include "theme.h"
 
 #include <QApplication>
+#include <QEvent>
 #include <QPalette>
 #include <QScrollArea>
 #include <QStyle>
@@ -74,6 +75,24 @@ void style_plot(QCustomPlot* plot, const QPalette& pal, int legendAlpha) {
   plot->legend->setBrush(QColor(bg.red(), bg.green(), bg.blue(), legendAlpha));
   plot->legend->setBorderPen(QPen(QColor(fg.red(), fg.green(), fg.blue(), 60)));
   plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+namespace {
+class PaletteWatcher : public QObject {
+ public:
+  PaletteWatcher(QWidget* w, std::function<void()> f) : QObject(w), restyle_(std::move(f)) { w->installEventFilter(this); }
+  bool eventFilter(QObject* o, QEvent* e) override {
+    if (e->type() == QEvent::PaletteChange) restyle_();
+    return QObject::eventFilter(o, e);
+  }
+
+ private:
+  std::function<void()> restyle_;
+};
+}  // namespace
+
+void restyle_on_palette_change(QWidget* widget, std::function<void()> restyle) {
+  new PaletteWatcher(widget, std::move(restyle));  // a child of widget: lives as long as it
 }
 
 QScrollArea* scroll_area(QWidget* content, bool wrapWidth) {

@@ -11,6 +11,7 @@
 #include "block_map_widget.h"
 #include "memory_panel.h"
 #include "test_support.h"
+#include "theme.h"
 #include "thinned_series.h"
 
 using namespace kvscope;
@@ -132,6 +133,22 @@ class TestLivePanels : public QObject {
     QCOMPARE(list->count(), 0);
     panel.showSnapshot(snapshot_with({4, 9}), nullptr);
     QCOMPARE(list_ids(list), (std::vector<SeqId>{4, 9}));
+  }
+
+  // A theme switch reaches a plot through its panel's palette change alone: the window does not
+  // call each plotted panel.
+  void plots_follow_a_theme_switch() {
+    MemoryPanel panel;
+    apply_theme(QStringLiteral("light"));
+    QCoreApplication::processEvents();
+    const QColor light = panel.plot()->xAxis->tickLabelColor();
+    apply_theme(QStringLiteral("dark"));
+    QCoreApplication::processEvents();
+    QCOMPARE(panel.plot()->xAxis->tickLabelColor(), QApplication::palette().color(QPalette::WindowText));
+    QVERIFY(panel.plot()->xAxis->tickLabelColor() != light);
+    apply_theme(QStringLiteral("light"));
+    QCoreApplication::processEvents();
+    QCOMPARE(panel.plot()->xAxis->tickLabelColor(), light);
   }
 };
 
