@@ -216,21 +216,27 @@ void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens)
 
 void EngineWorker::cancel(SeqId id) {
   if (!engine_) return;
+  cancelQuietly(id);
+  afterStep();
+}
+
+void EngineWorker::cancelQuietly(SeqId id) {
   try {
     engine_->cancel(id);
   } catch (const std::exception& e) {
     emit engineError(QString::fromUtf8(e.what()));
   }
-  afterStep();
 }
 
 void EngineWorker::cancelAll() {
   // Requests not yet submitted are dropped; they count as done so the run reaches its end.
   if (runner_) runner_->drop_pending();
+  if (!engine_) return;
   std::vector<SeqId> ids;
   for (const auto& [id, l] : streams_) ids.push_back(id);
-  for (SeqId id : ids) cancel(id);
-  deliverSnapshot(true);
+  for (SeqId id : ids) cancelQuietly(id);
+  finishTurns();
+  deliverSnapshot(true);  // one snapshot for all the cancels
 }
 
 void EngineWorker::runWorkload(const Scenario& w) {
@@ -333,6 +339,11 @@ bool EngineWorker::stepOnce() {
 }
 
 void EngineWorker::afterStep() {
+  finishTurns();
+  deliverSnapshot(false);
+}
+
+void EngineWorker::finishTurns() {
   // The engine has published this step's snapshot; its block events are kept here until the
   // next snapshot goes to the UI, so the captions see every step's events even when the UI
   // takes one snapshot of several steps.
@@ -363,7 +374,6 @@ void EngineWorker::afterStep() {
     emit requestFinished(t);
   }
   finishedThisStep_.clear();
-  deliverSnapshot(false);
 }
 
 TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {

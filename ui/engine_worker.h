@@ -86,7 +86,11 @@ class EngineWorker : public QObject {
   void schedulePump();
   void pump();                                         // one timer tick: step once
   bool stepOnce();                                     // false: nothing left to step
-  void afterStep();
+  void afterStep();                                    // finishTurns, then deliverSnapshot(false)
+  // Keeps the step's block events for the next snapshot and reports every sequence that
+  // finished (its last text, requestFinished, workload progress).
+  void finishTurns();
+  void cancelQuietly(SeqId id);                        // cancel without a snapshot of its own
   // Sends the newest snapshot now (force), or when the UI asked for a frame, or at once when
   // the step loop is not running (a command's effect, e.g. a cancel while paused, shows at once).
   void deliverSnapshot(bool force);
