@@ -207,19 +207,19 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
 
   auto* engineBox = new QGroupBox(tr("Engine (applying rebuilds it)"));
   auto* ef = new QFormLayout(engineBox);
-  ef->addRow(tr("Model"), modelRow);
+  ef->addRow(tr("Model"), withNote(modelRow, {"model"}));
   ef->addRow(tr("Backend"), backendCol);
-  ef->addRow(tr("Block size"), blockSize_);
-  ef->addRow(tr("KV pool"), poolRow);
-  ef->addRow(tr("KV dtype"), dtype_);
-  ef->addRow(tr("Sliding window"), window_);
-  ef->addRow(tr("Sinks"), sinks_);
+  ef->addRow(tr("Block size"), withNote(blockSize_, {"block_size"}));
+  ef->addRow(tr("KV pool"), withNote(poolRow, {"num_blocks", "kv_memory_bytes", "sliding_num_blocks"}));
+  ef->addRow(tr("KV dtype"), withNote(dtype_, {"kv_dtype"}));
+  ef->addRow(tr("Sliding window"), withNote(window_, {"window"}));
+  ef->addRow(tr("Sinks"), withNote(sinks_, {"sinks"}));
   ef->addRow(QString(), prefix_);
-  ef->addRow(QString(), baseline_);
-  ef->addRow(tr("Baseline reserves"), reserveRow);
-  ef->addRow(tr("Max batch (seqs)"), maxRunning_);
-  ef->addRow(tr("Max tokens / step"), maxBatched_);
-  ef->addRow(tr("Max model length"), maxLen_);
+  ef->addRow(QString(), withNote(baseline_, {"no_kv_cache", "hybrid_kv"}));
+  ef->addRow(tr("Baseline reserves"), withNote(reserveRow, {"baseline_reserve"}));
+  ef->addRow(tr("Max batch (seqs)"), withNote(maxRunning_, {"max_running"}));
+  ef->addRow(tr("Max tokens / step"), withNote(maxBatched_, {"max_batched_tokens"}));
+  ef->addRow(tr("Max model length"), withNote(maxLen_, {"max_model_len"}));
 
   auto* sampBox = new QGroupBox(tr("Sampling defaults (new chats)"));
   auto* sf = new QFormLayout(sampBox);
@@ -353,64 +353,112 @@ QString SettingsPanel::validationMessage() const {
   return why;
 }
 
+QWidget* SettingsPanel::withNote(QLayout* field, std::initializer_list<const char*> names) {
+  auto* w = new QWidget;
+  field->setContentsMargins(0, 0, 0, 0);
+  w->setLayout(field);
+  return withNote(w, names);
+}
+
+QWidget* SettingsPanel::withNote(QWidget* field, std::initializer_list<const char*> names) {
+  auto* note = new QLabel;
+  note->setWordWrap(true);
+  note->setStyleSheet(QStringLiteral("color:#c62828"));
+  note->hide();
+  for (const char* n : names) notes_[QLatin1String(n)] = note;
+  auto* box = new QWidget;
+  auto* col = new QVBoxLayout(box);
+  col->setContentsMargins(0, 0, 0, 0);
+  col->setSpacing(1);
+  col->addWidget(field);
+  col->addWidget(note);
+  return box;
+}
+
+QString SettingsPanel::fieldNote(const QString& field) const {
+  const auto it = notes_.find(field);
+  return it == notes_.end() || it->second->isHidden() ? QString() : it->second->text();
+}
+
 std::optional<EngineConfig> SettingsPanel::config(QString* why) const {
-  auto refuse = [why](const QString& msg) -> std::optional<EngineConfig> {
-    if (why) *why = msg;
-    return std::nullopt;
-  };
-  if (modelPath().isEmpty()) return refuse(tr("Choose a model file."));
-  if (!QFileInfo(modelPath()).isFile()) return refuse(tr("Model file %1 does not exist.").arg(modelPath()));
   EngineConfig cfg;
+  std::vector<Problem> found;
+  read(&cfg, &found);
+  if (why) *why = found.empty() ? QString() : found.front().message;
+  if (!found.empty()) return std::nullopt;
+  return cfg;
+}
+
+std::vector<SettingsPanel::Problem> SettingsPanel::problems() const {
+  EngineConfig cfg;
+  std::vector<Problem> found;
+  read(&cfg, &found);
+  return found;
+}
+
+void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) const {
+  auto problem = [problems](const char* field, const QString& msg) { problems->push_back({QLatin1String(field), msg}); };
+  if (modelPath().isEmpty()) problem("model", tr("Choose a model file."));
+  else if (!QFileInfo(modelPath()).isFile()) problem("model", tr("Model file %1 does not exist.").arg(modelPath()));
+  EngineConfig& cfg = *out;
   cfg.block_size = blockSize_->currentData().toInt();
-  if (!pool_->hasAcceptableInput()) return refuse(tr("KV pool: enter a whole number of %1 (at least 1).").arg(poolUnit_->currentText()));
-  const qint64 pool = pool_->text().toLongLong();
-  if (poolUnit_->currentIndex() == 0) {
-    if (pool < 2) return refuse(tr("KV pool: at least 2 blocks, or no sequence could ever grow past one block."));
+  if (!pool_->hasAcceptableInput()) {
+    problem("num_blocks", tr("KV pool: enter a whole number of %1 (at least 1).").arg(poolUnit_->currentText()));
+  } else if (const qint64 pool = pool_->text().toLongLong(); poolUnit_->currentIndex() == 0) {
+    if (pool < 2) problem("num_blocks", tr("KV pool: at least 2 blocks, or no sequence could ever grow past one block."));
     cfg.num_blocks = static_cast<int32_t>(pool);
   } else {
     cfg.num_blocks = 0;
     cfg.kv_memory_bytes = pool << 20;
   }
-  const auto dt = parse_kv_dtype(dtype_->currentText().toStdString());
-  if (!dt) return refuse(tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
-  cfg.kv_dtype = *dt;
-  if (!window_->hasAcceptableInput()) return refuse(tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
-  if (!sinks_->hasAcceptableInput()) return refuse(tr("Sinks: enter a whole number of tokens (0 = none)."));
-  cfg.window = window_->text().toInt();
-  cfg.sinks = sinks_->text().toInt();
-  if (cfg.window > 0 && cfg.window < cfg.block_size)
-    return refuse(tr("Sliding window %1 is smaller than one block (%2 tokens): use 0 (off) or at least %2.")
-                      .arg(cfg.window)
-                      .arg(cfg.block_size));
-  if (cfg.sinks > 0 && cfg.window == 0) return refuse(tr("Attention sinks need a sliding window: set a window first (or sinks to 0)."));
-  if (cfg.sinks > 0 && cfg.sinks >= cfg.window)
-    return refuse(tr("Sinks (%1) must be fewer than the window (%2) tokens.").arg(cfg.sinks).arg(cfg.window));
+  if (const auto dt = parse_kv_dtype(dtype_->currentText().toStdString())) cfg.kv_dtype = *dt;
+  else problem("kv_dtype", tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
+  const bool windowOk = window_->hasAcceptableInput(), sinksOk = sinks_->hasAcceptableInput();
+  if (!windowOk) problem("window", tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
+  if (!sinksOk) problem("sinks", tr("Sinks: enter a whole number of tokens (0 = none)."));
+  cfg.window = windowOk ? window_->text().toInt() : 0;
+  cfg.sinks = sinksOk ? sinks_->text().toInt() : 0;
   cfg.prefix_caching = prefix_->isChecked();
   cfg.contiguous_baseline = baseline_->isChecked();
-  if (cfg.contiguous_baseline && cfg.window > 0)
-    return refuse(tr("The contiguous baseline has no sliding window: set the window to 0 or use paging."));
   if (cfg.contiguous_baseline) {
     const QString kind = reserve_->currentData().toString();
-    if (kind == QLatin1String("fixed") && !reserveGuess_->hasAcceptableInput())
-      return refuse(tr("Baseline fixed guess: enter a whole number of tokens, at least 1."));
-    const auto r = parse_baseline_reserve((kind == QLatin1String("fixed") ? reserveGuess_->text() : kind).toStdString());
-    if (!r) return refuse(tr("Baseline reservation '%1' is not understood.").arg(kind));
-    cfg.baseline_reserve = *r;
+    if (kind == QLatin1String("fixed") && !reserveGuess_->hasAcceptableInput()) {
+      problem("baseline_reserve", tr("Baseline fixed guess: enter a whole number of tokens, at least 1."));
+    } else if (const auto r = parse_baseline_reserve((kind == QLatin1String("fixed") ? reserveGuess_->text() : kind).toStdString())) {
+      cfg.baseline_reserve = *r;
+    } else {
+      problem("baseline_reserve", tr("Baseline reservation '%1' is not understood.").arg(kind));
+    }
   }
   cfg.sched.max_running = maxRunning_->value();
   cfg.sched.max_batched_tokens = maxBatched_->value();
-  if (!maxLen_->hasAcceptableInput()) return refuse(tr("Max model length: enter a whole number (0 = the model's context)."));
-  cfg.sched.max_model_len = maxLen_->text().toInt();
+  if (maxLen_->hasAcceptableInput()) cfg.sched.max_model_len = maxLen_->text().toInt();
+  else problem("max_model_len", tr("Max model length: enter a whole number (0 = the model's context)."));
+  // The rules between fields, for the fields that parsed.
+  auto rule = [&](const char* field, const QString& msg) {
+    for (const Problem& p : *problems)
+      if (p.field == QLatin1String(field)) return;  // that field's own input problem says it first
+    problem(field, msg);
+  };
+  if (windowOk && cfg.window > 0 && cfg.window < cfg.block_size)
+    rule("window", tr("Sliding window %1 is smaller than one block (%2 tokens): use 0 (off) or at least %2.")
+                       .arg(cfg.window)
+                       .arg(cfg.block_size));
+  if (windowOk && sinksOk && cfg.sinks > 0 && cfg.window == 0)
+    rule("sinks", tr("Attention sinks need a sliding window: set a window first (or sinks to 0)."));
+  else if (windowOk && sinksOk && cfg.sinks > 0 && cfg.sinks >= cfg.window)
+    rule("sinks", tr("Sinks (%1) must be fewer than the window (%2) tokens.").arg(cfg.sinks).arg(cfg.window));
+  if (cfg.contiguous_baseline && cfg.window > 0)
+    rule("window", tr("The contiguous baseline has no sliding window: set the window to 0 or use paging."));
   if (cfg.sched.max_model_len > 0 && cfg.sched.max_model_len < cfg.block_size)
-    return refuse(tr("Max model length %1 is shorter than one block.").arg(cfg.sched.max_model_len));
+    rule("max_model_len", tr("Max model length %1 is shorter than one block.").arg(cfg.sched.max_model_len));
   if (cfg.contiguous_baseline && cfg.baseline_reserve.kind == BaselineReserveKind::MaxModelLen && cfg.num_blocks > 0 &&
       cfg.sched.max_model_len > 0 && static_cast<int64_t>(cfg.num_blocks) * cfg.block_size < cfg.sched.max_model_len)
-    return refuse(tr("The contiguous baseline reserves the max model length (%1 tokens) for every request, but the pool "
-                     "holds only %2 tokens: no request could ever start. Enlarge the pool or shorten the max length.")
-                      .arg(cfg.sched.max_model_len)
-                      .arg(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size));
-  if (why) why->clear();
-  return cfg;
+    rule("baseline_reserve", tr("The contiguous baseline reserves the max model length (%1 tokens) for every request, but "
+                                "the pool holds only %2 tokens: no request could ever start. Enlarge the pool or shorten "
+                                "the max length.")
+                                 .arg(cfg.sched.max_model_len)
+                                 .arg(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size));
 }
 
 SamplingDefaults SettingsPanel::samplingDefaults() const {
@@ -424,9 +472,25 @@ SamplingDefaults SettingsPanel::samplingDefaults() const {
 }
 
 void SettingsPanel::revalidate() {
-  const QString why = validationMessage();
-  message_->setText(why);
-  apply_->setEnabled(why.isEmpty());
+  const std::vector<Problem> found = problems();
+  // Each problem beside its field; the first one also by the Apply button.
+  std::map<QLabel*, QStringList> text;
+  for (const auto& [field, note] : notes_) text[note];
+  QStringList elsewhere;  // a field this panel does not show
+  for (const Problem& p : found) {
+    const auto it = notes_.find(p.field);
+    if (it == notes_.end()) elsewhere << p.message;
+    else if (!text[it->second].contains(p.message)) text[it->second] << p.message;
+  }
+  for (const auto& [note, lines] : text) {
+    note->setText(lines.join(QLatin1Char('\n')));
+    note->setVisible(!lines.isEmpty());
+  }
+  // By the Apply button: what has no field here, else how many notes there are to read.
+  message_->setText(!elsewhere.isEmpty() ? elsewhere.join(QLatin1Char('\n'))
+                    : found.empty()      ? QString()
+                                         : tr("%n setting(s) to fix: see the note(s) above.", nullptr, static_cast<int>(found.size())));
+  apply_->setEnabled(found.empty());
 }
 
 QStringList SettingsPanel::recentModels() const { return QSettings().value(QStringLiteral("recentModels")).toStringList(); }

@@ -4,7 +4,9 @@
 // explained inline in red and keep "Apply" disabled, so a bad value never reaches the engine.
 // Applying asks the worker to rebuild the engine (and reload the model if its path changed).
 #include <QWidget>
+#include <map>
 #include <optional>
+#include <vector>
 
 #include "backend_choice.h"
 #include "chat_panel.h"
@@ -42,8 +44,16 @@ class SettingsPanel : public QWidget {
   QString modelPath() const;
   void setModelPath(const QString& path);
   void showConfig(const EngineConfig& cfg);   // what the running engine actually uses
-  // The validated config, or nullopt with the reason in *why.
+  // The validated config, or nullopt with the reason (the first problem) in *why.
   std::optional<EngineConfig> config(QString* why = nullptr) const;
+  // One problem with the settings as entered: `field` is the EngineConfig member it is about
+  // ("block_size", "window", ...; "model" for the model path), shown beside that field.
+  struct Problem {
+    QString field;
+    QString message;
+  };
+  std::vector<Problem> problems() const;
+  QString fieldNote(const QString& field) const;  // the message shown beside a field ("" if none)
   SamplingDefaults samplingDefaults() const;
   // The compute backend. Choosing CUDA where it cannot run is refused as it is chosen: the box
   // goes back to the previous choice and backendNote() says why.
@@ -82,6 +92,13 @@ class SettingsPanel : public QWidget {
 
  private:
   void revalidate();
+  // Reads the widgets into *cfg, adding a problem for each field that does not parse; then
+  // adds the problems of the config rules.
+  void read(EngineConfig* cfg, std::vector<Problem>* problems) const;
+  // `field` with a red note under it that shows the problems of the EngineConfig members `names`.
+  QWidget* withNote(QWidget* field, std::initializer_list<const char*> names);
+  QWidget* withNote(QLayout* field, std::initializer_list<const char*> names);
+  std::map<QString, QLabel*> notes_;  // EngineConfig member -> the note beside its field
   void rebuildRecentMenu();
   void updateDtypeTooltips();
   KvShape shape_;

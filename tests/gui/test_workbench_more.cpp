@@ -156,6 +156,32 @@ class TestWorkbenchMore : public QObject {
 
   // Settings > Baseline reserves: the contiguous baseline's reservation policy, enabled only
   // with the baseline, a fixed guess validated in the widget, and the engine built with it.
+  // Each problem shows beside the field it is about, every problem at once; a fixed field
+  // clears its note and the others stay.
+  void settingsShowProblemsBesideTheirFields() {
+    SettingsPanel s;
+    s.setModelPath(model_path());
+    s.blockSizeBox()->setCurrentIndex(s.blockSizeBox()->findData(16));
+    s.poolUnit()->setCurrentIndex(0);
+    s.poolEdit()->setText(QStringLiteral("1"));
+    s.windowEdit()->setText(QStringLiteral("5"));
+    s.sinksEdit()->setText(QStringLiteral("0"));
+    QVERIFY(!s.applyButton()->isEnabled());
+    QVERIFY2(s.fieldNote(QStringLiteral("window")).contains(QStringLiteral("smaller than one block")),
+             qPrintable(s.fieldNote(QStringLiteral("window"))));
+    QVERIFY(s.fieldNote(QStringLiteral("num_blocks")).contains(QStringLiteral("at least 2 blocks")));
+    QVERIFY(s.fieldNote(QStringLiteral("sinks")).isEmpty());
+    QCOMPARE(static_cast<int>(s.problems().size()), 2);
+    s.windowEdit()->setText(QStringLiteral("0"));
+    s.sinksEdit()->setText(QStringLiteral("4"));
+    QVERIFY(s.fieldNote(QStringLiteral("window")).isEmpty());
+    QVERIFY(s.fieldNote(QStringLiteral("sinks")).contains(QStringLiteral("sliding window")));
+    s.poolEdit()->setText(QStringLiteral("64"));
+    s.sinksEdit()->setText(QStringLiteral("0"));
+    QVERIFY2(s.applyButton()->isEnabled(), qPrintable(s.validationMessage()));
+    QVERIFY(s.fieldNote(QStringLiteral("num_blocks")).isEmpty() && s.fieldNote(QStringLiteral("sinks")).isEmpty());
+  }
+
   void baselineReservePolicy() {
     MainWindow w;
     w.show();
