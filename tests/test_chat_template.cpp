@@ -368,7 +368,7 @@ class TestChatTemplate : public QObject {
     r.ignore_eos = true;
     const SeqId a = free_run.submit(r);
     free_run.run_until_idle();
-    const std::vector<TokenId> out = free_run.sequence(a).output;
+    const std::vector<TokenId> out = free_run.sequence(a).output_tokens();
     QCOMPARE(static_cast<int>(out.size()), 12);
 
     const TokenId stop = out[4];
@@ -379,8 +379,8 @@ class TestChatTemplate : public QObject {
     const SeqId b = stopped.submit(r);
     stopped.run_until_idle();
     const Sequence& s = stopped.sequence(b);
-    QCOMPARE(static_cast<long>(s.output.size()), static_cast<long>(first + 1));
-    QCOMPARE(s.output.back(), stop);  // kept, so the next turn's prompt continues after it
+    QCOMPARE(static_cast<long>(s.output_tokens().size()), static_cast<long>(first + 1));
+    QCOMPARE(s.output_tokens().back(), stop);  // kept, so the next turn's prompt continues after it
     QCOMPARE(s.finish, FinishReason::Eos);
   }
 
@@ -408,7 +408,7 @@ class TestChatTemplate : public QObject {
       cached.push_back(s.num_cached_prompt);
       const int before = static_cast<int>(conv.tokens().size());
       if (before > 0) QVERIFY2(s.num_cached_prompt >= (before - 1) / 16 * 16, qPrintable(QString::number(s.num_cached_prompt)));
-      conv.commit(text, "", s.all_tokens());
+      conv.commit(text, "", s.tokens);
     }
     QCOMPARE(cached[0], 0);
     QVERIFY(cached[1] >= 16);

@@ -184,8 +184,9 @@ RunStats run_specs(Scheduler& sched, const std::vector<Spec>& specs, AfterStep a
   for (size_t i = 0; i < specs.size(); ++i) {
     auto s = std::make_unique<Sequence>();
     s->id = static_cast<SeqId>(i + 1);
-    s->prompt.resize(static_cast<size_t>(specs[i].prompt));
-    std::iota(s->prompt.begin(), s->prompt.end(), static_cast<TokenId>(100 * i));
+    std::vector<TokenId> prompt(static_cast<size_t>(specs[i].prompt));
+    std::iota(prompt.begin(), prompt.end(), static_cast<TokenId>(100 * i));
+    s->set_prompt(std::move(prompt));
     s->max_new_tokens = specs[i].max_new;
     sched.add(s.get());
     seqs.push_back(std::move(s));
@@ -196,8 +197,8 @@ RunStats run_specs(Scheduler& sched, const std::vector<Spec>& specs, AfterStep a
     sched.on_step_done(out);
     for (const auto& c : out.chunks) {
       if (!c.wants_logits) continue;
-      c.seq->output.push_back(static_cast<TokenId>(c.seq->id * 1000 + c.seq->output.size()));
-      if (static_cast<int32_t>(c.seq->output.size()) >= c.seq->max_new_tokens) {
+      c.seq->tokens.push_back(static_cast<TokenId>(c.seq->id * 1000 + c.seq->output().size()));
+      if (static_cast<int32_t>(c.seq->output().size()) >= c.seq->max_new_tokens) {
         sched.finish(c.seq, SeqState::Finished);
         ++st.finished;
       }
@@ -212,7 +213,7 @@ RunStats run_specs(Scheduler& sched, const std::vector<Spec>& specs, AfterStep a
     ++st.steps;
   }
   st.preemptions = sched.preemptions();
-  for (const auto& s : seqs) st.outputs.push_back(s->output);
+  for (const auto& s : seqs) st.outputs.push_back(s->output_tokens());
   return st;
 }
 

@@ -44,7 +44,7 @@ std::vector<TokenId> run_alone(const Request& r) {
   auto e = make_engine(cfg);
   const SeqId id = e->submit(r);
   e->run_until_idle();
-  return e->sequence(id).output;
+  return e->sequence(id).output_tokens();
 }
 
 std::filesystem::path scenario(const std::string& name) {
@@ -81,7 +81,7 @@ class TestEngine : public QObject {
     QVERIFY2(e->snapshot()->counters.preemptions > 0, "the pool was meant to run out");
     for (size_t i = 0; i < prompts.size(); ++i) {
       QCOMPARE(e->sequence(ids[i]).state, SeqState::Finished);
-      QCOMPARE(e->sequence(ids[i]).output, run_alone(story_request(prompts[i], 80)));
+      QCOMPARE(e->sequence(ids[i]).output_tokens(), run_alone(story_request(prompts[i], 80)));
     }
     qInfo("%d steps, %llu preemptions", steps, static_cast<unsigned long long>(e->snapshot()->counters.preemptions));
   }
@@ -101,7 +101,7 @@ class TestEngine : public QObject {
     QVERIFY(!e->sequence(bad).error.empty());
     qInfo("rejection message: %s", e->sequence(bad).error.c_str());
     QCOMPARE(e->sequence(good).state, SeqState::Finished);
-    QCOMPARE(e->sequence(good).output.size(), size_t(20));
+    QCOMPARE(e->sequence(good).output_tokens().size(), size_t(20));
   }
 
   void invalid_prompts_rejected_with_reason() {
@@ -161,7 +161,7 @@ class TestEngine : public QObject {
     const bool cow = std::any_of(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::CopiedOnWrite; });
     QVERIFY2(cow, "the shared partial block must be copied on write");
     const auto alone = run_alone(r);
-    for (SeqId id : ids) QCOMPARE(e->sequence(id).output, alone);
+    for (SeqId id : ids) QCOMPARE(e->sequence(id).output_tokens(), alone);
     QCOMPARE(e->snapshot()->counters.tokens_prefilled, uint64_t(r.prompt.size()));
   }
 
@@ -185,8 +185,8 @@ class TestEngine : public QObject {
       const auto ids = e->submit_parallel(r, 3);
       e->run_until_idle();
       const auto alone = run_alone(r);
-      for (SeqId id : ids) QCOMPARE(e->sequence(id).output, alone);
-      QCOMPARE(e->sequence(other).output, run_alone(first));
+      for (SeqId id : ids) QCOMPARE(e->sequence(id).output_tokens(), alone);
+      QCOMPARE(e->sequence(other).output_tokens(), run_alone(first));
     }
   }
 
@@ -504,7 +504,7 @@ class TestEngine : public QObject {
     const Request r = story_request("Once upon a time", 40);
     const SeqId id = e->submit(r);
     e->run_until_idle();
-    QCOMPARE(e->sequence(id).output, run_alone(r));
+    QCOMPARE(e->sequence(id).output_tokens(), run_alone(r));
     // Token i (0-based) of the output is sampled after computing prompt + i tokens.
     uint64_t expected = 0;
     for (int i = 0; i < 40; ++i) expected += r.prompt.size() + static_cast<uint64_t>(i);
@@ -575,7 +575,7 @@ class TestEngine : public QObject {
     const SeqId other = e->submit(story_request("The dog", 8));
     QVERIFY(std::find(ids.begin(), ids.end(), other) == ids.end());
     e->run_until_idle();
-    for (SeqId id : ids) QCOMPARE(e->sequence(id).output.size(), size_t(8));
+    for (SeqId id : ids) QCOMPARE(e->sequence(id).output_tokens().size(), size_t(8));
     const auto ids2 = e->submit_parallel(story_request("Lily and Tom", 8), 2);
     e->cancel(ids2[0]);
     for (SeqId id : ids2) QCOMPARE(e->sequence(id).state, SeqState::Cancelled);

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 #include "paged_harness.h"
 #include "test_support.h"
 

@@ -92,7 +92,7 @@ class TestGolden : public QObject {
     r.max_new_tokens = g["n_predict"].get<int32_t>();
     const SeqId id = engine.submit(r);
     engine.run_until_idle();
-    QCOMPARE(engine.sequence(id).output, g["tokens"].get<std::vector<TokenId>>());
+    QCOMPARE(engine.sequence(id).output_tokens(), g["tokens"].get<std::vector<TokenId>>());
   }
 
   void stories_logits_data() { stories_greedy_tokens_data(); }

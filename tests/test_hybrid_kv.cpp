@@ -82,7 +82,7 @@ Run run_engine(EngineConfig cfg, const std::vector<std::vector<TokenId>>& prompt
   out.preemptions = e.snapshot()->counters.preemptions;
   for (SeqId id : ids) {
     if (e.sequence(id).state != SeqState::Finished) throw std::runtime_error("sequence did not finish: " + e.sequence(id).error);
-    out.outputs.push_back(e.sequence(id).output);
+    out.outputs.push_back(e.sequence(id).output_tokens());
     out.logits.push_back(e.recorded_logits(id));
     out.prompt_logits.push_back(e.recorded_prompt_logits(id));
   }
@@ -250,7 +250,7 @@ class TestHybridKv : public QObject {
     // At 280 tokens: 1/4 of the layers keep everything, 3/4 keep 2-3 blocks of 8.
     const double expect = 0.25 + 0.75 * (3.0 * bs) / (ceil_div(279, bs) * bs);
     QVERIFY2(last_ratio <= expect + 1e-9 && last_ratio < 0.35, qPrintable(QString("ratio %1, expected <= %2").arg(last_ratio).arg(expect)));
-    QCOMPARE(e.sequence(id).output, s.sequence(id).output);
+    QCOMPARE(e.sequence(id).output_tokens(), s.sequence(id).output_tokens());
   }
 
   // The sliding group's events say its blocks dropped out of the window, tagged with the group.
@@ -446,7 +446,7 @@ class TestHybridKv : public QObject {
         for (const BlockEvent& ev : e.snapshot()->events) copies += ev.kind == BlockEventKind::CopiedOnWrite && ev.group == hybrid;
       }
       QVERIFY2(copies >= 2, qPrintable(QString("copy-on-write events in group %1: %2").arg(hybrid).arg(copies)));
-      for (SeqId id : ids) outs[hybrid].push_back(e.sequence(id).output);
+      for (SeqId id : ids) outs[hybrid].push_back(e.sequence(id).output_tokens());
     }
     QCOMPARE(outs[1], outs[0]);
     QVERIFY(outs[0][0] != outs[0][1]);  // different seeds, different samples
@@ -469,7 +469,7 @@ class TestHybridKv : public QObject {
       const SeqId a = e.submit(t1);
       e.run_until_idle();
       Request t2 = t1;
-      t2.prompt.insert(t2.prompt.end(), e.sequence(a).output.begin(), e.sequence(a).output.end());
+      t2.prompt.insert(t2.prompt.end(), e.sequence(a).output().begin(), e.sequence(a).output().end());
       const std::vector<TokenId> more = prompt_of(25, 32);
       t2.prompt.insert(t2.prompt.end(), more.begin() + 1, more.end());
       const SeqId b = e.submit(t2);

@@ -9,7 +9,7 @@
 
 #include "cpu/cpu_kv_storage.h"
 #include "engine/engine.h"
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 #include "cpu/cpu_backend.h"
 #include "gguf/ggml_types.h"
 #include "kv/kv_quant.h"

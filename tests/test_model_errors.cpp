@@ -118,7 +118,7 @@ GenResult generate(const std::shared_ptr<Model>& m, float temperature, int n_new
   r.sampling.seed = 7;
   const SeqId id = e.submit(r);
   e.run_until_idle();
-  GenResult g{e.sequence(id).state, e.sequence(id).error, e.sequence(id).output};
+  GenResult g{e.sequence(id).state, e.sequence(id).error, e.sequence(id).output_tokens()};
   for (const auto& row : e.recorded_logits(id))
     for (float x : row) g.non_finite_logits += !std::isfinite(x);
   return g;

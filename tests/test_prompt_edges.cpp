@@ -83,7 +83,7 @@ class TestPromptEdges : public QObject {
     QVERIFY2(e->sequence(empty).error.find("empty prompt") != std::string::npos, e->sequence(empty).error.c_str());
     e->run_until_idle();
     QCOMPARE(e->sequence(bos).state, SeqState::Finished);
-    QCOMPARE(e->sequence(bos).output.size(), size_t(8));
+    QCOMPARE(e->sequence(bos).output_tokens().size(), size_t(8));
     QCOMPARE(e->snapshot()->memory.blocks_used, 0);
     qInfo("empty prompt: %s", e->sequence(empty).error.c_str());
   }
@@ -126,8 +126,8 @@ class TestPromptEdges : public QObject {
     const SeqId id = e->submit(request(ids, 16));
     e->run_until_idle();
     QCOMPARE(e->sequence(id).state, SeqState::Finished);
-    QCOMPARE(e->sequence(id).output.size(), size_t(16));
-    QVERIFY(valid_utf8(detokenize(tok, e->sequence(id).output)));
+    QCOMPARE(e->sequence(id).output_tokens().size(), size_t(16));
+    QVERIFY(valid_utf8(detokenize(tok, e->sequence(id).output_tokens())));
     qInfo("%zu bytes -> %zu tokens, %d of them byte fallback", text.size(), ids.size(), byte_tokens);
   }
 
@@ -157,10 +157,10 @@ class TestPromptEdges : public QObject {
       qInfo("rejected: %s", why.c_str());
     }
     QCOMPARE(e->sequence(just_fits).state, SeqState::Finished);
-    QCOMPARE(e->sequence(just_fits).output.size(), size_t(1));  // capped by the context
+    QCOMPARE(e->sequence(just_fits).output_tokens().size(), size_t(1));  // capped by the context
     for (SeqId ok : {before, after}) {
       QCOMPARE(e->sequence(ok).state, SeqState::Finished);
-      QCOMPARE(e->sequence(ok).output.size(), size_t(20));
+      QCOMPARE(e->sequence(ok).output_tokens().size(), size_t(20));
     }
     QCOMPARE(e->snapshot()->memory.blocks_used, 0);
     qInfo("%zu-token prompt rejected at context %d; %d steps for the rest", long_prompt.size(), ctx, steps);

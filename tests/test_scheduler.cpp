@@ -40,7 +40,7 @@ struct FakeEngine {
   Sequence* submit(SeqId id, std::vector<TokenId> prompt, int32_t max_new) {
     auto s = std::make_unique<Sequence>();
     s->id = id;
-    s->prompt = std::move(prompt);
+    s->set_prompt(std::move(prompt));
     s->max_new_tokens = max_new;
     sched.add(s.get());
     seqs.push_back(std::move(s));
@@ -58,8 +58,8 @@ struct FakeEngine {
     for (const auto& c : out.chunks) {
       if (!c.wants_logits) continue;
       Sequence* s = c.seq;
-      s->output.push_back(500 + static_cast<TokenId>(s->output.size()));
-      if (static_cast<int32_t>(s->output.size()) >= s->max_new_tokens) {
+      s->tokens.push_back(500 + static_cast<TokenId>(s->output().size()));
+      if (static_cast<int32_t>(s->output().size()) >= s->max_new_tokens) {
         s->finish = FinishReason::Length;
         sched.finish(s, SeqState::Finished);
       }
@@ -121,7 +121,7 @@ void TestScheduler::fcfs_admission() {
   eng.run();
   for (auto* s : {a, b, c}) {
     QCOMPARE(s->state, SeqState::Finished);
-    QCOMPARE(int(s->output.size()), 3);
+    QCOMPARE(int(s->output().size()), 3);
   }
   QCOMPARE(kv.pool().num_used(), 0);
 }
@@ -173,7 +173,7 @@ void TestScheduler::chunked_prefill_within_budget() {
     pos += expect[i];
   }
   QCOMPARE(b->num_computed, 30);
-  QCOMPARE(int(b->output.size()), 1);
+  QCOMPARE(int(b->output().size()), 1);
   out = eng.step();  // both decode now
   QCOMPARE(out.total_tokens(), 2);
   eng.run();
@@ -198,7 +198,7 @@ void TestScheduler::preempts_newest_and_resumes() {
   QCOMPARE(b->num_computed, 0);
   QVERIFY(!kv.has_seq(2));
   QCOMPARE(sched.waiting().front(), b);
-  const auto b_output = b->output;  // generated tokens are kept
+  const auto b_output = b->output_tokens();  // generated tokens are kept
   QVERIFY(!b_output.empty());
   QCOMPARE(out.chunks.size(), size_t(1));  // a got its token; nothing admitted after a preemption
   QCOMPARE(out.chunks[0].seq, a);
@@ -212,15 +212,15 @@ void TestScheduler::preempts_newest_and_resumes() {
       QCOMPARE(a->state, SeqState::Finished);
       QCOMPARE(ch.n_tokens, 8 + int(b_output.size()));
       QVERIFY(ch.wants_logits);
-      QCOMPARE(std::vector<TokenId>(b->output.begin(), b->output.begin() + b_output.size()), b_output);
+      QCOMPARE(std::vector<TokenId>(b->output().begin(), b->output().begin() + b_output.size()), b_output);
       resumed = true;
     }
   }
   QVERIFY(resumed);
   QCOMPARE(a->state, SeqState::Finished);
   QCOMPARE(b->state, SeqState::Finished);
-  QCOMPARE(int(a->output.size()), 12);
-  QCOMPARE(int(b->output.size()), 12);
+  QCOMPARE(int(a->output().size()), 12);
+  QCOMPARE(int(b->output().size()), 12);
   QCOMPARE(kv.pool().num_used(), 0);
 }
 
@@ -243,7 +243,7 @@ void TestScheduler::rejects_what_can_never_fit() {
   eng.run();
   QCOMPARE(ok1->state, SeqState::Finished);
   QCOMPARE(ok2->state, SeqState::Finished);
-  QCOMPARE(int(ok2->output.size()), 3);
+  QCOMPARE(int(ok2->output().size()), 3);
 }
 
 void TestScheduler::cancel_frees_blocks_now() {
@@ -302,9 +302,9 @@ void TestScheduler::prefix_cache_admission() {
 void TestScheduler::state_names() {
   QCOMPARE(QString(seq_state_name(SeqState::Preempted)), QString("preempted"));
   Sequence s;
-  s.prompt = {1, 2};
-  s.output = {3};
-  QCOMPARE(s.all_tokens(), (std::vector<TokenId>{1, 2, 3}));
+  s.set_prompt({1, 2});
+  s.tokens.push_back(3);  // generated
+  QCOMPARE(s.tokens, (std::vector<TokenId>{1, 2, 3}));
   QCOMPARE(s.total_len(), 3);
 }
 

@@ -301,7 +301,7 @@ class TestSinks : public QObject {
     QCOMPARE(rows.size(), static_cast<size_t>(req.max_new_tokens));
     for (const auto& r : rows)
       for (float v : r) QVERIFY(std::isfinite(v));
-    std::set<TokenId> late(s.output.end() - 512, s.output.end());
+    std::set<TokenId> late(s.output().end() - 512, s.output().end());
     qInfo("distinct tokens among the last 512 generated: %zu", late.size());
     QVERIFY(late.size() > 20);
   }

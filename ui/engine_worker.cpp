@@ -364,7 +364,7 @@ void EngineWorker::finishTurns() {
     // The engine's own token list is the authority (a preempted sequence is recomputed, not
     // re-streamed); fall back to what was streamed when it has been pruned.
     try {
-      t.tokens = engine_->sequence(id).all_tokens();
+      t.tokens = engine_->sequence(id).tokens;
     } catch (const std::exception&) {
     }
     queueText(id, it->second.decoder.flush());
@@ -396,9 +396,9 @@ TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {
   // Not in this snapshot (cancelled between steps): read what the engine itself knows.
   try {
     const Sequence& s = engine_->sequence(id);
-    t.promptTokens = static_cast<int>(s.prompt.size());
+    t.promptTokens = static_cast<int>(s.prompt_tokens().size());
     t.cachedTokens = s.num_cached_prompt;
-    t.generated = static_cast<int>(s.output.size());
+    t.generated = static_cast<int>(s.output_tokens().size());
     t.preemptions = s.preemptions;
     t.state = QString::fromUtf8(seq_state_name(s.state));
     t.error = QString::fromStdString(s.error);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 #include "model/model.h"
 
 namespace kvscope::ui {

@@ -133,16 +133,16 @@ int cmd_chat(int argc, char** argv, int first) {
     double ttft_ms = 0;
     for (const SeqSnap& q : engine->snapshot()->seqs)
       if (q.id == id) ttft_ms = q.ttft_ms;
-    const int n_gen = static_cast<int>(s.output.size());
+    const int n_gen = static_cast<int>(s.output_tokens().size());
     const double decode_s = total_s - ttft_ms / 1000.0;
     const double tps = n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0;
     const char* stop = s.finish == FinishReason::Eos                                ? "end of turn"
                        : s.total_len() >= engine->config().sched.max_model_len ? "context full, /reset to go on"
                                                                                 : "length";
-    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n", s.prompt.size(),
+    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n", s.prompt_tokens().size(),
                 s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
     std::fflush(stdout);
-    conv.commit(text, reply, s.all_tokens());
+    conv.commit(text, reply, s.tokens);
   }
   return 0;
 }

@@ -11,7 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 
 namespace kvscope::cli {
 

@@ -79,8 +79,8 @@ int cmd_generate(int argc, char** argv, int first) {
   double ttft_s = 0;
   for (const SeqSnap& q : snap->seqs)
     if (q.id == id) ttft_s = q.ttft_ms / 1000.0;
-  const double prefill_tps = ttft_s > 0 ? s.prompt.size() / ttft_s : 0;
-  const int32_t n_gen = static_cast<int32_t>(s.output.size());
+  const double prefill_tps = ttft_s > 0 ? s.prompt_tokens().size() / ttft_s : 0;
+  const int32_t n_gen = static_cast<int32_t>(s.output_tokens().size());
   const double decode_s = total_s - ttft_s;
   const double decode_tps = n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0;
 
@@ -95,9 +95,9 @@ int cmd_generate(int argc, char** argv, int first) {
     nlohmann::json j;
     j["model"] = lm.path;
     j["model_description"] = lm.model->describe();
-    j["prompt_tokens"] = s.prompt;
-    j["tokens"] = s.output;
-    j["n_prompt"] = s.prompt.size();
+    j["prompt_tokens"] = s.prompt_tokens();
+    j["tokens"] = s.output_tokens();
+    j["n_prompt"] = s.prompt_tokens().size();
     j["n_generated"] = n_gen;
     j["text"] = text;
     j["stop_reason"] = stop;
@@ -110,7 +110,7 @@ int cmd_generate(int argc, char** argv, int first) {
     std::cout << j.dump() << "\n";
   } else {
     std::fprintf(stderr, "prompt %zu tokens, generated %d tokens (stop: %s)\nprefill %.1f tokens/s, decode %.1f tokens/s\n",
-                 s.prompt.size(), n_gen, stop, prefill_tps, decode_tps);
+                 s.prompt_tokens().size(), n_gen, stop, prefill_tps, decode_tps);
   }
   return 0;
 }

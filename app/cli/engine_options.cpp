@@ -2,10 +2,8 @@
 
 #include <iostream>
 
-#include "cpu/cpu_backend.h"
-#ifdef KVSCOPE_WITH_CUDA
-#include "cuda_backend.h"
-#endif
+#include "backend_factory.h"
+#include "engine/config_validation.h"
 #include "model/model_locator.h"
 
 namespace kvscope::cli {
@@ -87,24 +85,22 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   if (sn != "every-step" && sn != "on-demand")
     throw UsageError("--snapshots takes every-step (publish one after each step) or on-demand");
   c.publish_every_step = sn == "every-step";
+  // The engine's own rule book (engine/config_validation.h): refuse what it would refuse, and
+  // say what it would run but is almost surely a mistake.
+  const std::vector<ConfigProblem> problems = validate(c, m.config);
+  for (const ConfigProblem& q : problems)
+    if (q.advisory) std::cerr << "warning: " << q.message << "\n";
+  if (const auto blocking = blocking_problems(problems); !blocking.empty()) throw UsageError(describe_problems(blocking));
   return c;
 }
 
 std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m) {
   const int threads = static_cast<int>(a.i64("threads", 0));
   if (threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
-  const std::string which = a.str("backend", "auto");
-  if (which != "auto" && which != "cpu" && which != "cuda") throw UsageError("--backend takes auto, cpu or cuda");
-#ifdef KVSCOPE_WITH_CUDA
-  std::string why;
-  if (which != "cpu") {
-    if (cuda_device_available(&why)) return make_cuda_backend(m, 0, 0.9);
-    if (which == "cuda") throw UsageError("--backend cuda: " + why);
-  }
-#else
-  if (which == "cuda") throw UsageError("--backend cuda: this build has no CUDA backend (configured without CUDA or without nvcc)");
-#endif
-  return std::make_unique<CpuBackend>(m, threads);
+  const auto kind = parse_backend_kind(a.str("backend", "auto"));
+  if (!kind) throw UsageError("--backend takes auto, cpu or cuda");
+  if (std::string why; *kind == BackendKind::Cuda && !cuda_backend_usable(&why)) throw UsageError("--backend cuda: " + why);
+  return kvscope::make_backend(*kind, std::move(m), threads);
 }
 
 std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m) {

@@ -34,7 +34,7 @@ struct KvGroupBatch {
 
 // One engine step's tokens. Tokens of one sequence are contiguous and in position order.
 // slot_mapping and block_tables are KV group 0's (the only group of most models, so callers
-// that know one group never see the others); groups 1.. follow in more_groups.
+// that know one group never see the others); groups 1.. follow in groups_after_first.
 struct BatchView {
   std::vector<TokenId> tokens;                     // [n_tokens]
   std::vector<int32_t> positions;                  // [n_tokens] position in its sequence
@@ -42,14 +42,14 @@ struct BatchView {
   std::vector<int32_t> seq_index;                  // [n_tokens] index into block_tables
   std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
   std::vector<int32_t> logits_rows;                // token indices whose logits are wanted, ascending
-  std::vector<KvGroupBatch> more_groups;           // [n_groups - 1]: groups 1.. (hybrid KV cache)
+  std::vector<KvGroupBatch> groups_after_first;        // [n_groups - 1]: groups 1.. (hybrid KV cache)
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
-  int32_t n_groups() const { return 1 + static_cast<int32_t>(more_groups.size()); }
+  int32_t n_groups() const { return 1 + static_cast<int32_t>(groups_after_first.size()); }
   const std::vector<int64_t>& group_slots(int32_t g) const {
-    return g == 0 ? slot_mapping : more_groups[static_cast<size_t>(g - 1)].slot_mapping;
+    return g == 0 ? slot_mapping : groups_after_first[static_cast<size_t>(g - 1)].slot_mapping;
   }
   const std::vector<std::span<const BlockId>>& group_tables(int32_t g) const {
-    return g == 0 ? block_tables : more_groups[static_cast<size_t>(g - 1)].block_tables;
+    return g == 0 ? block_tables : groups_after_first[static_cast<size_t>(g - 1)].block_tables;
   }
 };
 

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "types/sampling_params.h"
 #include "kv/kv_types.h"
 
 namespace kvscope {

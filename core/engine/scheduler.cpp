@@ -54,27 +54,29 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
 }
 
 void Scheduler::reject(Sequence* seq, std::string why, SchedulerOutput& out) {
-  kv_.free(seq->id);
-  remove(seq);
-  seq->state = SeqState::Rejected;
-  seq->finish = FinishReason::Rejected;
   seq->error = std::move(why);
+  finish(seq, SeqState::Rejected, FinishReason::Rejected);
   out.rejected.push_back(seq->id);
 }
 
-void Scheduler::finish(Sequence* seq, SeqState state) {
-  KV_CHECK(state == SeqState::Finished || state == SeqState::Cancelled || state == SeqState::Rejected,
-           "finish() needs a final state");
+void Scheduler::finish(Sequence* seq, SeqState state, FinishReason reason) {
+  KV_CHECK(is_final_state(state), "finish() needs a final state");
   kv_.free(seq->id);  // now, not at the next step: the UI shows the blocks back in the pool at once
   remove(seq);
   seq->state = state;
-  if (seq->finish == FinishReason::None && state == SeqState::Cancelled) seq->finish = FinishReason::Cancelled;
-  if (seq->finish == FinishReason::None && state == SeqState::Rejected) seq->finish = FinishReason::Rejected;
+  seq->finish = reason;
+}
+
+void Scheduler::finish(Sequence* seq, SeqState state) {
+  FinishReason reason = seq->finish;
+  if (reason == FinishReason::None && state == SeqState::Cancelled) reason = FinishReason::Cancelled;
+  if (reason == FinishReason::None && state == SeqState::Rejected) reason = FinishReason::Rejected;
+  finish(seq, state, reason);
 }
 
 // Returns false when the head of the queue must wait (FCFS: nobody overtakes it).
 bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) {
-  const auto tokens = seq->all_tokens();  // after a preemption: prompt + output, one prompt
+  const std::span<const TokenId> tokens = seq->tokens;  // after a preemption: prompt + output, one prompt
   const int32_t len = static_cast<int32_t>(tokens.size());
   const int32_t need = len + 1;  // room for at least the next token
   if (len == 0) {
@@ -94,7 +96,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   const int32_t n = std::min(len - cached, budget);
   // What the request may grow to: an allocator that reserves up front sizes by it.
   const int32_t max_len = static_cast<int32_t>(
-      std::min<int64_t>(static_cast<int64_t>(seq->prompt.size()) + std::max(seq->max_new_tokens, 0), cfg_.max_model_len));
+      std::min<int64_t>(static_cast<int64_t>(seq->prompt_len) + std::max(seq->max_new_tokens, 0), cfg_.max_model_len));
   if (!kv_.can_admit(tokens, cached + n, max_len)) {
     kv_.admission_blocked(tokens, cached + n, max_len);  // once per step: the loop stops here
     return false;
@@ -102,7 +104,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   const int32_t attached = kv_.attach_cached_prefix(seq->id, tokens);
   KV_CHECK(attached == cached, "prefix cache changed between the dry run and the attach");
   kv_.set_max_len(seq->id, max_len);
-  if (!kv_.allocate_slots(seq->id, std::span(tokens).first(cached + n), n)) {
+  if (!kv_.allocate_slots(seq->id, tokens.first(static_cast<size_t>(cached + n)), n)) {
     kv_.free(seq->id);  // can_admit promised otherwise; stay correct anyway
     return false;
   }
@@ -124,13 +126,12 @@ SchedulerOutput Scheduler::schedule() {
   // 1. Running sequences, oldest first: decodes get 1 token, unfinished prefills a chunk.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
-    const auto tokens = s->all_tokens();
+    const std::span<const TokenId> tokens = s->tokens;
     const int32_t total = static_cast<int32_t>(tokens.size());
     KV_CHECK(kv_.seq_len(s->id) == s->num_computed, "sequence " + std::to_string(s->id) + ": KV length != num_computed");
     if (total > cfg_.max_model_len) {
       // Its newest token would need position max_model_len: it is done, by length.
-      s->finish = FinishReason::Length;
-      finish(s, SeqState::Finished);
+      finish(s, SeqState::Finished, FinishReason::Length);
       out.length_capped.push_back(s->id);
       continue;
     }
@@ -140,7 +141,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     const int32_t n = std::min(total - s->num_computed, budget);
     bool placed = true;
-    while (!kv_.allocate_slots(s->id, std::span(tokens).first(s->num_computed + n), n)) {
+    while (!kv_.allocate_slots(s->id, tokens.first(static_cast<size_t>(s->num_computed + n)), n)) {
       // The newest is always unscheduled this step (we walk oldest first), unless it is s.
       Sequence* victim = running_.back();
       preempt(victim, out);
@@ -172,6 +173,18 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     KV_CHECK(c.seq->num_computed == c.first_pos, "chunk applied twice or out of order");
     c.seq->num_computed += c.n_tokens;
   }
+}
+
+void Scheduler::end_step(const SchedulerOutput& out) {
+  if (!cfg_.recompute_every_token) return;
+  for (const ScheduledChunk& ch : out.chunks)
+    if (ch.wants_logits && ch.seq->state == SeqState::Running) {
+      // Forget every K/V: the next token recomputes the whole sequence. The empty allocation
+      // re-registers the sequence with length 0, as a running sequence with nothing computed.
+      kv_.free(ch.seq->id);
+      ch.seq->num_computed = 0;
+      kv_.allocate_slots(ch.seq->id, ch.seq->tokens, 0);
+    }
 }
 
 }  // namespace kvscope

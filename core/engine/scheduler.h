@@ -12,22 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "engine/scheduler_config.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"  // BlockCopy, and the usual allocator
 #include "kv/kv_slot_allocator.h"
 
 namespace kvscope {
 
-struct SchedulerConfig {
-  int32_t max_running = 64;          // max sequences in one step
-  int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
-  int32_t max_model_len = 2048;      // a sequence may never exceed this many tokens
-};
 
 struct ScheduledChunk {
   Sequence* seq;
   int32_t first_pos;   // == seq->num_computed before the step
-  int32_t n_tokens;    // tokens of seq->all_tokens() [first_pos, first_pos + n_tokens) to compute
+  int32_t n_tokens;    // tokens of seq->tokens [first_pos, first_pos + n_tokens) to compute
   bool wants_logits;   // the chunk reaches the end of the sequence: sample a token after it
 };
 
@@ -49,9 +45,16 @@ class Scheduler {
   // running sequence): joins the running list as the newest.
   void add_running(Sequence* seq);
   SchedulerOutput schedule();          // one step's plan; allocates the slots it schedules
-  // After the forward + sampling: the engine appended tokens / finished sequences.
+  // After the forward, before sampling: the chunks' K/V are computed.
   void on_step_done(const SchedulerOutput& out);
-  void finish(Sequence* seq, SeqState state);  // finished or cancelled: frees its blocks now
+  // After sampling: the engine appended tokens / finished sequences. Applies
+  // recompute_every_token (the no-KV-cache teaching mode) to the sequences that sampled.
+  void end_step(const SchedulerOutput& out);
+  // The one way a sequence ends (finished, cancelled, rejected): frees its blocks now and sets
+  // its final state and reason.
+  void finish(Sequence* seq, SeqState state, FinishReason reason);
+  // The same with the reason the state implies (Finished keeps a reason already set).
+  void finish(Sequence* seq, SeqState state);
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::vector<Sequence*>& running() const { return running_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }

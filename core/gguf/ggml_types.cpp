@@ -55,17 +55,6 @@ float bits_f32(uint32_t u) {
   return f;
 }
 
-// Unpacks the j-th 6-bit (scale, min) pair of a Q4_K block (the 12-byte packing of ggml).
-void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 void dequant_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
@@ -143,9 +132,9 @@ void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
     // 4 chunks of 64 values: 32 low nibbles (sub-block 2c) then 32 high nibbles (2c+1).
     for (int c = 0; c < 4; ++c) {
       int sc, m;
-      scale_min_k4(2 * c, x[i].scales, sc, m);
+      q4_k_scale_min(2 * c, x[i].scales, sc, m);
       const float d1 = d * sc, m1 = dmin * m;
-      scale_min_k4(2 * c + 1, x[i].scales, sc, m);
+      q4_k_scale_min(2 * c + 1, x[i].scales, sc, m);
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -164,9 +153,9 @@ void dequant_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
     const uint8_t* qh = x[i].qh;
     for (int c = 0; c < 4; ++c) {
       int sc, m;
-      scale_min_k4(2 * c, x[i].scales, sc, m);
+      q4_k_scale_min(2 * c, x[i].scales, sc, m);
       const float d1 = d * sc, m1 = dmin * m;
-      scale_min_k4(2 * c + 1, x[i].scales, sc, m);
+      q4_k_scale_min(2 * c + 1, x[i].scales, sc, m);
       const float d2 = d * sc, m2 = dmin * m;
       const uint8_t u1 = static_cast<uint8_t>(1u << (2 * c)), u2 = static_cast<uint8_t>(2u << (2 * c));
       for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;

@@ -73,6 +73,18 @@ uint16_t fp32_to_fp16(float f);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);  // round-to-nearest-even, NaN kept quiet (as ggml)
 
+// The j-th (0..7) six-bit (scale, min) pair of a Q4_K/Q5_K block, unpacked from its 12 scale
+// bytes (ggml's packing): the one copy the dequantizer, the quantizer and the dot products use.
+inline void q4_k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Dequantize n elements (a whole number of blocks) of type t into f32.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 // Reference quantizers (as llama.cpp's *_ref functions): used by the GGUF writer for synthetic

@@ -20,7 +20,8 @@
 
 namespace kvscope {
 
-namespace {
+// Named (not anonymous) so GgufFile's private parse steps can take a ByteReader.
+namespace gguf_detail {
 
 constexpr int kMaxDims = 4;           // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 4;     // nested arrays are legal GGUF but never deep in practice
@@ -181,7 +182,9 @@ std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) {
   return out;
 }
 
-}  // namespace
+}  // namespace gguf_detail
+
+using namespace gguf_detail;
 
 int64_t GgufTensorInfo::n_elements() const {
   int64_t n = 1;
@@ -302,10 +305,17 @@ void GgufFile::read_tensor_data() const {
   close_fd(fd_);
 }
 
+// One linear pass over the format, section by section; each step fails with the byte offset.
 void GgufFile::parse(const ByteFetch& fetch) {
   ByteReader r(fetch, size_, path_);
+  uint64_t n_tensors = 0, n_kv = 0;
+  parse_header(r, n_tensors, n_kv);
+  parse_metadata(r, n_kv);
+  const std::vector<uint64_t> info_at = parse_tensor_infos(r, n_tensors);
+  check_data_section(r, info_at);
+}
 
-  // --- header ---
+void GgufFile::parse_header(ByteReader& r, uint64_t& n_tensors, uint64_t& n_kv) {
   if (size_ < 4) r.fail("file too small to be GGUF (" + std::to_string(size_) + " bytes)", 0);
   uint8_t magic[4];
   for (uint8_t& m : magic) m = r.read<uint8_t>("magic");
@@ -324,16 +334,17 @@ void GgufFile::parse(const ByteFetch& fetch) {
   if (version_ != 2 && version_ != 3) r.fail("unsupported GGUF version " + std::to_string(version_), version_at);
 
   const uint64_t counts_at = r.pos();
-  const uint64_t n_tensors = r.read<uint64_t>("tensor count");
-  const uint64_t n_kv = r.read<uint64_t>("metadata count");
+  n_tensors = r.read<uint64_t>("tensor count");
+  n_kv = r.read<uint64_t>("metadata count");
   // Smallest records: a key-value is 8 (key length) + 4 (type) + 1 byte; a tensor info is
   // 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset) bytes.
   if (n_kv > r.remaining() / 13)
     r.fail("metadata count " + std::to_string(n_kv) + " cannot fit in the file", counts_at + 8);
   if (n_tensors > r.remaining() / 24)
     r.fail("tensor count " + std::to_string(n_tensors) + " cannot fit in the file", counts_at);
+}
 
-  // --- metadata ---
+void GgufFile::parse_metadata(ByteReader& r, uint64_t n_kv) {
   MetadataParser mp(r);
   std::unordered_set<std::string> keys;
   uint64_t alignment_at = 0;
@@ -361,8 +372,9 @@ void GgufFile::parse(const ByteFetch& fetch) {
       r.fail("general.alignment " + std::to_string(v) + " is not a nonzero power of two", alignment_at);
     alignment_ = static_cast<uint64_t>(v);
   }
+}
 
-  // --- tensor infos ---
+std::vector<uint64_t> GgufFile::parse_tensor_infos(ByteReader& r, uint64_t n_tensors) {
   std::vector<uint64_t> info_at;
   std::unordered_set<std::string> names;
   tensors_.reserve(static_cast<size_t>(n_tensors));
@@ -411,8 +423,10 @@ void GgufFile::parse(const ByteFetch& fetch) {
     info_at.push_back(at);
     tensors_.push_back(std::move(t));
   }
+  return info_at;
+}
 
-  // --- data section ---
+void GgufFile::check_data_section(ByteReader& r, const std::vector<uint64_t>& info_at) {
   const auto padded = checked_add(r.pos(), alignment_ - 1);
   if (!padded) r.fail("data section offset overflows", r.pos());
   data_offset_ = *padded / alignment_ * alignment_;

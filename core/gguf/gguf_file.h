@@ -24,6 +24,10 @@
 
 namespace kvscope {
 
+namespace gguf_detail {
+class ByteReader;  // gguf_file.cpp: bounds-checked reads with offsets in every error
+}
+
 struct GgufError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -124,6 +128,10 @@ class GgufFile {
   // report more bytes available than asked for (*avail >= end).
   using ByteFetch = std::function<const uint8_t*(uint64_t end, uint64_t* avail)>;
   void parse(const ByteFetch& fetch);
+  void parse_header(gguf_detail::ByteReader& r, uint64_t& n_tensors, uint64_t& n_kv);
+  void parse_metadata(gguf_detail::ByteReader& r, uint64_t n_kv);
+  std::vector<uint64_t> parse_tensor_infos(gguf_detail::ByteReader& r, uint64_t n_tensors);  // each info's offset
+  void check_data_section(gguf_detail::ByteReader& r, const std::vector<uint64_t>& info_at);
   void read_tensor_data() const;
 
   std::string path_;

@@ -328,13 +328,7 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
     // Re-derive the levels against the rounded scales actually stored.
     for (int j = 0; j < QK_K / 32; ++j) {
       int sc, m;
-      if (j < 4) {
-        sc = y[i].scales[j] & 63;
-        m = y[i].scales[j + 4] & 63;
-      } else {
-        sc = (y[i].scales[j + 4] & 0xF) | ((y[i].scales[j - 4] >> 6) << 4);
-        m = (y[i].scales[j + 4] >> 4) | ((y[i].scales[j] >> 6) << 4);
-      }
+      q4_k_scale_min(j, y[i].scales, sc, m);
       const float d = fp16_to_fp32(y[i].d) * sc;
       if (d == 0.0f) continue;
       const float dm = fp16_to_fp32(y[i].dmin) * m;
@@ -360,16 +354,6 @@ void pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t* scales) {
       scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
       scales[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
     }
-  }
-}
-
-void unpack_k4_scale(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 
@@ -401,7 +385,7 @@ void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
     y[i].dmin = fp32_to_fp16(max_min / 63.0f);
     for (int j = 0; j < QK_K / 32; ++j) {
       int sc, m;
-      unpack_k4_scale(j, y[i].scales, sc, m);
+      q4_k_scale_min(j, y[i].scales, sc, m);
       const float d = fp16_to_fp32(y[i].d) * sc;
       if (d == 0.0f) continue;
       const float dm = fp16_to_fp32(y[i].dmin) * m;

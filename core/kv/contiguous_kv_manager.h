@@ -68,7 +68,17 @@ class ContiguousKvManager : public KvSlotAllocator {
   std::string never_fits(int32_t n_tokens, int32_t max_chunk) const override;
   void set_max_len(SeqId seq, int32_t max_len) override;
   void admission_blocked(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len) override;
-  void validate() const;
+  void validate() const override;
+
+  // Read-only view (KvSlotAllocator), in units of `unit` slots (the engine's block size): a
+  // block is used when a reservation covers it and filled by the slots written. The arena keeps
+  // no change log, so every block is reported each time; a reservation's table is its run of
+  // consecutive blocks.
+  int32_t num_blocks(int32_t group) const override;
+  std::vector<BlockId> group_block_table(SeqId seq, int32_t group) const override;
+  void take_block_changes(int32_t group, std::vector<BlockChange>& out) override;
+  KvAllocatorCounters allocator_counters() const override;
+  AllocatorSnap allocator_snap() const override;
 
  private:
   struct SeqEntry {

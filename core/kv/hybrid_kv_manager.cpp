@@ -98,4 +98,15 @@ void HybridKvManager::validate() const {
       throw std::logic_error("HybridKvManager invariant: sequence " + std::to_string(id) + " has different lengths in the groups");
 }
 
+KvAllocatorCounters HybridKvManager::allocator_counters() const {
+  KvAllocatorCounters c = groups_[kGlobal].allocator_counters();
+  const KvAllocatorCounters s = groups_[kSliding].allocator_counters();
+  c.allocations += s.allocations;
+  c.frees += s.frees;
+  c.evictions += s.evictions;
+  c.prefix_queries_tokens = queries_tokens_;
+  c.prefix_hits_tokens = hits_tokens_;
+  return c;
+}
+
 }  // namespace kvscope

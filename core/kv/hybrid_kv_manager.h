@@ -62,7 +62,17 @@ class HybridKvManager : public KvSlotAllocator {
   uint64_t prefix_queries_tokens() const { return queries_tokens_; }
   uint64_t prefix_hits_tokens() const { return hits_tokens_; }
   // Both managers' invariants, plus: the same sequences with the same lengths in both.
-  void validate() const;
+  void validate() const override;
+
+  // Read-only view (KvSlotAllocator): group g is group(g); counters are summed over both pools
+  // (prefix counters are the hybrid's own); the free space is the global group's.
+  int32_t num_groups() const override { return kGroups; }
+  int32_t num_blocks(int32_t g) const override { return group(g).num_blocks(0); }
+  std::vector<BlockId> group_block_table(SeqId seq, int32_t g) const override { return group(g).group_block_table(seq, 0); }
+  int64_t group_slot(int32_t g, SeqId seq, int32_t pos) const override { return slot(g, seq, pos); }
+  void take_block_changes(int32_t g, std::vector<BlockChange>& out) override { group(g).take_block_changes(0, out); }
+  KvAllocatorCounters allocator_counters() const override;
+  AllocatorSnap allocator_snap() const override { return group(kGlobal).allocator_snap(); }
 
  private:
   // The prompt cut so that a group's prefix walk stops after `tokens` cached tokens.

@@ -71,7 +71,14 @@ class KvCacheManager : public KvSlotAllocator {
   uint64_t prefix_queries_tokens() const { return queries_tokens_; }
   uint64_t prefix_hits_tokens() const { return hits_tokens_; }
 
-  void validate() const;  // ref counts == table references, free + used + evictable == total...
+  void validate() const override;  // ref counts == table references, free + used + evictable == total...
+
+  // Read-only view (KvSlotAllocator): one group.
+  int32_t num_blocks(int32_t group) const override;
+  std::vector<BlockId> group_block_table(SeqId seq, int32_t group) const override;
+  void take_block_changes(int32_t group, std::vector<BlockChange>& out) override;
+  KvAllocatorCounters allocator_counters() const override;
+  AllocatorSnap allocator_snap() const override;
 
   // Admission dry runs (KvSlotAllocator): no refs taken, no counters moved.
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
@@ -110,6 +117,8 @@ class KvCacheManager : public KvSlotAllocator {
   std::vector<BlockCopy> pending_copies_;
   uint64_t queries_tokens_ = 0;
   uint64_t hits_tokens_ = 0;
+  std::vector<uint8_t> scratch_changed_;  // take_block_changes: per block
+  std::vector<SeqId> scratch_owner_;
 };
 
 }  // namespace kvscope

@@ -3,10 +3,26 @@
 // [block][kv_head][slot_in_block][head_dim], so one (block, head) is a contiguous tile that the
 // attention loop walks block by block through the block table.
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "kv/kv_dtype.h"
 
 namespace kvscope {
+
+// The block sizes (tokens per block) every allocator, backend and panel supports: the one list.
+inline constexpr int32_t kBlockSizes[] = {8, 16, 32, 64, 128};
+inline std::span<const int32_t> supported_block_sizes() { return kBlockSizes; }
+inline bool is_supported_block_size(int32_t bs) {
+  for (int32_t b : kBlockSizes)
+    if (b == bs) return true;
+  return false;
+}
+inline std::string block_size_choices() {  // "8, 16, 32, 64, 128"
+  std::string s;
+  for (int32_t b : kBlockSizes) s += (s.empty() ? "" : ", ") + std::to_string(b);
+  return s;
+}
 
 struct KvLayout {
   int32_t n_layer = 0;

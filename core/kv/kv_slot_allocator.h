@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kv/kv_types.h"
+#include "kv/kv_view.h"
 
 namespace kvscope {
 
@@ -60,6 +61,25 @@ class KvSlotAllocator {
     (void)n_tokens;
     (void)max_len;
   }
+
+  // --- read-only view: what the engine's block-event recorder and snapshot builder read, the
+  //     same way for every allocator (the engine never asks which one it has) ---
+  virtual int32_t num_groups() const { return 1; }  // KV layer groups (2: the hybrid KV cache)
+  virtual int32_t num_blocks(int32_t group) const = 0;
+  // Logical -> physical blocks of seq in group (kNoBlock where dropped); empty when unknown.
+  virtual std::vector<BlockId> group_block_table(SeqId seq, int32_t group) const = 0;
+  virtual int64_t group_slot(int32_t group, SeqId seq, int32_t pos) const {
+    (void)group;
+    return slot(seq, pos);
+  }
+  // Appends the blocks of group that may have changed since the last call, in block order,
+  // each with its state now (owner = lowest holding sequence). Consumes the change log (an
+  // allocator without one reports every block).
+  virtual void take_block_changes(int32_t group, std::vector<BlockChange>& out) = 0;
+  virtual KvAllocatorCounters allocator_counters() const = 0;
+  // The shape of the free space (and, for the baseline, its reservation counters).
+  virtual AllocatorSnap allocator_snap() const = 0;
+  virtual void validate() const = 0;  // every invariant; throws std::logic_error naming it
 };
 
 }  // namespace kvscope

@@ -1,10 +1,12 @@
 #include "model/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
 
 #include "gguf/gguf_writer.h"
+#include "model/model_config.h"
 
 namespace kvscope {
 
@@ -45,7 +47,8 @@ void add_tokenizer(GgufWriter& w, int32_t n_vocab) {
 }  // namespace
 
 void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma3")
+  const auto& archs = supported_architectures();
+  if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
     throw std::runtime_error("make-model: unknown architecture '" + s.arch + "'");
   if (s.n_vocab < 259) throw std::runtime_error("make-model: vocabulary must have at least 259 tokens");
   if (s.n_layer < 1 || s.n_embd < 1 || s.n_head < 1 || s.n_head_kv < 1 || s.n_ff < 1 || s.n_head % s.n_head_kv)

@@ -203,8 +203,8 @@ RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap)
   }
   const Sequence& s = engine_.sequence(r.seqs.front());
   r.state = s.state;
-  r.prompt = s.prompt;
-  r.tokens = s.output;
+  r.prompt.assign(s.prompt().begin(), s.prompt().end());
+  r.tokens = s.output_tokens();
   r.cached_prompt_tokens = s.num_cached_prompt;
   r.preemptions = s.preemptions;
   r.error = s.error;

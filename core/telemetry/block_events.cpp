@@ -2,15 +2,6 @@
 
 namespace kvscope {
 
-const char* block_status_name(BlockStatus s) {
-  switch (s) {
-    case BlockStatus::Free: return "free";
-    case BlockStatus::Used: return "used";
-    case BlockStatus::Cached: return "cached";
-  }
-  return "?";
-}
-
 const char* block_event_name(BlockEventKind k) {
   switch (k) {
     case BlockEventKind::Allocated: return "allocated";

@@ -6,23 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/sequence.h"
+#include "types/seq_state.h"
 #include "kv/kv_types.h"
+#include "kv/kv_view.h"
 
 namespace kvscope {
-
-enum class BlockStatus : uint8_t { Free, Used, Cached };  // Cached: ref 0 but hashed (evictable)
-const char* block_status_name(BlockStatus s);
-
-struct BlockSnap {
-  BlockStatus status = BlockStatus::Free;
-  int32_t ref_count = 0;
-  int32_t filled = 0;          // slots holding a token
-  bool hashed = false;
-  BlockHash hash = 0;
-  SeqId owner = -1;            // lowest owning sequence id (-1: none); all owners via seq tables
-  bool sink = false;           // holds attention-sink positions of some sequence
-};
 
 enum class BlockEventKind : uint8_t { Allocated, Freed, Shared, CopiedOnWrite, Cached, CacheHit, Evicted, Preempted, DroppedOutOfWindow };
 const char* block_event_name(BlockEventKind k);
@@ -90,33 +78,6 @@ struct KvGroupSnap {
   int64_t bytes_per_block = 0;
   int32_t blocks_total = 0, blocks_used = 0, blocks_cached = 0, blocks_free = 0;
   std::vector<BlockSnap> blocks;      // [num_blocks]; left empty for group 0 (see Snapshot::blocks)
-};
-
-// How the allocator's free space looks. Paged: any free block serves any sequence, so the
-// largest usable run is all free memory. Contiguous baseline: the arena's runs and holes.
-struct ArenaSnap {
-  int64_t start = 0, length = 0;      // in slots
-  SeqId owner = -1;                   // -1: free
-  int32_t filled = 0;
-};
-struct AllocatorSnap {
-  bool contiguous = false;
-  int64_t total_slots = 0;
-  int64_t total_free = 0;             // slots
-  int64_t largest_free_run = 0;       // slots a single new request could use
-  double external_fragmentation = 0;  // 1 - largest_free_run / total_free
-  int32_t live_allocations = 0;
-  // Baseline only (kv/contiguous_kv_manager.h BaselineCounters):
-  std::string reserve_policy;         // "max-model-len", "request" or the fixed guess N
-  uint64_t overflows = 0;             // a sequence outgrew its reservation
-  uint64_t grown_in_place = 0;        // ... the free run after it took the growth
-  uint64_t relocations = 0;           // ... it moved to a larger run, K/V copied
-  uint64_t relocated_slots = 0;       // slots those moves copied
-  uint64_t overflow_preemptions = 0;  // ... it was preempted before it could grow
-  uint64_t blocked_admission_steps = 0;         // steps the head of the queue found no run
-  uint64_t blocked_by_fragmentation_steps = 0;  // ... although the free slots in all sufficed
-  uint64_t failed_reservations = 0;   // no contiguous run was long enough
-  std::vector<ArenaSnap> ranges;      // baseline only, address order
 };
 
 struct Snapshot {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace kvscope {
 

@@ -161,12 +161,12 @@ inline void generate_two_tokens(const std::shared_ptr<Model>& m) {
   // produced NaN/Inf logits, with that reason.
   if (s.state == SeqState::Rejected) {
     KVSCOPE_FUZZ_CHECK(s.error.find("non-finite logits") != std::string::npos);
-    KVSCOPE_FUZZ_CHECK(s.output.size() < 2);
+    KVSCOPE_FUZZ_CHECK(s.output_tokens().size() < 2);
   } else {
     KVSCOPE_FUZZ_CHECK(s.state == SeqState::Finished);
-    KVSCOPE_FUZZ_CHECK(s.output.size() == 2);
+    KVSCOPE_FUZZ_CHECK(s.output_tokens().size() == 2);
   }
-  for (TokenId t : s.output) KVSCOPE_FUZZ_CHECK(t >= 0 && t < m->config.n_vocab);
+  for (TokenId t : s.output()) KVSCOPE_FUZZ_CHECK(t >= 0 && t < m->config.n_vocab);
 }
 
 }  // namespace detail

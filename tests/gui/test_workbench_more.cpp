@@ -21,7 +21,7 @@
 
 #include "chat_panel.h"
 #include "compare_panel.h"
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 #include "frame_bench.h"
 #include "main_window.h"
 #include "settings_panel.h"

@@ -1,4 +1,4 @@
-#include "engine/sequence.h"
+#include "types/seq_state.h"
 
 namespace kvscope {
 
@@ -12,14 +12,6 @@ const char* seq_state_name(SeqState s) {
     case SeqState::Rejected: return "rejected";
   }
   return "unknown";
-}
-
-std::vector<TokenId> Sequence::all_tokens() const {
-  std::vector<TokenId> all;
-  all.reserve(prompt.size() + output.size());
-  all.insert(all.end(), prompt.begin(), prompt.end());
-  all.insert(all.end(), output.begin(), output.end());
-  return all;
 }
 
 }  // namespace kvscope

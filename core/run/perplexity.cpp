@@ -1,4 +1,4 @@
-#include "engine/perplexity.h"
+#include "run/perplexity.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,88 @@
+#include "engine/config_validation.h"
+
+#include "kv/kv_layout.h"
+
+namespace kvscope {
+
+namespace {
+
+struct Problems {
+  std::vector<ConfigProblem> list;
+  void add(const char* field, std::string message) { list.push_back({field, std::move(message), false}); }
+  void advise(const char* field, std::string message) { list.push_back({field, std::move(message), true}); }
+};
+
+void check_pool(const EngineConfig& c, Problems& p) {
+  if (c.num_blocks < 0) p.add("num_blocks", "the KV pool needs a positive number of blocks");
+  else if (c.num_blocks == 1) p.advise("num_blocks", "a KV pool of 1 block: no sequence could ever grow past one block (at least 2)");
+  if (c.num_blocks == 0 && c.kv_memory_bytes <= 0) p.add("kv_memory_bytes", "KV pool size must be positive (blocks or bytes)");
+  if (c.sliding_num_blocks < 0) p.add("sliding_num_blocks", "the sliding pool needs a positive number of blocks (0: derived)");
+}
+
+void check_window(const EngineConfig& c, Problems& p) {
+  if (c.window < 0) p.add("window", "the sliding window must not be negative (0 = full attention)");
+  if (c.sinks < 0) p.add("sinks", "attention sinks must not be negative (0 = none)");
+  if (c.window > 0 && is_supported_block_size(c.block_size) && c.window < c.block_size)
+    p.advise("window", "sliding window " + std::to_string(c.window) + " is smaller than one block (" +
+                        std::to_string(c.block_size) + " tokens): use 0 (off) or at least " + std::to_string(c.block_size));
+  if (c.sinks > 0 && c.window == 0) p.add("sinks", "attention sinks need a sliding window (set a window, or sinks to 0)");
+  if (c.sinks > 0 && c.window > 0 && c.sinks >= c.window)
+    p.add("sinks", "sinks (" + std::to_string(c.sinks) + ") must be fewer than the window (" + std::to_string(c.window) + ") tokens");
+}
+
+void check_scheduler(const EngineConfig& c, Problems& p) {
+  if (c.sched.max_running <= 0) p.add("max_running", "max running sequences must be at least 1");
+  if (c.sched.max_batched_tokens <= 0) p.add("max_batched_tokens", "max batched tokens must be at least 1");
+  if (c.sched.max_model_len < 0) p.add("max_model_len", "max model length must not be negative (0 = the model's context)");
+  if (c.sched.max_model_len > 0 && is_supported_block_size(c.block_size) && c.sched.max_model_len < c.block_size)
+    p.advise("max_model_len", "max model length " + std::to_string(c.sched.max_model_len) + " is shorter than one block (" +
+                               std::to_string(c.block_size) + " tokens)");
+}
+
+void check_modes(const EngineConfig& c, Problems& p) {
+  if (c.no_kv_cache && c.contiguous_baseline)
+    p.add("no_kv_cache", "the no-KV-cache teaching mode runs on the paged allocator only");
+  if (!c.contiguous_baseline) return;
+  if (c.window > 0) p.add("window", "the contiguous baseline has no sliding window: set the window to 0 or use paging");
+  if (c.hybrid_kv == HybridKvMode::On)
+    p.add("hybrid_kv", "the hybrid KV cache is not available: the contiguous baseline keeps one reservation per sequence");
+  const BaselineReserve& r = c.baseline_reserve;
+  if (r.kind == BaselineReserveKind::Fixed && r.fixed_slots <= 0)
+    p.add("baseline_reserve", "the baseline's fixed reservation must be at least 1 slot");
+  // Only an explicit max length: with 0 the engine takes the model's context (checked there).
+  const int64_t max_len = c.sched.max_model_len;
+  const int64_t pool_tokens = static_cast<int64_t>(c.num_blocks) * c.block_size;
+  if (r.kind == BaselineReserveKind::MaxModelLen && c.num_blocks > 0 && max_len > 0 && pool_tokens < max_len)
+    p.advise("baseline_reserve", "the contiguous baseline reserves the max model length (" + std::to_string(max_len) +
+                                  " tokens) for every request, but the pool holds only " + std::to_string(pool_tokens) +
+                                  " tokens: no request could ever start (enlarge the pool or shorten the max length)");
+}
+
+}  // namespace
+
+std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& model) {
+  (void)model;  // no rule needs the model yet; the signature lets one (e.g. a window past the context)
+  Problems p;
+  if (!is_supported_block_size(cfg.block_size))
+    p.add("block_size", "block size " + std::to_string(cfg.block_size) + " is not one of " + block_size_choices());
+  check_pool(cfg, p);
+  check_window(cfg, p);
+  check_scheduler(cfg, p);
+  check_modes(cfg, p);
+  return p.list;
+}
+
+std::vector<ConfigProblem> blocking_problems(const std::vector<ConfigProblem>& problems) {
+  std::vector<ConfigProblem> out;
+  for (const ConfigProblem& q : problems)
+    if (!q.advisory) out.push_back(q);
+  return out;
+}
+
+std::string describe_problems(const std::vector<ConfigProblem>& problems) {
+  std::string s;
+  for (const ConfigProblem& q : problems) s += (s.empty() ? "" : "; ") + q.message;
+  return s;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,51 @@
+#pragma once
+// Everything that configures an engine, in one plain struct; config_validation.h says which
+// values are allowed (the one rule book the CLI, the Settings panel and the engine share).
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/scheduler_config.h"
+#include "kv/baseline_reserve.h"
+#include "kv/kv_dtype.h"
+
+namespace kvscope {
+
+// The hybrid KV cache (kv/hybrid_kv_manager.h) for models mixing sliding-window and global
+// layers: Auto turns it on for such models when the allocator is paged and the backend can
+// store several KV groups; On insists (an error when impossible); Off keeps one block table.
+enum class HybridKvMode : uint8_t { Auto, On, Off };
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;            // when 0, derived from kv_memory_bytes
+  int64_t kv_memory_bytes = 64LL << 20;
+  KvDtype kv_dtype = KvDtype::F32;
+  bool prefix_caching = true;
+  int32_t window = 0;
+  int32_t sinks = 0;
+  SchedulerConfig sched;             // max_model_len 0 -> model's context length
+  size_t max_events = 100000;        // bounded block-event history
+  // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a
+  // shared_ptr<const>, telemetry/snapshot_slot.h), so a reader on any thread can take the newest one with
+  // latest_snapshot() at its own pace without ever blocking or waiting for the engine. Off: a
+  // snapshot is built only when the driving thread calls snapshot(); for a consumer that reads
+  // far less often than the engine steps and wants none of the per-step copies.
+  bool publish_every_step = true;
+  // The "traditional" allocator instead of paging: every request reserves max_model_len
+  // contiguous slots up front (first-fit). Same scheduler, model and backend: a real measurement.
+  bool contiguous_baseline = false;
+  // How much the baseline reserves per request (max_model_len, the request's own worst case,
+  // or a fixed guess that grows on overflow): kv/baseline_reserve.h.
+  BaselineReserve baseline_reserve;
+  // Teaching mode: no KV cache at all. After every sampled token the sequence's K/V are thrown
+  // away and the whole sequence is recomputed next step, so compute per generated token grows
+  // with the length (quadratic in total) instead of staying flat. Prefix caching is off.
+  bool no_kv_cache = false;
+  HybridKvMode hybrid_kv = HybridKvMode::Auto;
+  // Hybrid KV cache only: blocks of the sliding group's pool (0: derived, see
+  // kv/hybrid_pool_split.h). num_blocks then counts the global group's blocks; when both are 0
+  // kv_memory_bytes is split between the two pools.
+  int32_t sliding_num_blocks = 0;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,123 @@
+#include "engine/kv_setup.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/config_validation.h"
+#include "kv/contiguous_kv_manager.h"
+#include "kv/hybrid_kv_manager.h"
+#include "kv/hybrid_pool_split.h"
+#include "kv/kv_cache_manager.h"
+
+namespace kvscope {
+
+namespace {
+
+std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
+  std::vector<int32_t> out;
+  for (int32_t il = 0; il < mc.n_layer; ++il)
+    if (mc.layer_is_swa(il) == sliding) out.push_back(il);
+  return out;
+}
+
+KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, uint64_t salt) {
+  KvCacheConfig kc;
+  kc.block_size = cfg.block_size;
+  kc.num_blocks = num_blocks;
+  kc.prefix_caching = cfg.prefix_caching;
+  kc.sliding_window = window;
+  kc.sink_tokens = cfg.sinks;
+  kc.hash_salt = salt;
+  return kc;
+}
+
+// Two KV groups, global (full-attention) layers and sliding layers, each with its own pool.
+KvSetup make_hybrid(const ModelConfig& mc, Backend& backend, EngineConfig& cfg, const KvLayout& layout, uint64_t salt) {
+  KvSetup out;
+  out.sliding_window = cfg.window > 0 ? std::min(cfg.window, mc.sliding_window) : mc.sliding_window;
+  KvGroupSpec groups[2];
+  for (int g = 0; g < 2; ++g) {
+    groups[g].layers = group_layers(mc, g == 1);
+    groups[g].layout = layout;
+    groups[g].layout.n_layer = static_cast<int32_t>(groups[g].layers.size());
+  }
+  HybridPoolInput in;
+  in.budget_bytes = cfg.kv_memory_bytes;
+  in.global_blocks = cfg.num_blocks;
+  in.sliding_blocks = cfg.sliding_num_blocks;
+  in.global_block_bytes = groups[0].layout.bytes_per_block();
+  in.sliding_block_bytes = groups[1].layout.bytes_per_block();
+  in.block_size = cfg.block_size;
+  in.window = out.sliding_window;
+  in.sinks = cfg.sinks;
+  in.max_model_len = cfg.sched.max_model_len;
+  in.max_chunk = cfg.sched.max_batched_tokens;
+  in.max_running = cfg.sched.max_running;
+  const HybridPoolSplit split = split_hybrid_pools(in);
+  cfg.num_blocks = split.global_blocks;
+  cfg.sliding_num_blocks = split.sliding_blocks;
+  out.sliding_blocks_per_seq = split.sliding_blocks_per_seq;
+  groups[0].layout.num_blocks = split.global_blocks;
+  groups[1].layout.num_blocks = split.sliding_blocks;
+  backend.init_kv_groups(groups, AttentionPolicy{cfg.window, cfg.sinks});
+  out.kv = std::make_unique<HybridKvManager>(paged_config(cfg, split.global_blocks, cfg.window, salt),
+                                             paged_config(cfg, split.sliding_blocks, out.sliding_window, salt));
+  return out;
+}
+
+}  // namespace
+
+std::string hybrid_unavailable_reason(const ModelConfig& mc, const EngineConfig& cfg, const Backend& backend) {
+  int32_t n_sliding = 0;
+  for (int32_t il = 0; il < mc.n_layer; ++il) n_sliding += mc.layer_is_swa(il) ? 1 : 0;
+  if (mc.sliding_window <= 0 || n_sliding == 0 || n_sliding == mc.n_layer)
+    return "the model does not mix sliding-window and global attention layers";
+  if (cfg.contiguous_baseline) return "the contiguous baseline keeps one reservation per sequence";
+  if (!backend.supports_kv_groups()) return "the " + backend.name() + " backend stores one KV group only";
+  return {};
+}
+
+KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
+  const ModelConfig& mc = model.config;
+  if (const auto problems = blocking_problems(validate(cfg, mc)); !problems.empty()) throw std::invalid_argument(describe_problems(problems));
+  if (cfg.sched.max_model_len <= 0) cfg.sched.max_model_len = mc.n_ctx_train;
+  if (cfg.no_kv_cache) cfg.prefix_caching = false;  // nothing may survive a step
+  cfg.sched.recompute_every_token = cfg.no_kv_cache;
+
+  KvLayout layout;
+  layout.n_layer = mc.n_layer;
+  layout.n_head_kv = mc.n_head_kv;
+  layout.head_dim = mc.head_dim;
+  layout.block_size = cfg.block_size;
+  layout.dtype = cfg.kv_dtype;
+  // Cached K/V are only valid for the same model and KV dtype.
+  const uint64_t salt = std::hash<std::string>{}(model.file->path() + "|" + kv_dtype_name(cfg.kv_dtype));
+
+  const std::string no_hybrid = hybrid_unavailable_reason(mc, cfg, backend);
+  if (cfg.hybrid_kv == HybridKvMode::On && !no_hybrid.empty())
+    throw std::invalid_argument("the hybrid KV cache is not available: " + no_hybrid);
+  if (cfg.hybrid_kv != HybridKvMode::Off && no_hybrid.empty()) return make_hybrid(mc, backend, cfg, layout, salt);
+  cfg.sliding_num_blocks = 0;
+
+  if (cfg.num_blocks <= 0)
+    cfg.num_blocks = static_cast<int32_t>(std::min<int64_t>(cfg.kv_memory_bytes / layout.bytes_per_block(), 1 << 30));
+  if (cfg.num_blocks <= 0)
+    throw std::invalid_argument("KV memory budget is smaller than one block (" + std::to_string(layout.bytes_per_block()) +
+                                " bytes)");
+  layout.num_blocks = cfg.num_blocks;
+  backend.init_kv(layout, AttentionPolicy{cfg.window, cfg.sinks});
+
+  KvSetup out;
+  if (cfg.contiguous_baseline) {
+    // Reservations are whole blocks (unit = block size), so every base is block-aligned and the
+    // backend walks a (consecutive) block table exactly as for the paged manager, and K/V
+    // copies (forks, relocations) come out as block copies.
+    out.kv = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size,
+                                                   cfg.sched.max_model_len, cfg.baseline_reserve, cfg.block_size);
+  } else {
+    out.kv = std::make_unique<KvCacheManager>(paged_config(cfg, cfg.num_blocks, cfg.window, salt));
+  }
+  return out;
+}
+
+}  // namespace kvscope
