@@ -85,7 +85,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
                                                                                       : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
   std::unique_ptr<Engine> engine;
   try {
-    engine = std::make_unique<Engine>(model, make_backend_for(backend_, model, nThreads_), cfg);
+    engine = std::make_unique<Engine>(model, make_backend(backend_, model, nThreads_), cfg);
   } catch (const std::exception& e) {
     // Keep the previous engine running: a bad setting must not cost the user their session.
     emit engineError(tr("The engine refused these settings:\n%1").arg(QString::fromUtf8(e.what())));
