@@ -23,6 +23,8 @@
 #include <QVBoxLayout>
 
 #include "block_map_panel.h"
+#include "engine/config_validation.h"
+#include "kv/kv_layout.h"
 #include "block_map_widget.h"
 #include "memory_panel.h"
 #include "settings_panel.h"
@@ -78,7 +80,7 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
 
   bBlock_ = new QComboBox;
   bBlock_->addItem(tr("same as A"), 0);
-  for (int b : {8, 16, 32, 64, 128}) bBlock_->addItem(QString::number(b), b);
+  for (int b : supported_block_sizes()) bBlock_->addItem(QString::number(b), b);
   bDtype_ = new QComboBox;
   bDtype_->addItem(tr("same as A"), QString());
   for (KvDtype d : kAllKvDtypes) bDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
@@ -233,17 +235,9 @@ std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString
     b.contiguous_baseline = alloc >= 2;
     if (alloc == 3) b.baseline_reserve.kind = BaselineReserveKind::Request;
   }
-  if (b.contiguous_baseline && b.window > 0) {
-    *why = tr("B: the contiguous baseline has no sliding window.");
-    return std::nullopt;
-  }
-  // The same rules the Settings panel enforces for A.
-  if (b.window > 0 && b.window < b.block_size) {
-    *why = tr("B's window (%1) is smaller than one block (%2).").arg(b.window).arg(b.block_size);
-    return std::nullopt;
-  }
-  if (b.sinks > 0 && (b.window == 0 || b.sinks >= b.window)) {
-    *why = tr("B's sinks need a window larger than the number of sinks.");
+  // The rules the Settings panel applies to A (core validate(), advisory problems refused too).
+  if (const std::vector<ConfigProblem> p = validate(b, settings_->modelConfig()); !p.empty()) {
+    *why = tr("B: %1.").arg(QString::fromStdString(p.front().message));
     return std::nullopt;
   }
   return b;

@@ -133,6 +133,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   info.headDim = model_->config.head_dim;
   info.vocab = vocab_;
   info.config = engine_->config();
+  info.modelConfig = model_->config;
   chatTemplate_ = model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
   info.chatTemplate = QString::fromStdString(chatTemplate_.describe());
   info.chatTemplateWarning = QString::fromStdString(chatTemplate_.warning);

@@ -349,7 +349,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   settings_->addRecentModel(info.path);
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
   for (const View& v : views_) v.view->resetForEngine(info);
-  settings_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
+  settings_->setModel(info.modelConfig, KvShape{info.nLayer, info.nHeadKv, info.headDim});
   compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
   chat_->engineRebuilt(sameModel);
   kvLabel_->setText(info.kvSummary.section(QStringLiteral(", max"), 0, 0));

@@ -20,6 +20,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "engine/config_validation.h"
 #include "kv/baseline_reserve.h"
 #include "kv/kv_layout.h"
 #include "theme.h"
@@ -110,7 +111,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   modelRow->setColumnStretch(0, 1);
 
   blockSize_ = new QComboBox;
-  for (int b : {8, 16, 32, 64, 128}) blockSize_->addItem(QString::number(b), b);
+  for (int b : supported_block_sizes()) blockSize_->addItem(QString::number(b), b);
   blockSize_->setToolTip(tr("Tokens per KV block. Small blocks waste less in each sequence's last block; "
                             "large blocks mean shorter block tables and fewer prefix-cache entries."));
   pool_ = int_edit(1, 10000000, tr("e.g. 1024"), this);
@@ -283,7 +284,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   updateDtypeTooltips();
 }
 
-void SettingsPanel::setKvShape(const KvShape& shape) {
+void SettingsPanel::setModel(const ModelConfig& model, const KvShape& shape) {
+  modelConfig_ = model;
   shape_ = shape;
   updateDtypeTooltips();
 }
@@ -405,7 +407,6 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
   if (!pool_->hasAcceptableInput()) {
     problem("num_blocks", tr("KV pool: enter a whole number of %1 (at least 1).").arg(poolUnit_->currentText()));
   } else if (const qint64 pool = pool_->text().toLongLong(); poolUnit_->currentIndex() == 0) {
-    if (pool < 2) problem("num_blocks", tr("KV pool: at least 2 blocks, or no sequence could ever grow past one block."));
     cfg.num_blocks = static_cast<int32_t>(pool);
   } else {
     cfg.num_blocks = 0;
@@ -434,31 +435,16 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
   cfg.sched.max_batched_tokens = maxBatched_->value();
   if (maxLen_->hasAcceptableInput()) cfg.sched.max_model_len = maxLen_->text().toInt();
   else problem("max_model_len", tr("Max model length: enter a whole number (0 = the model's context)."));
-  // The rules between fields, for the fields that parsed.
-  auto rule = [&](const char* field, const QString& msg) {
-    for (const Problem& p : *problems)
-      if (p.field == QLatin1String(field)) return;  // that field's own input problem says it first
-    problem(field, msg);
-  };
-  if (windowOk && cfg.window > 0 && cfg.window < cfg.block_size)
-    rule("window", tr("Sliding window %1 is smaller than one block (%2 tokens): use 0 (off) or at least %2.")
-                       .arg(cfg.window)
-                       .arg(cfg.block_size));
-  if (windowOk && sinksOk && cfg.sinks > 0 && cfg.window == 0)
-    rule("sinks", tr("Attention sinks need a sliding window: set a window first (or sinks to 0)."));
-  else if (windowOk && sinksOk && cfg.sinks > 0 && cfg.sinks >= cfg.window)
-    rule("sinks", tr("Sinks (%1) must be fewer than the window (%2) tokens.").arg(cfg.sinks).arg(cfg.window));
-  if (cfg.contiguous_baseline && cfg.window > 0)
-    rule("window", tr("The contiguous baseline has no sliding window: set the window to 0 or use paging."));
-  if (cfg.sched.max_model_len > 0 && cfg.sched.max_model_len < cfg.block_size)
-    rule("max_model_len", tr("Max model length %1 is shorter than one block.").arg(cfg.sched.max_model_len));
-  if (cfg.contiguous_baseline && cfg.baseline_reserve.kind == BaselineReserveKind::MaxModelLen && cfg.num_blocks > 0 &&
-      cfg.sched.max_model_len > 0 && static_cast<int64_t>(cfg.num_blocks) * cfg.block_size < cfg.sched.max_model_len)
-    rule("baseline_reserve", tr("The contiguous baseline reserves the max model length (%1 tokens) for every request, but "
-                                "the pool holds only %2 tokens: no request could ever start. Enlarge the pool or shorten "
-                                "the max length.")
-                                 .arg(cfg.sched.max_model_len)
-                                 .arg(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size));
+  // The rules between fields: the core's one rule book (engine/config_validation.h), advisory
+  // problems refused too (an interactive user almost surely did not mean them). A field whose
+  // text did not parse has its own problem already.
+  for (const ConfigProblem& p : validate(cfg, modelConfig_)) {
+    const QString field = QString::fromStdString(p.field);
+    if (std::any_of(problems->begin(), problems->end(), [&](const Problem& q) { return q.field == field; })) continue;
+    QString msg = QString::fromStdString(p.message);
+    if (!msg.isEmpty()) msg[0] = msg[0].toUpper();
+    problems->push_back({field, msg + QLatin1Char('.')});
+  }
 }
 
 SamplingDefaults SettingsPanel::samplingDefaults() const {

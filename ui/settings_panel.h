@@ -63,8 +63,10 @@ class SettingsPanel : public QWidget {
   QString validationMessage() const;
   QStringList recentModels() const;
   void addRecentModel(const QString& path);
-  // The loaded model's KV shape: the KV dtype list shows what each dtype costs per token.
-  void setKvShape(const KvShape& shape);
+  // The loaded model: the settings are validated against its config (core validate()), and
+  // the KV dtype list shows what each dtype costs per token with its KV shape.
+  void setModel(const ModelConfig& model, const KvShape& shape);
+  const ModelConfig& modelConfig() const { return modelConfig_; }
   // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
   // (on/off), backend (auto/cpu/cuda). The panel's own validation still applies. False for an unknown key.
   bool setOverride(const QString& key, const QString& value);
@@ -102,6 +104,7 @@ class SettingsPanel : public QWidget {
   void rebuildRecentMenu();
   void updateDtypeTooltips();
   KvShape shape_;
+  ModelConfig modelConfig_;  // the loaded model's (default before one is loaded)
 
   QLineEdit* model_;
   QToolButton* recent_;

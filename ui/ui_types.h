@@ -38,6 +38,7 @@ struct ModelInfo {
   int nLayer = 0, nHeadKv = 0, headDim = 0;  // the KV shape: bytes per token for any dtype
   VocabPtr vocab;
   EngineConfig config;     // the config the engine was built with
+  ModelConfig modelConfig; // the model's own config (what the settings are validated against)
   QString chatTemplate;    // ChatTemplateChoice::describe(): the template chat turns use
   QString chatTemplateWarning;
 };

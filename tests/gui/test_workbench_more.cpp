@@ -169,7 +169,7 @@ class TestWorkbenchMore : public QObject {
     QVERIFY(!s.applyButton()->isEnabled());
     QVERIFY2(s.fieldNote(QStringLiteral("window")).contains(QStringLiteral("smaller than one block")),
              qPrintable(s.fieldNote(QStringLiteral("window"))));
-    QVERIFY(s.fieldNote(QStringLiteral("num_blocks")).contains(QStringLiteral("at least 2 blocks")));
+    QVERIFY(s.fieldNote(QStringLiteral("num_blocks")).contains(QStringLiteral("1 block")));
     QVERIFY(s.fieldNote(QStringLiteral("sinks")).isEmpty());
     QCOMPARE(static_cast<int>(s.problems().size()), 2);
     s.windowEdit()->setText(QStringLiteral("0"));
