@@ -475,7 +475,8 @@ void SettingsPanel::revalidate() {
   // By the Apply button: what has no field here, else how many notes there are to read.
   message_->setText(!elsewhere.isEmpty() ? elsewhere.join(QLatin1Char('\n'))
                     : found.empty()      ? QString()
-                                         : tr("%n setting(s) to fix: see the note(s) above.", nullptr, static_cast<int>(found.size())));
+                    : found.size() == 1  ? tr("1 setting to fix: see the note above.")
+                                         : tr("%1 settings to fix: see the notes above.").arg(found.size()));
   apply_->setEnabled(found.empty());
 }
 
