@@ -48,6 +48,14 @@ int cmd_serve(int argc, char** argv, int first) {
   const int64_t max_n = a.i64("max-n", 16);
   if (max_n < 1 || max_n > 256) throw UsageError("--max-n must be in 1..256");
 
+  // SIGINT/SIGTERM are taken by one waiting thread (blocked everywhere else, so every thread
+  // created from here on (the backend's workers too) inherits the mask), which stops the server; run() then returns.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   LoadedModel lm = load_model(a);
   const Tokenizer& tok = *lm.model->tokenizer;
   ChatTemplateChoice tmpl;
@@ -70,14 +78,6 @@ int cmd_serve(int argc, char** argv, int first) {
   sm.max_model_len = engine->config().sched.max_model_len;
   sm.n_vocab = lm.model->config.n_vocab;
   sm.max_n = static_cast<int>(max_n);
-
-  // SIGINT/SIGTERM are taken by one waiting thread (blocked everywhere else, so every thread
-  // created from here on inherits the mask), which stops the server; run() then returns.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   serve::EngineWorker worker(std::move(engine), limits);
   serve::OpenAiServer server(worker, sm, opt);
