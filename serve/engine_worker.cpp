@@ -81,16 +81,16 @@ ServeMetrics EngineWorker::metrics() const {
   return m;
 }
 
-void EngineWorker::set_event_sink(std::function<void(std::vector<BlockEvent>&&, const Engine&)> sink) {
+void EngineWorker::set_step_observer(std::function<void(const Engine&)> observer) {
   std::lock_guard<std::mutex> lk(mu_);
-  sink_ = std::move(sink);
+  observer_ = std::move(observer);
 }
 
 void EngineWorker::loop() {
   for (;;) {
     std::vector<Pending> jobs;
     std::vector<std::shared_ptr<RequestChannel>> cancels;
-    std::function<void(std::vector<BlockEvent>&&, const Engine&)> sink;
+    std::function<void(const Engine&)> observer;
     const bool idle = !engine_->has_work();
     if (idle) check_idle();
     {
@@ -99,7 +99,7 @@ void EngineWorker::loop() {
       if (stop_) break;
       jobs.swap(inbox_);
       cancels.swap(cancels_);
-      sink = sink_;
+      observer = observer_;
     }
     for (const auto& ch : cancels) {
       auto it = by_channel_.find(ch.get());
@@ -123,15 +123,16 @@ void EngineWorker::loop() {
       }
       start_job(p);
     }
+    bool stepped = !cancels.empty();
     if (engine_->has_work()) {
       engine_->step();
-      was_busy_ = true;
+      was_busy_ = stepped = true;
     }
     // Stop strings matched inside the step: end those sequences now, freeing their blocks.
     const std::vector<SeqId> hits = std::exchange(stop_string_hits_, {});
     for (SeqId id : hits) engine_->cancel(id);
     if (!engine_->config().publish_every_step) engine_->snapshot();
-    if (sink) sink(engine_->take_new_events(), *engine_);
+    if (observer && (stepped || !hits.empty())) observer(*engine_);
   }
   // Shutting down: end what is still running so every waiting HTTP thread hears back.
   std::vector<SeqId> left;

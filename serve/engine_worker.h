@@ -40,8 +40,8 @@ class EngineWorker {
   // A copy of the per-request numbers, for /metrics.
   ServeMetrics metrics() const;
   std::string kv_summary() const { return kv_summary_; }
-  // Called on the engine thread with each step's block events (for the KV event publisher).
-  void set_event_sink(std::function<void(std::vector<BlockEvent>&&, const Engine&)> sink);
+  // Called on the engine thread after every step (the KV event publisher reads the cache there).
+  void set_step_observer(std::function<void(const Engine&)> observer);
 
  private:
   struct Pending {
@@ -61,7 +61,7 @@ class EngineWorker {
   WorkerLimits limits_;
   std::string kv_summary_;
 
-  mutable std::mutex mu_;              // guards inbox_, cancels_, stop_, sink_
+  mutable std::mutex mu_;              // guards inbox_, cancels_, stop_, observer_
   std::condition_variable cv_;
   std::vector<Pending> inbox_;
   std::vector<std::shared_ptr<RequestChannel>> cancels_;
@@ -75,7 +75,7 @@ class EngineWorker {
   std::unordered_map<SeqId, std::unique_ptr<Choice>> choices_;
   std::unordered_map<RequestChannel*, std::vector<SeqId>> by_channel_;
   std::vector<SeqId> stop_string_hits_;  // finished by a stop string during the step: cancel after it
-  std::function<void(std::vector<BlockEvent>&&, const Engine&)> sink_;
+  std::function<void(const Engine&)> observer_;
   bool was_busy_ = false;
   std::thread thread_;
 };

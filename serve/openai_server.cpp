@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/prometheus_text.h"
+#include "telemetry/snapshot_json.h"
 
 namespace kvscope::serve {
 namespace {
@@ -212,6 +213,10 @@ void OpenAiServer::Impl::routes() {
     }
     const SnapshotPtr snap = worker.latest_snapshot();
     res.set_content(render_prometheus(*snap, worker.metrics(), ctx), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // kvscope's own view: the engine's latest snapshot (blocks, hashes, sequences) as JSON.
+  svr.Get("/kvscope/snapshot", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(to_json(*worker.latest_snapshot())), "application/json");
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
   svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -11,6 +12,8 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "serve/engine_worker.h"
+#include "serve/kv_event_publisher.h"
+#include "serve/kv_event_tracker.h"
 #include "serve/openai_server.h"
 
 namespace kvscope::cli {
@@ -18,7 +21,8 @@ namespace kvscope::cli {
 int cmd_serve(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
                with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
-                                    "http-threads", "max-n"}),
+                                    "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay",
+                                    "kv-events-topic"}),
                {"help"});
   if (a.has("help")) {
     std::cout << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
@@ -27,6 +31,8 @@ int cmd_serve(int argc, char** argv, int first) {
                  "   --prefix-caching --max-running --max-batched-tokens --max-model-len --backend ...]\n"
                  "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
                  "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"
+                 "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
+                 "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
                  "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
                  "'Authorization: Bearer KEY'. --max-queued: sequences in flight before new requests get 503.\n";
     return 0;
@@ -79,7 +85,39 @@ int cmd_serve(int argc, char** argv, int first) {
   sm.n_vocab = lm.model->config.n_vocab;
   sm.max_n = static_cast<int>(max_n);
 
+  // KV events: the tracker reads the cache on the engine thread after each step; the
+  // publisher's thread sends. Both outlive the worker (declared first, destroyed last).
+  std::unique_ptr<serve::KvEventPublisher> publisher;
+  std::unique_ptr<serve::KvEventTracker> tracker;
+  if (a.has("kv-events-endpoint")) {
+    if (!engine->paged_kv()) throw UsageError("--kv-events-endpoint needs the paged KV cache (it reports prefix-cache blocks)");
+    try {
+      publisher = std::make_unique<serve::KvEventPublisher>(a.str("kv-events-endpoint"), a.str("kv-events-replay"),
+                                                            a.str("kv-events-topic"));
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    tracker = std::make_unique<serve::KvEventTracker>(*engine);
+    auto now_s = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+    // A subscriber that knew an earlier run of this server starts from an empty cache.
+    publisher->publish({now_s(), {serve::KvAllBlocksCleared{}}, 0});
+    std::cout << "kvscope serve: KV events on " << publisher->endpoint();
+    if (!publisher->replay_endpoint().empty()) std::cout << " (replay " << publisher->replay_endpoint() << ")";
+    std::cout << std::endl;
+  } else if (a.has("kv-events-replay") || a.has("kv-events-topic")) {
+    throw UsageError("--kv-events-replay and --kv-events-topic need --kv-events-endpoint");
+  }
   serve::EngineWorker worker(std::move(engine), limits);
+  if (publisher) {
+    worker.set_step_observer([&publisher, &tracker, now_s = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    }](const Engine& e) {
+      std::vector<serve::KvEvent> evs = tracker->update(e);
+      if (!evs.empty()) publisher->publish({now_s(), std::move(evs), 0});
+    });
+  }
   serve::OpenAiServer server(worker, sm, opt);
   try {
     server.bind();

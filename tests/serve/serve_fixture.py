@@ -17,7 +17,16 @@ class Server:
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr_lines = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
-        line = self.proc.stdout.readline()  # "kvscope serve: listening on http://127.0.0.1:PORT (model NAME)"
+        # "kvscope serve: KV events on tcp://... (replay tcp://...)" when asked, then
+        # "kvscope serve: listening on http://127.0.0.1:PORT (model NAME)".
+        self.kv_events = self.kv_replay = None
+        line = self.proc.stdout.readline()
+        if "KV events on " in line:
+            parts = line.split("KV events on ", 1)[1].split()
+            self.kv_events = parts[0]
+            if len(parts) > 2 and parts[1] == "(replay":
+                self.kv_replay = parts[2].rstrip(")")
+            line = self.proc.stdout.readline()
         if "listening on" not in line:
             self.proc.kill()
             raise RuntimeError("server did not start: %r %s" % (line, "".join(self.stderr_lines)))
