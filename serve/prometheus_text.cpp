@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace kvscope::serve {
@@ -22,8 +23,13 @@ std::string escape(const std::string& v) {
 std::string num(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  // The shortest text that reads back as the same double ("0.005", not 0.0050000000000000001),
+  // as Prometheus' own clients write bucket bounds.
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

@@ -1,9 +1,10 @@
-"""kvscope's KV-event stream decoded by vLLM's own classes: vllm/distributed/kv_events.py taken
-from the vLLM wheel on PyPI (pip download --no-deps; only that file is kept), loaded with small
-stubs for the vllm-internal names it imports, every payload decoded with
-msgspec.msgpack.Decoder(KVEventBatch). The hash chains the events describe must be exactly the
-prefix cache in kvscope's snapshot, and the replay socket must hand back the same batches.
-usage: test_kv_events.py KVSCOPE_CLI MODEL"""
+"""kvscope's KV-event stream decoded by another engine's own classes: vLLM's
+vllm/distributed/kv_events.py or SGLang's sglang/srt/disaggregation/kv_events.py (KVSCOPE_KV_PEER=
+vllm|sglang), taken from that project's wheel on PyPI (pip download --no-deps; only the one file
+is kept), loaded with small stubs for the project-internal names it imports, every payload
+decoded with msgspec.msgpack.Decoder(KVEventBatch). The hash chains the events describe must be
+exactly the prefix cache in kvscope's snapshot, and the replay socket must hand back the same
+batches. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
 import collections
 import importlib.util
 import json
@@ -18,7 +19,10 @@ import zipfile
 from serve_fixture import Server, wait_idle
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
-VLLM_VERSION = os.environ.get("KVSCOPE_VLLM_VERSION", "0.33.0")
+PEER = os.environ.get("KVSCOPE_KV_PEER", "vllm")
+# The versions this test was written against; another can be tried through the environment.
+PEERS = {"vllm": ("vllm", os.environ.get("KVSCOPE_VLLM_VERSION", "0.33.0"), "vllm/distributed/kv_events.py"),
+         "sglang": ("sglang", os.environ.get("KVSCOPE_SGLANG_VERSION", "0.5.23"), "sglang/srt/disaggregation/kv_events.py")}
 
 
 def skip(why):
@@ -26,35 +30,55 @@ def skip(why):
     sys.exit(77)
 
 
-def vllm_kv_events_source():
-    """Path of vllm/distributed/kv_events.py from the vLLM wheel, cached in the venv."""
-    cache = os.path.join(sys.prefix, "vllm-%s-kv_events.py" % VLLM_VERSION)
+def peer_kv_events_source():
+    """Path of the peer's kv_events.py from its wheel, cached in the venv."""
+    package, version, member = PEERS[PEER]
+    cache = os.path.join(sys.prefix, "%s-%s-kv_events.py" % (package, version))
     if os.path.exists(cache):
         return cache
-    tmp = os.path.join(sys.prefix, "vllm-wheel-download")
+    tmp = os.path.join(sys.prefix, "%s-wheel-download" % package)
     os.makedirs(tmp, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-                        "vllm==" + VLLM_VERSION, "-d", tmp], capture_output=True, text=True)
+                        "%s==%s" % (package, version), "-d", tmp], capture_output=True, text=True)
     wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
     if r.returncode != 0 or not wheels:
-        skip("cannot download the vllm %s wheel from PyPI: %s" % (VLLM_VERSION, (r.stderr or r.stdout).strip()[-300:]))
+        skip("cannot download the %s %s wheel from PyPI: %s" % (package, version, (r.stderr or r.stdout).strip()[-300:]))
     with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z:
-        src = z.read("vllm/distributed/kv_events.py")
+        src = z.read(member)
     with open(cache + ".part", "wb") as f:
         f.write(src)
     os.replace(cache + ".part", cache)
-    for w in wheels:  # some 300 MB: keep only the one file
+    for w in wheels:  # vLLM's is some 340 MB: keep only the one file
         os.remove(os.path.join(tmp, w))
     return cache
 
 
+def stub(name, **attrs):
+    m = types.ModuleType(name)
+    m.__path__ = []
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+
+
+def load_peer_kv_events(path):
+    return (load_vllm_kv_events if PEER == "vllm" else load_sglang_kv_events)(path)
+
+
+def load_sglang_kv_events(path):
+    """Imports SGLang's module with stand-ins for the sglang-internal names it imports."""
+    for pkg in ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.disaggregation"]:
+        stub(pkg)
+    stub("sglang.srt.runtime_context", get_parallel=lambda: None)
+    stub("sglang.srt.utils.network", NetworkAddress=type("NetworkAddress", (), {}))
+    spec = importlib.util.spec_from_file_location("sglang.srt.disaggregation.kv_events", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def load_vllm_kv_events(path):
     """Imports vLLM's module with stand-ins for the vllm-internal names it needs at import time."""
-    def stub(name, **attrs):
-        m = types.ModuleType(name)
-        m.__path__ = []
-        m.__dict__.update(attrs)
-        sys.modules[name] = m
     for pkg in ["vllm", "vllm.config", "vllm.utils", "vllm.v1", "vllm.v1.core", "vllm.distributed"]:
         stub(pkg)
     stub("vllm.config.kv_events", KVEventsConfig=type("KVEventsConfig", (), {}))
@@ -75,7 +99,7 @@ def main():
         import zmq
     except ImportError as e:
         skip("pyzmq/msgspec not installed: %s" % e)
-    kv = load_vllm_kv_events(vllm_kv_events_source())
+    kv = load_peer_kv_events(peer_kv_events_source())
     decoder = msgspec.msgpack.Decoder(kv.KVEventBatch)
     fails = []
 
@@ -144,12 +168,13 @@ def main():
         try:
             batch = decoder.decode(payload)
         except msgspec.ValidationError as e:
-            fails.append("vLLM's decoder rejected batch %d: %s" % (s, e))
+            fails.append("%s's decoder rejected batch %d: %s" % (PEER, s, e))
             continue
         if s == 0 and not (len(batch.events) == 1 and isinstance(batch.events[0], kv.AllBlocksCleared)):
             fails.append("batch 0 is not AllBlocksCleared: %r" % batch)
-        if batch.data_parallel_rank != 0 or not (time.time() - 600 < batch.ts <= time.time() + 1):
-            fails.append("batch %d: rank %r ts %r" % (s, batch.data_parallel_rank, batch.ts))
+        rank = batch.data_parallel_rank if PEER == "vllm" else batch.attn_dp_rank  # same slot, SGLang's name
+        if rank != 0 or not (time.time() - 600 < batch.ts <= time.time() + 1):
+            fails.append("batch %d: rank %r ts %r" % (s, rank, batch.ts))
         for ev in batch.events:
             if isinstance(ev, kv.AllBlocksCleared):
                 cache.clear()
@@ -201,7 +226,7 @@ def main():
     if fails:
         print("FAIL: " + "\n  ".join(fails[:20]))
         sys.exit(1)
-    print("PASS kv events decoded by vLLM %s's KVEventBatch, chains match the snapshot" % VLLM_VERSION)
+    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot" % (PEER, PEERS[PEER][1]))
 
 
 if __name__ == "__main__":
