@@ -59,6 +59,10 @@ std::shared_ptr<RequestChannel> EngineWorker::submit(GenerationJob job) {
   auto ch = std::make_shared<RequestChannel>();
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) {
+      in_flight_.fetch_sub(n);
+      throw ApiError(503, "the server is shutting down");
+    }
     inbox_.push_back({std::move(job), ch});
   }
   cv_.notify_all();

@@ -1,6 +1,8 @@
 #include "serve/openai_request.h"
 
+#include <atomic>
 #include <cmath>
+#include <random>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -98,7 +100,14 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
   s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);  // vLLM: -1 (or 0) is off
   s.min_p = static_cast<float>(get_num(j, "min_p", 0.0, 0.0, 1.0));
   s.repetition_penalty = static_cast<float>(get_num(j, "repetition_penalty", 1.0, 0.0, 100.0, /*lo_open=*/true));
-  s.seed = static_cast<uint64_t>(get_int(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  // No seed: a fresh one, so repeated sampled requests differ (OpenAI's and vLLM's behaviour);
+  // the engine's own default (0) would make them all alike.
+  if (field(j, "seed")) {
+    s.seed = static_cast<uint64_t>(get_int(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  } else {
+    static std::atomic<uint64_t> counter{std::random_device{}()};
+    s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
+  }
   r.job.ignore_eos = get_bool(j, "ignore_eos", false);
   r.job.n = static_cast<int>(get_int(j, "n", 1, 1, m.max_n));
   if (const json* st = field(j, "stop")) {

@@ -141,6 +141,12 @@ def main():
             model=name, prompt=PROMPT, max_tokens=40, temperature=0, stop=word, stream=True))
         assert s == r.choices[0].text, (s, r.choices[0].text)
 
+    def unseeded_samples_differ_seeded_repeat():
+        ask = lambda **kw: client.completions.create(model=name, prompt="The green frog", max_tokens=30, temperature=1.5,
+                                                     extra_body={"ignore_eos": True}, **kw).choices[0].text
+        assert len({ask() for _ in range(3)}) > 1, "three unseeded sampled replies were identical"
+        assert ask(seed=11) == ask(seed=11)
+
     def errors_are_openai_errors():
         try:
             client.completions.create(model=name, prompt=PROMPT, max_tokens=10 ** 7)
@@ -203,7 +209,7 @@ def main():
                       ("shared_system_prompt_hits_cache", shared_system_prompt_hits_cache),
                       ("client_closes_mid_stream", client_closes_mid_stream),
                       ("parallel_samples_and_logprobs", parallel_samples_and_logprobs),
-                      ("stop_strings", stop_strings), ("errors_are_openai_errors", errors_are_openai_errors),
+                      ("stop_strings", stop_strings), ("unseeded_samples_differ_seeded_repeat", unseeded_samples_differ_seeded_repeat), ("errors_are_openai_errors", errors_are_openai_errors),
                       ("metrics_parse_with_vllm_names", metrics_parse_with_vllm_names), ("api_key", api_key)]:
         checks.run(name_, fn)
     assert srv.alive(), "the server died"
