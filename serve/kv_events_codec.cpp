@@ -186,7 +186,12 @@ std::string encode_kv_event_batch(const KvEventBatch& b) {
 KvEventBatch decode_kv_event_batch(std::string_view payload) {
   msgpack::object_handle oh;
   try {
-    oh = msgpack::unpack(payload.data(), payload.size());
+    // A container header may claim up to 2^32 entries, which msgpack would allocate up front:
+    // no container can hold more entries than the payload has bytes, so that bounds them (and
+    // the nesting), and a hostile header is an error rather than a huge allocation.
+    const size_t n = payload.size();
+    const msgpack::unpack_limit limit(n, n / 2, n, n, n, 64);
+    oh = msgpack::unpack(payload.data(), n, nullptr, nullptr, limit);
   } catch (const std::exception& e) {
     bad(std::string("not msgpack: ") + e.what());
   }
