@@ -1,6 +1,7 @@
 #include "serve/openai_request.h"
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <limits>
@@ -125,6 +126,18 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
   }
 }
 
+// A multi-megabyte prompt takes seconds to tokenize; when its length alone proves it cannot
+// fit the context, it is refused at once (with a lower bound on its token count).
+void check_text_fits(size_t bytes, const ServedModel& m, const char* param) {
+  if (m.max_piece_bytes <= 0) return;
+  const uint64_t at_least = (bytes + static_cast<uint64_t>(m.max_piece_bytes) - 1) / static_cast<uint64_t>(m.max_piece_bytes);
+  if (at_least >= static_cast<uint64_t>(m.max_model_len))
+    throw ApiError(400, "This model's maximum context length is " + std::to_string(m.max_model_len) +
+                            " tokens. However, your request has at least " + std::to_string(at_least) + " input tokens (" +
+                            std::to_string(bytes) + " bytes of text; no token is longer than " +
+                            std::to_string(m.max_piece_bytes) + " bytes). Please reduce the length of the input.", param);
+}
+
 void check_prompt_tokens(const std::vector<TokenId>& p, const ServedModel& m, const char* param) {
   if (p.empty()) throw ApiError(400, "the prompt is empty: at least one token is needed", param);
   for (TokenId t : p)
@@ -175,6 +188,12 @@ std::string message_content(const json& msg, size_t i) {
 
 }  // namespace
 
+int32_t longest_piece_bytes(const Tokenizer& tok) {
+  size_t longest = 0;
+  for (TokenId id = 0; id < tok.n_vocab(); ++id) longest = std::max(longest, tok.token_to_piece(id, /*special=*/true).size());
+  return static_cast<int32_t>(longest);
+}
+
 ParsedRequest parse_completion_request(const std::string& body, const ServedModel& m) {
   const json j = parse_body(body);
   ParsedRequest r;
@@ -187,6 +206,7 @@ ParsedRequest parse_completion_request(const std::string& body, const ServedMode
     one = &p->front();
   }
   if (one->is_string()) {
+    check_text_fits(one->get_ref<const std::string&>().size(), m, "prompt");
     r.job.prompt = m.tokenizer->encode(one->get<std::string>(), /*add_special=*/true, /*parse_special=*/true);
   } else if (one->is_array()) {
     for (const json& t : *one) {
@@ -228,6 +248,9 @@ ParsedRequest parse_chat_request(const std::string& body, const ServedModel& m) 
       throw ApiError(400, "messages[" + std::to_string(i) + "].role '" + rs + "' is not one of system, user, assistant", "messages");
     chat.push_back({rs, message_content(msg, i)});
   }
+  size_t text_bytes = 0;
+  for (const ChatMessage& c : chat) text_bytes += c.content.size();
+  check_text_fits(text_bytes, m, "messages");
   const Tokenizer& tok = *m.tokenizer;
   try {
     // As the chat panel and `kvscope-cli chat` build a first turn (chat_turn_prompt): BOS when

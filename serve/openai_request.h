@@ -22,7 +22,13 @@ struct ServedModel {
   int32_t n_vocab = 0;
   int max_n = 16;                     // most parallel samples one request may ask for
   int max_logprobs = 20;
+  // The longest token's text in bytes (0: unknown): a text of B bytes is at least
+  // B / max_piece_bytes tokens, so a prompt that cannot fit is refused before tokenizing it.
+  int32_t max_piece_bytes = 0;
 };
+
+// The longest piece of a vocabulary, special tokens included (for ServedModel::max_piece_bytes).
+int32_t longest_piece_bytes(const Tokenizer& tok);
 
 struct ParsedRequest {
   GenerationJob job;

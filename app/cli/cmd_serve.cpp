@@ -84,6 +84,7 @@ int cmd_serve(int argc, char** argv, int first) {
   sm.max_model_len = engine->config().sched.max_model_len;
   sm.n_vocab = lm.model->config.n_vocab;
   sm.max_n = static_cast<int>(max_n);
+  sm.max_piece_bytes = serve::longest_piece_bytes(tok);
 
   // KV events: the tracker reads the cache on the engine thread after each step; the
   // publisher's thread sends. Both outlive the worker (declared first, destroyed last).

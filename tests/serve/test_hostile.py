@@ -85,6 +85,8 @@ def main():
         ("token_id_outside_vocab", post("/v1/completions", '{"prompt": [1, 999999]}'), 400, "vocabulary"),
         ("token_id_negative", post("/v1/completions", '{"prompt": [1, -3]}'), 400, "vocabulary"),
         ("prompt_longer_than_context", post("/v1/completions", json.dumps({"prompt": long_ids})), 400, "3001"),
+        ("seven_mb_prompt_refused_untokenized", post("/v1/completions", json.dumps({"prompt": "the dog ran. " * 550000})), 400, "at least"),
+        ("text_just_over_context", post("/v1/completions", json.dumps({"prompt": "the dog ran. " * 1200})), 400, "input tokens"),
         ("batched_prompts", post("/v1/completions", '{"prompt": ["a", "b"]}'), 400, "one prompt"),
         ("invalid_utf8", post("/v1/completions", b'{"prompt": "\xff\xfe\xc3("}'), 400, "JSON"),
         ("raw_nul_bytes", post("/v1/completions", b'{"prompt": "a\x00b"}'), 400, "JSON"),
