@@ -4,6 +4,7 @@ import concurrent.futures
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import openai
@@ -65,12 +66,15 @@ def main():
         assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
 
     def sixteen_concurrent_streams():
+        barrier = threading.Barrier(16)
+
         def one(i):
             n = 0
             text = ""
+            barrier.wait()  # all 16 ask at once; each stream lasts 200 engine steps at least
             t0 = time.time()
             for c in client.completions.create(model=name, prompt="Story %d: the %s" % (i, "bird" if i % 2 else "tree"),
-                                               max_tokens=48, temperature=0.8, seed=i, stream=True,
+                                               max_tokens=200, temperature=0.8, seed=i, stream=True,
                                                stream_options={"include_usage": True}, extra_body={"ignore_eos": True}):
                 if c.choices:
                     text += c.choices[0].text
@@ -79,7 +83,7 @@ def main():
             return n, text, t0, time.time()
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
             res = list(ex.map(one, range(16)))
-        assert all(n == 48 for n, _, _, _ in res), [n for n, _, _, _ in res]
+        assert all(n == 200 for n, _, _, _ in res), [n for n, _, _, _ in res]
         assert all(t for _, t, _, _ in res)
         # They overlapped (continuous batching), not one after another: some stream started
         # before another ended, for every pair of the first and last finisher.
