@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "types/sampling_params.h"
 #include "kv/kv_types.h"
 
 namespace kvscope::serve {
