@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6 nlohmann-json3-dev
-      libgl-dev xvfb xauth)
+      libgl-dev xvfb xauth
+      libcpp-httplib-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

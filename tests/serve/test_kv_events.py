@@ -1,0 +1,233 @@
+"""kvscope's KV-event stream decoded by another engine's own classes: vLLM's
+vllm/distributed/kv_events.py or SGLang's sglang/srt/disaggregation/kv_events.py (KVSCOPE_KV_PEER=
+vllm|sglang), taken from that project's wheel on PyPI (pip download --no-deps; only the one file
+is kept), loaded with small stubs for the project-internal names it imports, every payload
+decoded with msgspec.msgpack.Decoder(KVEventBatch). The hash chains the events describe must be
+exactly the prefix cache in kvscope's snapshot, and the replay socket must hand back the same
+batches. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
+import collections
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import types
+import zipfile
+
+from serve_fixture import Server, wait_idle
+
+CLI, MODEL = sys.argv[1], sys.argv[2]
+PEER = os.environ.get("KVSCOPE_KV_PEER", "vllm")
+# The versions this test was written against; another can be tried through the environment.
+PEERS = {"vllm": ("vllm", os.environ.get("KVSCOPE_VLLM_VERSION", "0.33.0"), "vllm/distributed/kv_events.py"),
+         "sglang": ("sglang", os.environ.get("KVSCOPE_SGLANG_VERSION", "0.5.23"), "sglang/srt/disaggregation/kv_events.py")}
+
+
+def skip(why):
+    print("SKIPPED: " + why)
+    sys.exit(77)
+
+
+def peer_kv_events_source():
+    """Path of the peer's kv_events.py from its wheel, cached in the venv."""
+    package, version, member = PEERS[PEER]
+    cache = os.path.join(sys.prefix, "%s-%s-kv_events.py" % (package, version))
+    if os.path.exists(cache):
+        return cache
+    tmp = os.path.join(sys.prefix, "%s-wheel-download" % package)
+    os.makedirs(tmp, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                        "%s==%s" % (package, version), "-d", tmp], capture_output=True, text=True)
+    wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
+    if r.returncode != 0 or not wheels:
+        skip("cannot download the %s %s wheel from PyPI: %s" % (package, version, (r.stderr or r.stdout).strip()[-300:]))
+    with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z:
+        src = z.read(member)
+    with open(cache + ".part", "wb") as f:
+        f.write(src)
+    os.replace(cache + ".part", cache)
+    for w in wheels:  # vLLM's is some 340 MB: keep only the one file
+        os.remove(os.path.join(tmp, w))
+    return cache
+
+
+def stub(name, **attrs):
+    m = types.ModuleType(name)
+    m.__path__ = []
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+
+
+def load_peer_kv_events(path):
+    return (load_vllm_kv_events if PEER == "vllm" else load_sglang_kv_events)(path)
+
+
+def load_sglang_kv_events(path):
+    """Imports SGLang's module with stand-ins for the sglang-internal names it imports."""
+    for pkg in ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.disaggregation"]:
+        stub(pkg)
+    stub("sglang.srt.runtime_context", get_parallel=lambda: None)
+    stub("sglang.srt.utils.network", NetworkAddress=type("NetworkAddress", (), {}))
+    spec = importlib.util.spec_from_file_location("sglang.srt.disaggregation.kv_events", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_vllm_kv_events(path):
+    """Imports vLLM's module with stand-ins for the vllm-internal names it needs at import time."""
+    for pkg in ["vllm", "vllm.config", "vllm.utils", "vllm.v1", "vllm.v1.core", "vllm.distributed"]:
+        stub(pkg)
+    stub("vllm.config.kv_events", KVEventsConfig=type("KVEventsConfig", (), {}))
+    stub("vllm.logger", init_logger=logging.getLogger)
+    stub("vllm.utils.network_utils", get_ip=lambda: "127.0.0.1", get_tcp_uri=lambda h, p: "tcp://%s:%s" % (h, p),
+         is_valid_ipv6_address=lambda a: False, split_zmq_path=lambda p: p)
+    stub("vllm.v1.core.kv_cache_utils", ExternalBlockHash=bytes | int)  # vLLM's alias
+    spec = importlib.util.spec_from_file_location("vllm.distributed.kv_events", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["vllm.distributed.kv_events"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    try:
+        import msgspec
+        import zmq
+    except ImportError as e:
+        skip("pyzmq/msgspec not installed: %s" % e)
+    kv = load_peer_kv_events(peer_kv_events_source())
+    decoder = msgspec.msgpack.Decoder(kv.KVEventBatch)
+    fails = []
+
+    srv = Server(CLI, MODEL, "--kv-blocks", "48", "--kv-events-endpoint", "tcp://127.0.0.1:*",
+                 "--kv-events-replay", "tcp://127.0.0.1:*", "--kv-events-topic", "kvscope")
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.connect(srv.kv_events)
+    sub.setsockopt(zmq.SUBSCRIBE, b"kvscope")
+    time.sleep(0.5)  # let the subscription reach the publisher
+
+    prefix = ("Once upon a time, there was a little girl named Lily who lived in a small house near the big forest. "
+              "Every day she walked to the river with her dog and they played in the warm sun until the evening came.")
+    prompt_ids = json.loads(subprocess.run([CLI, "generate", "--model", MODEL, "--prompt", prefix, "-n", "1", "--json",
+                                            "--threads", "1"], check=True, capture_output=True, text=True).stdout)["prompt_tokens"]
+    for i in range(6):  # a shared prefix, then enough other text to evict (48 blocks of 16)
+        srv.request("POST", "/v1/completions", {"prompt": prefix, "max_tokens": 8 + i, "temperature": 0})
+    for i in range(40):
+        srv.request("POST", "/v1/completions", {"prompt": "Story number %d: %s" % (i, "the dog ran to the park " * (i % 5 + 1)),
+                                                "max_tokens": 24, "temperature": 1.0, "seed": i})
+    _, idle = wait_idle(srv)
+    snap = json.loads(srv.request("GET", "/kvscope/snapshot")[1])
+    time.sleep(0.5)  # the publisher's thread sends what the last steps queued
+
+    live = []
+    while sub.poll(500):
+        live.append(sub.recv_multipart())
+    if not live:
+        fails.append("no KV event message arrived on the PUB socket")
+    for frames in live:
+        if len(frames) != 3 or frames[0] != b"kvscope" or len(frames[1]) != 8:
+            fails.append("bad frames %r" % [f[:20] for f in frames])
+            break
+    seqs = [int.from_bytes(f[1], "big") for f in live]
+    if seqs != list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False:
+        fails.append("live sequence numbers not consecutive: %s" % seqs[:20])
+
+    # Replay from 0: every batch since the start, then the end marker.
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.connect(srv.kv_replay)
+    dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+    replay = []
+    while dealer.poll(5000):
+        _, seq, payload = dealer.recv_multipart()
+        if int.from_bytes(seq, "big", signed=True) == -1:
+            break
+        replay.append((int.from_bytes(seq, "big"), payload))
+    else:
+        fails.append("replay never sent its end marker")
+    if [s for s, _ in replay] != list(range(len(replay))):
+        fails.append("replay sequence numbers %s..." % [s for s, _ in replay][:10])
+    by_seq = dict(replay)
+    for frames, s in zip(live, seqs):
+        if by_seq.get(s) != frames[2]:
+            fails.append("replayed batch %d differs from the published one" % s)
+            break
+
+    # vLLM's decoder on every payload; then the events replayed onto a model of the cache.
+    # Blocks per hash: like vLLM, kvscope may cache two blocks with the same contents (two
+    # requests computed the same prefix at once), and stores and removes each block.
+    cache = collections.Counter()
+    ever = {}   # every block ever stored: hash -> (parent, tokens)
+    stored = removed = 0
+    first_blocks = []
+    for s, payload in replay:
+        try:
+            batch = decoder.decode(payload)
+        except msgspec.ValidationError as e:
+            fails.append("%s's decoder rejected batch %d: %s" % (PEER, s, e))
+            continue
+        if s == 0 and not (len(batch.events) == 1 and isinstance(batch.events[0], kv.AllBlocksCleared)):
+            fails.append("batch 0 is not AllBlocksCleared: %r" % batch)
+        rank = batch.data_parallel_rank if PEER == "vllm" else batch.attn_dp_rank  # same slot, SGLang's name
+        if rank != 0 or not (time.time() - 600 < batch.ts <= time.time() + 1):
+            fails.append("batch %d: rank %r ts %r" % (s, rank, batch.ts))
+        for ev in batch.events:
+            if isinstance(ev, kv.AllBlocksCleared):
+                cache.clear()
+            elif isinstance(ev, kv.BlockStored):
+                stored += 1
+                if ev.block_size != 16 or len(ev.token_ids) != 16 * len(ev.block_hashes) or ev.medium != "GPU":
+                    fails.append("odd BlockStored %r" % ev)
+                parent = ev.parent_block_hash
+                if parent is not None and cache[parent] <= 0:
+                    fails.append("BlockStored names a parent %s that is not cached" % parent)
+                for k, h in enumerate(ev.block_hashes):
+                    cache[h] += 1
+                    ever[h] = (parent, list(ev.token_ids[16 * k:16 * k + 16]))
+                    if parent is None:
+                        first_blocks.append(list(ev.token_ids[:16]))
+                    parent = h
+            elif isinstance(ev, kv.BlockRemoved):
+                removed += 1
+                for h in ev.block_hashes:
+                    if cache[h] <= 0:
+                        fails.append("BlockRemoved of %s, which is not stored" % h)
+                    cache[h] -= 1
+    print("events: %d batches (%d live), %d stored, %d removed, %d blocks hashed at the end" %
+          (len(replay), len(live), stored, removed, sum(cache.values())))
+    cache = +cache  # drop hashes at zero
+    snap_hashes = collections.Counter(b["hash"] for b in snap["blocks"] if "hash" in b)
+    if not idle:
+        fails.append("server not idle")
+    if cache != snap_hashes:
+        fails.append("events say %d hashed blocks, the snapshot %d (%d hashes differ)" %
+                     (sum(cache.values()), sum(snap_hashes.values()), len(set(cache) ^ set(snap_hashes))))
+    if removed == 0:
+        fails.append("no eviction was reported (the pool should have overflowed)")
+    if prompt_ids[:16] not in first_blocks:
+        fails.append("no stored root block holds the shared prompt's first 16 tokens")
+    # The shared prefix's chain: block k holds prompt tokens [16k, 16k + 16) and its parent is
+    # block k - 1, as the engine hashed them.
+    full = len(prompt_ids) // 16
+    parent, found = None, 0
+    for k in range(full):
+        want = prompt_ids[16 * k:16 * k + 16]
+        hit = [h for h, (p, t) in ever.items() if p == parent and t == want]
+        if not hit:
+            break
+        parent, found = hit[0], found + 1
+    if full < 3 or found != full:
+        fails.append("the shared prompt's %d full blocks: only %d found as a chain in the events" % (full, found))
+    srv.stop()
+    if fails:
+        print("FAIL: " + "\n  ".join(fails[:20]))
+        sys.exit(1)
+    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot" % (PEER, PEERS[PEER][1]))
+
+
+if __name__ == "__main__":
+    main()
