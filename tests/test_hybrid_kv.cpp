@@ -271,7 +271,7 @@ class TestHybridKv : public QObject {
       const BlockPool& pool = e.hybrid_kv()->group(g).pool();
       std::vector<SeqId> lowest(static_cast<size_t>(pool.num_blocks()), -1);  // owner: lowest id holding it
       for (const SeqSnap& q : sn.seqs)
-        if (g == 0 || !q.more_block_tables.empty())
+        if (g == 0 || !q.tables_after_first_group.empty())
           for (BlockId b : q.group_table(g))
             if (b != kNoBlock && (lowest[static_cast<size_t>(b)] < 0 || q.id < lowest[static_cast<size_t>(b)]))
               lowest[static_cast<size_t>(b)] = q.id;

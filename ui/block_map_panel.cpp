@@ -251,7 +251,7 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     const SeqSnap& q = s.seqs[i];
     RowKey key{q.state, 0, 0, g};
-    const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : q.block_table;
+    const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.tables_after_first_group.size() ? q.tables_after_first_group[static_cast<size_t>(g - 1)] : q.block_table;
     for (BlockId b : table) (b == kNoBlock ? key.dropped : key.live)++;
     if (rowKeys_[i] == key) continue;
     rowKeys_[i] = key;

@@ -79,7 +79,7 @@ const std::vector<BlockId>& BlockMapWidget::tableOf(const SeqSnap& q) const {
   static const std::vector<BlockId> none;
   const int g = shownGroup();
   if (g == 0) return q.block_table;
-  return static_cast<size_t>(g - 1) < q.more_block_tables.size() ? q.more_block_tables[static_cast<size_t>(g - 1)] : none;
+  return static_cast<size_t>(g - 1) < q.tables_after_first_group.size() ? q.tables_after_first_group[static_cast<size_t>(g - 1)] : none;
 }
 
 void BlockMapWidget::setGroup(int group) {

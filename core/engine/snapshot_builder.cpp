@@ -29,7 +29,7 @@ SeqSnap seq_snap_of(const RequestRecord& rt, const KvSlotAllocator& kv) {
   q.error = s.error;
   if (kv.has_seq(s.id)) {
     q.block_table = kv.group_block_table(s.id, 0);  // the blocks' owners are already in S.blocks
-    for (int32_t g = 1; g < kv.num_groups(); ++g) q.more_block_tables.push_back(kv.group_block_table(s.id, g));
+    for (int32_t g = 1; g < kv.num_groups(); ++g) q.tables_after_first_group.push_back(kv.group_block_table(s.id, g));
   }
   return q;
 }
@@ -87,7 +87,7 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   g1.bytes_per_block = G[1].bytes_per_block();
   g1.blocks = src.recorder.blocks(1);
   for (const SeqSnap& q : S.seqs)
-    if (!q.more_block_tables.empty()) mark_sink_blocks(q.more_block_tables[0], G[1].block_size, S.sinks, g1.blocks);
+    if (!q.tables_after_first_group.empty()) mark_sink_blocks(q.tables_after_first_group[0], G[1].block_size, S.sinks, g1.blocks);
   const BlockTotals& t = src.recorder.totals(1);
   g1.blocks_total = src.kv.num_blocks(1);
   g1.blocks_used = t.used;

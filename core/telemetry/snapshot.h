@@ -29,7 +29,7 @@ struct SeqSnap {
   std::string label;           // e.g. "chat 2", "req 7"
   SeqState state = SeqState::Waiting;
   std::vector<BlockId> block_table;   // logical -> physical, kNoBlock where dropped (KV group 0)
-  std::vector<std::vector<BlockId>> more_block_tables;  // [group - 1]: tables of KV groups 1..
+  std::vector<std::vector<BlockId>> tables_after_first_group;  // [group - 1]: tables of KV groups 1..
   std::vector<TokenId> tokens;        // prompt + generated
   int32_t prompt_len = 0;
   int32_t generated = 0;
@@ -39,7 +39,7 @@ struct SeqSnap {
   double ttft_ms = -1;                // -1 until the first token
   double mean_itl_ms = -1;            // mean inter-token latency
   std::string error;
-  const std::vector<BlockId>& group_table(int32_t g) const { return g == 0 ? block_table : more_block_tables.at(static_cast<size_t>(g - 1)); }
+  const std::vector<BlockId>& group_table(int32_t g) const { return g == 0 ? block_table : tables_after_first_group.at(static_cast<size_t>(g - 1)); }
 };
 
 struct EngineCounters {

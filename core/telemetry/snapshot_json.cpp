@@ -15,7 +15,7 @@ static nlohmann::json blocks_json(const Snapshot& s, int32_t g) {
   const std::vector<BlockSnap>& v = s.group_blocks(g);
   std::vector<std::vector<SeqId>> owners(v.size());
   for (const SeqSnap& q : s.seqs) {
-    if (g > 0 && q.more_block_tables.size() < static_cast<size_t>(g)) continue;
+    if (g > 0 && q.tables_after_first_group.size() < static_cast<size_t>(g)) continue;
     for (BlockId b : q.group_table(g))
       if (b != kNoBlock && static_cast<size_t>(b) < v.size() && v[static_cast<size_t>(b)].ref_count > 1)
         owners[static_cast<size_t>(b)].push_back(q.id);
@@ -59,7 +59,7 @@ nlohmann::json to_json(const Snapshot& s) {
                         {"ttft_ms", q.ttft_ms},
                         {"mean_itl_ms", q.mean_itl_ms}};
     if (!q.error.empty()) j["error"] = q.error;
-    if (!q.more_block_tables.empty()) j["more_block_tables"] = q.more_block_tables;
+    if (!q.tables_after_first_group.empty()) j["tables_after_first_group"] = q.tables_after_first_group;
     seqs.push_back(std::move(j));
   }
   const EngineCounters& c = s.counters;
