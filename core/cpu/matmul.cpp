@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "cpu/quant_dot.h"
 #include "cpu/thread_pool.h"
 
@@ -14,6 +15,9 @@ namespace kvscope {
 
 namespace {
 constexpr int64_t kTileRows = 4;
+// From this many tokens on, the GEMM kernels beat one vec-dot per (row, token) pair
+// (benchmarks/gemm_bench: measured crossover).
+constexpr int64_t kGemmMinTokens = 2;
 }
 
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
@@ -41,6 +45,16 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
     xc = dst;
   }
   const auto* xb = static_cast<const uint8_t*>(xc);
+
+  // Several tokens: the rows x tokens micro-kernels (cpu/gemm.h), same integer sums and
+  // per-block float scaling as the scalar vec-dot.
+  if (n_tokens >= kGemmMinTokens && gemm_handles(type)) {
+    const GemmIsa isa = gemm_best_isa();
+    if (isa != GemmIsa::None) {
+      gemm(isa, w, xb, x_row_bytes, n_tokens, y, pool);
+      return;
+    }
+  }
 
   const int64_t n_tiles = (n_out + kTileRows - 1) / kTileRows;
   pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
