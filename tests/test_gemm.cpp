@@ -11,7 +11,7 @@
 //     adds the blocks in a different order, so there the bound is the float summation error of
 //     the two orders: |gemm - vec_dot| <= (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i|;
 //   * thread count and ISA do not change a bit;
-//   * matmul() picks the GEMM for n_tokens >= 2 and stays on vec_dot for one token.
+//   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on and stays on vec_dot below.
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -178,19 +178,19 @@ class TestGemm : public QObject {
   }
 
   void matmul_dispatch() {
-    // Through matmul(): the f32 activations are converted as for vec-dot, then n_tokens >= 2
-    // goes to the GEMM (bit-equal to vec_dot_scalar) and one token to the SIMD vec_dot.
+    // Through matmul(): the f32 activations are converted as for vec-dot, then from
+    // kMatmulGemmMinTokens on it goes to the GEMM (bit-equal to vec_dot_scalar), below to vec_dot.
     ThreadPool pool(2);
     const int64_t in = 512, out = 45;
     for (GgmlType t : kTypes) {
       const Weights w = make_weights(t, in, out, 5);
-      for (int64_t n_tokens : {1, 4, 19}) {
+      for (int64_t n_tokens : {1, 2, 4, 9, 19}) {
         const auto x = random_normal(static_cast<size_t>(in * n_tokens), 11, 1.0f);
         std::vector<float> y(static_cast<size_t>(out * n_tokens));
         matmul(w.view(), x.data(), n_tokens, y.data(), pool);
         const auto xc = convert(t, x, in, n_tokens);
         const size_t xb = vec_dot_row_bytes(t, in);
-        const bool via_gemm = n_tokens >= 2 && gemm_best_isa() != GemmIsa::None;
+        const bool via_gemm = n_tokens >= kMatmulGemmMinTokens && gemm_best_isa() != GemmIsa::None;
         for (int64_t k = 0; k < n_tokens; ++k)
           for (int64_t r = 0; r < out; ++r) {
             const float want = via_gemm ? vec_dot_scalar(t, in, w.row(r), xc.data() + k * xb)

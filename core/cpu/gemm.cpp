@@ -46,7 +46,8 @@ GemmIsa capped_isa() {
 }
 
 bool k_quant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
-int lanes_of(GemmIsa isa) { return isa == GemmIsa::Avx512Vnni ? 16 : 8; }
+// Tokens per tile: zmm lanes on AVX-512 unless the call has <= 8 tokens (then ymm lanes).
+int lanes_of(GemmIsa isa, int64_t n_tokens) { return isa == GemmIsa::Avx512Vnni && n_tokens > 8 ? 16 : 8; }
 int rows_of(GemmIsa isa) { return isa == GemmIsa::Avx512Vnni ? kRowsAvx512 : kRowsAvx2; }
 
 // ---- token panel --------------------------------------------------------------------------
@@ -118,43 +119,19 @@ struct TileScratch {
   }
 };
 
-// Unpacks weight row `src` as row r of the tile. signed_levels: AVX2 layout (true signed levels
+// Unpacks weight row `src` as row r of the tile (levels by the AVX2 unpacker, scales here). signed_levels: AVX2 layout (true signed levels
 // for the Q8_0-activation types), else AVX-512 layout (level + offset, unsigned).
 void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signed_levels, TileScratch& s) {
-  const int64_t k = s.view.k;
-  uint8_t* lv = s.levels + r * k;
+  unpack_levels(type, src, nb, signed_levels, s.levels + r * s.view.k);
   float* d = s.d + r * nb;
   switch (type) {
     case GgmlType::Q8_0:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bw = src + b * sizeof(BlockQ8_0);
-        d[b] = qdot::load_half(bw);
-        for (int j = 0; j < QK8_0; ++j) lv[b * 32 + j] = signed_levels ? bw[2 + j] : static_cast<uint8_t>(bw[2 + j] ^ 0x80);
-      }
-      return;
     case GgmlType::Q4_0:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bw = src + b * sizeof(BlockQ4_0);
-        const int off = signed_levels ? 8 : 0;
-        d[b] = qdot::load_half(bw);
-        for (int j = 0; j < 16; ++j) {
-          lv[b * 32 + j] = static_cast<uint8_t>((bw[qdot::kQ4_0Qs + j] & 0x0F) - off);
-          lv[b * 32 + j + 16] = static_cast<uint8_t>((bw[qdot::kQ4_0Qs + j] >> 4) - off);
-        }
-      }
+    case GgmlType::Q5_0: {
+      const size_t bb = ggml_row_bytes(type, QK8_0);  // d is the first field of all three
+      for (int64_t b = 0; b < nb; ++b) d[b] = qdot::load_half(src + b * bb);
       return;
-    case GgmlType::Q5_0:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bw = src + b * sizeof(BlockQ5_0);
-        const uint32_t qh = qdot::load_u32(bw + qdot::kQ5_0Qh);
-        const int off = signed_levels ? 16 : 0;
-        d[b] = qdot::load_half(bw);
-        for (int j = 0; j < 16; ++j) {
-          lv[b * 32 + j] = static_cast<uint8_t>(((bw[qdot::kQ5_0Qs + j] & 0x0F) | (((qh >> j) & 1) << 4)) - off);
-          lv[b * 32 + j + 16] = static_cast<uint8_t>(((bw[qdot::kQ5_0Qs + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
-        }
-      }
-      return;
+    }
     case GgmlType::Q4_K:
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* bw = src + b * sizeof(BlockQ4_K);
@@ -164,13 +141,6 @@ void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signe
         s.dmin[r * nb + b] = qdot::load_half(bw + qdot::kQ4_KDmin);
         for (int j = 0; j < 8; ++j) s.sc[(r * nb + b) * 8 + j] = sc[j];
         for (int p = 0; p < 4; ++p) s.pairs[(r * nb + b) * 4 + p] = static_cast<int32_t>(pair16(m[2 * p], m[2 * p + 1]));
-        const uint8_t* qs = bw + qdot::kQ4_KQs;
-        uint8_t* o = lv + b * QK_K;
-        for (int i = 0; i < 4; ++i)
-          for (int l = 0; l < 32; ++l) {
-            o[64 * i + l] = qs[32 * i + l] & 0x0F;
-            o[64 * i + 32 + l] = qs[32 * i + l] >> 4;
-          }
       }
       return;
     case GgmlType::Q6_K:
@@ -181,18 +151,6 @@ void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signe
         d[b] = qdot::load_half(bw + qdot::kQ6_KD);
         for (int j = 0; j < 16; ++j) s.sc[(r * nb + b) * 16 + j] = sc[j];
         for (int p = 0; p < 8; ++p) s.pairs[(r * nb + b) * 8 + p] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
-        uint8_t* o = lv + b * QK_K;
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* ql = bw + qdot::kQ6_KQl + 64 * h;
-          const uint8_t* qh = bw + qdot::kQ6_KQh + 32 * h;
-          uint8_t* y = o + 128 * h;
-          for (int l = 0; l < 32; ++l) {
-            y[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
-            y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-            y[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-            y[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-          }
-        }
       }
       return;
     default: throw std::invalid_argument("gemm: unsupported weight type");
@@ -242,7 +200,7 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
   const size_t w_row_bytes = w.row_bytes();
   const bool kq = k_quant(type);
   const int64_t nb = k / (kq ? QK_K : QK8_0);
-  const int L = lanes_of(isa), R = rows_of(isa);
+  const int L = lanes_of(isa, n_tokens), R = rows_of(isa);
   const size_t BB = kq ? q8_k_block_bytes(L) : q8_0_block_bytes(L);
   const int64_t n_tiles = (n_tokens + L - 1) / L;
 
@@ -263,7 +221,6 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
     }
   });
 
-  const TileKernel kernel = isa == GemmIsa::Avx512Vnni ? tile_avx512_vnni : tile_avx2;
   const bool signed_levels = isa == GemmIsa::Avx2;
   int shift = 0;
   if (!signed_levels) shift = type == GgmlType::Q8_0 ? 7 : type == GgmlType::Q4_0 ? 3 : type == GgmlType::Q5_0 ? 4 : 0;
@@ -281,7 +238,9 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
       }
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int n_tok = static_cast<int>(n_tokens - tile * L < L ? n_tokens - tile * L : L);
-        kernel(type, s.view, panel + tile * tile_bytes, nb, n_rows, n_tok, y + tile * L * n_out + r0, n_out);
+        float* yt = y + tile * L * n_out + r0;
+        if (isa == GemmIsa::Avx512Vnni) tile_avx512_vnni(type, s.view, panel + tile * tile_bytes, nb, L, n_rows, n_tok, yt, n_out);
+        else tile_avx2(type, s.view, panel + tile * tile_bytes, nb, n_rows, n_tok, yt, n_out);
       }
     }
   });

@@ -1,5 +1,5 @@
 #pragma once
-// Batched matmul for n_tokens > 1 (prefill chunks, batched decode, eval): register-blocked
+// Batched matmul for several tokens (prefill chunks, batched decode, eval): register-blocked
 // int8 micro-kernels (rows x tokens tiles, vpdpbusd on AVX-512 VNNI, maddubs on AVX2), picked
 // at run time from what the CPU supports, so a portable build still gets them.
 //

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to gemm*.cpp: the data the micro-kernels read, and the kernels themselves.
 //
-// The kernels compute a tile of kRows weight rows x L tokens (L = 16 on AVX-512, 8 on AVX2)
+// The kernels compute a tile of kRows weight rows x L tokens (L = 16 on AVX-512, 8 there for calls of <= 8 tokens and on AVX2)
 // with the TOKENS IN THE VECTOR LANES: one load brings 4 activation bytes of each of L tokens,
 // one broadcast brings 4 weight bytes of one row, and one vpdpbusd adds 4 * L products into the
 // L int32 accumulators of that row. The integer sums are therefore exact per quant block for
@@ -54,14 +54,16 @@ struct RowTile {
 };
 
 // One tile: y[t * ldy + r] for r < n_rows, t < n_tok (n_tok <= lanes) from one panel tile.
-using TileKernel = void (*)(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int n_rows,
-                            int n_tok, float* y, int64_t ldy);
-
 constexpr int kRowsAvx512 = 8;
 constexpr int kRowsAvx2 = 4;
-void tile_avx512_vnni(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int n_rows,
-                      int n_tok, float* y, int64_t ldy);
+// lanes: 16 (zmm) or 8 (ymm); the panel must have been built for that many.
+void tile_avx512_vnni(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int lanes,
+                      int n_rows, int n_tok, float* y, int64_t ldy);
 void tile_avx2(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int n_rows, int n_tok,
                float* y, int64_t ldy);
+
+// The levels of one weight row (nb blocks of `type`) in the RowTile layout above (AVX2 code,
+// used for both ISAs: signed_levels selects the AVX2 layout).
+void unpack_levels(GgmlType type, const uint8_t* src, int64_t nb, bool signed_levels, uint8_t* out);
 
 }  // namespace kvscope::gemm_detail

@@ -15,12 +15,7 @@ namespace kvscope {
 
 namespace {
 constexpr int64_t kTileRows = 4;
-// From this many tokens on, the GEMM kernels beat one vec-dot per (row, token) pair
-// (benchmarks/gemm_bench: measured crossover).
-constexpr int64_t kGemmMinTokens = 2;
-}
-
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, bool allow_gemm) {
   if (!w.info) throw std::invalid_argument("matmul: empty weight view");
   if (n_tokens <= 0) return;
   const GgmlType type = w.type();
@@ -48,7 +43,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
 
   // Several tokens: the rows x tokens micro-kernels (cpu/gemm.h), same integer sums and
   // per-block float scaling as the scalar vec-dot.
-  if (n_tokens >= kGemmMinTokens && gemm_handles(type)) {
+  if (allow_gemm && n_tokens >= kMatmulGemmMinTokens && gemm_handles(type)) {
     const GemmIsa isa = gemm_best_isa();
     if (isa != GemmIsa::None) {
       gemm(isa, w, xb, x_row_bytes, n_tokens, y, pool);
@@ -68,6 +63,16 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
       }
     }
   });
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  matmul_impl(w, x, n_tokens, y, pool, true);
+}
+
+void matmul_vec_dot(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  matmul_impl(w, x, n_tokens, y, pool, false);
 }
 
 }  // namespace kvscope
