@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/ffn_activation.h"
 #include "cpu/gemm.h"
 #include "cpu/matmul.h"
 #include "cpu/quant_dot.h"
@@ -197,6 +198,33 @@ class TestGemm : public QObject {
                                         : vec_dot(t, in, w.row(r), xc.data() + k * xb);
             QCOMPARE(bits(y[static_cast<size_t>(k * out + r)]), bits(want));
           }
+      }
+    }
+  }
+
+  void ffn_activation_is_accurate() {
+    // The prefill's other hot loop (cpu/ffn_activation.h): against float64 silu / tanh-GELU,
+    // over ordinary and extreme inputs (odd length: the scalar tail runs too).
+    std::vector<float> x;
+    for (int i = -2000; i <= 2000; ++i) x.push_back(float(i) * 0.01f);
+    for (float v : {-1e30f, -200.0f, -88.0f, -30.0f, -9.0f, 9.0f, 30.0f, 88.0f, 200.0f, 1e30f, 1e-30f, -1e-30f, 0.0f})
+      x.push_back(v);
+    const std::vector<float> up(x.size(), 1.0f);
+    for (FfnActivation act : {FfnActivation::Silu, FfnActivation::GeluTanh}) {
+      std::vector<float> g = x;
+      ffn_activation_mul(act, g.data(), up.data(), static_cast<int64_t>(g.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        const double want = act == FfnActivation::Silu
+                                ? v / (1.0 + std::exp(-v))
+                                : v / (1.0 + std::exp(-2.0 * 0.79788456080286535588 * (v + 0.044715 * v * v * v)));  // = 0.5 v (1 + tanh u)
+        const double err = std::fabs(double(g[i]) - want);
+        // The exp argument z (x, or 2u for GELU) is itself computed in f32 (u: ~6 roundings of
+        // 2^-24), so exp(z) cannot be closer than ~6 |z| 2^-24 relative.
+        const double z = act == FfnActivation::Silu ? v : 2.0 * 0.79788456080286535588 * (v + 0.044715 * v * v * v);
+        if (!(err <= (4e-7 + 4e-7 * std::fmin(std::fabs(z), 90.0)) * std::fabs(want) + 1e-30))
+          QFAIL(qPrintable(QString("act %1 x=%2: got %3 want %4").arg(int(act)).arg(double(x[i]), 0, 'g', 9)
+                               .arg(double(g[i]), 0, 'g', 9).arg(want, 0, 'g', 9)));
       }
     }
   }
