@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -199,6 +200,26 @@ class TestGemm : public QObject {
             QCOMPARE(bits(y[static_cast<size_t>(k * out + r)]), bits(want));
           }
       }
+    }
+  }
+
+  void activation_rounding_matches_scalar() {
+    // The AVX-512 Q8_0 / Q8_K activation quantizers against the scalar rounding, byte for byte.
+    const int64_t n = 256 * 6;
+    std::vector<float> x = random_normal(static_cast<size_t>(n), 3, 2.0f);
+    for (int i = 0; i < 256; ++i) x[static_cast<size_t>(256 + i)] = 0.0f;                    // an all-zero block
+    for (int i = 0; i < 256; ++i) x[static_cast<size_t>(512 + i)] = float(i % 255 - 127) + 0.5f;  // ties
+    x[512 + 7] = 127.0f;
+    x[768 + 3] = -50.0f;  // +-amax twice: the first one sets the Q8_K sign
+    x[768 + 200] = 50.0f;
+    x[1024 + 1] = std::numeric_limits<float>::quiet_NaN();
+    x[1280 + 9] = std::numeric_limits<float>::infinity();
+    x[1280 + 40] = 1e-40f;  // subnormal
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      std::vector<uint8_t> fast(vec_dot_row_bytes(t, n)), ref(fast.size());
+      convert_activations(t, x.data(), fast.data(), n);
+      convert_activations_scalar(t, x.data(), ref.data(), n);
+      QVERIFY2(fast == ref, ggml_type_name(uint32_t(vec_dot_type(t))).c_str());
     }
   }
 
