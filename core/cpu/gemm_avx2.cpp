@@ -165,7 +165,7 @@ KVSCOPE_AVX2 inline __m256i bits_to_bytes(uint32_t bits) {
 
 }  // namespace
 
-void unpack_levels(GgmlType type, const uint8_t* src, int64_t nb, bool signed_levels, uint8_t* out) {
+KVSCOPE_AVX2 void unpack_levels(GgmlType type, const uint8_t* src, int64_t nb, bool signed_levels, uint8_t* out) {
   switch (type) {
     case GgmlType::Q8_0: {
       const __m256i flip = _mm256_set1_epi8(signed_levels ? 0 : static_cast<char>(0x80));
