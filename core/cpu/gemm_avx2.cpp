@@ -61,7 +61,7 @@ KVSCOPE_AVX2 void tile_q8_0_family(const RowTile& w, const uint8_t* p, int64_t n
     const __m256 dx = load_f(pb + 32 * L);
     for (int r = 0; r < NR; ++r) {
       const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(w.d[r * nb + b]), dx);
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(s[r]), scale));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), scale, acc[r]);
     }
   }
   store_tile(acc, n_rows, n_tok, y, ldy);

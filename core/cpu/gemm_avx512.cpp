@@ -92,7 +92,7 @@ KVSCOPE_AVX512 inline typename V::vi bcast4(const uint8_t* p) {
 }
 
 // Q8_0 / Q4_0 / Q5_0 against Q8_0 activations: per block, sum((level + 2^shift) * x) by
-// vpdpbusd, minus 2^shift * sum(x), then acc += float(sumi) * (dw * dx) as the scalar kernel.
+// vpdpbusd, minus 2^shift * sum(x), then acc = fma(float(sumi), dw * dx, acc) as the scalar kernel.
 template <typename V>
 KVSCOPE_AVX512 void tile_q8_0_family(const RowTile& w, const uint8_t* p, int64_t nb, int n_rows, int n_tok, float* y,
                                      int64_t ldy) {
@@ -115,7 +115,7 @@ KVSCOPE_AVX512 void tile_q8_0_family(const RowTile& w, const uint8_t* p, int64_t
     const typename V::vi corr = V::sll(V::load(pb + 36 * L), shift);
     for (int r = 0; r < NR; ++r) {
       const typename V::vf scale = V::mulf(V::set1f(w.d[r * nb + b]), dx);
-      acc[r] = V::addf(acc[r], V::mulf(V::cvt(V::sub(s[r], corr)), scale));
+      acc[r] = V::fmadd(V::cvt(V::sub(s[r], corr)), scale, acc[r]);
     }
   }
   for (int r = 0; r < n_rows; ++r) V::scatter(y + r, n_tok, ldy, acc[r]);
