@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cpu/ffn_activation.h"
 #include "cpu/matmul.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
@@ -302,11 +303,7 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
     }
     matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
     matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
-    const int64_t nf = static_cast<int64_t>(n) * F;
-    if (c.traits.act == FfnActivation::Silu)
-      for (int64_t i = 0; i < nf; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-    else
-      for (int64_t i = 0; i < nf; ++i) gate_[i] = gelu_tanh(gate_[i]) * up_[i];
+    ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
     matmul(L.w_down, gate_.data(), n, o_.data(), pool_);
     for (int32_t t = 0; t < n; ++t) {
       float* ot = &o_[t * E];

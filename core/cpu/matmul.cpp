@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "cpu/quant_dot.h"
 #include "cpu/thread_pool.h"
 
@@ -14,9 +15,7 @@ namespace kvscope {
 
 namespace {
 constexpr int64_t kTileRows = 4;
-}
-
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, bool allow_gemm) {
   if (!w.info) throw std::invalid_argument("matmul: empty weight view");
   if (n_tokens <= 0) return;
   const GgmlType type = w.type();
@@ -42,6 +41,16 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   }
   const auto* xb = static_cast<const uint8_t*>(xc);
 
+  // Several tokens: the rows x tokens micro-kernels (cpu/gemm.h), same integer sums and
+  // per-block float scaling as the scalar vec-dot.
+  if (allow_gemm && n_tokens >= kMatmulGemmMinTokens && gemm_handles(type)) {
+    const GemmIsa isa = gemm_best_isa();
+    if (isa != GemmIsa::None) {
+      gemm(isa, w, xb, x_row_bytes, n_tokens, y, pool);
+      return;
+    }
+  }
+
   const int64_t n_tiles = (n_out + kTileRows - 1) / kTileRows;
   pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
@@ -54,6 +63,16 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
       }
     }
   });
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  matmul_impl(w, x, n_tokens, y, pool, true);
+}
+
+void matmul_vec_dot(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  matmul_impl(w, x, n_tokens, y, pool, false);
 }
 
 }  // namespace kvscope

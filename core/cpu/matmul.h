@@ -10,6 +10,12 @@ namespace kvscope {
 
 class ThreadPool;
 
+// From this many tokens on, types with GEMM kernels go to cpu/gemm.h when the CPU has them;
+// below it the GEMM would still compute a full 8-token tile (benchmarks/gemm_bench.cpp).
+constexpr int64_t kMatmulGemmMinTokens = 4;
+// n_tokens >= kMatmulGemmMinTokens of a type with GEMM kernels goes to the GEMM.
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// Always one vec-dot per (row, token): the path before the GEMM (benchmarks compare the two).
+void matmul_vec_dot(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 }  // namespace kvscope

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "cpu/quant_dot_kernels.h"
+#include "cpu/quantize_avx512.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
@@ -107,7 +108,7 @@ GgmlType vec_dot_type(GgmlType weight_type) {
 
 size_t vec_dot_row_bytes(GgmlType weight_type, int64_t n) { return ggml_row_bytes(vec_dot_type(weight_type), n); }
 
-void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_t n) {
+void convert_activations_scalar(GgmlType weight_type, const float* x, void* dst, int64_t n) {
   auto* out = static_cast<uint8_t*>(dst);
   switch (vec_dot_type(weight_type)) {
     case GgmlType::F32: std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float)); return;
@@ -118,6 +119,17 @@ void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_
     case GgmlType::Q8_K: quantize_row(GgmlType::Q8_K, x, out, n); return;
     default: unsupported("convert_activations", weight_type);
   }
+}
+
+void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_t n) {
+  // Q8_0 / Q8_K rounding is most of the per-token work outside the matmuls in a prefill.
+  const GgmlType vt = vec_dot_type(weight_type);
+  if ((vt == GgmlType::Q8_0 || vt == GgmlType::Q8_K) && quantize_avx512_available()) {
+    if (vt == GgmlType::Q8_0) quantize_q8_0_avx512(x, static_cast<uint8_t*>(dst), n);
+    else quantize_q8_k_avx512(x, static_cast<uint8_t*>(dst), n);
+    return;
+  }
+  convert_activations_scalar(weight_type, x, dst, n);
 }
 
 float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_converted) {

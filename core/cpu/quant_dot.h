@@ -18,6 +18,8 @@ GgmlType vec_dot_type(GgmlType weight_type);
 size_t vec_dot_row_bytes(GgmlType weight_type, int64_t n);
 // Round n f32 activations to vec_dot_type(weight_type) into dst (vec_dot_row_bytes bytes).
 void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_t n);
+// The same without the AVX-512 quantizers (cpu/quantize_avx512.h): the oracle in tests.
+void convert_activations_scalar(GgmlType weight_type, const float* x, void* dst, int64_t n);
 // sum_i w[i] * x[i] for one row of n elements; x was produced by convert_activations.
 float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_converted);
 // Plain scalar versions of the above (the oracle for the SIMD paths).

@@ -1,6 +1,10 @@
 // Scalar dot kernels: the oracle the SIMD kernels are tested against, and the fallback on CPUs
 // without AVX2. Quantized kernels sum exact int32 products per block and scale once per block,
 // like ggml; the float kernels accumulate in double so they are a tighter reference than f32.
+// Block scaling is an explicit std::fma: GCC contracts a * b + c into an FMA wherever the target
+// has one (it does so even in ISO mode), so a plain expression would round differently in a
+// portable build than in a native one, and than the GEMM kernels (cpu/gemm.h), which match
+// these bit for bit.
 #include "cpu/quant_dot_kernels.h"
 
 #include <cmath>
@@ -38,7 +42,7 @@ float dot_q8_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
     int32_t sumi = 0;
     for (int j = 0; j < QK8_0; ++j)
       sumi += static_cast<int8_t>(bw[kQ8_0Qs + j]) * static_cast<int8_t>(bx[kQ8_0Qs + j]);
-    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+    sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
   }
   return sum;
 }
@@ -54,7 +58,7 @@ float dot_q4_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
       const int v1 = (bw[kQ4_0Qs + j] >> 4) - 8;    // element j + 16
       sumi += v0 * static_cast<int8_t>(bx[kQ8_0Qs + j]) + v1 * static_cast<int8_t>(bx[kQ8_0Qs + j + QK4_0 / 2]);
     }
-    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+    sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
   }
   return sum;
 }
@@ -88,7 +92,7 @@ float dot_q5_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
       const int v1 = ((bw[kQ5_0Qs + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
       sumi += v0 * static_cast<int8_t>(bx[kQ8_0Qs + j]) + v1 * static_cast<int8_t>(bx[kQ8_0Qs + j + QK5_0 / 2]);
     }
-    sum += static_cast<float>(sumi) * (load_half(bw) * load_half(bx));
+    sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
   }
   return sum;
 }
