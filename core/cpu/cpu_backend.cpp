@@ -224,12 +224,16 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
   });
 }
 
+// One forward pass: embed, then per layer the attention and the FFN block (residuals in x_),
+// then the logits of the wanted rows.
 void CpuBackend::forward(const BatchView& batch, float* logits) {
   const ModelConfig& c = model_->config;
-  const ModelWeights& W = model_->weights;
   const int32_t n = batch.n_tokens();
   if (n == 0) return;
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, D = c.head_dim;
+  if (batch.n_groups() != static_cast<int32_t>(kv_.size()))
+    throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) + " KV groups, the backend stores " +
+                                std::to_string(kv_.size()));
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
   x_.resize(static_cast<size_t>(n * E));
   xn_.resize(static_cast<size_t>(n * E));
   q_.resize(static_cast<size_t>(n * Q));
@@ -239,9 +243,20 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   o_.resize(static_cast<size_t>(n * E));
   gate_.resize(static_cast<size_t>(n * F));
   up_.resize(static_cast<size_t>(n * F));
+  embed(batch);
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    attention_block(il, batch);
+    ffn_block(il, n);
+  }
+  output_logits(batch, logits);
+}
 
-  // Embedding lookup (rows dequantized from the file's dtype).
-  for (int32_t t = 0; t < n; ++t) {
+// Embedding lookup (rows dequantized from the file's dtype).
+void CpuBackend::embed(const BatchView& batch) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& W = model_->weights;
+  const int64_t E = c.n_embd;
+  for (int32_t t = 0; t < batch.n_tokens(); ++t) {
     const TokenId id = batch.tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= c.n_vocab) throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
     float* xr = &x_[static_cast<size_t>(t * E)];
@@ -251,69 +266,83 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
       for (int64_t i = 0; i < E; ++i) xr[i] *= s;
     }
   }
+}
 
-  if (batch.n_groups() != static_cast<int32_t>(kv_.size()))
-    throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) + " KV groups, the backend stores " +
-                                std::to_string(kv_.size()));
-  for (int32_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = W.layers[static_cast<size_t>(il)];
-    CpuKvStorage& kv = kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(il)])];
-    const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
-    const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
-    for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
-    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
-    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
-    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
-    const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-    // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
-    const bool rope_now = !sink_mode();
-    for (int32_t t = 0; t < n; ++t) {
-      float* qt = &q_[t * Q];
-      float* kt = &k_[t * KV];
-      float* vt = &v_[t * KV];
-      if (c.traits.qkv_bias) {
-        for (int64_t i = 0; i < Q; ++i) qt[i] += L.bq[i];
-        for (int64_t i = 0; i < KV; ++i) kt[i] += L.bk[i];
-        for (int64_t i = 0; i < KV; ++i) vt[i] += L.bv[i];
-      }
-      const int32_t pos = batch.positions[static_cast<size_t>(t)];
-      for (int32_t h = 0; h < c.n_head; ++h) {
-        float* qh = qt + h * D;
-        if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-        if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
-      }
-      for (int32_t h = 0; h < c.n_head_kv; ++h) {
-        float* kh = kt + h * D;
-        if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-        if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
-        // Every token of the batch stores its K/V before any attention of this layer runs,
-        // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
-        kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
-        kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
-      }
+// Norm, Q/K/V projections, RoPE, K/V into their slots, attention, output projection, residual;
+// leaves the FFN's normalised input in xn_.
+void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
+  const int32_t n = batch.n_tokens();
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
+  CpuKvStorage& kv = kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(il)])];
+  const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
+  const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
+  for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
+  matmul(L.wq, xn_.data(), n, q_.data(), pool_);
+  matmul(L.wk, xn_.data(), n, k_.data(), pool_);
+  matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+  const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+  // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
+  const bool rope_now = !sink_mode();
+  for (int32_t t = 0; t < n; ++t) {
+    float* qt = &q_[t * Q];
+    float* kt = &k_[t * KV];
+    float* vt = &v_[t * KV];
+    if (c.traits.qkv_bias) {
+      for (int64_t i = 0; i < Q; ++i) qt[i] += L.bq[i];
+      for (int64_t i = 0; i < KV; ++i) kt[i] += L.bk[i];
+      for (int64_t i = 0; i < KV; ++i) vt[i] += L.bv[i];
     }
-    attention(il, batch, q_.data(), att_.data());
-    matmul(L.wo, att_.data(), n, o_.data(), pool_);
-    for (int32_t t = 0; t < n; ++t) {
-      float* ot = &o_[t * E];
-      if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
-      float* xt = &x_[t * E];
-      for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
-      rms_norm(xt, L.ffn_norm.data(), &xn_[t * E], E, c.rms_eps);
+    const int32_t pos = batch.positions[static_cast<size_t>(t)];
+    for (int32_t h = 0; h < c.n_head; ++h) {
+      float* qh = qt + h * D;
+      if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
+      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
     }
-    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
-    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
-    ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
-    matmul(L.w_down, gate_.data(), n, o_.data(), pool_);
-    for (int32_t t = 0; t < n; ++t) {
-      float* ot = &o_[t * E];
-      if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);
-      float* xt = &x_[t * E];
-      for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
+    for (int32_t h = 0; h < c.n_head_kv; ++h) {
+      float* kh = kt + h * D;
+      if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
+      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
+      // Every token of the batch stores its K/V before any attention of this layer runs,
+      // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
+      kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
+      kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
     }
   }
+  attention(il, batch, q_.data(), att_.data());
+  matmul(L.wo, att_.data(), n, o_.data(), pool_);
+  for (int32_t t = 0; t < n; ++t) {
+    float* ot = &o_[t * E];
+    if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
+    float* xt = &x_[t * E];
+    for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
+    rms_norm(xt, L.ffn_norm.data(), &xn_[t * E], E, c.rms_eps);
+  }
+}
 
-  // Only the rows whose logits are wanted go through the (large) output matrix.
+// Gate/up projections, activation, down projection, residual.
+void CpuBackend::ffn_block(int32_t il, int32_t n) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
+  const int64_t E = c.n_embd, F = c.n_ff;
+  matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
+  matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+  ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
+  matmul(L.w_down, gate_.data(), n, o_.data(), pool_);
+  for (int32_t t = 0; t < n; ++t) {
+    float* ot = &o_[t * E];
+    if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);
+    float* xt = &x_[t * E];
+    for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
+  }
+}
+
+// Only the rows whose logits are wanted go through the (large) output matrix.
+void CpuBackend::output_logits(const BatchView& batch, float* logits) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& W = model_->weights;
+  const int64_t E = c.n_embd;
   const int32_t n_out = static_cast<int32_t>(batch.logits_rows.size());
   if (n_out == 0) return;
   for (int32_t r = 0; r < n_out; ++r) {

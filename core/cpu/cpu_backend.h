@@ -52,6 +52,11 @@ class CpuBackend : public Backend {
   };
   int32_t layer_window(int32_t layer) const;
   void set_policy(const AttentionPolicy& policy);
+  // forward()'s steps; activations live in the x_ ... up_ buffers below.
+  void embed(const BatchView& batch);
+  void attention_block(int32_t layer, const BatchView& batch);
+  void ffn_block(int32_t layer, int32_t n_tokens);
+  void output_logits(const BatchView& batch, float* logits);
   bool sink_mode() const { return policy_.sinks > 0; }
   // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
   const float* cache_rope(int32_t il, int32_t p) const;
