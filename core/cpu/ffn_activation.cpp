@@ -3,15 +3,7 @@
 #include "cpu/ops.h"
 
 #if defined(__x86_64__)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "cpu/x86_intrinsics.h"
 #define KVSCOPE_AVX512F __attribute__((target("avx512f")))
 #endif
 

@@ -7,16 +7,7 @@
 #include "cpu/gemm_kernels.h"
 
 #if defined(__x86_64__)
-// GCC 12 warns about its own _mm512_undefined_* placeholders once inlined (see quant_dot_kernels.h).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "cpu/x86_intrinsics.h"
 
 #define KVSCOPE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
 

@@ -9,17 +9,7 @@
 #include "gguf/ggml_types.h"
 
 #if defined(__F16C__)
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the AVX-512 headers as
-// "used uninitialized" once inlined; the diagnostic state at the header lines is what counts.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "cpu/x86_intrinsics.h"
 #endif
 
 namespace kvscope::qdot {
