@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/kv_summary.h"
 #include "engine/snapshot_builder.h"
@@ -32,11 +33,12 @@ std::string Engine::kv_summary() const {
   return describe_kv_pools(*backend_, cfg_.sched.max_model_len, kv_setup_.sliding_window, kv_setup_.sliding_blocks_per_seq);
 }
 
-RequestRecord& Engine::record(SeqId id) {
+const RequestRecord& Engine::record(SeqId id) const {
   auto it = requests_.find(id);
   if (it == requests_.end()) throw std::out_of_range("unknown sequence " + std::to_string(id));
   return *it->second;
 }
+RequestRecord& Engine::record(SeqId id) { return const_cast<RequestRecord&>(std::as_const(*this).record(id)); }
 
 static std::string request_error(const Request& r, int32_t n_vocab) {
   if (r.max_new_tokens < 0) return "max_new_tokens must not be negative";
@@ -215,11 +217,9 @@ void Engine::run_until_idle() {
   }
 }
 
-const Sequence& Engine::sequence(SeqId id) const { return const_cast<Engine*>(this)->record(id).seq; }
-const std::vector<std::vector<float>>& Engine::recorded_logits(SeqId id) const { return const_cast<Engine*>(this)->record(id).logits; }
-const std::vector<std::vector<float>>& Engine::recorded_prompt_logits(SeqId id) const {
-  return const_cast<Engine*>(this)->record(id).prompt_logits;
-}
+const Sequence& Engine::sequence(SeqId id) const { return record(id).seq; }
+const std::vector<std::vector<float>>& Engine::recorded_logits(SeqId id) const { return record(id).logits; }
+const std::vector<std::vector<float>>& Engine::recorded_prompt_logits(SeqId id) const { return record(id).prompt_logits; }
 
 SnapshotPtr Engine::snapshot() const {
   if (snapshot_stale_) publish_snapshot();
@@ -254,18 +254,25 @@ void Engine::publish_step() {
 }
 
 void Engine::publish_snapshot() const {
-  SnapshotSources src{cfg_, *model_, *backend_, *kv_, *recorder_, requests_};
-  src.sliding_window = kv_setup_.sliding_window;
-  src.running = static_cast<int32_t>(sched_->running().size());
-  src.waiting = static_cast<int32_t>(sched_->waiting().size());
-  src.counters = counters_;
-  src.elapsed_s = std::chrono::duration<double>(Clock::now() - start_).count();
-  src.step_ms = last_step_ms_;
+  double tokens_per_s = 0;
   if (rate_window_.size() >= 2) {
     const auto& [ta, na] = rate_window_.front();
     const auto& [tb, nb] = rate_window_.back();
-    src.tokens_per_s = tb > ta ? static_cast<double>(nb - na) / (tb - ta) : 0.0;
+    tokens_per_s = tb > ta ? static_cast<double>(nb - na) / (tb - ta) : 0.0;
   }
+  const SnapshotSources src{.cfg = cfg_,
+                            .model = *model_,
+                            .backend = *backend_,
+                            .kv = *kv_,
+                            .recorder = *recorder_,
+                            .requests = requests_,
+                            .sliding_window = kv_setup_.sliding_window,
+                            .running = static_cast<int32_t>(sched_->running().size()),
+                            .waiting = static_cast<int32_t>(sched_->waiting().size()),
+                            .counters = counters_,
+                            .elapsed_s = std::chrono::duration<double>(Clock::now() - start_).count(),
+                            .step_ms = last_step_ms_,
+                            .tokens_per_s = tokens_per_s};
   published_.store(build_snapshot(src, recorder_->take_unpublished()));
   snapshot_stale_ = false;
 }

@@ -99,6 +99,7 @@ class Engine {
   std::vector<RequestRecord*> fork_children(RequestRecord& parent);
   void end_unforked_children(RequestRecord& parent);
   RequestRecord& record(SeqId id);
+  const RequestRecord& record(SeqId id) const;
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
