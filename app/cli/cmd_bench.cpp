@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cpu/cpu_backend.h"
 #include "cpu/paging_probe.h"
 
 namespace kvscope::cli {
@@ -35,8 +36,10 @@ std::vector<TokenId> random_prompt(int32_t n, int32_t n_vocab, uint64_t seed) {
 
 // Prefill and decode speed of one sequence: prefill = the step that computes the whole prompt,
 // decode = the following single-token steps.
+// With the CPU backend also where the prefill step's time went (CpuBackend::PhaseTimes):
+// attention, the weight matmuls, and the rest (embedding, norms, RoPE, activations, K/V stores).
 nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t prompt_len, int32_t gen, int reps) {
-  std::vector<double> prefill, decode;
+  std::vector<double> prefill, decode, attention_share, matmul_share;
   for (int r = 0; r <= reps; ++r) {  // r == 0 warms caches and page-faults the weights in
     auto engine = make_engine(a, m);
     Request req;
@@ -44,17 +47,29 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
     req.max_new_tokens = gen;
     req.ignore_eos = true;
     engine->submit(req);
+    auto* cpu = dynamic_cast<CpuBackend*>(&engine->backend());
+    if (cpu) cpu->reset_phase_times();
     const auto t0 = Clock::now();
     engine->step();  // whole prompt (max_batched_tokens >= prompt_len) + first token
     const auto t1 = Clock::now();
+    if (cpu && r > 0 && cpu->phase_times().forward_s > 0) {
+      const CpuBackend::PhaseTimes& pt = cpu->phase_times();
+      attention_share.push_back(pt.attention_s / pt.forward_s);
+      matmul_share.push_back(pt.matmul_s / pt.forward_s);
+    }
     engine->run_until_idle();
     const auto t2 = Clock::now();
     if (r == 0) continue;
     prefill.push_back(prompt_len / std::chrono::duration<double>(t1 - t0).count());
     decode.push_back((gen - 1) / std::chrono::duration<double>(t2 - t1).count());
   }
-  return {{"prompt_len", prompt_len}, {"gen", gen}, {"reps", reps},
-          {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)}};
+  nlohmann::json j{{"prompt_len", prompt_len}, {"gen", gen}, {"reps", reps},
+                   {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)}};
+  if (!attention_share.empty())
+    j["prefill_time_share"] = {{"attention", median(attention_share)},
+                               {"matmul", median(matmul_share)},
+                               {"other", 1.0 - median(attention_share) - median(matmul_share)}};
+  return j;
 }
 
 // Total generated tokens/s of one fixed workload (`n_requests` requests, same prompt and output

@@ -3,10 +3,12 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 
 #include "cpu/ffn_activation.h"
+#include "cpu/attention_split.h"
 #include "cpu/matmul.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
@@ -113,7 +115,7 @@ int32_t CpuBackend::layer_window(int32_t layer) const {
 // mode the i-th visible key sits at cache position i and the query at the last one
 // (n_vis - 1); both are rotated here.
 void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, int32_t g, const float* q, float* out,
-                              Scratch& sc) const {
+                              Scratch& sc, const AttendPart* part) const {
   const ModelConfig& c = model_->config;
   const int32_t group = layer_group_[static_cast<size_t>(layer)];
   const CpuKvStorage& kv = kv_[static_cast<size_t>(group)];
@@ -126,6 +128,9 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
   const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
   const int32_t n_vis = n_sink + (pos - lo + 1);
+  // Split-KV: this call covers visible keys [v0, v1) (all of them without a part).
+  const int32_t v0 = part ? static_cast<int32_t>(static_cast<int64_t>(n_vis) * part->part / part->parts) : 0;
+  const int32_t v1 = part ? static_cast<int32_t>(static_cast<int64_t>(n_vis) * (part->part + 1) / part->parts) : n_vis;
   constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
   const size_t chunk_floats = static_cast<size_t>(kChunk) * d;
   if (sc.k_tile.size() < chunk_floats) sc.k_tile.resize(chunk_floats);
@@ -158,7 +163,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
     if (n_runs > 0) prefetch ? att.add(runs, n_runs, pf, n_pf) : att.add(runs, n_runs);
     n_runs = filled = n_pf = 0;
   };
-  int32_t idx = 0;  // cache position of the next visible key
+  int32_t idx = v0;  // cache position of the next visible key
   auto run = [&](int32_t from, int32_t to) {  // [from, to)
     for (int32_t p = from; p < to;) {
       const int32_t lb = p / bs, off = p % bs;
@@ -203,25 +208,69 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
       p += n;
     }
   };
-  run(0, n_sink);
-  run(lo, pos + 1);
+  // Visible key v is position v among the sinks, position lo + (v - n_sink) after them.
+  run(std::min(v0, n_sink), std::min(v1, n_sink));
+  run(lo + std::max(v0, n_sink) - n_sink, lo + std::max(v1, n_sink) - n_sink);
   flush();
-  assert(idx == n_vis);
-  att.finish();
+  assert(idx == v1);
+  if (part) att.finish_partial(part->m, part->l);
+  else att.finish();
 }
 
 void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {
+  const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model_->config;
-  const int32_t n_q = c.n_head / c.n_head_kv;
-  const int64_t n = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int tid) {
+  const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
+  const int64_t pairs = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
+  auto offset = [&](int64_t i) {  // pair i's query (and output) rows
+    return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * d;
+  };
+  const AttentionSplit split =
+      pairs < 2LL * pool_.size() ? plan_attention_split(pairs, mean_visible_keys(layer, batch), pool_.size()) : AttentionSplit{};
+  const int32_t P = split.parts;
+  if (P > 1) {
+    split_acc_.resize(static_cast<size_t>(pairs * P * n_q * d));
+    split_m_.resize(static_cast<size_t>(pairs * P * n_q));
+    split_l_.resize(static_cast<size_t>(pairs * P * n_q));
+  }
+  // Heaviest first: a later token of a prompt sees more keys, so in reverse order the pool's
+  // dynamically claimed chunks end together instead of one thread finishing the longest rows.
+  pool_.parallel_for(pairs * P, [&](int64_t begin, int64_t end, int tid) {
     Scratch& sc = scratch_[static_cast<size_t>(tid)];
-    for (int64_t i = begin; i < end; ++i) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t w = pairs * P - 1 - u, i = w / P;
       const int32_t t = static_cast<int32_t>(i / c.n_head_kv), g = static_cast<int32_t>(i % c.n_head_kv);
-      const int64_t off = static_cast<int64_t>(t) * c.q_dim() + static_cast<int64_t>(g) * n_q * c.head_dim;
-      attend_group(layer, batch, t, g, q + off, out + off, sc);
+      if (P == 1) {
+        attend_group(layer, batch, t, g, q + offset(i), out + offset(i), sc);
+        continue;
+      }
+      const AttendPart part{static_cast<int32_t>(w % P), P, &split_m_[static_cast<size_t>(w * n_q)], &split_l_[static_cast<size_t>(w * n_q)]};
+      attend_group(layer, batch, t, g, q + offset(i), &split_acc_[static_cast<size_t>(w * n_q * d)], sc, &part);
     }
   });
+  for (int64_t i = 0; P > 1 && i < pairs; ++i) {
+    const AttentionParts parts{&split_acc_[static_cast<size_t>(i * P * n_q * d)], &split_m_[static_cast<size_t>(i * P * n_q)],
+                               &split_l_[static_cast<size_t>(i * P * n_q)]};
+    merge_attention_parts(parts, P, n_q, d, out + offset(i));
+  }
+  phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The mean number of keys a token of this batch sees in this layer (window and sinks applied).
+int64_t CpuBackend::mean_visible_keys(int32_t layer, const BatchView& batch) const {
+  const int32_t window = layer_window(layer);
+  int64_t sum = 0;
+  for (int32_t pos : batch.positions) {
+    const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+    sum += (window > 0 ? std::min(policy_.sinks, lo) : 0) + (pos - lo + 1);
+  }
+  return batch.positions.empty() ? 0 : sum / static_cast<int64_t>(batch.positions.size());
+}
+
+void CpuBackend::matmul_timed(const TensorView& w, const float* x, int64_t n_tokens, float* y) {
+  const auto t0 = std::chrono::steady_clock::now();
+  matmul(w, x, n_tokens, y, pool_);
+  phase_.matmul_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // One forward pass: embed, then per layer the attention and the FFN block (residuals in x_),
@@ -243,12 +292,14 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   o_.resize(static_cast<size_t>(n * E));
   gate_.resize(static_cast<size_t>(n * F));
   up_.resize(static_cast<size_t>(n * F));
+  const auto t0 = std::chrono::steady_clock::now();
   embed(batch);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     attention_block(il, batch);
     ffn_block(il, n);
   }
   output_logits(batch, logits);
+  phase_.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Embedding lookup (rows dequantized from the file's dtype).
@@ -279,9 +330,9 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
   const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
   for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
-  matmul(L.wq, xn_.data(), n, q_.data(), pool_);
-  matmul(L.wk, xn_.data(), n, k_.data(), pool_);
-  matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+  matmul_timed(L.wq, xn_.data(), n, q_.data());
+  matmul_timed(L.wk, xn_.data(), n, k_.data());
+  matmul_timed(L.wv, xn_.data(), n, v_.data());
   const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
   // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
   const bool rope_now = !sink_mode();
@@ -311,7 +362,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     }
   }
   attention(il, batch, q_.data(), att_.data());
-  matmul(L.wo, att_.data(), n, o_.data(), pool_);
+  matmul_timed(L.wo, att_.data(), n, o_.data());
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
@@ -326,10 +377,10 @@ void CpuBackend::ffn_block(int32_t il, int32_t n) {
   const ModelConfig& c = model_->config;
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int64_t E = c.n_embd, F = c.n_ff;
-  matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
-  matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+  matmul_timed(L.w_gate, xn_.data(), n, gate_.data());
+  matmul_timed(L.w_up, xn_.data(), n, up_.data());
   ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
-  matmul(L.w_down, gate_.data(), n, o_.data(), pool_);
+  matmul_timed(L.w_down, gate_.data(), n, o_.data());
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);
@@ -349,7 +400,7 @@ void CpuBackend::output_logits(const BatchView& batch, float* logits) {
     const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
     rms_norm(&x_[t * E], W.output_norm.data(), &xn_[r * E], E, c.rms_eps);
   }
-  matmul(W.output, xn_.data(), n_out, logits, pool_);
+  matmul_timed(W.output, xn_.data(), n_out, logits);
 }
 
 }  // namespace kvscope

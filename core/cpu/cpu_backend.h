@@ -43,7 +43,19 @@ class CpuBackend : public Backend {
   void set_prefetch_threshold(int64_t bytes) { prefetch_min_bytes_ = bytes; }
   int64_t prefetch_threshold() const { return prefetch_min_bytes_; }
   // Paged attention of one layer over the whole batch (public so benchmarks can time it alone).
+  // Pairs (token, KV head) are handed to the pool heaviest first; a step with too few pairs to
+  // keep every thread busy (decode of a long sequence) splits each pair's keys into parts
+  // (cpu/attention_split.h).
   void attention(int32_t layer, const BatchView& batch, const float* q, float* out);
+
+  // Wall time of forward() since the last reset, and how much of it went to attention and to
+  // the weight matmuls (the rest: embedding, norms, RoPE, activations, K/V stores). For the
+  // benchmark's prefill profile; two clock reads per call, always on.
+  struct PhaseTimes {
+    double forward_s = 0, attention_s = 0, matmul_s = 0;
+  };
+  const PhaseTimes& phase_times() const { return phase_; }
+  void reset_phase_times() { phase_ = {}; }
 
  private:
   struct Scratch {                 // per worker thread, reused across steps
@@ -60,9 +72,18 @@ class CpuBackend : public Backend {
   bool sink_mode() const { return policy_.sinks > 0; }
   // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
   const float* cache_rope(int32_t il, int32_t p) const;
+  // One part of a split-KV pass: visible keys [n_vis * part / parts, n_vis * (part + 1) / parts),
+  // leaving the running max and sum of each query head in m, l (and out unnormalised).
+  struct AttendPart {
+    int32_t part, parts;
+    float* m;
+    double* l;
+  };
   // Attention of the query heads of `token` that share KV head kv_head; q, out: those heads' rows.
   void attend_group(int32_t layer, const BatchView& batch, int32_t token, int32_t kv_head, const float* q, float* out,
-                    Scratch& s) const;
+                    Scratch& s, const AttendPart* part = nullptr) const;
+  int64_t mean_visible_keys(int32_t layer, const BatchView& batch) const;
+  void matmul_timed(const TensorView& w, const float* x, int64_t n_tokens, float* y);
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;
@@ -73,6 +94,9 @@ class CpuBackend : public Backend {
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<Scratch> scratch_;  // [threads]
+  std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
+  std::vector<double> split_l_;
+  PhaseTimes phase_;
   int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
 
   // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.

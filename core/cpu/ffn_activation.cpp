@@ -61,10 +61,18 @@ KVSCOPE_AVX512F void avx512(FfnActivation act, float* gate, const float* up, int
 
 }  // namespace
 
-void ffn_activation_mul(FfnActivation act, float* gate, const float* up, int64_t n) {
+bool ffn_activation_vectorised() {
 #if defined(__x86_64__)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  if (has_avx512) return avx512(act, gate, up, n);
+  return has_avx512;
+#else
+  return false;
+#endif
+}
+
+void ffn_activation_mul(FfnActivation act, float* gate, const float* up, int64_t n) {
+#if defined(__x86_64__)
+  if (ffn_activation_vectorised()) return avx512(act, gate, up, n);
 #endif
   scalar(act, gate, up, n);
 }

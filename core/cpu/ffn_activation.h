@@ -14,5 +14,8 @@
 namespace kvscope {
 
 void ffn_activation_mul(FfnActivation act, float* gate, const float* up, int64_t n);
+// True when ffn_activation_mul runs the AVX-512 exp on this CPU; false: the scalar ops.cpp forms
+// (whose tanh-GELU loses the negative tail to the cancellation in 1 + tanh(u)).
+bool ffn_activation_vectorised();
 
 }  // namespace kvscope

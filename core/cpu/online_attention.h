@@ -68,6 +68,16 @@ class OnlineAttention {
     add_impl<true>(runs, n_runs, pf, n_pf);
   }
 
+  // For a pass over part of the keys (split-KV, cpu/attention_split.h): leaves the
+  // unnormalised accumulators in `out` and hands over each head's running max and sum, which
+  // merge_attention_parts() combines with the other parts' into the exact softmax.
+  void finish_partial(float* m, double* l) const {
+    for (int32_t h = 0; h < n_q_; ++h) {
+      m[h] = m_[h];
+      l[h] = l_[h];
+    }
+  }
+
   // Normalises the accumulators into the attention output.
   void finish() {
     for (int32_t h = 0; h < n_q_; ++h) {
