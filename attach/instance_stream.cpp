@@ -1,5 +1,6 @@
 #include "attach/instance_stream.h"
 
+#include <algorithm>
 #include <map>
 
 namespace kvscope::attach {
@@ -27,10 +28,11 @@ void InstanceStream::on_message(const std::vector<std::string>& frames, double n
   }
   topic_ = printable_bytes(frames[0]);
   const int64_t seq = kv_events::decode_sequence_number(frames[1]);
-  if (last_seq_ && seq == *last_seq_) {
+  if (last_seq_ && (seq == *last_seq_ || (catching_up_ && seq < *last_seq_))) {
     ++c_.duplicates;
     return;
   }
+  catching_up_ = false;
   if (last_seq_ && seq < *last_seq_) {
     // Sequence numbers only go back when the publisher starts over (vLLM counts from 0 in a
     // new engine process): what we knew of its cache is gone with it.
@@ -45,6 +47,23 @@ void InstanceStream::on_message(const std::vector<std::string>& frames, double n
   }
   apply_payload(frames[2], now);
   last_seq_ = seq;
+}
+
+void InstanceStream::sync_from_replay() {
+  if (!replayer_) return;
+  ++c_.replay_requests;
+  const auto fetched = replayer_->fetch(0);
+  if (fetched.empty()) return;
+  // The buffer is consecutive from its oldest batch; what came before it is gone for good.
+  c_.lost_batches += static_cast<uint64_t>(std::max<int64_t>(0, fetched.front().first));
+  for (const auto& [s, p] : fetched) {
+    if (last_seq_ && s <= *last_seq_) continue;
+    if (last_seq_ && s > *last_seq_ + 1) c_.lost_batches += static_cast<uint64_t>(s - *last_seq_ - 1);
+    apply_payload(p, 0);
+    ++c_.replayed;
+    last_seq_ = s;
+  }
+  catching_up_ = true;
 }
 
 void InstanceStream::recover(int64_t from, int64_t to) {

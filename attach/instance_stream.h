@@ -37,6 +37,10 @@ struct StreamCounters {
 class InstanceStream {
  public:
   explicit InstanceStream(Replayer* replayer = nullptr) : replayer_(replayer) {}
+  // Attaching to a running engine: everything its replay buffer still holds, from sequence 0
+  // (batches older than the buffer are counted lost). Call once, after the SUB is connected,
+  // so that what is published meanwhile is queued there; no-op without a replay socket.
+  void sync_from_replay();
   // One live message as received from the SUB socket; `now` is the arrival time (Unix s).
   void on_message(const std::vector<std::string>& frames, double now);
 
@@ -59,6 +63,7 @@ class InstanceStream {
   CacheView view_;
   StreamCounters c_;
   std::optional<int64_t> last_seq_;
+  bool catching_up_ = false;  // after sync_from_replay: live messages it already covered are queued
   std::optional<int32_t> rank_;
   std::string topic_, last_error_;
   double max_lag_ = 0, first_arrival_ = 0, last_arrival_ = 0;

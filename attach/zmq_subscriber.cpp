@@ -105,6 +105,8 @@ ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms) : s
     impl_->streams.push_back(std::make_unique<InstanceStream>(impl_->replayers.back().get()));
     impl_->subs.push_back(std::move(sub));
   }
+  // The SUBs are connected (ZeroMQ queues what they receive from here on): now the history.
+  for (auto& st : impl_->streams) st->sync_from_replay();
 }
 
 ZmqAttach::~ZmqAttach() = default;

@@ -76,7 +76,8 @@ def load(peer):
         return _load(path, "sglang.srt.disaggregation.kv_events")
     for pkg in ["vllm", "vllm.config", "vllm.utils", "vllm.v1", "vllm.v1.core", "vllm.distributed"]:
         _stub(pkg)
-    _stub("vllm.config.kv_events", KVEventsConfig=type("KVEventsConfig", (), {}))
+    # vLLM 0.33 builds one from its settings (get_publisher_config): a plain record will do.
+    _stub("vllm.config.kv_events", KVEventsConfig=type("KVEventsConfig", (), {"__init__": lambda self, **kw: self.__dict__.update(kw)}))
     _stub("vllm.logger", init_logger=logging.getLogger)
     _stub("vllm.utils.network_utils", get_ip=lambda: "127.0.0.1", get_tcp_uri=lambda h, p: "tcp://%s:%s" % (h, p),
           is_valid_ipv6_address=lambda a: False, split_zmq_path=lambda p: p)

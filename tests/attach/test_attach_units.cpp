@@ -261,6 +261,25 @@ class TestAttachUnits : public QObject {
     QCOMPARE(s.view().counters().missing_parent, uint64_t(0));
   }
 
+  void attach_late_syncs_history_then_goes_live() {
+    BufferReplayer r;
+    for (int64_t q = 5; q < 8; ++q) r.buffer.emplace_back(q, encode_kv_event_batch({1, {stored({BlockHash(uint64_t(q))}, std::nullopt)}, 0}));
+    InstanceStream s(&r);
+    s.sync_from_replay();  // the buffer starts at 5: 0..4 are gone
+    QCOMPARE(s.counters().replayed, uint64_t(3));
+    QCOMPARE(s.counters().lost_batches, uint64_t(5));
+    QVERIFY(s.stale());
+    s.on_message(message(6, {1, {stored({66}, std::nullopt)}, 0}), 1);  // queued while replaying: already had it
+    s.on_message(message(7, {1, {stored({77}, std::nullopt)}, 0}), 1);
+    s.on_message(message(8, {1, {stored({8}, std::nullopt)}, 0}), 1);
+    QCOMPARE(s.counters().duplicates, uint64_t(2));
+    QCOMPARE(s.counters().restarts, uint64_t(0));
+    QCOMPARE(s.view().blocks().size(), size_t(4));
+    s.on_message(message(0, {1, {stored({9}, std::nullopt)}, 0}), 1);  // live again: going back is a restart
+    QCOMPARE(s.counters().restarts, uint64_t(1));
+    QCOMPARE(s.view().blocks().size(), size_t(1));
+  }
+
   void stores_removes_clear_tiers_and_copies() {
     CacheView v;
     KvBlockStored g1 = stored({7}, std::nullopt, "CPU");
