@@ -249,6 +249,10 @@ def run_kvscope_peer(fails):
                                   max_tokens=24, temperature=1.0, seed=100 + i)
     _, idle2 = wait_idle(srv)
     snap = json.loads(srv.request("GET", "/kvscope/snapshot")[1])
+    if SEED_DIR:
+        os.makedirs(SEED_DIR, exist_ok=True)
+        with open(os.path.join(SEED_DIR, "kvscope-serve-metrics.prom"), "w") as f:
+            f.write(srv.metrics_text())
     o, e = a.communicate(timeout=60)
     print(o.strip())
     if a.returncode != 0:

@@ -16,6 +16,9 @@
 #include <zmq_addon.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "attach/attach_report.h"
@@ -25,7 +28,9 @@
 #include "attach/prefix_forest.h"
 #include "attach/prometheus_parse.h"
 #include "attach/zmq_subscriber.h"
+#include "fuzz/fuzz_kv_events_one_input.h"
 #include "kv_events/kv_events_codec.h"
+#include "test_support.h"
 
 using namespace kvscope::attach;
 using namespace kvscope::kv_events;
@@ -368,6 +373,22 @@ class TestAttachUnits : public QObject {
     }
     svr.stop();
     t.join();
+  }
+
+  void fuzz_seeds_replay() {
+    // The fuzz target's function on the real captured payloads: each must decode.
+    const auto dir = kvscope::test::source_dir() / "tests" / "fuzz" / "kv_events_seeds";
+    int decoded = 0, files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() == ".md") continue;
+      std::ifstream f(e.path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const bool ok = kvscope::fuzz_attach::run_one(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      if (e.path().extension() == ".msgpack") QVERIFY2(ok, e.path().c_str());
+      decoded += ok, ++files;
+    }
+    QVERIFY(files >= 20);
+    QVERIFY(decoded >= 19);
   }
 
   void prometheus_grammar_cases() {
