@@ -100,7 +100,7 @@ if [ "$target" = gguf_model ]; then
   ASAN_OPTIONS=detect_leaks=0 "$build/make_seeds" "$seeds" "$shared"
   dict="-dict=tests/fuzz/gguf.dict"
 else
-  cp tests/fuzz/kv_events_seeds/* "$seeds/"
+  cp tests/fuzz/kv_events_seeds/*.msgpack tests/fuzz/kv_events_seeds/*.prom "$seeds/"
   regressions=tests/fuzz/kv_events_seeds  # the real payloads stay in every run's corpus
   dict=""
 fi
