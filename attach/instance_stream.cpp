@@ -28,6 +28,11 @@ void InstanceStream::on_message(const std::vector<std::string>& frames, double n
   }
   topic_ = printable_bytes(frames[0]);
   const int64_t seq = kv_events::decode_sequence_number(frames[1]);
+  if (seq < 0) {  // -1 is the replay's end marker; on the live stream no sequence is negative
+    ++c_.bad_frames;
+    last_error_ = "a negative sequence number on the live stream";
+    return;
+  }
   if (last_seq_ && (seq == *last_seq_ || (catching_up_ && seq < *last_seq_))) {
     ++c_.duplicates;
     return;
@@ -40,6 +45,7 @@ void InstanceStream::on_message(const std::vector<std::string>& frames, double n
     view_.clear();
     last_seq_.reset();
   }
+  // Here seq > *last_seq_ (or there is none), so last + 1 cannot overflow.
   const int64_t expected = last_seq_ ? *last_seq_ + 1 : 0;
   if (seq > expected) {
     ++c_.gaps;

@@ -157,7 +157,13 @@ class TestAttachUnits : public QObject {
     s.on_message({"kv", encode_sequence_number(0)}, 1);
     s.on_message({"kv", encode_sequence_number(0), "x", "y"}, 1);
     s.on_message({"kv", "short", encode_kv_event_batch({1, {}, 0})}, 1);
-    QCOMPARE(s.counters().bad_frames, uint64_t(3));
+    s.on_message({"kv", encode_sequence_number(-1), encode_kv_event_batch({1, {}, 0})}, 1);  // the replay's end marker, live
+    QCOMPARE(s.counters().bad_frames, uint64_t(4));
+    s.on_message({"kv", encode_sequence_number(INT64_MAX), encode_kv_event_batch({1, {}, 0})}, 1);
+    s.on_message({"kv", encode_sequence_number(INT64_MAX), encode_kv_event_batch({1, {}, 0})}, 1);  // no overflow past it
+    QCOMPARE(s.counters().duplicates, uint64_t(1));
+    QCOMPARE(s.counters().lost_batches, uint64_t(INT64_MAX));
+    s = InstanceStream();
     QCOMPARE(s.counters().batches, uint64_t(0));
     s.on_message(message(0, {1, {stored({1}, std::nullopt)}, 0}), 2);
     QCOMPARE(s.view().blocks().size(), size_t(1));
