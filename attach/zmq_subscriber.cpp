@@ -100,7 +100,11 @@ ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms) : s
     sub->set(zmq::sockopt::linger, 0);
     sub->set(zmq::sockopt::rcvhwm, 1000000);
     sub->set(zmq::sockopt::subscribe, s.topic);
-    sub->connect(s.endpoint);  // throws zmq::error_t on a malformed address
+    try {
+      sub->connect(s.endpoint);
+    } catch (const zmq::error_t& e) {
+      throw std::invalid_argument("cannot subscribe to '" + s.endpoint + "': " + e.what());
+    }
     impl_->replayers.push_back(s.replay.empty() ? nullptr : std::make_unique<ZmqReplayer>(impl_->ctx, s.replay, replay_timeout_ms));
     impl_->streams.push_back(std::make_unique<InstanceStream>(impl_->replayers.back().get()));
     impl_->subs.push_back(std::move(sub));

@@ -25,7 +25,8 @@ std::vector<InstanceSpec> expand_dp_ranks(const InstanceSpec& base, int ranks);
 
 class ZmqAttach {
  public:
-  // replay_timeout_ms bounds one replay request (the engine may not answer).
+  // replay_timeout_ms bounds one replay request (the engine may not answer). Throws
+  // std::invalid_argument for an address ZeroMQ cannot connect to.
   explicit ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms = 3000);
   ~ZmqAttach();
   void poll_for(int ms);  // receives and applies what arrives within ms

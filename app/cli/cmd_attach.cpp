@@ -90,7 +90,13 @@ int cmd_attach(int argc, char** argv, int first) {
       throw UsageError(e.what());
     }
   }
-  attach::ZmqAttach z(instance_specs(a), static_cast<int>(replay_ms));
+  std::unique_ptr<attach::ZmqAttach> zp;
+  try {
+    zp = std::make_unique<attach::ZmqAttach>(instance_specs(a), static_cast<int>(replay_ms));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  attach::ZmqAttach& z = *zp;
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
   std::cout << "attach: subscribed to " << z.size() << " instance" << (z.size() == 1 ? "" : "s") << std::endl;
