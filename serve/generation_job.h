@@ -42,6 +42,7 @@ struct ChannelItem {
   // Finish: "stop", "length", "cancelled" or "error" (error set), with the counts for usage.
   std::string finish_reason;
   std::string error;
+  int error_status = 0;               // an error the server caused (shutting down, engine rebuilt): 503
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;

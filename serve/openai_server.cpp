@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,7 @@ struct ChoiceAcc {
   std::string text;
   std::string finish_reason;
   std::string error;
+  int error_status = 0;       // set by the queue when the server, not the request, is the cause
   bool done = false;
   bool role_sent = false;     // chat streams open each choice with the assistant role
   json logprobs_content = json::array();                      // chat
@@ -105,6 +107,7 @@ void accumulate(Accumulated& a, const ChannelItem& it, bool chat, bool want_logp
   c.text += it.text;
   c.finish_reason = it.finish_reason;
   c.error = it.error;
+  c.error_status = it.error_status;
   c.done = true;
   ++a.finished;
   a.prompt_tokens = it.prompt_tokens;
@@ -115,7 +118,7 @@ void accumulate(Accumulated& a, const ChannelItem& it, bool chat, bool want_logp
 }  // namespace
 
 struct OpenAiServer::Impl {
-  EngineWorker& worker;
+  ServingQueue& worker;
   ServedModel model;
   ServerOptions opt;
   httplib::Server svr;
@@ -123,8 +126,9 @@ struct OpenAiServer::Impl {
   uint64_t id_salt = std::random_device{}();
   std::mutex errors_mu;
   std::map<int, uint64_t> errors;  // status -> count, for kvscope:http_errors_total
+  std::atomic<bool> running{false};  // inside run()
 
-  Impl(EngineWorker& w, ServedModel m, ServerOptions o) : worker(w), model(std::move(m)), opt(std::move(o)) {}
+  Impl(ServingQueue& w, ServedModel m, ServerOptions o) : worker(w), model(std::move(m)), opt(std::move(o)) {}
 
   std::string new_id(const char* prefix) {
     char buf[40];
@@ -145,6 +149,13 @@ void OpenAiServer::Impl::routes() {
   svr.set_read_timeout(opt.read_timeout_s, 0);
   svr.set_write_timeout(opt.read_timeout_s, 0);
   svr.set_keep_alive_max_count(100);
+  // httplib's default also sets SO_REUSEPORT, with which a second server (another `serve`, or
+  // the window's Serve toggle) binds the same port and the kernel splits the connections
+  // between the two. SO_REUSEADDR alone: a restart still binds at once, a port in use is refused.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.headers.size() > opt.max_headers) {
@@ -246,10 +257,10 @@ void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedReques
     for (const ChannelItem& it : ch->take(std::chrono::milliseconds(500))) accumulate(a, it, pr.chat, lp);
   for (const ChoiceAcc& c : a.choices)
     if (c.finish_reason == "error" || c.finish_reason == "cancelled") {
-      // The engine refused it after admission (e.g. more blocks than the whole pool), or the
-      // server is stopping: nothing a retry of the same request on this server would fix.
-      const bool stopping = c.finish_reason == "cancelled" || c.error == "the server is shutting down";
-      send_error(res, ApiError(stopping ? 503 : 400, c.error.empty() ? "the request was cancelled" : c.error));
+      // The engine refused it after admission (e.g. more blocks than the whole pool: 400,
+      // nothing a retry would fix), or the server caused it (stopping, engine rebuilt: 503).
+      const int status = c.error_status ? c.error_status : c.finish_reason == "cancelled" ? 503 : 400;
+      send_error(res, ApiError(status, c.error.empty() ? "the request was cancelled" : c.error));
       return;
     }
   json choices = json::array();
@@ -302,10 +313,10 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
   while (st->first.empty()) st->first = ch->take(std::chrono::milliseconds(500));
   for (const ChannelItem& it : st->first)
     if (it.kind == ChannelItem::Kind::Finish && it.finish_reason == "error" && pr.job.n == 1) {
-      send_error(res, ApiError(it.error == "the server is shutting down" ? 503 : 400, it.error));
+      send_error(res, ApiError(it.error_status ? it.error_status : 400, it.error));
       return;
     }
-  EngineWorker& w = worker;
+  ServingQueue& w = worker;
   auto chunk = [st](json choices) {
     return json{{"id", st->id},
                 {"object", st->pr.chat ? "chat.completion.chunk" : "text_completion"},
@@ -334,7 +345,8 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
           json choice = {{"index", it.index}};
           if (fin && it.finish_reason == "error") {
             // Headers are out: the error travels as an event, as vLLM sends it.
-            out += "data: " + dump(error_json(400, it.error, "invalid_request_error", "")) + "\n\n";
+            const int status = it.error_status ? it.error_status : 400;
+            out += "data: " + dump(error_json(status, it.error, ApiError::default_type(status), "")) + "\n\n";
             choice["finish_reason"] = "error";
           } else {
             choice["finish_reason"] = fin ? json(it.finish_reason) : json(nullptr);
@@ -382,7 +394,7 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
       });
 }
 
-OpenAiServer::OpenAiServer(EngineWorker& worker, ServedModel model, ServerOptions opt)
+OpenAiServer::OpenAiServer(ServingQueue& worker, ServedModel model, ServerOptions opt)
     : impl_(std::make_unique<Impl>(worker, std::move(model), std::move(opt))) {
   impl_->routes();
 }
@@ -403,10 +415,20 @@ void OpenAiServer::bind() {
   }
 }
 
-void OpenAiServer::run() { impl_->svr.listen_after_bind(); }
+void OpenAiServer::run() {
+  impl_->running.store(true);
+  impl_->svr.listen_after_bind();
+  impl_->running.store(false);
+}
+
+bool OpenAiServer::listening() const { return impl_->svr.is_running(); }
 
 void OpenAiServer::stop() {
-  if (impl_) impl_->svr.stop();
+  if (!impl_) return;
+  // httplib's stop() does nothing until its listen loop has begun: a stop that comes while
+  // run() is just starting waits for that, or the loop would start afterwards and never end.
+  while (impl_->running.load() && !impl_->svr.is_running()) std::this_thread::yield();
+  impl_->svr.stop();
 }
 
 }  // namespace kvscope::serve

@@ -1,12 +1,12 @@
 #pragma once
 // The OpenAI-compatible HTTP front end (cpp-httplib): /v1/completions, /v1/chat/completions
 // (streamed as server-sent events or whole), /v1/models, /health, /metrics. Each HTTP thread
-// parses and checks its request, hands it to the EngineWorker and relays what comes back on
+// parses and checks its request, hands it to the ServingQueue and relays what comes back on
 // the request's channel; a streaming client that goes away cancels its request.
 #include <memory>
 #include <string>
 
-#include "serve/engine_worker.h"
+#include "serve/serving_queue.h"
 #include "serve/openai_request.h"
 
 namespace kvscope::serve {
@@ -23,12 +23,13 @@ struct ServerOptions {
 
 class OpenAiServer {
  public:
-  OpenAiServer(EngineWorker& worker, ServedModel model, ServerOptions opt);
+  OpenAiServer(ServingQueue& queue, ServedModel model, ServerOptions opt);
   ~OpenAiServer();
   // Binds the listening socket; throws std::runtime_error when it cannot.
   void bind();
   int bound_port() const { return port_; }
   void run();   // serves until stop(); call bind() first
+  bool listening() const;  // run() has started serving (any thread)
   void stop();  // from any thread (a signal handler's helper thread)
 
  private:

@@ -76,6 +76,10 @@ void EngineHost::applyConfig(const EngineConfig& cfg) {
   post([w = worker_, cfg] { w->applyConfig(cfg); });
 }
 
+void EngineHost::setServing(std::shared_ptr<serve::ServingQueue> queue) {
+  post([w = worker_, q = std::move(queue)]() mutable { w->setServing(std::move(q)); });
+}
+
 void EngineHost::setBackend(BackendChoice c) {
   post([w = worker_, c] { w->setBackend(c); });
 }

@@ -48,7 +48,35 @@ EngineWorker::EngineWorker(int nThreads)
   qRegisterMetaType<kvscope::ui::QualityResult>();
 }
 
-EngineWorker::~EngineWorker() = default;
+EngineWorker::~EngineWorker() {
+  if (serving_) {
+    serving_->set_wake({});  // no HTTP thread may post to this object from here on
+    serving_->detach("the window is closing");
+  }
+}
+
+void EngineWorker::setServing(std::shared_ptr<serve::ServingQueue> queue) {
+  if (serving_) {
+    serving_->set_wake({});
+    serving_->detach("serving was turned off in the window");
+    if (engine_) afterStep();  // the cancelled requests leave the block map at once
+  }
+  serving_ = std::move(queue);
+  if (!serving_) return;
+  if (engine_) {
+    serving_->attach(*engine_);
+    servingWake();
+  }
+  serving_->set_wake([this] { QMetaObject::invokeMethod(this, &EngineWorker::servingWake, Qt::QueuedConnection); });
+}
+
+void EngineWorker::servingWake() {
+  if (!serving_ || !engine_) return;
+  // Taken in at once, also while paused: a new request shows up waiting in the block map, and
+  // a client that went away has its blocks freed now, not at the next step.
+  if (serving_->intake()) afterStep();
+  schedulePump();
+}
 
 void EngineWorker::fail(const QString& what) {
   // An engine that threw mid-step may be inconsistent: stop stepping it, keep the window alive.
@@ -110,16 +138,22 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   workloadTotal_ = workloadDone_ = 0;
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
 
+  if (serving_) serving_->detach("the window's engine was rebuilt with new settings; retry the request");
   engine_ = std::move(engine);
   model_ = std::move(model);
   engine_->set_callbacks(EngineCallbacks{
       [this](SeqId id, TokenId tok) {
+        if (serving_ && serving_->on_token(id, tok)) return;  // an HTTP request's token
         auto it = streams_.find(id);
         if (it == streams_.end()) return;
         it->second.tokens.push_back(tok);
         queueText(id, it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : ""));
       },
-      [this](SeqId id) { finishedThisStep_.push_back(id); }});
+      [this](SeqId id) {
+        if (serving_ && serving_->on_finished(id)) return;
+        finishedThisStep_.push_back(id);
+      }});
+  if (serving_) serving_->attach(*engine_);
 
   ModelInfo info;
   info.path = path;
@@ -137,9 +171,12 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   chatTemplate_ = model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
   info.chatTemplate = QString::fromStdString(chatTemplate_.describe());
   info.chatTemplateWarning = QString::fromStdString(chatTemplate_.warning);
+  info.chatTemplateKind = chatTemplate_.kind;
+  info.model = model_;
   emit modelLoaded(info);
   deliverSnapshot(true);
   emit workloadProgress(0, 0);
+  if (serving_) servingWake();  // requests that came while the engine was being built
 }
 
 void EngineWorker::submit(quint64 tag, const Request& r) {
@@ -314,6 +351,7 @@ void EngineWorker::pump() {
   if (!stepOnce()) {
     timer_->stop();
     setRunning(false);
+    if (serving_) serving_->on_idle();  // every served request ended: check the KV invariants
     deliverSnapshot(true);  // the final state of the run always reaches the UI
   }
 }
@@ -321,6 +359,7 @@ void EngineWorker::pump() {
 bool EngineWorker::stepOnce() {
   bool more = true;
   try {
+    if (serving_) serving_->intake();
     if (runner_) {
       // Submits what has arrived and steps the engine (chats included), or waits one short
       // slice for a request's arrival time; may throw on a prompt id outside the vocabulary.
@@ -331,6 +370,7 @@ bool EngineWorker::stepOnce() {
     } else {
       more = false;
     }
+    if (serving_ && serving_->after_step()) more = more || engine_->has_work();
   } catch (const std::exception& e) {
     fail(tr("The engine stopped with an error:\n%1").arg(QString::fromUtf8(e.what())));
     return false;

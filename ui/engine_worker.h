@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "run/workload_runner.h"
+#include "serve/serving_queue.h"
 #include "backend_choice.h"
 #include "quality_eval.h"
 #include "ui_types.h"
@@ -64,6 +65,10 @@ class EngineWorker : public QObject {
   // Send the snapshot of every step instead of one per requested frame (panels that plot
   // per-step data, e.g. the no-KV-cache teaching run, must not miss a step).
   void setEveryStep(bool on) { everyStep_ = on; }
+  // The Serve toggle: requests from this queue's HTTP threads join this engine's batch, beside
+  // the chats and scenarios (nullptr: stop; the served requests still running are cancelled).
+  // The queue follows engine rebuilds: requests running then end with an error.
+  void setServing(std::shared_ptr<serve::ServingQueue> queue);
 
  signals:
   void modelLoading(const QString& what);
@@ -97,6 +102,9 @@ class EngineWorker : public QObject {
   void setRunning(bool r);
   void fail(const QString& what);
   TurnStats statsFor(SeqId id, const Snapshot* snap) const;
+  void servingWake();                                  // an HTTP thread submitted or cancelled
+
+  std::shared_ptr<serve::ServingQueue> serving_;
 
   int nThreads_;
   BackendChoice backend_ = BackendChoice::Auto;

@@ -34,6 +34,8 @@
 #include "no_cache_panel.h"
 #include "planner_panel.h"
 #include "prefix_panel.h"
+#include "serve_controller.h"
+#include "serve_menu.h"
 #include "settings_panel.h"
 #include "telemetry/snapshot_json.h"
 #include "theme.h"
@@ -119,6 +121,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       d->raise();
     }
 
+  serve_ = new ServeController(host_, this);
+  serveMenu_ = new ServeMenu(this, serve_);
+  connect(serve_, &ServeController::error, this, &MainWindow::onError);
   buildMenus();
   buildStatusBar();
   settings_->load();
@@ -160,7 +165,10 @@ void MainWindow::applyDefaultDockSizes() {
   resizeDocks({panelDock(QStringLiteral("memoryDock"))}, {height() * 30 / 100}, Qt::Vertical);
 }
 
-MainWindow::~MainWindow() { host_->shutdown(); }
+MainWindow::~MainWindow() {
+  serve_->stop();  // before the host: it still talks to the engine thread
+  host_->shutdown();
+}
 
 QDockWidget* MainWindow::addPanel(QWidget* w, const QString& title, const QString& objectName, Qt::DockWidgetArea area,
                                   const QString& help) {
@@ -242,6 +250,8 @@ void MainWindow::buildMenus() {
     group->addAction(a);
   }
 
+  menuBar()->addMenu(serveMenu_->menu());
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Guide"), QKeySequence::HelpContents, this, &MainWindow::showGuide);
   help->addAction(tr("&About kvscope"), this, [this] {
@@ -264,6 +274,7 @@ void MainWindow::buildStatusBar() {
   kvLabel_ = new QLabel(tr("no engine"));
   kvLabel_->setToolTip(tr("The engine's KV pool: blocks, tokens, memory and the concurrency it allows."));
   backendLabel_ = new QLabel;
+  statusBar()->addPermanentWidget(serveMenu_->statusLabel());
   statusBar()->addPermanentWidget(busy_);
   statusBar()->addPermanentWidget(runLabel_);
   statusBar()->addPermanentWidget(kvLabel_);
@@ -397,6 +408,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   // Stop the engine now (at the next step boundary) so closing mid-run never hangs.
   compare_->shutdown();
   noCache_->shutdown();
+  serve_->stop();  // answers its clients before the engine thread goes
   host_->shutdown();
   QMainWindow::closeEvent(e);
 }

@@ -29,6 +29,8 @@ class NoCachePanel;
 class PlannerPanel;
 class PrefixPanel;
 class SettingsPanel;
+class ServeController;
+class ServeMenu;
 class WorkloadPanel;
 
 class MainWindow : public QMainWindow {
@@ -56,6 +58,8 @@ class MainWindow : public QMainWindow {
   ComparePanel* comparePanel() const { return compare_; }
   PlannerPanel* plannerPanel() const;
   NoCachePanel* noCachePanel() const { return noCache_; }
+  ServeController* serveController() const { return serve_; }  // the Serve toggle's server
+  ServeMenu* serveMenu() const { return serveMenu_; }
   QList<QDockWidget*> panelDocks() const { return docks_; }  // in registration order
   QDockWidget* panelDock(const QString& objectName) const;   // null if no dock has that name
 
@@ -102,6 +106,8 @@ class MainWindow : public QMainWindow {
   SettingsPanel* settings_ = nullptr;
   ComparePanel* compare_ = nullptr;
   NoCachePanel* noCache_ = nullptr;
+  ServeController* serve_ = nullptr;
+  ServeMenu* serveMenu_ = nullptr;
   QList<QDockWidget*> docks_;
   struct View {
     QString name;  // for the per-panel hand-off times

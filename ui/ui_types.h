@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "telemetry/snapshot.h"
 
@@ -41,6 +42,9 @@ struct ModelInfo {
   ModelConfig modelConfig; // the model's own config (what the settings are validated against)
   QString chatTemplate;    // ChatTemplateChoice::describe(): the template chat turns use
   QString chatTemplateWarning;
+  ChatTemplateKind chatTemplateKind = ChatTemplateKind::Completion;
+  // The loaded model itself, read-only: the Serve toggle's HTTP threads tokenize with it.
+  std::shared_ptr<const Model> model;
 };
 
 // One finished request as a chat turn reports it.

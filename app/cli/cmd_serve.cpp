@@ -119,7 +119,7 @@ int cmd_serve(int argc, char** argv, int first) {
       if (!evs.empty()) publisher->publish({now_s(), std::move(evs), 0});
     });
   }
-  serve::OpenAiServer server(worker, sm, opt);
+  serve::OpenAiServer server(worker.queue(), sm, opt);
   try {
     server.bind();
   } catch (const std::runtime_error& e) {

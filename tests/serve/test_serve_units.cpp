@@ -19,6 +19,7 @@
 #include "serve/kv_events_codec.h"
 #include "serve/openai_request.h"
 #include "serve/prometheus_text.h"
+#include "serve/serving_queue.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -271,6 +272,52 @@ class TestServeUnits : public QObject {
     const auto f = finishes(*w.submit(j), 1, &cut);
     QCOMPARE(f.at(0).finish_reason, std::string("stop"));
     QCOMPARE(cut, full.substr(0, full.find(word)));
+  }
+
+  // The queue as the window drives it: stepped by the caller's own thread, detached when the
+  // engine is rebuilt, closed when serving stops. Every waiting request hears back with 503
+  // (the server's doing, so a client retries), and no block stays in use.
+  void queue_answers_every_request_on_detach_and_close() {
+    if (!std::filesystem::exists(test::models_dir() / "stories260K.gguf")) QSKIP("stories260K.gguf not found");
+    auto m = stories();
+    Engine e(m, std::make_unique<CpuBackend>(m, 1), EngineConfig{});
+    ServingQueue q(WorkerLimits{8});
+    GenerationJob j;
+    j.prompt = m->tokenizer->encode("Once upon a time", true, true);
+    j.max_tokens = 1000;
+    j.ignore_eos = true;
+    // Submitted while no engine is attached (the window is building one): it waits, and the
+    // engine attached next runs it.
+    auto running = q.submit(j);
+    QVERIFY(!q.intake());
+    e.set_callbacks({[&](SeqId id, TokenId t) { q.on_token(id, t); }, [&](SeqId id) { q.on_finished(id); }});
+    q.attach(e);
+    QVERIFY(q.intake());
+    for (int i = 0; i < 3; ++i) {
+      e.step();
+      q.after_step();
+    }
+    QVERIFY(e.snapshot()->memory.blocks_used > 0);
+    q.detach("the engine was rebuilt");
+    const auto f = finishes(*running, 1);
+    QCOMPARE(f.at(0).finish_reason, std::string("error"));
+    QCOMPARE(f.at(0).error, std::string("the engine was rebuilt"));
+    QCOMPARE(f.at(0).error_status, 503);
+    QCOMPARE(e.snapshot()->memory.blocks_used, 0);
+    QCOMPARE(q.metrics().active_requests, 0);
+
+    q.attach(e);
+    auto queued = q.submit(j);  // never taken in: close() must answer it itself
+    q.close();
+    QCOMPARE(finishes(*queued, 1).at(0).error, std::string("the server is shutting down"));
+    QCOMPARE(q.metrics().active_requests, 0);
+    try {
+      q.submit(j);
+      QFAIL("a closed queue took a request");
+    } catch (const ApiError& err) {
+      QCOMPARE(err.status, 503);
+    }
+    q.detach("gone");
   }
 
   void requests_are_checked() {
