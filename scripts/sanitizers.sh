@@ -9,7 +9,7 @@
 #          builds only the test executables below and runs the test functions where threads
 #          meet (TSAN_PLAN): the ThreadPool directly (dtypes), the CPU backend's 2-thread pool
 #          under the engine (engine, paged_attention) and under a short soak with engine rebuilds
-#          (soak), the server's engine worker and its submitting threads (serve_units), and, when the Qt GUI can be built (KVSCOPE_TSAN_GUI=ON, the default when Qt
+#          (soak), the server's engine worker and its submitting threads (serve_units), attach's /metrics and ZeroMQ threads (attach_units), and, when the Qt GUI can be built (KVSCOPE_TSAN_GUI=ON, the default when Qt
 #          Widgets is installed), the EngineWorker thread behind the window (gui workbench and
 #          lifecycle). Functions that only add compute (long workloads, real-model goldens) are
 #          left out to keep the tree CI-sized; KVSCOPE_TSAN_FULL=1 runs the whole suites instead.
@@ -68,10 +68,12 @@ test_paged_attention matches_reference mixed_batch_matches_reference
 test_engine published_after_every_step_to_any_thread preempted_sequences_resume_identically cancel_returns_blocks_at_once parallel_samples_share_prompt_blocks snapshot_reports_blocks_and_events window_drops_are_events parallel_sample_ids_are_reserved
 test_soak
 test_serve_units
+test_attach_units metrics_endpoint_that_hangs metrics_endpoint_that_returns_html publisher_vanishes_and_comes_back
 "
 TSAN_PLAN_GUI="
 test_lifecycle
 test_workbench loadsModelAndStreamsChat concurrentChatsAndStop blockMapMatchesSnapshot corruptModelIsReported startsWithoutAModel closesMidRunWithoutHanging
+test_attach_window window_has_the_honest_header_and_survives_a_silent_endpoint
 "
 
 if [ "$what" = thread ] || [ "$what" = all ]; then

@@ -23,6 +23,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "attach_window.h"
 #include "block_map_panel.h"
 #include "captions_panel.h"
 #include "chat_panel.h"
@@ -217,6 +218,7 @@ void MainWindow::buildMenus() {
     if (!p.isEmpty() && exportSnapshotJson(p)) statusBar()->showMessage(tr("snapshot written to %1").arg(p), 5000);
   });
   file->addSeparator();
+  file->addAction(tr("&Attach to a deployment…"), this, [this] { open_attach_dialog(this); });  // attach_window.h
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* engine = menuBar()->addMenu(tr("&Engine"));

@@ -30,6 +30,7 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& option
         value = argv[++i];
       }
       values_[name] = value;
+      repeated_[name].push_back(value);
     } else {
       throw UsageError("unknown option --" + name);
     }
@@ -39,6 +40,11 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& option
 std::string Args::str(const std::string& name, const std::string& def) const {
   auto it = values_.find(name);
   return it == values_.end() ? def : it->second;
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = repeated_.find(name);
+  return it == repeated_.end() ? std::vector<std::string>{} : it->second;
 }
 
 int64_t Args::i64(const std::string& name, int64_t def) const {

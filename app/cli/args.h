@@ -22,9 +22,13 @@ class Args {
   int64_t i64(const std::string& name, int64_t def) const;
   double f64(const std::string& name, double def) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Every value of an option given more than once (--endpoint A --endpoint B), in order;
+  // str() gives the last.
+  std::vector<std::string> all(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> repeated_;
   std::set<std::string> flags_;
   std::vector<std::string> positional_;
 };

@@ -11,5 +11,6 @@ int cmd_eval(int argc, char** argv, int first); int cmd_plan(int argc, char** ar
 int cmd_chat(int argc, char** argv, int first);
 int cmd_pull(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
+int cmd_attach(int argc, char** argv, int first);
 
 }  // namespace kvscope::cli

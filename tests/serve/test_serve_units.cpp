@@ -121,7 +121,9 @@ class TestServeUnits : public QObject {
     QCOMPARE(*b.data_parallel_rank, 2);
     QCOMPARE(b.events.size(), size_t(2));
     const auto& s = std::get<KvBlockStored>(b.events[0]);
-    QCOMPARE(s.block_hashes.at(0), (uint64_t(1) << 56) | 0x2a);
+    QVERIFY(s.block_hashes.at(0).is_bytes());  // kept whole; bits() are its last 8 bytes
+    QCOMPARE(s.block_hashes.at(0).bytes(), h32);
+    QCOMPARE(s.block_hashes.at(0).bits(), (uint64_t(1) << 56) | 0x2a);
     QVERIFY(!s.parent_block_hash);
     QCOMPARE(s.token_ids.size(), size_t(16));
     QCOMPARE(*s.medium, std::string("GPU"));
@@ -188,12 +190,12 @@ class TestServeUnits : public QObject {
           QCOMPARE(*s->kv_cache_spec_kind, std::string(g == 1 ? "sliding_window" : "full_attention"));
           QCOMPARE(s->kv_cache_spec_sliding_window.has_value(), g == 1);
           QCOMPARE(s->token_ids.size(), size_t(16));
-          if (s->parent_block_hash) QVERIFY(seen[g][*s->parent_block_hash] > 0);  // parents first
-          ++seen[g][s->block_hashes.at(0)];
+          if (s->parent_block_hash) QVERIFY(seen[g][s->parent_block_hash->bits()] > 0);  // parents first
+          ++seen[g][s->block_hashes.at(0).bits()];
           ++stores[g];
         } else if (const auto* rm = std::get_if<KvBlockRemoved>(&ev)) {
           const int g = *rm->group_idx;
-          for (uint64_t h : rm->block_hashes) QVERIFY(--seen[g][h] >= 0);
+          for (const kv_events::BlockHash& h : rm->block_hashes) QVERIFY(--seen[g][h.bits()] >= 0);
           ++removes[g];
         }
       }

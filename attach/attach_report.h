@@ -1,0 +1,25 @@
+#pragma once
+// What `kvscope-cli attach --json-out` writes: per instance its endpoint, counters, cached
+// blocks and tree shape, its metrics, and the merged tree over the fleet.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attach/metrics_scraper.h"
+#include "attach/prefix_forest.h"
+#include "attach/zmq_subscriber.h"
+
+namespace kvscope::attach {
+
+// Token ids -> text (from --tokenizer); empty function: no "text" fields.
+using TokenText = std::function<std::string(const std::vector<int64_t>&)>;
+
+nlohmann::json hash_json(const BlockHash& h);  // a JSON integer, or a hex string for digests
+nlohmann::json instance_json(const InstanceSpec& spec, const InstanceStream& s, const TokenText& text);
+nlohmann::json merged_json(const MergedTree& m);
+// metrics[i] belongs to --endpoint i (all its data-parallel ranks); may be shorter.
+nlohmann::json attach_report(const ZmqAttach& a, const std::vector<ScrapeStats>& metrics, const TokenText& text, double seconds);
+
+}  // namespace kvscope::attach
