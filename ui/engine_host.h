@@ -42,7 +42,8 @@ class EngineHost : public QObject {
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);
-  void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
+  void setEveryStep(bool on);
+  void requestStory(SeqId id);  // EngineWorker::storyReady answers  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
   void shutdown();  // idempotent; also done by the destructor
 
  signals:

@@ -23,6 +23,7 @@
 #include "run/workload_runner.h"
 #include "backend_choice.h"
 #include "quality_eval.h"
+#include "request_story_types.h"
 #include "ui_types.h"
 #include "workload_source.h"
 
@@ -64,6 +65,8 @@ class EngineWorker : public QObject {
   // Send the snapshot of every step instead of one per requested frame (panels that plot
   // per-step data, e.g. the no-KV-cache teaching run, must not miss a step).
   void setEveryStep(bool on) { everyStep_ = on; }
+  // The story of request id (engine/request_story.h) as sentences: storyReady answers.
+  void tellStory(qint64 id);
 
  signals:
   void modelLoading(const QString& what);
@@ -80,6 +83,7 @@ class EngineWorker : public QObject {
   void pausedChanged(bool paused);
   void qualityProgress(quint64 tag, int done, int total);
   void qualityFinished(const kvscope::ui::QualityResult& result);
+  void storyReady(const kvscope::ui::StoryText& story);
 
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);
