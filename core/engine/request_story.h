@@ -89,8 +89,9 @@ struct StoryPreemption {
   uint64_t step = 0;
   SeqId by = -1;              // the running request whose growth needed the blocks (itself: its own)
   int32_t tokens_lost = 0;    // K/V thrown away (recomputed on resume, less what the cache returns)
-  int32_t blocks_freed = 0;   // back in the pool (some may be handed straight to `by`)
-  int32_t blocks_cached = 0;  // of those, kept in the prefix cache (a resume may hit them)
+  int32_t blocks_held = 0;    // what it held (KV group 0)
+  int32_t blocks_freed = 0;   // of those, back in the pool (the rest stay with requests sharing them)
+  int32_t blocks_cached = 0;  // of the freed, kept in the prefix cache (a resume may hit them)
   double pool_used_before_pct = 0, pool_used_after_pct = 0;
 };
 

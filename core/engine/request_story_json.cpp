@@ -52,7 +52,7 @@ json story_to_json(const RequestStory& s, int32_t bs, const TokenText& text) {
   for (const StoryCopy& c : s.copies) j["copies"].push_back({{"step", c.step}, {"src", c.src}, {"dst", c.dst}, {"group", c.group}});
   j["preemptions"] = json::array();
   for (const StoryPreemption& p : s.preemptions)
-    j["preemptions"].push_back({{"step", p.step}, {"by", p.by}, {"tokens_lost", p.tokens_lost}, {"blocks_freed", p.blocks_freed},
+    j["preemptions"].push_back({{"step", p.step}, {"by", p.by}, {"tokens_lost", p.tokens_lost}, {"blocks_held", p.blocks_held}, {"blocks_freed", p.blocks_freed},
                                 {"blocks_cached", p.blocks_cached}, {"pool_used_before_pct", p.pool_used_before_pct},
                                 {"pool_used_after_pct", p.pool_used_after_pct}});
   j["finish"] = finish_json(s.finish);

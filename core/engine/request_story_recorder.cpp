@@ -84,7 +84,7 @@ void RequestStoryRecorder::note_preemptions(const SchedulerOutput& out, uint64_t
   for (const PreemptionInfo& pi : out.preemption_info) {
     RequestStory* st = story(pi.victim);
     if (!st) continue;
-    StoryPreemption p{.step = step, .by = pi.by, .tokens_lost = pi.tokens_lost, .blocks_freed = pi.blocks_held,
+    StoryPreemption p{.step = step, .by = pi.by, .tokens_lost = pi.tokens_lost, .blocks_held = pi.blocks_held, .blocks_freed = pi.blocks_released,
                       .pool_used_before_pct = pi.used_before_pct, .pool_used_after_pct = pi.used_after_pct};
     if (st->preemptions.size() >= RequestStory::kMaxEntries) continue;
     preempted_now_[pi.victim] = st->preemptions.size();

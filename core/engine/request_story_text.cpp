@@ -13,6 +13,7 @@ std::string num(double v, int decimals = 0) {
   return b;
 }
 std::string req(SeqId id) { return "request " + std::to_string(id); }
+std::string blocks(int32_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
 
 std::string token(TokenId t, const TokenText& text) {
   std::string s = "token " + std::to_string(t);
@@ -107,10 +108,11 @@ void block_lines(const RequestStory& s, std::vector<StoryLine>& out) {
 void preemption_lines(const RequestStory& s, std::vector<StoryLine>& out) {
   for (const StoryPreemption& p : s.preemptions) {
     const std::string who = p.by == s.id ? "its own next tokens did not fit" : req(p.by) + " needed blocks for its next tokens";
-    out.push_back({p.step, "preemption", "Preempted at step " + std::to_string(p.step) + ": the pool was " + num(p.pool_used_before_pct) +
-                                             "% used and " + who + ". It lost " + std::to_string(p.tokens_lost) + " computed tokens; " +
-                                             std::to_string(p.blocks_freed) + " blocks went back to the pool, " + std::to_string(p.blocks_cached) +
-                                             " of them kept in the prefix cache; the pool went to " + num(p.pool_used_after_pct) + "% used."});
+    std::string t = "Preempted at step " + std::to_string(p.step) + ": the pool was " + num(p.pool_used_before_pct) + "% used and " +
+                    who + ". It lost " + std::to_string(p.tokens_lost) + " computed tokens; of its " + blocks(p.blocks_held) + ", " +
+                    std::to_string(p.blocks_freed) + " went back to the pool (" + std::to_string(p.blocks_cached) + " kept in the prefix cache)";
+    if (p.blocks_held > p.blocks_freed) t += " and " + std::to_string(p.blocks_held - p.blocks_freed) + " stay with requests sharing them";
+    out.push_back({p.step, "preemption", t + "; the pool went to " + num(p.pool_used_after_pct) + "% used."});
   }
 }
 
@@ -147,8 +149,8 @@ std::vector<StoryLine> story_lines(const RequestStory& s, int32_t bs, const Toke
   if (const auto& f = s.finish) {
     std::string t = "Finished at step " + std::to_string(f->step) + " (" + finish_reason_text(f->reason) + ")";
     if (!f->error.empty()) t += ": " + f->error;
-    t += " after generating " + std::to_string(f->generated) + " tokens; " + std::to_string(f->blocks_freed) +
-         " blocks went back to the free list, " + std::to_string(f->blocks_cached) + " stay in the prefix cache.";
+    t += " after generating " + std::to_string(f->generated) + " tokens; " + blocks(f->blocks_freed) +
+         " went back to the free list, " + std::to_string(f->blocks_cached) + " stay in the prefix cache.";
     out.push_back({f->step, "finish", t});
   }
   std::stable_sort(out.begin(), out.end(), [](const StoryLine& a, const StoryLine& b) { return a.step < b.step; });

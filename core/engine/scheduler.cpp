@@ -40,22 +40,29 @@ void Scheduler::remove(Sequence* seq) {
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
 }
 
-double Scheduler::pool_used_pct() const {
-  const AllocatorSnap a = kv_.allocator_snap();
+namespace {
+double used_pct(const AllocatorSnap& a) {
   return a.total_slots > 0 ? 100.0 * static_cast<double>(a.total_slots - a.total_free) / static_cast<double>(a.total_slots) : 0.0;
 }
+}  // namespace
 
 void Scheduler::preempt(Sequence* seq, SeqId by, SchedulerOutput& out) {
   // Recompute, not swap: the blocks go back to the pool now; on resume prompt + output are
   // prefilled again as one prompt (the prefix cache may still hold most of them).
+  // For its story: what it held, and (from the pool's free space around the free) how much of
+  // that went back to the pool; the rest is shared with requests that keep it.
   const std::vector<BlockId> table = kv_.group_block_table(seq->id, 0);
+  const AllocatorSnap before = kv_.allocator_snap();
+  kv_.free(seq->id);
+  const AllocatorSnap after = kv_.allocator_snap();
+  const int64_t slots_per_block = std::max<int64_t>(1, before.total_slots / std::max(1, kv_.num_blocks(0)));
   PreemptionInfo info{.victim = seq->id,
                       .by = by,
                       .tokens_lost = seq->num_computed,
                       .blocks_held = static_cast<int32_t>(std::count_if(table.begin(), table.end(), [](BlockId b) { return b != kNoBlock; })),
-                      .used_before_pct = pool_used_pct()};
-  kv_.free(seq->id);
-  info.used_after_pct = pool_used_pct();
+                      .blocks_released = static_cast<int32_t>((after.total_free - before.total_free) / slots_per_block),
+                      .used_before_pct = used_pct(before),
+                      .used_after_pct = used_pct(after)};
   out.preemption_info.push_back(info);
   remove(seq);
   seq->num_computed = 0;

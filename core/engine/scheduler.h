@@ -38,6 +38,7 @@ struct PreemptionInfo {
   SeqId by = -1;                        // the running sequence that needed the blocks
   int32_t tokens_lost = 0;              // the victim's computed tokens, thrown away
   int32_t blocks_held = 0;              // its blocks (KV group 0) just before they were released
+  int32_t blocks_released = 0;          // of those, back in the pool (the rest shared with others)
   double used_before_pct = 0, used_after_pct = 0;  // pool usage around the victim's free
 };
 // Why admission stopped this step with requests still waiting (the head's reason).
@@ -82,7 +83,6 @@ class Scheduler {
  private:
   // Recompute later: blocks freed, front of waiting. by: the sequence that needed the room.
   void preempt(Sequence* seq, SeqId by, SchedulerOutput& out);
-  double pool_used_pct() const;
   void admit_waiting(int32_t& budget, SchedulerOutput& out);
   void reject(Sequence* seq, std::string why, SchedulerOutput& out);
   void remove(Sequence* seq);                         // out of running_ and waiting_
