@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type: %1.").arg(QString::fromLatin1(kvscope::kv_dtype_choices())), QStringLiteral("D"));
   QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
   QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
+  QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("CPU threads of the backend (default: every core)."), QStringLiteral("N"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
   QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto (CUDA when available), cpu or cuda."), QStringLiteral("B"));
   QCommandLineOption frameBench(QStringLiteral("frame-bench"),
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
   QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."), QStringLiteral("T"));
   QCommandLineOption dpRanks(QStringLiteral("dp-ranks"), QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
                              QStringLiteral("N"));
-  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, noPrefix, backend, frameBench,
+  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, threads, noPrefix, backend, frameBench,
                   jsonOut, seconds, attach, replay, metricsUrl, topic, dpRanks});
   cli.process(app);
   if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     w.settingsPanel()->setOverride(QStringLiteral("block-size"), QStringLiteral("8"));
     w.settingsPanel()->setOverride(QStringLiteral("kv-blocks"), QStringLiteral("16384"));
   }
-  for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks})
+  for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks, &threads})
     if (cli.isSet(*o)) w.settingsPanel()->setOverride(o->names().first(), cli.value(*o));
   if (cli.isSet(noPrefix)) w.settingsPanel()->setOverride(QStringLiteral("prefix-caching"), QStringLiteral("off"));
   if (cli.isSet(backend)) {

@@ -25,8 +25,17 @@ prompt() { grep '^\[prompt ' "$out" | sed -n "$1p" | sed 's/^\[prompt \([0-9]*\)
 grep -q '^KV cache: 64 blocks of 16 tokens: [0-9]* used, [0-9]* cached (evictable), [0-9]* free' "$out" || fail "/stats KV line"
 grep -q '^conversation: 2 turns, [0-9]* tokens; prefix cache: [0-9]* of [0-9]* prompt tokens reused' "$out" || fail "/stats conversation line"
 grep -q '^\[conversation reset\]' "$out" || fail "/reset"
+# Sampling starts from the local-chat defaults; turn 2's hit stops short of what it shares with
+# turn 1 (turn 1 ended inside a block), and the story says which block missed and why.
+grep -q '^sampling: temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1' "$out" || fail "sampling defaults line"
+grep -q '^\[prefix hit [0-9]* of [0-9]* tokens shared with request 1: Block [0-9]* (tokens [0-9]*-[0-9]*) missed: ' "$out" ||
+  fail "miss reason after turn 2"
 grep -q '^unknown command /bogus' "$out" || fail "unknown command message"
 grep -q 'never read' "$out" && fail "input after /quit was read"
+
+# --greedy: reproducible, and said so.
+printf 'Once upon a time\n' | "$cli" chat --model "$model" -n 8 --greedy >"$out" 2>&1 || fail "--greedy exit code $?"
+grep -q '^sampling: greedy (reproducible)' "$out" || fail "--greedy line"
 
 # A bad template name: a usage error (exit 2) that names the problem, no crash.
 "$cli" chat --model "$model" --chat-template chatmll </dev/null >"$out" 2>&1

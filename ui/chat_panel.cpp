@@ -14,6 +14,7 @@
 #include <QTextBrowser>
 #include <QTextDocument>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace kvscope::ui {
@@ -46,6 +47,14 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   topP_->setRange(0.01, 1.0);
   topP_->setSingleStep(0.05);
   topP_->setToolTip(tr("Top-p (nucleus): smallest set of tokens whose probability reaches p (1 = off)."));
+  repPen_ = new QDoubleSpinBox;
+  repPen_->setRange(0.5, 2.0);
+  repPen_->setSingleStep(0.05);
+  repPen_->setToolTip(tr("Repetition penalty over the last 64 tokens (1 = off)."));
+  greedy_ = new QPushButton(tr("Greedy (reproducible)"));
+  greedy_->setCheckable(true);
+  greedy_->setToolTip(tr("Always take the most likely token (temperature 0, no top-k, top-p or penalty): the same "
+                         "reply every time, for teaching runs that must be reproducible. Small base models tend to loop."));
   maxTok_ = new QSpinBox;
   maxTok_->setRange(1, 32768);
   maxTok_->setToolTip(tr("Maximum number of tokens to generate for one reply."));
@@ -69,8 +78,10 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   addField(tr("temp"), temp_);
   addField(tr("top-k"), topK_);
   addField(tr("top-p"), topP_);
+  addField(tr("rep. pen."), repPen_);
   addField(tr("max tokens"), maxTok_);
   addField(tr("seed"), seed_);
+  samp->addWidget(greedy_, line + 1, 0, 1, 6);
   for (int c = 1; c < 6; c += 2) samp->setColumnStretch(c, 1);
 
   auto* row = new QHBoxLayout;
@@ -92,6 +103,12 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   connect(input_, &QLineEdit::returnPressed, this, [this] { send(input_->text()); });
   connect(stopBtn_, &QPushButton::clicked, this, &ConversationWidget::stop);
   connect(newBtn_, &QPushButton::clicked, this, &ConversationWidget::newConversation);
+  connect(view_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.scheme() == QLatin1String("story")) emit storyRequested(url.path().toLongLong());
+  });
+  connect(greedy_, &QPushButton::toggled, this, [this](bool on) {
+    for (QWidget* f : std::initializer_list<QWidget*>{temp_, topK_, topP_, repPen_}) f->setEnabled(!on);
+  });
   EngineWorker* w = host_->worker();
   connect(w, &EngineWorker::submitted, this, &ConversationWidget::onSubmitted);
   connect(w, &EngineWorker::tokenStreamed, this, &ConversationWidget::onToken);
@@ -102,6 +119,7 @@ void ConversationWidget::setSamplingDefaults(const SamplingDefaults& d) {
   temp_->setValue(d.sampling.temperature);
   topK_->setValue(d.sampling.top_k);
   topP_->setValue(d.sampling.top_p);
+  repPen_->setValue(d.sampling.repetition_penalty);
   maxTok_->setValue(d.maxNewTokens);
   seed_->setValue(static_cast<int>(d.sampling.seed));
 }
@@ -130,17 +148,24 @@ void ConversationWidget::send(const QString& rawText) {
     status_->setText(tr("<span style='color:#c62828'>No model is loaded yet.</span>"));
     return;
   }
-  SamplingParams sp;
-  sp.temperature = static_cast<float>(temp_->value());
-  sp.top_k = topK_->value();
-  sp.top_p = static_cast<float>(topP_->value());
-  sp.seed = static_cast<uint64_t>(seed_->value());
+  const SamplingParams sp = samplingParams();
   appendHtmlBlock(tr("<p style='margin-top:8px'><b style='color:#2f6b9a'>You</b>&nbsp; %1</p>").arg(text.toHtmlEscaped()));
   appendHtmlBlock(tr("<b style='color:#59a14f'>Model</b>&nbsp; "));
   input_->clear();
   seq_ = -1;
   setBusy(host_->submitChat(history_, text, sp, maxTok_->value()));
   status_->setText(tr("Waiting for the engine…"));
+}
+
+SamplingParams ConversationWidget::samplingParams() const {
+  SamplingParams sp;  // greedy
+  sp.seed = static_cast<uint64_t>(seed_->value());
+  if (greedy_->isChecked()) return sp;
+  sp.temperature = static_cast<float>(temp_->value());
+  sp.top_k = topK_->value();
+  sp.top_p = static_cast<float>(topP_->value());
+  sp.repetition_penalty = static_cast<float>(repPen_->value());
+  return sp;
 }
 
 void ConversationWidget::stop() {
@@ -198,6 +223,7 @@ void ConversationWidget::onFinished(const TurnStats& t) {
   if (t.preemptions) line += tr(" · preempted %1×").arg(t.preemptions);
   if (t.state != QLatin1String("finished")) line += QStringLiteral(" · <b>%1</b>").arg(t.state.toHtmlEscaped());
   if (!t.error.isEmpty()) line += QStringLiteral(" · %1").arg(t.error.toHtmlEscaped());
+  if (t.id >= 0) line += tr(" · <a href='story:%1'>story</a>").arg(t.id);  // why this much was cached
   appendHtmlBlock(QStringLiteral("<span style='color:#7a8290; font-size:small'>%1</span>").arg(line));
   status_->setText(tr("Turn %1 done. History: %2 tokens.").arg(turns_).arg(history_.size()));
   seq_ = -1;
@@ -255,6 +281,7 @@ QString ChatPanel::templateText() const {
 ConversationWidget* ChatPanel::addConversation() {
   auto* c = new ConversationWidget(host_, defaults_);
   const int i = tabs_->addTab(c, tr("Chat %1").arg(++created_));
+  connect(c, &ConversationWidget::storyRequested, this, &ChatPanel::storyRequested);
   connect(c, &ConversationWidget::busyChanged, this, [this, c](bool busy) {
     const int idx = tabs_->indexOf(c);
     if (idx >= 0) tabs_->setTabText(idx, tabs_->tabText(idx).remove(QStringLiteral(" ●")) + (busy ? QStringLiteral(" ●") : QString()));

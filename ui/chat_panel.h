@@ -22,7 +22,7 @@ class QTextBrowser;
 namespace kvscope::ui {
 
 struct SamplingDefaults {
-  SamplingParams sampling;
+  SamplingParams sampling = chat_sampling_defaults();  // local-chat style; greedy is a toggle
   int maxNewTokens = 64;
 };
 
@@ -41,11 +41,17 @@ class ConversationWidget : public QWidget {
   const std::optional<TurnStats>& lastStats() const { return last_; }
   QString transcript() const;
   QLineEdit* input() const { return input_; }
+  // "Greedy (reproducible)": checked, the next turns use temperature 0 with no top-k, top-p or
+  // penalty (the same reply every time); unchecked, the sampling fields as they were.
+  QPushButton* greedyButton() const { return greedy_; }
+  SamplingParams samplingParams() const;  // what the next turn is sent with
   void setSamplingDefaults(const SamplingDefaults& d);
   void engineRebuilt(bool sameModel);
 
  signals:
   void busyChanged(bool busy);
+  // The "story" link under a turn was clicked: show request seq's KV story.
+  void storyRequested(qint64 seq);
 
  private:
   void onSubmitted(quint64 tag, qint64 seq, int promptTokens);
@@ -57,8 +63,8 @@ class ConversationWidget : public QWidget {
   EngineHost* host_;
   QTextBrowser* view_;
   QLineEdit* input_;
-  QPushButton *sendBtn_, *stopBtn_, *newBtn_;
-  QDoubleSpinBox *temp_, *topP_;
+  QPushButton *sendBtn_, *stopBtn_, *newBtn_, *greedy_;
+  QDoubleSpinBox *temp_, *topP_, *repPen_;
   QSpinBox *topK_, *maxTok_, *seed_;
   QLabel* status_;
 
@@ -80,6 +86,9 @@ class ChatPanel : public QWidget {
   void setSamplingDefaults(const SamplingDefaults& d);
   void engineRebuilt(bool sameModel);
   QString templateText() const;  // "Template: chatml (detected in tokenizer.chat_template)"
+
+ signals:
+  void storyRequested(qint64 seq);  // from any conversation's "story" link
 
  private:
   void showTemplate(const ModelInfo& info);

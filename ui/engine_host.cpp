@@ -84,6 +84,10 @@ void EngineHost::setBackend(BackendChoice c) {
   post([w = worker_, c] { w->setBackend(c); });
 }
 
+void EngineHost::requestStory(SeqId id) {
+  post([w = worker_, id] { w->tellStory(id); });
+}
+
 quint64 EngineHost::submit(const Request& r) {
   const quint64 tag = nextTag_++;
   post([w = worker_, tag, r] { w->submit(tag, r); });

@@ -42,8 +42,9 @@ class EngineHost : public QObject {
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);
-  void setEveryStep(bool on);
-  void setServing(std::shared_ptr<serve::ServingQueue> queue);  // EngineWorker::setServing  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
+  void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
+  void setServing(std::shared_ptr<serve::ServingQueue> queue);  // EngineWorker::setServing
+  void requestStory(SeqId id);  // EngineWorker::storyReady answers
   void shutdown();  // idempotent; also done by the destructor
 
  signals:

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "chat/chat_conversation.h"
+#include "engine/request_story_text.h"
 
 namespace kvscope::ui {
 
@@ -39,13 +40,16 @@ VocabPtr build_vocab(const Model& m) {
 }  // namespace
 
 EngineWorker::EngineWorker(int nThreads)
-    : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount() - 1)),
+    // Every core by default: measured on 2 cores (README "Threads default"), one thread left the
+    // second core idle while the window's drawing needs little of it.
+    : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount())),
       pendingEvents_(std::make_shared<std::vector<BlockEvent>>()) {
   qRegisterMetaType<kvscope::SnapshotPtr>();
   qRegisterMetaType<kvscope::ui::EventBatch>();
   qRegisterMetaType<kvscope::ui::ModelInfo>();
   qRegisterMetaType<kvscope::ui::TurnStats>();
   qRegisterMetaType<kvscope::ui::QualityResult>();
+  qRegisterMetaType<kvscope::ui::StoryText>();
 }
 
 EngineWorker::~EngineWorker() {
@@ -113,6 +117,8 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
                                                                                       : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
   std::unique_ptr<Engine> engine;
   try {
+    // The Settings panel's Threads (EngineConfig::threads) wins over the window's default.
+    if (cfg.threads > 0) nThreads_ = cfg.threads;
     engine = std::make_unique<Engine>(model, make_backend(backend_, model, nThreads_), cfg);
   } catch (const std::exception& e) {
     // Keep the previous engine running: a bad setting must not cost the user their session.
@@ -139,6 +145,9 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
 
   if (serving_) serving_->detach("the window's engine was rebuilt with new settings; retry the request");
+  // The stories outlive the engine: a later lookup can tell that the old engine cached the same
+  // tokens under another KV dtype.
+  if (engine_) engine->use_story_log(engine_->story_log());
   engine_ = std::move(engine);
   model_ = std::move(model);
   engine_->set_callbacks(EngineCallbacks{
@@ -250,6 +259,25 @@ void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens)
   });
   r.tag = tag;
   emit qualityFinished(r);
+}
+
+void EngineWorker::tellStory(qint64 id) {
+  StoryText t;
+  t.id = id;
+  const RequestStory* s = engine_ ? engine_->stories().find(id, engine_->story_engine()) : nullptr;
+  if (s) {
+    const VocabPtr vocab = vocab_;
+    const TokenText text = [vocab](TokenId tok) {
+      const bool known = vocab && tok >= 0 && static_cast<size_t>(tok) < vocab->pieces.size();
+      return known ? vocab->pieces[static_cast<size_t>(tok)].toStdString() : std::to_string(tok);
+    };
+    t.found = true;
+    t.label = QString::fromStdString(s->label);
+    if (!s->admissions.empty()) t.missReason = QString::fromLatin1(miss_reason_name(s->admissions.front().lookup.miss.reason));
+    for (const StoryLine& l : story_lines(*s, engine_->config().block_size, text))
+      t.lines.push_back({l.step, QString::fromStdString(l.kind), QString::fromStdString(l.text)});
+  }
+  emit storyReady(t);
 }
 
 void EngineWorker::cancel(SeqId id) {

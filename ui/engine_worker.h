@@ -24,6 +24,7 @@
 #include "serve/serving_queue.h"
 #include "backend_choice.h"
 #include "quality_eval.h"
+#include "request_story_types.h"
 #include "ui_types.h"
 #include "workload_source.h"
 
@@ -69,6 +70,8 @@ class EngineWorker : public QObject {
   // the chats and scenarios (nullptr: stop; the served requests still running are cancelled).
   // The queue follows engine rebuilds: requests running then end with an error.
   void setServing(std::shared_ptr<serve::ServingQueue> queue);
+  // The story of request id (engine/request_story.h) as sentences: storyReady answers.
+  void tellStory(qint64 id);
 
  signals:
   void modelLoading(const QString& what);
@@ -85,6 +88,7 @@ class EngineWorker : public QObject {
   void pausedChanged(bool paused);
   void qualityProgress(quint64 tag, int done, int total);
   void qualityFinished(const kvscope::ui::QualityResult& result);
+  void storyReady(const kvscope::ui::StoryText& story);
 
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);

@@ -95,6 +95,7 @@ void FrameBench::begin() {
     peakUsed_ = std::max(peakUsed_, s->memory.blocks_used);
     if (!haveFirstStep_) {
       firstStep_ = s->step;
+      firstDecoded_ = s->counters.tokens_decoded;
       haveFirstStep_ = true;
     }
   });
@@ -171,6 +172,10 @@ void FrameBench::finish(const QString& error) {
   r[QStringLiteral("block_size")] = s ? s->block_size : 0;
   r[QStringLiteral("peak_blocks_used")] = peakUsed_;
   r[QStringLiteral("steps")] = s && haveFirstStep_ ? static_cast<qint64>(s->step - firstStep_) : 0;
+  // The engine's throughput beside the UI's frames: what a Threads setting trades.
+  const qint64 decoded = s && haveFirstStep_ ? static_cast<qint64>(s->counters.tokens_decoded - firstDecoded_) : 0;
+  r[QStringLiteral("tokens_generated")] = decoded;
+  r[QStringLiteral("threads")] = win_->host()->modelInfo().config.threads;
   r[QStringLiteral("snapshots_delivered")] = snapshots_;
   r[QStringLiteral("scenario_runs")] = runs_;
   r[QStringLiteral("requests_done")] = requestsDone_;

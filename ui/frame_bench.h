@@ -71,7 +71,7 @@ class FrameBench : public QObject {
   qint64 snapshots_ = 0;
   int runs_ = 0, requestsDone_ = 0, lastDone_ = 0;
   int peakUsed_ = 0;
-  quint64 firstStep_ = 0;
+  quint64 firstStep_ = 0, firstDecoded_ = 0;
   bool haveFirstStep_ = false;
   QJsonObject result_;
 };

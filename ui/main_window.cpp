@@ -34,6 +34,7 @@
 #include "no_cache_panel.h"
 #include "planner_panel.h"
 #include "prefix_panel.h"
+#include "request_story_panel.h"
 #include "serve_controller.h"
 #include "serve_menu.h"
 #include "settings_panel.h"
@@ -114,6 +115,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("Teaching: the same prompt generated twice, with the KV cache and without it (the whole sequence "
               "recomputed for every token). Per generated token, the tokens computed and the step time, read from "
               "the engine's snapshots: flat with the cache, growing linearly without it."));
+  auto* story = new RequestStoryPanel(host_);
+  addPanel(story, tr("Request story"), QStringLiteral("storyDock"), Qt::BottomDockWidgetArea,
+           tr("One request's KV story in plain sentences: arrival, waits and why, its prefix hit and why the first "
+              "block missed, blocks, copies, preemptions and where its blocks went. Click a sentence to see its step."));
+  connect_story_sources(story, blockMap_, workloadPanel(), chat_);
   QList<Qt::DockWidgetArea> opened;  // each area opens on its first panel's tab
   for (QDockWidget* d : docks_)
     if (!opened.contains(dockWidgetArea(d))) {

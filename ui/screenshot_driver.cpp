@@ -17,6 +17,7 @@
 #include "compare_panel.h"
 #include "main_window.h"
 #include "no_cache_panel.h"
+#include "request_story_panel.h"
 #include "settings_panel.h"
 #include "workload_panel.h"
 
@@ -113,7 +114,19 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
                        host->setPaused(false);
                      }});
   stages_.push_back({QStringLiteral("all done"), [chat] { return chat()->turns() >= 2 && !chat()->isBusy(); },
-                     [this] { shootAll(QStringLiteral("5-done")); }});
+                     [this, host, chat] {
+                       shootAll(QStringLiteral("5-done"));
+                       // The story view on the most telling request: one that was preempted,
+                       // else the second chat turn (its prefix hit and why it stopped).
+                       storyId_ = chat()->lastStats() ? chat()->lastStats()->id : -1;
+                       if (const SnapshotPtr snap = host->latest())
+                         for (const SeqSnap& q : snap->seqs)
+                           if (q.preemptions > 0) storyId_ = q.id;
+                       win_->panel<RequestStoryPanel>()->showRequest(storyId_);
+                     }});
+  stages_.push_back({QStringLiteral("story shown"),
+                     [this] { return win_->panel<RequestStoryPanel>()->story().id == storyId_ || now_ms() - stageStartMs_ > 5000; },
+                     [this] { shootFloating(win_->panel<RequestStoryPanel>(), QStringLiteral("5-story.png")); }});
   stages_.push_back({QStringLiteral("compare started"), [] { return true; }, [this] {
                        apply_compare_spec(win_->comparePanel(), win_->settingsPanel(), compareB_);
                        win_->comparePanel()->setStepDelay(15);

@@ -42,6 +42,7 @@ class ScreenshotDriver : public QObject {
   qint64 stageStartMs_ = 0;
   QStringList written_;
   int failures_ = 0;
+  qint64 storyId_ = -1;  // the request whose story is shot
 };
 
 }  // namespace kvscope::ui

@@ -15,6 +15,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
+#include <QThread>
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -87,8 +88,11 @@ void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize) 
   }
 }
 
+int default_gui_threads() { return std::max(1, QThread::idealThreadCount()); }
+
 EngineConfig default_gui_config() {
   EngineConfig c;
+  c.threads = default_gui_threads();
   // A pool small enough that one screen shows every block and a busy workload feels the
   // pressure (preemption); large models get the same block count, i.e. more memory.
   c.num_blocks = 256;
@@ -193,9 +197,18 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   maxLen_ = int_edit(0, 10000000, tr("0 = model's context"), this);
   maxLen_->setToolTip(tr("Longest sequence (prompt + reply) the engine accepts. 0 = the model's context length."));
 
+  threads_ = new QSpinBox;
+  threads_->setRange(1, std::max(64, QThread::idealThreadCount()));
+  threads_->setToolTip(tr("CPU threads the backend computes a step with (this machine has %1). The window's own "
+                          "drawing shares the cores; see the README's Threads measurement.").arg(QThread::idealThreadCount()));
+
   temp_ = new QDoubleSpinBox;
   temp_->setRange(0, 5);
   temp_->setSingleStep(0.1);
+  repPen_ = new QDoubleSpinBox;
+  repPen_->setRange(0.5, 2.0);
+  repPen_->setSingleStep(0.05);
+  repPen_->setToolTip(tr("Repetition penalty over the last 64 tokens (1 = off); 1.1 keeps a small model from looping."));
   topK_ = new QSpinBox;
   topK_->setRange(0, 100000);
   topP_ = new QDoubleSpinBox;
@@ -210,6 +223,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   auto* ef = new QFormLayout(engineBox);
   ef->addRow(tr("Model"), withNote(modelRow, {"model"}));
   ef->addRow(tr("Backend"), backendCol);
+  ef->addRow(tr("Threads"), threads_);
   ef->addRow(tr("Block size"), withNote(blockSize_, {"block_size"}));
   ef->addRow(tr("KV pool"), withNote(poolRow, {"num_blocks", "kv_memory_bytes", "sliding_num_blocks"}));
   ef->addRow(tr("KV dtype"), withNote(dtype_, {"kv_dtype"}));
@@ -227,6 +241,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   sf->addRow(tr("Temperature"), temp_);
   sf->addRow(tr("Top-k"), topK_);
   sf->addRow(tr("Top-p"), topP_);
+  sf->addRow(tr("Repetition penalty"), repPen_);
   sf->addRow(tr("Max new tokens"), maxTok_);
   sf->addRow(tr("Seed"), seed_);
 
@@ -248,10 +263,11 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   fill_with_scroll_area(this, content, /*wrapWidth=*/true);
 
   showConfig(default_gui_config());
-  const SamplingParams sp;  // the engine's own defaults: greedy, no top-k / top-p
+  const SamplingParams sp = chat_sampling_defaults();  // as local-chat apps; greedy is one click in the chat
   temp_->setValue(sp.temperature);
   topK_->setValue(sp.top_k);
   topP_->setValue(sp.top_p);
+  repPen_->setValue(sp.repetition_penalty);
   seed_->setValue(static_cast<int>(sp.seed));
   maxTok_->setValue(64);
 
@@ -277,6 +293,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   auto samplingChanged = [this] { emit samplingDefaultsChanged(samplingDefaults()); };
   connect(temp_, &QDoubleSpinBox::valueChanged, this, samplingChanged);
   connect(topP_, &QDoubleSpinBox::valueChanged, this, samplingChanged);
+  connect(repPen_, &QDoubleSpinBox::valueChanged, this, samplingChanged);
   connect(topK_, &QSpinBox::valueChanged, this, samplingChanged);
   connect(maxTok_, &QSpinBox::valueChanged, this, samplingChanged);
   connect(seed_, &QSpinBox::valueChanged, this, samplingChanged);
@@ -339,6 +356,7 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
   window_->setText(QString::number(cfg.window));
   sinks_->setText(QString::number(cfg.sinks));
   prefix_->setChecked(cfg.prefix_caching);
+  if (cfg.threads > 0) threads_->setValue(cfg.threads);
   baseline_->setChecked(cfg.contiguous_baseline);
   const bool fixed = cfg.baseline_reserve.kind == BaselineReserveKind::Fixed;
   reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed")
@@ -420,6 +438,7 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
   cfg.window = windowOk ? window_->text().toInt() : 0;
   cfg.sinks = sinksOk ? sinks_->text().toInt() : 0;
   cfg.prefix_caching = prefix_->isChecked();
+  cfg.threads = threads_->value();
   cfg.contiguous_baseline = baseline_->isChecked();
   if (cfg.contiguous_baseline) {
     const QString kind = reserve_->currentData().toString();
@@ -452,6 +471,7 @@ SamplingDefaults SettingsPanel::samplingDefaults() const {
   d.sampling.temperature = static_cast<float>(temp_->value());
   d.sampling.top_k = topK_->value();
   d.sampling.top_p = static_cast<float>(topP_->value());
+  d.sampling.repetition_penalty = static_cast<float>(repPen_->value());
   d.sampling.seed = static_cast<uint64_t>(seed_->value());
   d.maxNewTokens = maxTok_->value();
   return d;
@@ -510,6 +530,12 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
+  else if (key == QLatin1String("threads")) {
+    bool ok = false;
+    const int n = value.toInt(&ok);
+    if (!ok || n < 1) return false;
+    threads_->setValue(n);
+  }
   else if (key == QLatin1String("backend")) {
     const auto c = parse_backend_choice(value);
     if (!c) return false;
@@ -537,6 +563,7 @@ void SettingsPanel::load() {
     maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
     maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
   }
+  threads_->setValue(s.value(QStringLiteral("threads"), default_gui_threads()).toInt());
   // A saved CUDA choice on a machine without CUDA is refused the same way (and says so).
   if (const auto c = parse_backend_choice(s.value(QStringLiteral("backend"), QStringLiteral("auto")).toString())) setBackendChoice(*c);
   s.endGroup();
@@ -560,6 +587,7 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("maxRunning"), maxRunning_->value());
   s.setValue(QStringLiteral("maxBatched"), maxBatched_->value());
   s.setValue(QStringLiteral("maxLen"), maxLen_->text());
+  s.setValue(QStringLiteral("threads"), threads_->value());
   s.setValue(QStringLiteral("backend"), backend_choice_key(backendChoice()));
   s.endGroup();
 }

@@ -24,6 +24,8 @@ namespace kvscope::ui {
 
 // The engine settings a fresh install starts with.
 EngineConfig default_gui_config();
+// CPU threads of a fresh install: every core (README "Threads default": measured on 2 cores).
+int default_gui_threads();
 
 // The KV shape of the loaded model (0s: none loaded), enough to price any KV dtype.
 struct KvShape {
@@ -68,7 +70,7 @@ class SettingsPanel : public QWidget {
   void setModel(const ModelConfig& model, const KvShape& shape);
   const ModelConfig& modelConfig() const { return modelConfig_; }
   // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
-  // (on/off), backend (auto/cpu/cuda). The panel's own validation still applies. False for an unknown key.
+  // (on/off), backend (auto/cpu/cuda), threads (N >= 1). The panel's own validation still applies. False for an unknown key.
   bool setOverride(const QString& key, const QString& value);
   void load();   // from QSettings
   void save() const;
@@ -86,6 +88,8 @@ class SettingsPanel : public QWidget {
   QComboBox* baselineReserveBox() const { return reserve_; }  // what the baseline reserves per request
   QLineEdit* baselineGuessEdit() const { return reserveGuess_; }  // the fixed guess, in tokens
   QComboBox* backendBox() const { return backend_; }
+  QSpinBox* threadsBox() const { return threads_; }   // CPU backend threads (EngineConfig::threads)
+  QDoubleSpinBox* repetitionPenaltyBox() const { return repPen_; }
 
  signals:
   void applyRequested(const kvscope::EngineConfig& cfg, const QString& modelPath);
@@ -117,8 +121,8 @@ class SettingsPanel : public QWidget {
   QComboBox* backend_;
   QLabel* backendNote_;
   int backendIndex_ = 0;   // the last accepted choice
-  QSpinBox *maxRunning_, *maxBatched_;
-  QDoubleSpinBox *temp_, *topP_;
+  QSpinBox *maxRunning_, *maxBatched_, *threads_;
+  QDoubleSpinBox *temp_, *topP_, *repPen_;
   QSpinBox *topK_, *maxTok_, *seed_;
   QLabel* message_;
   QPushButton* apply_;

@@ -142,6 +142,7 @@ void WorkloadPanel::refreshTable() {
     const SeqSnap& q = seqs[i];
     const int r = static_cast<int>(i - first);
     set(r, 0, QString::fromStdString(q.label));
+    table_->item(r, 0)->setData(Qt::UserRole, static_cast<qlonglong>(q.id));  // the story view reads it
     set(r, 1, QString::fromUtf8(seq_state_name(q.state)) + (q.preemptions ? tr(" (preempted %1×)").arg(q.preemptions) : QString()));
     set(r, 2, QString::number(q.prompt_len));
     set(r, 3, QString::number(q.cached_prompt_tokens));

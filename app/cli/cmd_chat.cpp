@@ -13,6 +13,7 @@
 #include "chat/chat_template_choice.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "engine/request_story_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -36,13 +37,27 @@ void print_stats(const Engine& engine, const ChatConversation& conv) {
               static_cast<unsigned long long>(c.prefix_queries_tokens));
 }
 
+// After a turn whose prefix hit stopped short of what it shares with an earlier request (the
+// previous turn, usually): the first missed block and why, from the request's story.
+void print_miss(const Engine& engine, SeqId id, const Tokenizer& tok) {
+  const RequestStory* s = engine.stories().find(id, engine.story_engine());
+  if (!s || s->admissions.empty()) return;
+  const PrefixLookup& l = s->admissions.front().lookup;
+  if (l.hit_tokens >= l.shared_tokens) return;
+  const std::string why = describe_miss(l, engine.config().block_size, [&](TokenId t) { return tok.token_to_piece(t); });
+  std::printf("[prefix hit %d of %d tokens shared with request %lld: %s]\n", l.hit_tokens, l.shared_tokens,
+              static_cast<long long>(l.shared_with), why.c_str());
+}
+
 }  // namespace
 
 int cmd_chat(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help"});
+  const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help", "greedy"});
   if (a.has("help")) {
     std::cout << "kvscope-cli chat [--model M] [--chat-template NAME|TEXT] [--system TEXT] [-n N]\n"
-                 "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S]\n"
+                 "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
+                 "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
+                 "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
                  "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] ...\n"
                  "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
                  "  /reset        start a new conversation (cached blocks stay until evicted)\n"
@@ -55,7 +70,8 @@ int cmd_chat(int argc, char** argv, int first) {
   }
   const int32_t n_predict = static_cast<int32_t>(a.i64("n-predict", 128));
   if (n_predict < 1) throw UsageError("-n must be at least 1");
-  const SamplingParams sampling = sampling_params(a);
+  // Greedy first, then any explicit --temp etc. on top of it; else the local-chat defaults.
+  const SamplingParams sampling = sampling_params(a, a.has("greedy") ? SamplingParams{} : chat_sampling_defaults());
   LoadedModel lm = load_model(a);
   const Tokenizer& tok = *lm.model->tokenizer;
   ChatTemplateChoice choice;
@@ -67,6 +83,11 @@ int cmd_chat(int argc, char** argv, int first) {
   auto engine = make_engine(a, lm.model);
   std::cerr << lm.model->describe() << "\n" << engine->kv_summary() << "\n";
   std::printf("chat template: %s\n", choice.describe().c_str());
+  if (is_greedy(sampling)) std::printf("sampling: greedy (reproducible)\n");
+  else
+    std::printf("sampling: temperature %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu (--greedy for reproducible)\n",
+                sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty,
+                static_cast<unsigned long long>(sampling.seed));
   if (!choice.warning.empty()) std::printf("warning: %s\n", choice.warning.c_str());
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) std::printf("type a message; /reset, /stats, /system TEXT, /quit\n");
@@ -141,6 +162,7 @@ int cmd_chat(int argc, char** argv, int first) {
                                                                                 : "length";
     std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n", s.prompt_tokens().size(),
                 s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
+    print_miss(*engine, id, tok);
     std::fflush(stdout);
     conv.commit(text, reply, s.tokens);
   }

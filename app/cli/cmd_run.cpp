@@ -10,12 +10,35 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cpu/cpu_backend.h"
+#include "engine/request_story_json.h"
 #include "run/workload_runner.h"
 #include "workload/workload.h"
 
 namespace kvscope::cli {
 
 namespace {
+
+TokenText token_text_of(const Model& m) {
+  if (!m.tokenizer) return {};
+  return [&m](TokenId t) { return m.tokenizer->token_to_piece(t); };
+}
+
+// --explain: every kept request story, printed as its timeline and exported as JSON.
+nlohmann::json explain(const Engine& engine, bool print) {
+  const TokenText text = token_text_of(engine.model());
+  const int32_t bs = engine.config().block_size;
+  nlohmann::json out = nlohmann::json::array();
+  for (const RequestStory* s : engine.stories().all()) {
+    out.push_back(story_to_json(*s, bs, text));
+    if (!print) continue;
+    std::printf("\nrequest %lld (%s)\n", static_cast<long long>(s->id), s->label.c_str());
+    for (const StoryLine& l : story_lines(*s, bs, text)) std::printf("  step %-6llu %s\n", static_cast<unsigned long long>(l.step), l.text.c_str());
+  }
+  if (print && engine.stories().dropped() > 0)
+    std::printf("\n(%zu older finished requests left the bounded history of %zu)\n", engine.stories().dropped(),
+                engine.stories().max_finished());
+  return out;
+}
 
 nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload& wl, bool baseline, bool quiet) {
   EngineConfig cfg = engine_config(a, *m);
@@ -46,6 +69,7 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
   j["window"] = cfg.window;
   j["sinks"] = cfg.sinks;
   j["backend"] = engine->backend().name();
+  if (a.has("explain")) j["explain"] = explain(*engine, !baseline);
   return j;
 }
 
@@ -101,9 +125,11 @@ void print_table(const nlohmann::json& p, const nlohmann::json* b) {
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"workload", "json-out", "baseline-reserve"}), {"baseline", "help", "quiet"});
+  const Args a(argc, argv, first, with_engine_options({"workload", "json-out", "baseline-reserve"}), {"baseline", "help", "quiet", "explain"});
   if (a.has("help") || !a.has("workload")) {
-    std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B]\n"
+    std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B] [--explain]\n"
+                 "  --explain: print every request's KV story (arrival, wait and why, prefix hit and the first miss's\n"
+                 "     reason, blocks, copies, preemptions, finish) and add it to the JSON as paged.explain\n"
                  "  [--baseline-reserve max-model-len|request|N]  (what the baseline reserves per request: max_model_len,\n"
                  "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
                  "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"

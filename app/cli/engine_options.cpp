@@ -31,15 +31,15 @@ LoadedModel load_model(const Args& a) {
   return lm;
 }
 
-SamplingParams sampling_params(const Args& a) {
+SamplingParams sampling_params(const Args& a, const SamplingParams& d) {
   SamplingParams p;
-  p.temperature = static_cast<float>(a.f64("temp", 0.0));
-  p.top_k = static_cast<int32_t>(a.i64("top-k", 0));
-  p.top_p = static_cast<float>(a.f64("top-p", 1.0));
-  p.min_p = static_cast<float>(a.f64("min-p", 0.0));
-  p.repetition_penalty = static_cast<float>(a.f64("repeat-penalty", 1.0));
-  p.repetition_last_n = static_cast<int32_t>(a.i64("repeat-last-n", 64));
-  p.seed = static_cast<uint64_t>(a.i64("seed", 0));
+  p.temperature = static_cast<float>(a.f64("temp", d.temperature));
+  p.top_k = static_cast<int32_t>(a.i64("top-k", d.top_k));
+  p.top_p = static_cast<float>(a.f64("top-p", d.top_p));
+  p.min_p = static_cast<float>(a.f64("min-p", d.min_p));
+  p.repetition_penalty = static_cast<float>(a.f64("repeat-penalty", d.repetition_penalty));
+  p.repetition_last_n = static_cast<int32_t>(a.i64("repeat-last-n", d.repetition_last_n));
+  p.seed = static_cast<uint64_t>(a.i64("seed", static_cast<int64_t>(d.seed)));
   if (p.temperature < 0) throw UsageError("--temp must be >= 0");
   if (p.top_k < 0) throw UsageError("--top-k must be >= 0");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) throw UsageError("--top-p must be in (0, 1]");

@@ -24,6 +24,8 @@ EngineConfig engine_config(const Args& a, const Model& m);  // validates values,
 // --backend auto (CUDA when a device is present, else CPU) | cpu | cuda.
 std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m);
 std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m);
-SamplingParams sampling_params(const Args& a);
+// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed over `defaults` (the
+// engine's greedy ones unless a command says otherwise; chat starts from chat_sampling_defaults()).
+SamplingParams sampling_params(const Args& a, const SamplingParams& defaults = {});
 
 }  // namespace kvscope::cli

@@ -16,8 +16,16 @@ BlockEventRecorder::BlockEventRecorder(const KvSlotAllocator& kv, size_t max_eve
   totals_.resize(blocks_.size());
 }
 
+void BlockEventRecorder::note_hash_change(int32_t group, const BlockSnap& before, const BlockSnap& now) {
+  const bool same = before.hashed && now.hashed && before.hash == now.hash;
+  if (same) return;
+  if (before.hashed) hash_changes_.push_back(HashChange{group, before.hash, false, now.owner});
+  if (now.hashed) hash_changes_.push_back(HashChange{group, now.hash, true, now.owner});
+}
+
 void BlockEventRecorder::record(KvSlotAllocator& kv, uint64_t step, bool user_window, const std::function<bool(SeqId)>& is_running) {
   std::vector<BlockEvent> evs;
+  hash_changes_.clear();
   for (int32_t g = 0; g < kv.num_groups(); ++g) {
     changes_.clear();
     kv.take_block_changes(g, changes_);
@@ -26,6 +34,7 @@ void BlockEventRecorder::record(KvSlotAllocator& kv, uint64_t step, bool user_wi
     for (const BlockChange& c : changes_) {
       BlockSnap& before = prev[static_cast<size_t>(c.block)];
       diff_block(before, c.now, c.block, step, evs);
+      note_hash_change(g, before, c.now);
       totals_[static_cast<size_t>(g)].add(before, -1);
       totals_[static_cast<size_t>(g)].add(c.now, +1);
       before = c.now;
@@ -51,6 +60,7 @@ void BlockEventRecorder::record(KvSlotAllocator& kv, uint64_t step, bool user_wi
   };
   append_bounded(unpublished_);
   append_bounded(unread_);
+  last_ = std::move(evs);
 }
 
 }  // namespace kvscope

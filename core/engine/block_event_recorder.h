@@ -20,6 +20,15 @@ struct BlockTotals {
   void add(const BlockSnap& b, int sign);
 };
 
+// A block hash entering or leaving a KV group's prefix cache during one record(): the prefix
+// ledger of the request stories (engine/prefix_miss.h) is kept from these.
+struct HashChange {
+  int32_t group = 0;
+  BlockHash hash = 0;
+  bool registered = false;   // false: the hash was dropped (evicted, or orphaned by its parent)
+  SeqId seq = -1;            // registered: the block's owner; dropped: the block's new owner (-1: none)
+};
+
 class BlockEventRecorder {
  public:
   BlockEventRecorder(const KvSlotAllocator& kv, size_t max_events);
@@ -36,6 +45,9 @@ class BlockEventRecorder {
   const std::deque<BlockEvent>& history() const { return history_; }
   std::vector<BlockEvent> take_unpublished() { return std::exchange(unpublished_, {}); }
   std::vector<BlockEvent> take_unread() { return std::exchange(unread_, {}); }
+  // The events and hash changes of the last record() alone.
+  const std::vector<BlockEvent>& last_recorded() const { return last_; }
+  const std::vector<HashChange>& last_hash_changes() const { return hash_changes_; }
 
  private:
   size_t max_events_;
@@ -46,6 +58,9 @@ class BlockEventRecorder {
   std::deque<BlockEvent> history_;              // the newest max_events
   std::vector<BlockEvent> unpublished_;         // since the last snapshot was built
   std::vector<BlockEvent> unread_;              // since the last take_unread()
+  std::vector<BlockEvent> last_;
+  std::vector<HashChange> hash_changes_;
+  void note_hash_change(int32_t group, const BlockSnap& before, const BlockSnap& now);
 };
 
 }  // namespace kvscope

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/kv_summary.h"
+#include "engine/request_story_kv_info.h"
 #include "engine/snapshot_builder.h"
 
 namespace kvscope {
@@ -17,6 +18,7 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   kv_ = kv_setup_.kv.get();
   sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
   recorder_ = std::make_unique<BlockEventRecorder>(*kv_, cfg_.max_events);
+  stories_ = std::make_unique<RequestStoryRecorder>(nullptr, story_kv_info(*model_, cfg_, *kv_));
   publish_snapshot();
 }
 
@@ -67,6 +69,7 @@ SeqId Engine::submit(const Request& r) {
   rt->record_prompt_logits = r.record_prompt_logits;
   rt->submitted = Clock::now();
   RequestRecord* raw = rt.get();
+  stories_->on_submit(s, rt->label, counters_.steps, now_ms());
   requests_.emplace(s.id, std::move(rt));
   s.error = request_error(r, model_->config.n_vocab);
   if (!s.error.empty()) {
@@ -108,6 +111,7 @@ bool Engine::step() {
   if (!sched_->has_work()) return false;
   const auto t0 = Clock::now();
   const SchedulerOutput out = sched_->schedule();
+  stories_->on_schedule(out, *sched_, counters_.steps + 1, now_ms());  // the step being made
   apply_scheduler_verdicts(out);
   StepBatch batch;
   build_batch(out, *kv_, requests_, batch);
@@ -248,6 +252,10 @@ void Engine::publish_step() {
   recorder_->record(*kv_, counters_.steps, cfg_.window > 0, [&](SeqId id) {
     auto it = requests_.find(id);
     return it != requests_.end() && it->second->seq.state == SeqState::Running;
+  });
+  stories_->on_recorded(counters_.steps, *recorder_, *kv_, [&](SeqId id) -> const Sequence* {
+    auto it = requests_.find(id);
+    return it == requests_.end() ? nullptr : &it->second->seq;
   });
   snapshot_stale_ = true;
   if (cfg_.publish_every_step) publish_snapshot();

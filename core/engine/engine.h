@@ -17,6 +17,7 @@
 #include "engine/engine_config.h"
 #include "engine/kv_setup.h"
 #include "engine/request_record.h"
+#include "engine/request_story_recorder.h"
 #include "engine/scheduler.h"
 #include "kv/contiguous_kv_manager.h"
 #include "kv/hybrid_kv_manager.h"
@@ -67,6 +68,14 @@ class Engine {
   std::vector<BlockEvent> events_since(uint64_t step) const;
   void set_callbacks(EngineCallbacks cb) { callbacks_ = std::move(cb); }
 
+  // Every request's KV story (engine/request_story.h): the live ones and a bounded history.
+  const RequestStoryLog& stories() const { return *stories_->log(); }
+  std::shared_ptr<RequestStoryLog> story_log() const { return stories_->log(); }
+  uint64_t story_engine() const { return stories_->engine(); }   // this engine's serial in the log
+  // Continue an earlier engine's log (call before submitting): later lookups can then compare
+  // with that engine's requests (a prefix cached under another KV dtype, MissReason::SaltDiffers).
+  void use_story_log(std::shared_ptr<RequestStoryLog> log) { stories_->use_log(std::move(log)); }
+
   const EngineConfig& config() const { return cfg_; }
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
@@ -108,6 +117,8 @@ class Engine {
   KvSlotAllocator* kv_ = nullptr;    // kv_setup_.kv
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<BlockEventRecorder> recorder_;
+  std::unique_ptr<RequestStoryRecorder> stories_;
+  double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - start_).count(); }
   Requests requests_;
   SeqId next_id_ = 1;
   uint64_t arrival_counter_ = 0;

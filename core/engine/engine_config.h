@@ -46,6 +46,10 @@ struct EngineConfig {
   // kv/hybrid_pool_split.h). num_blocks then counts the global group's blocks; when both are 0
   // kv_memory_bytes is split between the two pools.
   int32_t sliding_num_blocks = 0;
+  // CPU worker threads of the backend a front end builds for this engine (0: its own default).
+  // The engine never reads it (it receives a built Backend); it lives here so that the GUI's
+  // Settings panel hands one config to the worker that rebuilds backend and engine together.
+  int32_t threads = 0;
 };
 
 }  // namespace kvscope

@@ -17,6 +17,7 @@ void Engine::finish(RequestRecord& rt, SeqState state, FinishReason reason) {
 void Engine::count_finished(RequestRecord& rt) {
   const SeqState state = rt.seq.state;
   rt.finished_step = counters_.steps;
+  stories_->on_finished(rt.seq, counters_.steps);
   end_unforked_children(rt);
   if (state == SeqState::Finished) ++counters_.requests_finished;
   if (state == SeqState::Cancelled) ++counters_.requests_cancelled;
@@ -65,6 +66,7 @@ std::vector<RequestRecord*> Engine::fork_children(RequestRecord& parent) {
     rt->submitted = parent.submitted;
     kv_->fork(parent.seq.id, s.id);  // shares every block; the partial last one is copied on write
     sched_->add_running(&s);
+    stories_->on_forked(s, rt->label, parent.seq.id, counters_.steps, now_ms());
     children.push_back(rt.get());
     requests_.emplace(s.id, std::move(rt));
   }

@@ -40,10 +40,30 @@ void Scheduler::remove(Sequence* seq) {
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
 }
 
-void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
+namespace {
+double used_pct(const AllocatorSnap& a) {
+  return a.total_slots > 0 ? 100.0 * static_cast<double>(a.total_slots - a.total_free) / static_cast<double>(a.total_slots) : 0.0;
+}
+}  // namespace
+
+void Scheduler::preempt(Sequence* seq, SeqId by, SchedulerOutput& out) {
   // Recompute, not swap: the blocks go back to the pool now; on resume prompt + output are
   // prefilled again as one prompt (the prefix cache may still hold most of them).
+  // For its story: what it held, and (from the pool's free space around the free) how much of
+  // that went back to the pool; the rest is shared with requests that keep it.
+  const std::vector<BlockId> table = kv_.group_block_table(seq->id, 0);
+  const AllocatorSnap before = kv_.allocator_snap();
   kv_.free(seq->id);
+  const AllocatorSnap after = kv_.allocator_snap();
+  const int64_t slots_per_block = std::max<int64_t>(1, before.total_slots / std::max(1, kv_.num_blocks(0)));
+  PreemptionInfo info{.victim = seq->id,
+                      .by = by,
+                      .tokens_lost = seq->num_computed,
+                      .blocks_held = static_cast<int32_t>(std::count_if(table.begin(), table.end(), [](BlockId b) { return b != kNoBlock; })),
+                      .blocks_released = static_cast<int32_t>((after.total_free - before.total_free) / slots_per_block),
+                      .used_before_pct = used_pct(before),
+                      .used_after_pct = used_pct(after)};
+  out.preemption_info.push_back(info);
   remove(seq);
   seq->num_computed = 0;
   seq->state = SeqState::Preempted;
@@ -101,6 +121,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
     kv_.admission_blocked(tokens, cached + n, max_len);  // once per step: the loop stops here
     return false;
   }
+  AdmissionInfo info{.seq = seq->id, .cached = cached, .group_hits = kv_.peek_cached_prefix_by_group(tokens)};
   const int32_t attached = kv_.attach_cached_prefix(seq->id, tokens);
   KV_CHECK(attached == cached, "prefix cache changed between the dry run and the attach");
   kv_.set_max_len(seq->id, max_len);
@@ -114,8 +135,32 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   seq->num_computed = cached;
   seq->num_cached_prompt = cached;
   out.chunks.push_back(ScheduledChunk{seq, cached, n, cached + n == len});
+  out.admitted.push_back(std::move(info));
   budget -= n;
   return true;
+}
+
+void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& out) {
+  // Skipped in a step that preempted (as vLLM v1): admitting now would only take the blocks the
+  // preemption just freed for the older sequences.
+  if (!out.preempted.empty()) {
+    if (!waiting_.empty()) out.admission_stop = AdmissionStop::AfterPreemption;
+    return;
+  }
+  while (!waiting_.empty()) {
+    if (static_cast<int32_t>(running_.size()) >= cfg_.max_running) {
+      out.admission_stop = AdmissionStop::MaxRunning;
+      return;
+    }
+    if (budget <= 0) {
+      out.admission_stop = AdmissionStop::TokenBudget;
+      return;
+    }
+    if (!try_admit(waiting_.front(), budget, out)) {
+      out.admission_stop = AdmissionStop::PoolFull;
+      return;
+    }
+  }
 }
 
 SchedulerOutput Scheduler::schedule() {
@@ -144,7 +189,7 @@ SchedulerOutput Scheduler::schedule() {
     while (!kv_.allocate_slots(s->id, tokens.first(static_cast<size_t>(s->num_computed + n)), n)) {
       // The newest is always unscheduled this step (we walk oldest first), unless it is s.
       Sequence* victim = running_.back();
-      preempt(victim, out);
+      preempt(victim, s->id, out);
       if (victim == s) {
         placed = false;
         break;
@@ -156,12 +201,8 @@ SchedulerOutput Scheduler::schedule() {
     ++i;
   }
 
-  // 2. Admission, FCFS. Skipped in a step that preempted (as vLLM v1): admitting now would
-  //    only take the blocks the preemption just freed for the older sequences.
-  if (out.preempted.empty()) {
-    while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_running && budget > 0)
-      if (!try_admit(waiting_.front(), budget, out)) break;
-  }
+  // 2. Admission, FCFS.
+  admit_waiting(budget, out);
 
   out.copies = kv_.take_pending_copies();
   return out;

@@ -27,12 +27,32 @@ struct ScheduledChunk {
   bool wants_logits;   // the chunk reaches the end of the sequence: sample a token after it
 };
 
+// What the story of a request needs from the scheduler's decisions (engine/request_story.h).
+struct AdmissionInfo {
+  SeqId seq = -1;
+  int32_t cached = 0;                   // prompt tokens attached from the prefix cache
+  std::vector<int32_t> group_hits;      // what each KV group alone would have hit
+};
+struct PreemptionInfo {
+  SeqId victim = -1;
+  SeqId by = -1;                        // the running sequence that needed the blocks
+  int32_t tokens_lost = 0;              // the victim's computed tokens, thrown away
+  int32_t blocks_held = 0;              // its blocks (KV group 0) just before they were released
+  int32_t blocks_released = 0;          // of those, back in the pool (the rest shared with others)
+  double used_before_pct = 0, used_after_pct = 0;  // pool usage around the victim's free
+};
+// Why admission stopped this step with requests still waiting (the head's reason).
+enum class AdmissionStop : uint8_t { None, PoolFull, MaxRunning, TokenBudget, AfterPreemption };
+
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   std::vector<SeqId> preempted;       // this step
   std::vector<SeqId> rejected;        // can never fit; state Rejected with error set
   std::vector<BlockCopy> copies;      // copy-on-write block copies to perform before the forward
   std::vector<SeqId> length_capped;   // reached max_model_len: state Finished, FinishReason::Length
+  std::vector<AdmissionInfo> admitted;
+  std::vector<PreemptionInfo> preemption_info;  // parallel to preempted
+  AdmissionStop admission_stop = AdmissionStop::None;
   int32_t total_tokens() const;
 };
 
@@ -61,7 +81,9 @@ class Scheduler {
   uint64_t preemptions() const { return preemptions_; }
 
  private:
-  void preempt(Sequence* seq, SchedulerOutput& out);  // recompute later: blocks freed, front of waiting
+  // Recompute later: blocks freed, front of waiting. by: the sequence that needed the room.
+  void preempt(Sequence* seq, SeqId by, SchedulerOutput& out);
+  void admit_waiting(int32_t& budget, SchedulerOutput& out);
   void reject(Sequence* seq, std::string why, SchedulerOutput& out);
   void remove(Sequence* seq);                         // out of running_ and waiting_
   bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);

@@ -150,6 +150,7 @@ void BlockPool::drop_hash(BlockId root) {
     for (BlockId c : children_[b]) todo.push_back(c);
     children_[b].clear();
     if (b != root) ++counters_.orphaned;
+    dropped_.push_back({st.hash, b != root});
     if (st.ref_count == 0) --evictable_;
     st.hashed = false;
     st.hash = 0;

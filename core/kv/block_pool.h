@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_types.h"
@@ -60,6 +61,13 @@ class BlockPool {
   // particular order). Lets an observer derive a step's block events, and keep its own copy of
   // every block's state current, from the few blocks touched instead of the whole pool.
   std::vector<BlockId> take_changed();
+  // Hashes dropped by allocate() since the last call (the evicted block's, then the orphaned
+  // descendants'), so that the allocator can say whose allocation evicted them.
+  struct DroppedHash {
+    BlockHash hash;
+    bool orphaned;
+  };
+  std::vector<DroppedHash> take_dropped() { return std::exchange(dropped_, {}); }
   void validate() const;  // throws std::logic_error naming the broken invariant
 
  private:
@@ -78,6 +86,7 @@ class BlockPool {
   int32_t used_ = 0;
   std::vector<BlockId> changed_;                            // see take_changed()
   std::vector<uint8_t> is_changed_;                         // per block: already in changed_
+  std::vector<DroppedHash> dropped_;                        // see take_dropped()
 };
 
 }  // namespace kvscope

@@ -89,6 +89,14 @@ std::vector<BlockCopy> HybridKvManager::take_pending_copies() {
   return out;
 }
 
+void HybridKvManager::take_evictions(std::vector<EvictionRecord>& out) {
+  for (int g = 0; g < kGroups; ++g) {
+    const size_t first = out.size();
+    groups_[static_cast<size_t>(g)].take_evictions(out);
+    for (size_t i = first; i < out.size(); ++i) out[i].group = g;
+  }
+}
+
 void HybridKvManager::validate() const {
   for (const KvCacheManager& g : groups_) g.validate();
   const auto ids = groups_[kGlobal].sequences();

@@ -53,7 +53,11 @@ class HybridKvManager : public KvSlotAllocator {
   void fork(SeqId parent, SeqId child) override;
   void free(SeqId seq) override;
   std::vector<BlockCopy> take_pending_copies() override;  // each copy tagged with its group
+  void take_evictions(std::vector<EvictionRecord>& out) override;  // each tagged with its group
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
+  std::vector<int32_t> peek_cached_prefix_by_group(std::span<const TokenId> prompt) const override {
+    return {groups_[kGlobal].peek_cached_prefix(prompt), groups_[kSliding].peek_cached_prefix(prompt)};
+  }
   // max_len is unused: paging takes blocks as the sequence grows, nothing is reserved ahead.
   bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len = 0) const override;
   std::string never_fits(int32_t n_tokens, int32_t max_chunk) const override;

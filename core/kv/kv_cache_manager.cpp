@@ -196,6 +196,7 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
     KV_CHECK(b.has_value(), "pool ran dry after the plan said it would not");
     t.blocks.push_back(*b);
   }
+  note_evictions(seq);
   for (int32_t bi = len / bs; bi < ceil_div(new_len, bs); ++bi)
     pool_.set_filled(t.blocks[bi], std::min(bs, new_len - bi * bs));
   // Full blocks are registered now, before their forward runs (as vLLM v1): the engine writes
@@ -252,6 +253,18 @@ void KvCacheManager::free(SeqId seq) {
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b)
     if (*b != kNoBlock) pool_.unref(*b);
   seqs_.erase(it);
+}
+
+void KvCacheManager::note_evictions(SeqId by) {
+  for (const BlockPool::DroppedHash& d : pool_.take_dropped()) evictions_.push_back({0, d.hash, by, d.orphaned});
+  // Bounded for owners that never read them (tests, tools): the oldest go first.
+  constexpr size_t kMaxKept = 1 << 16;
+  if (evictions_.size() > kMaxKept) evictions_.erase(evictions_.begin(), evictions_.begin() + static_cast<std::ptrdiff_t>(kMaxKept / 2));
+}
+
+void KvCacheManager::take_evictions(std::vector<EvictionRecord>& out) {
+  out.insert(out.end(), evictions_.begin(), evictions_.end());
+  evictions_.clear();
 }
 
 std::vector<BlockCopy> KvCacheManager::take_pending_copies() {

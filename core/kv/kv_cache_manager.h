@@ -64,6 +64,7 @@ class KvCacheManager : public KvSlotAllocator {
   void fork(SeqId parent, SeqId child) override;
   void free(SeqId seq) override;  // finished, cancelled or preempted: every block ref--
   std::vector<BlockCopy> take_pending_copies() override;
+  void take_evictions(std::vector<EvictionRecord>& out) override;
   std::vector<SeqId> sequences() const;
   const SeqCacheStats& stats(SeqId seq) const;
 
@@ -115,6 +116,8 @@ class KvCacheManager : public KvSlotAllocator {
   BlockPool pool_;
   std::unordered_map<SeqId, SeqTable> seqs_;
   std::vector<BlockCopy> pending_copies_;
+  std::vector<EvictionRecord> evictions_;
+  void note_evictions(SeqId by);  // the pool's dropped hashes, attributed to `by`
   uint64_t queries_tokens_ = 0;
   uint64_t hits_tokens_ = 0;
   std::vector<uint8_t> scratch_changed_;  // take_block_changes: per block

@@ -35,10 +35,18 @@ class KvSlotAllocator {
   virtual void fork(SeqId parent, SeqId child) = 0;
   virtual void free(SeqId seq) = 0;  // no-op for an unknown sequence (cancel may race admission)
   virtual std::vector<BlockCopy> take_pending_copies() = 0;
+  // Prefix-cache hashes evicted since the last call, with the sequence whose allocation did it
+  // (none for an allocator without a prefix cache).
+  virtual void take_evictions(std::vector<EvictionRecord>& out) { (void)out; }
 
   // --- admission control (dry runs) ---
   // Tokens of prompt that attach_cached_prefix would find right now.
   virtual int32_t peek_cached_prefix(std::span<const TokenId> prompt) const = 0;
+  // The same per KV group (the hybrid KV cache's hit is the shorter of its groups'): which
+  // group's cache ended a hit, for the request's story.
+  virtual std::vector<int32_t> peek_cached_prefix_by_group(std::span<const TokenId> prompt) const {
+    return {peek_cached_prefix(prompt)};
+  }
   // Could a new sequence attach its cached prefix and then hold its first n_tokens tokens
   // (n_tokens >= the cached prefix) with what is free now? max_len: the most tokens the request
   // can ever hold, min(prompt + max_new_tokens, max_model_len); only an allocator that reserves

@@ -17,6 +17,15 @@ constexpr BlockId kNoBlock = -1;  // a block-table entry whose block was dropped
 // group: the KV layer group whose pool holds both blocks (0 unless the hybrid KV cache is on).
 struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; int32_t group = 0; };
 
+// A hash that left the prefix cache because an allocation needed its block (or, orphaned, a
+// block before it in the hash chain): who evicted what, for the request stories' miss reasons.
+struct EvictionRecord {
+  int32_t group = 0;
+  BlockHash hash = 0;
+  SeqId by = -1;          // the sequence whose allocation evicted it
+  bool orphaned = false;  // un-hashed because an ancestor in its chain was evicted
+};
+
 // Bookkeeping bugs must never become silent wrong K/V, and the default build is Release
 // (NDEBUG), so these checks stay on and throw instead of aborting: a test can catch them and
 // the GUI can report them.

@@ -13,4 +13,18 @@ struct SamplingParams {
   uint64_t seed = 0;              // per request; same seed, same output
 };
 
+// What new chats start with, as local-chat users know it (Ollama: temperature 0.8, top-k 40,
+// top-p 0.9, repeat penalty 1.1; LM Studio: 0.8 / 40 / 0.95 / 1.1): greedy decoding makes a
+// small base model loop ("He was very smart. He was very smart. ..."), these settings do not.
+// Greedy (SamplingParams{}) stays one click away for runs that must be reproducible.
+inline SamplingParams chat_sampling_defaults() {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.1f;
+  return p;
+}
+inline bool is_greedy(const SamplingParams& p) { return p.temperature <= 0.0f; }
+
 }  // namespace kvscope

@@ -1,0 +1,13 @@
+#pragma once
+// A request story as JSON (`kvscope-cli run --explain --json-out F`); the schema is in the
+// README ("Every request's KV story").
+#include <nlohmann/json.hpp>
+
+#include "engine/request_story.h"
+#include "engine/request_story_text.h"
+
+namespace kvscope {
+
+nlohmann::json story_to_json(const RequestStory& s, int32_t block_size, const TokenText& text = {});
+
+}  // namespace kvscope
