@@ -28,19 +28,26 @@ std::string read_text(const std::string& path) {
 }
 
 nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
-  return {{"kv_dtype", kv_dtype_name(c.kv_dtype)}, {"window", c.window},      {"sinks", c.sinks},
-          {"perplexity", r.perplexity},            {"nll_mean", r.nll_mean}, {"kv_bytes_per_token", r.kv_bytes_per_token},
-          {"peak_blocks_used", r.peak_blocks_used}};
+  return {{"kv_dtype", kv_dtype_name(c.kv_dtype)},
+          {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
+          {"window", c.window},
+          {"sinks", c.sinks},
+          {"perplexity", r.perplexity},
+          {"nll_mean", r.nll_mean},
+          {"kv_bytes_per_token", r.kv_bytes_per_token},
+          {"peak_blocks_used", r.peak_blocks_used},
+          {"peak_kv_bytes", r.peak_kv_bytes},
+          {"peak_residual_bytes", r.peak_residual_bytes}};
 }
 
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
                {"json", "help"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype " << kv_dtype_choices() << "]\n"
-                 "  [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+                 "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n";
     return 0;
@@ -59,6 +66,7 @@ int cmd_eval(int argc, char** argv, int first) {
   const auto parsed = parse_kv_dtype(dt);
   if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
   cfg.kv_dtype = *parsed;
+  cfg.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
@@ -87,6 +95,7 @@ int cmd_eval(int argc, char** argv, int first) {
   j["n_tokens"] = run.n_tokens;
   j["kl_mean"] = ag.kl_mean;
   j["kl_max"] = ag.kl_max;
+  j["kl_p99"] = ag.kl_p99;
   j["top1_agreement"] = ag.top1;
   j["reference"] = run_json(ref, ref_cfg);
   j["reference"]["kl_mean"] = 0.0;
@@ -96,14 +105,16 @@ int cmd_eval(int argc, char** argv, int first) {
     return 0;
   }
   std::printf("%s, %d tokens (BOS included)\n", lm.path.c_str(), run.n_tokens);
-  std::printf("%-34s %10s %10s %8s %10s\n", "config", "perplexity", "KL mean", "top-1", "KV B/token");
-  auto row = [](const char* name, const EvalRun& r, double kl, double top1) {
-    std::printf("%-34s %10.4f %10.3g %8.4f %10lld\n", name, r.perplexity, kl, top1, static_cast<long long>(r.kv_bytes_per_token));
+  std::printf("%-34s %10s %10s %10s %8s %10s %12s\n", "config", "perplexity", "KL mean", "KL p99", "top-1", "KV B/token",
+              "peak KV B");
+  auto row = [](const char* name, const EvalRun& r, double kl, double p99, double top1) {
+    std::printf("%-34s %10.4f %10.3g %10.3g %8.4f %10lld %12lld\n", name, r.perplexity, kl, p99, top1,
+                static_cast<long long>(r.kv_bytes_per_token), static_cast<long long>(r.peak_kv_bytes));
   };
   char name[96];
   std::snprintf(name, sizeof name, "%s window %d sinks %d", kv_dtype_name(cfg.kv_dtype), cfg.window, cfg.sinks);
-  row("reference: f32, full attention", ref, 0.0, 1.0);
-  row(name, run, ag.kl_mean, ag.top1);
+  row("reference: f32, full attention", ref, 0.0, 0.0, 1.0);
+  row(name, run, ag.kl_mean, ag.kl_p99, ag.top1);
   return 0;
 }
 
