@@ -1,5 +1,5 @@
 // The 4- and 2-bit KV formats (int4, rot4, kivi4, kivi2) against scalar references written here
-// from the formats' definitions (kv/kv_dtype.h, kv/kv_quant4.h): round trips with stated error
+// from the formats' definitions (kv/kv_dtype.h, cpu/kv_quant4.h): round trips with stated error
 // bounds, the rotation's orthogonality against the dense Walsh-Hadamard matrix, exact byte
 // accounting, KIVI's f16 residual across block boundaries and block copies, attention within
 // stated tolerances of f32 attention, the prefix-cache salt per codec, config validation, and
@@ -17,7 +17,7 @@
 #include "engine/engine.h"
 #include "engine/kv_setup.h"
 #include "gguf/ggml_types.h"
-#include "kv/kv_quant4.h"
+#include "cpu/kv_quant4.h"
 #include "paged_harness.h"
 #include "run/perplexity.h"
 #include "test_support.h"

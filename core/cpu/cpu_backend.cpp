@@ -10,7 +10,7 @@
 #include "cpu/matmul.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
-#include "kv/kv_quant4.h"
+#include "cpu/kv_quant4.h"
 
 namespace kvscope {
 
@@ -138,7 +138,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   if (sc.k_tile.size() < chunk_floats) sc.k_tile.resize(chunk_floats);
   if (sc.v_tile.size() < chunk_floats) sc.v_tile.resize(chunk_floats);
 
-  // rot4 stores R k and R v (kv/kv_quant4.h): scores use R q (q.k = Rq.Rk), the output is
+  // rot4 stores R k and R v (cpu/kv_quant4.h): scores use R q (q.k = Rq.Rk), the output is
   // summed in the rotated basis and rotated back once below. In sink mode the keys are turned
   // back before RoPE instead (RoPE does not commute with R), and q stays as it is.
   const bool rotated = kv_dtype_rotated(kv.layout().dtype);

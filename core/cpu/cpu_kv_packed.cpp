@@ -1,11 +1,11 @@
 // CpuKvStorage's store and decode for the packed 4/2-bit dtypes (int4, rot4, kivi4, kivi2):
-// codecs in kv/kv_quant4.h, tile geometry in kv/kv_dtype.h, the KIVI residual in cpu_kv_storage.h.
+// codecs in cpu/kv_quant4.h, tile geometry in kv/kv_dtype.h, the KIVI residual in cpu_kv_storage.h.
 #include <algorithm>
 #include <cstring>
 
 #include "cpu/cpu_kv_storage.h"
 #include "gguf/ggml_types.h"
-#include "kv/kv_quant4.h"
+#include "cpu/kv_quant4.h"
 
 namespace kvscope {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CPU copy of the KV block pool: per layer one K and one V array laid out as KvLayout says,
 // plus, for the scaled 8-bit dtypes, parallel f32 scale arrays [block][kv_head][slot] (one scale
-// per stored head vector, see kv/kv_quant.h). The packed 4/2-bit dtypes (kv/kv_quant4.h) keep
+// per stored head vector, see kv/kv_quant.h). The packed 4/2-bit dtypes (cpu/kv_quant4.h) keep
 // their f16 parameters inside the tile: a tile is block_size rows of kv_row_bytes, then
 // kv_tile_extra_bytes (KIVI keys' per-channel parameters). KIVI's residual: while a block fills,
 // its tokens live in f16 in a side table keyed by (layer, block); when the block's last slot is

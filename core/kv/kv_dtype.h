@@ -9,7 +9,7 @@ namespace kvscope {
 
 // INT8, FP8_E4M3 and FP8_E5M2 carry one f32 scale per (token, kv head) vector; see kv/kv_quant.h
 // for why per token and for the exact FP8 definitions.
-// The sub-byte formats (kv/kv_quant4.h) pack their codes and f16 scales inside the tile:
+// The sub-byte formats (cpu/kv_quant4.h) pack their codes and f16 scales inside the tile:
 //  * INT4: symmetric 4-bit, one f16 scale per group of `group` channels of each head vector.
 //  * ROT4: INT4 of the head vector after a fixed orthogonal rotation (sign-randomised
 //    Walsh-Hadamard), undone in attention; needs a power-of-two head_dim.

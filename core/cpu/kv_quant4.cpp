@@ -1,4 +1,4 @@
-#include "kv/kv_quant4.h"
+#include "cpu/kv_quant4.h"
 
 #include <cmath>
 #include <cstring>
