@@ -88,6 +88,9 @@ KvCodecId codec_for(KvDtype t) {
   if (n == "int8") return KvCodecId::INT8;
   if (n == "fp8_e4m3") return KvCodecId::FP8_E4M3;
   if (n == "fp8_e5m2") return KvCodecId::FP8_E5M2;
+  if (kv_dtype_packed(t))  // a refusal, not a silent fallback: there are no CUDA kernels for them
+    throw std::invalid_argument("CUDA backend: KV dtype " + n +
+                                " (4/2-bit: int4, kivi4, kivi2, rot4) runs on the CPU backend only (--backend cpu)");
   throw std::invalid_argument("CUDA backend: unsupported KV dtype " + n);
 }
 

@@ -99,6 +99,10 @@ void round_trip(KvDtype t, const std::vector<float>& x, std::vector<float>& y) {
     }
     case KvDtype::FP8_E4M3: kvq::dequantize_fp8_e4m3(q.data(), d, kvq::quantize_fp8_e4m3(x.data(), d, q.data()), y.data()); break;
     case KvDtype::FP8_E5M2: kvq::dequantize_fp8_e5m2(q.data(), d, kvq::quantize_fp8_e5m2(x.data(), d, q.data()), y.data()); break;
+    case KvDtype::INT4:
+    case KvDtype::KIVI4:
+    case KvDtype::KIVI2:
+    case KvDtype::ROT4: QFAIL("per-tile formats: tests/test_kv_quant4.cpp"); break;
   }
 }
 
@@ -268,7 +272,8 @@ class TestKvQuant : public QObject {
   void parse_and_names() {
     for (KvDtype t : kAllKvDtypes) QCOMPARE(*parse_kv_dtype(kv_dtype_name(t)), t);
     QCOMPARE(*parse_kv_dtype("fp8"), KvDtype::FP8_E4M3);
-    QVERIFY(!parse_kv_dtype("int4"));
+    QCOMPARE(*parse_kv_dtype("kivi2"), KvDtype::KIVI2);
+    QVERIFY(!parse_kv_dtype("int3"));
     QVERIFY(!parse_kv_dtype("FP8"));
   }
 
@@ -302,6 +307,7 @@ class TestKvQuant : public QObject {
   // exactly the codec's round trip of what went in.
   void storage_round_trip() {
     for (KvDtype t : kAllKvDtypes) {
+      if (kv_dtype_packed(t)) continue;  // per-tile formats: tests/test_kv_quant4.cpp
       KvLayout L{2, 3, 16, 8, 4, t};
       CpuKvStorage st;
       st.init(L);

@@ -53,6 +53,15 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
     case KvDtype::FP8_E5M2:
       what = QObject::tr("1 byte per element (FP8 E5M2: more range, less precision) plus one f32 scale per (token, KV head) vector");
       break;
+    case KvDtype::INT4: what = QObject::tr("4 bits per element, symmetric, one f16 scale per group of channels"); break;
+    case KvDtype::ROT4:
+      what = QObject::tr("4 bits per element after a fixed Walsh-Hadamard rotation (spreads outlier channels), f16 scale per group");
+      break;
+    case KvDtype::KIVI4:
+    case KvDtype::KIVI2:
+      what = QObject::tr("KIVI, %1 bits: keys per channel over each block, values per token; a filling block stays in f16")
+                 .arg(kv_code_bits(d));
+      break;
   }
   QString tip = QStringLiteral("<b>%1</b>: %2.").arg(QString::fromLatin1(kv_dtype_name(d)), what);
   if (!shape.valid()) return tip + QObject::tr("<br>Load a model to see its bytes per token.");
@@ -64,8 +73,9 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
   l.dtype = d;
   KvLayout f32 = l;
   f32.dtype = KvDtype::F32;
-  const QString vec = kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
-                                         : QStringLiteral("%1 × %2").arg(shape.headDim).arg(kv_elem_bytes(d));
+  const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)").arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
+                      : kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
+                                           : QStringLiteral("%1 × %2").arg(shape.headDim).arg(kv_elem_bytes(d));
   tip += QObject::tr("<br>Loaded model: 2 (K and V) × %1 layers × %2 KV heads × %3 bytes = <b>%4 bytes per token</b>")
              .arg(shape.nLayer)
              .arg(shape.nHeadKv)

@@ -28,19 +28,39 @@ std::string read_text(const std::string& path) {
 }
 
 nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
-  return {{"kv_dtype", kv_dtype_name(c.kv_dtype)}, {"window", c.window},      {"sinks", c.sinks},
-          {"perplexity", r.perplexity},            {"nll_mean", r.nll_mean}, {"kv_bytes_per_token", r.kv_bytes_per_token},
-          {"peak_blocks_used", r.peak_blocks_used}};
+  return {{"kv_dtype", kv_dtype_name(c.kv_dtype)},
+          {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
+          {"window", c.window},
+          {"sinks", c.sinks},
+          {"perplexity", r.perplexity},
+          {"nll_mean", r.nll_mean},
+          {"kv_bytes_per_token", r.kv_bytes_per_token},
+          {"peak_blocks_used", r.peak_blocks_used},
+          {"peak_kv_bytes", r.peak_kv_bytes},
+          {"peak_residual_bytes", r.peak_residual_bytes}};
+}
+
+// --kv-dtype D or a comma-separated list D1,D2,... (the f32 reference is computed once).
+std::vector<KvDtype> parse_dtype_list(const std::string& list) {
+  std::vector<KvDtype> out;
+  std::stringstream ss(list);
+  for (std::string dt; std::getline(ss, dt, ',');) {
+    const auto parsed = parse_kv_dtype(dt);
+    if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
+    out.push_back(*parsed);
+  }
+  if (out.empty()) throw UsageError("--kv-dtype needs at least one dtype");
+  return out;
 }
 
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
                {"json", "help"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype " << kv_dtype_choices() << "]\n"
-                 "  [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+    std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
+                 "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n";
     return 0;
@@ -55,10 +75,9 @@ int cmd_eval(int argc, char** argv, int first) {
   if (tokens.size() < 2) throw UsageError("the text has fewer than 2 tokens");
 
   EvalConfig cfg;
-  const std::string dt = a.str("kv-dtype", "f32");
-  const auto parsed = parse_kv_dtype(dt);
-  if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
-  cfg.kv_dtype = *parsed;
+  const std::vector<KvDtype> dtypes = parse_dtype_list(a.str("kv-dtype", "f32"));
+  cfg.kv_dtype = dtypes[0];
+  cfg.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
@@ -72,38 +91,58 @@ int cmd_eval(int argc, char** argv, int first) {
   ref_cfg.window = 0;
   ref_cfg.sinks = 0;
 
-  EvalRun run, ref;
+  // The reference once, then each dtype of the list against it.
+  EvalRun ref;
+  std::vector<EvalRun> runs;
+  std::vector<LogitsAgreement> ags;
+  std::vector<EvalConfig> cfgs;
   try {
     ref = eval_text(lm.model, tokens, ref_cfg);
-    run = eval_text(lm.model, tokens, cfg);
+    for (KvDtype t : dtypes) {
+      cfgs.push_back(cfg);
+      cfgs.back().kv_dtype = t;
+      runs.push_back(eval_text(lm.model, tokens, cfgs.back()));
+      ags.push_back(compare_logits(ref.logits, runs.back().logits));
+      runs.back().logits.clear();  // only the reference's are needed from here on
+    }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  const LogitsAgreement ag = compare_logits(ref.logits, run.logits);
-
-  nlohmann::json j = run_json(run, cfg);
-  j["model"] = lm.path;
-  j["text"] = a.str("text");
-  j["n_tokens"] = run.n_tokens;
-  j["kl_mean"] = ag.kl_mean;
-  j["kl_max"] = ag.kl_max;
-  j["top1_agreement"] = ag.top1;
-  j["reference"] = run_json(ref, ref_cfg);
-  j["reference"]["kl_mean"] = 0.0;
-  j["reference"]["top1_agreement"] = 1.0;
+  auto run_with_agreement = [&](size_t i) {
+    nlohmann::json j = run_json(runs[i], cfgs[i]);
+    j["kl_mean"] = ags[i].kl_mean;
+    j["kl_max"] = ags[i].kl_max;
+    j["kl_p99"] = ags[i].kl_p99;
+    j["top1_agreement"] = ags[i].top1;
+    return j;
+  };
   if (a.has("json")) {
+    // One dtype: the run's fields at the top level (as before lists existed); several: "runs".
+    nlohmann::json j = dtypes.size() == 1 ? run_with_agreement(0) : nlohmann::json::object();
+    if (dtypes.size() > 1)
+      for (size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(run_with_agreement(i));
+    j["model"] = lm.path;
+    j["text"] = a.str("text");
+    j["n_tokens"] = ref.n_tokens;
+    j["reference"] = run_json(ref, ref_cfg);
+    j["reference"]["kl_mean"] = 0.0;
+    j["reference"]["top1_agreement"] = 1.0;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%s, %d tokens (BOS included)\n", lm.path.c_str(), run.n_tokens);
-  std::printf("%-34s %10s %10s %8s %10s\n", "config", "perplexity", "KL mean", "top-1", "KV B/token");
-  auto row = [](const char* name, const EvalRun& r, double kl, double top1) {
-    std::printf("%-34s %10.4f %10.3g %8.4f %10lld\n", name, r.perplexity, kl, top1, static_cast<long long>(r.kv_bytes_per_token));
+  std::printf("%s, %d tokens (BOS included)\n", lm.path.c_str(), ref.n_tokens);
+  std::printf("%-34s %10s %10s %10s %8s %10s %12s\n", "config", "perplexity", "KL mean", "KL p99", "top-1", "KV B/token",
+              "peak KV B");
+  auto row = [](const char* name, const EvalRun& r, double kl, double p99, double top1) {
+    std::printf("%-34s %10.4f %10.3g %10.3g %8.4f %10lld %12lld\n", name, r.perplexity, kl, p99, top1,
+                static_cast<long long>(r.kv_bytes_per_token), static_cast<long long>(r.peak_kv_bytes));
   };
-  char name[96];
-  std::snprintf(name, sizeof name, "%s window %d sinks %d", kv_dtype_name(cfg.kv_dtype), cfg.window, cfg.sinks);
-  row("reference: f32, full attention", ref, 0.0, 1.0);
-  row(name, run, ag.kl_mean, ag.top1);
+  row("reference: f32, full attention", ref, 0.0, 0.0, 1.0);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    char name[96];
+    std::snprintf(name, sizeof name, "%s window %d sinks %d", kv_dtype_name(cfgs[i].kv_dtype), cfg.window, cfg.sinks);
+    row(name, runs[i], ags[i].kl_mean, ags[i].kl_p99, ags[i].top1);
+  }
   return 0;
 }
 

@@ -35,7 +35,7 @@ int cmd_inspect(int argc, char** argv, int first) {
     j["model_config"] = cfg;
     // KV cost per token = 2 (K and V) x layers x kv_heads x bytes per head vector (scales included).
     for (KvDtype d : kAllKvDtypes)
-      kv[kv_dtype_name(d)] = 2LL * c.n_layer * c.n_head_kv * kv_bytes_per_head_vector(d, c.head_dim);
+      kv[kv_dtype_name(d)] = static_cast<int64_t>(c.n_layer) * c.n_head_kv * kv_bytes_per_token_head(d, c.head_dim, 16, 0);  // 16-token blocks
     j["kv_bytes_per_token"] = kv;
   } catch (const std::exception& e) {
     model_error = e.what();

@@ -12,6 +12,7 @@
 #include "cpu/matmul.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
+#include "cpu/kv_quant4.h"
 
 namespace kvscope {
 
@@ -94,6 +95,12 @@ const float* CpuBackend::cache_rope(int32_t il, int32_t p) const {
   return &t[static_cast<size_t>(p) * model_->config.rope_dim];
 }
 
+int64_t CpuBackend::kv_residual_peak_bytes() const {
+  int64_t n = 0;
+  for (const CpuKvStorage& s : kv_) n += s.peak_residual_bytes();  // each group's peak: an upper bound of the joint peak
+  return n;
+}
+
 void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
   for (const BlockCopy& cp : copies) {
     if (cp.group < 0 || cp.group >= static_cast<int32_t>(kv_.size())) throw std::invalid_argument("block copy for an unknown KV group");
@@ -136,13 +143,18 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   if (sc.k_tile.size() < chunk_floats) sc.k_tile.resize(chunk_floats);
   if (sc.v_tile.size() < chunk_floats) sc.v_tile.resize(chunk_floats);
 
+  // rot4 stores R k and R v (cpu/kv_quant4.h): scores use R q (q.k = Rq.Rk), the output is
+  // summed in the rotated basis and rotated back once below. In sink mode the keys are turned
+  // back before RoPE instead (RoPE does not commute with R), and q stays as it is.
+  const bool rotated = kv_dtype_rotated(kv.layout().dtype);
   float* krot = nullptr;
-  if (sink_mode()) {
+  if (sink_mode() || rotated) {
     sc.rot.resize(static_cast<size_t>(n_q) * d + chunk_floats);
     float* qrot = sc.rot.data();
-    krot = qrot + static_cast<int64_t>(n_q) * d;
+    if (sink_mode()) krot = qrot + static_cast<int64_t>(n_q) * d;
     std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
-    for (int32_t h = 0; h < n_q; ++h) rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope);
+    for (int32_t h = 0; h < n_q; ++h)
+      sink_mode() ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope) : kvq4::rotate(qrot + h * d, d);
     q = qrot;
   }
   OnlineAttention att(q, n_q, d, c.attn_scale, out);
@@ -191,6 +203,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
         for (int32_t j = 0; j < n; ++j) {
           float* kr = kr0 + static_cast<int64_t>(j) * d;
           std::copy(k + static_cast<int64_t>(j) * d, k + static_cast<int64_t>(j + 1) * d, kr);
+          if (rotated) kvq4::unrotate(kr, d);
           rope_apply(kr, c.rope_dim, cache_rope(layer, idx + j), c.traits.rope);
         }
         k = kr0;
@@ -215,6 +228,10 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   assert(idx == v1);
   if (part) att.finish_partial(part->m, part->l);
   else att.finish();
+  // The rotation is linear: a split pass's unnormalised parts can be rotated back before the
+  // merge just as the whole output after it.
+  if (rotated)
+    for (int32_t h = 0; h < n_q; ++h) kvq4::unrotate(out + static_cast<int64_t>(h) * d, d);
 }
 
 void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {

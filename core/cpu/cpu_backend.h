@@ -33,6 +33,7 @@ class CpuBackend : public Backend {
   const KvLayout& kv_layout() const override { return kv_[0].layout(); }
   std::vector<KvLayout> kv_group_layouts() const override;
   void forward(const BatchView& batch, float* logits) override;
+  int64_t kv_residual_peak_bytes() const override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
   ThreadPool& pool() { return pool_; }
   // The KV pool of one group (benchmarks fill it directly to time attention alone).

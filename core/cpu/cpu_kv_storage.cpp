@@ -76,19 +76,32 @@ void CpuKvStorage::init(const KvLayout& layout) {
     throw std::runtime_error("the KV pool needs " + std::to_string(layout.total_bytes() >> 20) + " MiB (" +
                              std::to_string(layout.num_blocks) + " blocks) but only " + std::to_string(avail >> 20) +
                              " MiB of memory are available: choose fewer blocks or a smaller --kv-memory");
+  if (const std::string why = kv_format_problem(layout.dtype, layout.head_dim, layout.block_size, layout.quant_group);
+      !why.empty())
+    throw std::invalid_argument(why);
   layout_ = layout;
   elem_bytes_ = kv_elem_bytes(layout.dtype);
   scaled_ = kv_dtype_scaled(layout.dtype);
+  group_ = kv_effective_group(layout.quant_group, layout.head_dim);
+  for (bool v : {false, true}) {
+    row_bytes_[v] = kv_row_bytes(layout.dtype, v, layout.head_dim, layout.quant_group);
+    tile_bytes_[v] = row_bytes_[v] * layout.block_size + kv_tile_extra_bytes(layout.dtype, v, layout.head_dim, layout.block_size);
+  }
+  residual_.clear();
+  residual_block_bytes_ = static_cast<int64_t>(layout.n_head_kv) *
+                          kv_residual_bytes_per_block_head(layout.dtype, layout.head_dim, layout.block_size);
+  peak_residual_bytes_ = 0;
   const int64_t vectors = static_cast<int64_t>(layout.num_blocks) * layout.n_head_kv * layout.block_size;
-  const int64_t per_layer = vectors * layout.head_dim * elem_bytes_;
+  const int64_t tiles = static_cast<int64_t>(layout.num_blocks) * layout.n_head_kv;
+  const int64_t per_layer_k = tiles * tile_bytes_[0], per_layer_v = tiles * tile_bytes_[1];
   k_.clear();
   v_.clear();
   k_scale_.clear();
   v_scale_.clear();
   try {
     for (int32_t l = 0; l < layout.n_layer; ++l) {
-      k_.emplace_back(static_cast<size_t>(per_layer));
-      v_.emplace_back(static_cast<size_t>(per_layer));
+      k_.emplace_back(static_cast<size_t>(per_layer_k));
+      v_.emplace_back(static_cast<size_t>(per_layer_v));
     }
     if (scaled_) {
       k_scale_.assign(static_cast<size_t>(layout.n_layer), std::vector<float>(static_cast<size_t>(vectors), 1.0f));
@@ -133,8 +146,14 @@ float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst) {
       return kvq::quantize_fp8_e4m3(x, d, dst);
     case KvDtype::FP8_E5M2:
       return kvq::quantize_fp8_e5m2(x, d, dst);
+    case KvDtype::INT4:
+    case KvDtype::KIVI4:
+    case KvDtype::KIVI2:
+    case KvDtype::ROT4:
+      break;  // tile formats: CpuKvStorage::store_packed
   }
-  return 1.0f;
+  throw std::invalid_argument(std::string("kv_encode_vector: ") + kv_dtype_name(dtype) +
+                              " is stored per tile, not per vector (only the paged KV pool stores it)");
 }
 
 namespace {
@@ -186,18 +205,30 @@ void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, co
       }
       return;
     }
+    case KvDtype::INT4:
+    case KvDtype::KIVI4:
+    case KvDtype::KIVI2:
+    case KvDtype::ROT4:
+      break;
   }
+  throw std::invalid_argument(std::string("kv_decode_vectors: ") + kv_dtype_name(dtype) +
+                              " is stored per tile, not per vector (only the paged KV pool reads it)");
 }
 
 void CpuKvStorage::store(int32_t layer, bool is_value, int64_t slot, int32_t head, const float* x) {
   const int32_t block = static_cast<int32_t>(slot / layout_.block_size);
   const int32_t off = static_cast<int32_t>(slot % layout_.block_size);
+  if (kv_dtype_packed(layout_.dtype)) return store_packed(layer, is_value, block, off, head, x);
   const float s = kv_encode_vector(layout_.dtype, x, layout_.head_dim, tile_ptr(layer, is_value, block, head, off));
   if (scaled_) *scale_ptr(layer, is_value, block, head, off) = s;
 }
 
 const float* CpuKvStorage::decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot,
                                        int32_t n, float* dst) const {
+  if (kv_dtype_packed(layout_.dtype)) {
+    decode_packed(layer, is_value, block, head, slot, n, dst);
+    return dst;
+  }
   const uint8_t* src = tile_ptr(layer, is_value, block, head, slot);
   const int32_t d = layout_.head_dim;
   kv_decode_vectors(layout_.dtype, src, static_cast<int64_t>(d) * elem_bytes_,
@@ -206,15 +237,19 @@ const float* CpuKvStorage::decode_rows(int32_t layer, bool is_value, int32_t blo
 }
 
 void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots) {
-  const size_t bytes = static_cast<size_t>(n_slots) * layout_.head_dim * elem_bytes_;
+  const bool packed = kv_dtype_packed(layout_.dtype);
   for (int32_t l = 0; l < layout_.n_layer; ++l)
     for (int is_v = 0; is_v < 2; ++is_v)
       for (int32_t h = 0; h < layout_.n_head_kv; ++h) {
+        // Packed tiles go whole: KIVI keys' per-channel parameters sit after the rows.
+        const size_t bytes = static_cast<size_t>(packed ? tile_bytes_[is_v] : n_slots * row_bytes_[is_v]);
         std::memcpy(tile_ptr(l, is_v, dst_block, h, 0), tile_ptr(l, is_v, src_block, h, 0), bytes);
         if (scaled_)
           std::memcpy(scale_ptr(l, is_v, dst_block, h, 0), scale_ptr(l, is_v, src_block, h, 0),
                       sizeof(float) * static_cast<size_t>(n_slots));
       }
+  if (kv_dtype_kivi(layout_.dtype))
+    for (int32_t l = 0; l < layout_.n_layer; ++l) copy_residual(l, src_block, dst_block);
 }
 
 }  // namespace kvscope

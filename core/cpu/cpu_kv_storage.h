@@ -1,9 +1,15 @@
 #pragma once
 // The CPU copy of the KV block pool: per layer one K and one V array laid out as KvLayout says,
 // plus, for the scaled 8-bit dtypes, parallel f32 scale arrays [block][kv_head][slot] (one scale
-// per stored head vector, see kv/kv_quant.h).
+// per stored head vector, see kv/kv_quant.h). The packed 4/2-bit dtypes (cpu/kv_quant4.h) keep
+// their f16 parameters inside the tile: a tile is block_size rows of kv_row_bytes, then
+// kv_tile_extra_bytes (KIVI keys' per-channel parameters). KIVI's residual: while a block fills,
+// its tokens live in f16 in a side table keyed by (layer, block); when the block's last slot is
+// written the block is quantized (keys per channel over the block, values per token) and the
+// residual freed. Full blocks (the only ones the prefix cache shares) are never rewritten.
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -59,7 +65,7 @@ class CpuKvStorage {
   // Where a tile's first n slots are stored, and how many bytes they take: what to prefetch.
   std::pair<const uint8_t*, int64_t> tile_span(int32_t layer, bool is_value, int32_t block, int32_t head,
                                                int32_t n) const {
-    return {tile_ptr(layer, is_value, block, head, 0), static_cast<int64_t>(n) * layout_.head_dim * elem_bytes_};
+    return {tile_ptr(layer, is_value, block, head, 0), static_cast<int64_t>(n) * row_bytes_[is_value]};
   }
   // Prefetches the per-vector scales of a block's tile (scaled dtypes; nothing otherwise).
   void prefetch_scales(int32_t layer, int32_t block, int32_t head) const {
@@ -70,13 +76,33 @@ class CpuKvStorage {
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
   // Bytes actually allocated (elements + scales); equals layout().total_bytes().
   int64_t allocated_bytes() const;
+  // KIVI: f16 bytes the residual holds now, and the most it held since init.
+  int64_t residual_bytes() const { return static_cast<int64_t>(residual_.size()) * residual_block_bytes_; }
+  int64_t peak_residual_bytes() const { return peak_residual_bytes_; }
+  // KIVI: whether (layer, block, head)'s K or V is still in the f16 residual (block not full).
+  bool in_residual(int32_t layer, bool is_value, int32_t block, int32_t head) const;
 
  private:
   const float* decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
                            float* dst) const;  // load_rows for the dtypes that need converting
   uint8_t* tile_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
     const auto& arr = is_value ? v_[static_cast<size_t>(layer)] : k_[static_cast<size_t>(layer)];
-    return arr.data() + layout_.tile_offset(block, head, slot) * elem_bytes_;
+    return arr.data() + (static_cast<int64_t>(block) * layout_.n_head_kv + head) * tile_bytes_[is_value] +
+           slot * row_bytes_[is_value];
+  }
+  // The packed dtypes' store and decode (cpu_kv_packed.cpp).
+  struct Residual {
+    std::vector<uint16_t> rows;  // [is_value][head][slot][head_dim] f16
+    std::vector<uint8_t> done;   // [is_value][head]: that tile was quantized
+    int32_t n_done = 0;
+  };
+  void store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head, const float* x);
+  void decode_packed(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n, float* dst) const;
+  void complete_kivi_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r);
+  void copy_residual(int32_t layer, int32_t src_block, int32_t dst_block);
+  int64_t residual_key(int32_t layer, int32_t block) const { return static_cast<int64_t>(layer) * layout_.num_blocks + block; }
+  uint16_t* residual_rows(Residual& r, bool is_value, int32_t head) const {
+    return r.rows.data() + ((static_cast<int64_t>(is_value) * layout_.n_head_kv + head) * layout_.block_size) * layout_.head_dim;
   }
   float* scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
     const auto& arr = is_value ? v_scale_[static_cast<size_t>(layer)] : k_scale_[static_cast<size_t>(layer)];
@@ -86,6 +112,11 @@ class CpuKvStorage {
   KvLayout layout_;
   int64_t elem_bytes_ = 4;
   bool scaled_ = false;
+  int32_t group_ = 0;                       // effective channel group of the packed dtypes
+  int64_t row_bytes_[2] = {0, 0};            // [is_value] bytes of one slot in a tile
+  int64_t tile_bytes_[2] = {0, 0};           // [is_value] bytes of one (block, head) tile
+  std::unordered_map<int64_t, Residual> residual_;  // KIVI: blocks being filled
+  int64_t residual_block_bytes_ = 0, peak_residual_bytes_ = 0;
   std::vector<KvBuffer> k_, v_;       // [n_layer] each num_blocks * block bytes
   std::vector<std::vector<float>> k_scale_, v_scale_;  // [n_layer][block][kv_head][slot], scaled dtypes only
 };

@@ -69,6 +69,8 @@ class Backend {
   // Bytes of all groups' pools, and of one token's K/V across every layer.
   int64_t kv_total_bytes() const;
   int64_t kv_bytes_per_token() const;
+  // KIVI's f16 residual (blocks being filled) at its largest since init_kv; 0 for other dtypes.
+  virtual int64_t kv_residual_peak_bytes() const { return 0; }
   // logits: [batch.logits_rows.size()][n_vocab]
   virtual void forward(const BatchView& batch, float* logits) = 0;
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write (BlockCopy::group)

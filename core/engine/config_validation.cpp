@@ -61,8 +61,12 @@ void check_modes(const EngineConfig& c, Problems& p) {
 }  // namespace
 
 std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& model) {
-  (void)model;  // no rule needs the model yet; the signature lets one (e.g. a window past the context)
   Problems p;
+  if (cfg.kv_quant_group < 0) p.add("kv_quant_group", "the KV quantization group must be >= 0 (0: the default)");
+  // The packed KV dtypes' shape rules (a group that divides head_dim, rot4's power of two).
+  if (model.head_dim > 0 && cfg.kv_quant_group >= 0)
+    if (std::string why = kv_format_problem(cfg.kv_dtype, model.head_dim, cfg.block_size, cfg.kv_quant_group); !why.empty())
+      p.add("kv_dtype", std::move(why));
   if (!is_supported_block_size(cfg.block_size))
     p.add("block_size", "block size " + std::to_string(cfg.block_size) + " is not one of " + block_size_choices());
   check_pool(cfg, p);

@@ -20,6 +20,9 @@ struct EngineConfig {
   int32_t num_blocks = 0;            // when 0, derived from kv_memory_bytes
   int64_t kv_memory_bytes = 64LL << 20;
   KvDtype kv_dtype = KvDtype::F32;
+  // Channels per scale of the packed 4/2-bit KV dtypes (int4, rot4, kivi values); 0 = the default
+  // kDefaultKvGroup (32), capped at head_dim. KIVI's keys are grouped by the block instead.
+  int32_t kv_quant_group = 0;
   bool prefix_caching = true;
   int32_t window = 0;
   int32_t sinks = 0;

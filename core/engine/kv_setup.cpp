@@ -77,6 +77,11 @@ std::string hybrid_unavailable_reason(const ModelConfig& mc, const EngineConfig&
   return {};
 }
 
+uint64_t kv_cache_salt(const std::string& model_path, KvDtype dtype, int32_t quant_group) {
+  const std::string group = kv_dtype_packed(dtype) ? "|g" + std::to_string(kv_effective_group(quant_group, 1 << 30)) : "";
+  return std::hash<std::string>{}(model_path + "|" + kv_dtype_name(dtype) + group);
+}
+
 KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   const ModelConfig& mc = model.config;
   if (const auto problems = blocking_problems(validate(cfg, mc)); !problems.empty()) throw std::invalid_argument(describe_problems(problems));
@@ -90,8 +95,8 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   layout.head_dim = mc.head_dim;
   layout.block_size = cfg.block_size;
   layout.dtype = cfg.kv_dtype;
-  // Cached K/V are only valid for the same model and KV dtype.
-  const uint64_t salt = std::hash<std::string>{}(model.file->path() + "|" + kv_dtype_name(cfg.kv_dtype));
+  layout.quant_group = cfg.kv_quant_group;
+  const uint64_t salt = kv_cache_salt(model.file->path(), cfg.kv_dtype, cfg.kv_quant_group);
 
   const std::string no_hybrid = hybrid_unavailable_reason(mc, cfg, backend);
   if (cfg.hybrid_kv == HybridKvMode::On && !no_hybrid.empty())

@@ -23,6 +23,11 @@ struct KvSetup {
 // Throws std::invalid_argument with every problem of validate() or of the pool split.
 KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg);
 
+// The prefix cache's hash salt (kv/block_hash.h): cached K/V are only valid for the same model
+// and KV codec, so the salt names the model file, the KV dtype and, for the packed 4/2-bit
+// dtypes, the quantization group (the same tokens stored with another group are other bytes).
+uint64_t kv_cache_salt(const std::string& model_path, KvDtype dtype, int32_t quant_group);
+
 // Why the model/config/backend cannot use the hybrid KV cache (empty when they can).
 std::string hybrid_unavailable_reason(const ModelConfig& mc, const EngineConfig& cfg, const Backend& backend);
 

@@ -31,11 +31,16 @@ struct KvLayout {
   int32_t block_size = 16;
   int32_t num_blocks = 0;
   KvDtype dtype = KvDtype::F32;
+  int32_t quant_group = 0;  // channel group of the packed (4/2-bit) dtypes; 0 = kDefaultKvGroup
 
-  int64_t bytes_per_token() const { return 2LL * n_layer * n_head_kv * kv_bytes_per_head_vector(dtype, head_dim); }
+  // Exact: codes, scales, zero points and padding (kv/kv_dtype.h), for every dtype.
+  int64_t bytes_per_token() const {
+    return static_cast<int64_t>(n_layer) * n_head_kv * kv_bytes_per_token_head(dtype, head_dim, block_size, quant_group);
+  }
   int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }
-  // Element offset of (block, head, slot) inside one layer's K or V array.
+  // Element offset of (block, head, slot) inside one layer's K or V array (dtypes of whole bytes
+  // per element; the packed ones use kv_row_bytes / kv_tile_extra_bytes, see cpu_kv_storage.h).
   int64_t tile_offset(int32_t block, int32_t head, int32_t slot_in_block) const {
     return ((static_cast<int64_t>(block) * n_head_kv + head) * block_size + slot_in_block) * head_dim;
   }

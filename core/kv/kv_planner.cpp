@@ -106,13 +106,19 @@ PlanResult plan_memory(const PlanInput& in) {
   per_layer.head_dim = m.head_dim;
   per_layer.dtype = in.kv_dtype;
   const int64_t layer_token_bytes = per_layer.bytes_per_token();
-  const int64_t layer_elem_bytes = 2LL * r.kv_heads * m.head_dim * kv_elem_bytes(in.kv_dtype);
+  const int64_t layer_elem_bytes = 2LL * r.kv_heads * m.head_dim * kv_code_bits(in.kv_dtype) / 8;  // codes only
   r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
   r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
-  r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
-              std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +
-              (kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "") + ") = " + std::to_string(r.kv_bytes_per_token) +
-              " B/token";
+  if (kv_dtype_packed(in.kv_dtype))  // codes + f16 scales/mins (+ KIVI's per-block key parameters), 16-token blocks
+    r.formula = std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x " +
+                std::to_string(kv_bytes_per_token_head(in.kv_dtype, m.head_dim, per_layer.block_size, 0)) + " B (K+V: " +
+                std::to_string(m.head_dim) + " x " + std::to_string(kv_code_bits(in.kv_dtype)) + "-bit codes x 2 + f16 scales) = " +
+                std::to_string(r.kv_bytes_per_token) + " B/token";
+  else
+    r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
+                std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +
+                (kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "") + ") = " + std::to_string(r.kv_bytes_per_token) +
+                " B/token";
 
   // Layer groups: the model's own sliding layers (window narrowed by --window) and the rest.
   auto add_group = [&](int32_t n_layer, int32_t window) {

@@ -32,6 +32,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.block_size = cfg.block_size;
   ec.num_blocks = (n + 1 + cfg.block_size - 1) / cfg.block_size + 2;  // the whole text fits; window mode frees early
   ec.kv_dtype = cfg.kv_dtype;
+  ec.kv_quant_group = cfg.kv_quant_group;
   ec.prefix_caching = false;  // every position must be computed to have its logits
   ec.window = cfg.window;
   ec.sinks = cfg.sinks;
@@ -48,7 +49,9 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   const SeqId id = engine.submit(req);
   EvalRun run;
   while (engine.step()) {
-    run.peak_blocks_used = std::max(run.peak_blocks_used, engine.snapshot()->memory.blocks_used);
+    const auto snap = engine.snapshot();
+    run.peak_blocks_used = std::max(run.peak_blocks_used, snap->memory.blocks_used);
+    run.peak_kv_bytes = std::max(run.peak_kv_bytes, snap->memory.kv_used_bytes);  // every KV group's blocks
     if (progress && !progress(std::min(engine.sequence(id).num_computed, n), n)) throw EvalStopped();
   }
   const Sequence& s = engine.sequence(id);
@@ -59,6 +62,8 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   run.n_tokens = n;
   run.n_predicted = n - 1;
   run.kv_bytes_per_token = engine.backend().kv_bytes_per_token();
+  run.peak_residual_bytes = engine.backend().kv_residual_peak_bytes();
+  run.peak_kv_bytes += run.peak_residual_bytes;
   double nll = 0;
   for (int32_t i = 0; i + 1 < n; ++i) {
     const std::vector<double> lp = log_softmax(run.logits[static_cast<size_t>(i)]);
@@ -75,6 +80,8 @@ LogitsAgreement compare_logits(const std::vector<std::vector<float>>& reference,
     throw std::invalid_argument("compare_logits: row counts differ or are zero");
   LogitsAgreement a;
   int64_t same = 0;
+  std::vector<double> kls;
+  kls.reserve(reference.size());
   for (size_t r = 0; r < reference.size(); ++r) {
     const std::vector<double> lp = log_softmax(reference[r]), lq = log_softmax(run[r]);
     if (lp.size() != lq.size()) throw std::invalid_argument("compare_logits: vocabulary sizes differ");
@@ -82,11 +89,15 @@ LogitsAgreement compare_logits(const std::vector<std::vector<float>>& reference,
     for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
     kl = std::max(kl, 0.0);  // rounding can leave -1e-17 for identical rows
     a.kl_mean += kl;
+    kls.push_back(kl);
     a.kl_max = std::max(a.kl_max, kl);
     const auto am = [](const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
     same += am(reference[r]) == am(run[r]);
   }
   a.kl_mean /= static_cast<double>(reference.size());
+  const size_t rank = (kls.size() * 99 + 99) / 100;  // nearest rank: ceil(0.99 n), 1-based
+  std::nth_element(kls.begin(), kls.begin() + static_cast<long>(rank - 1), kls.end());
+  a.kl_p99 = kls[rank - 1];
   a.top1 = static_cast<double>(same) / static_cast<double>(reference.size());
   return a;
 }

@@ -19,6 +19,7 @@ struct EvalConfig {
   int32_t window = 0;
   int32_t sinks = 0;
   int32_t block_size = 16;
+  int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
   int threads = 0;        // 0: all cores
 };
@@ -30,6 +31,8 @@ struct EvalRun {
   double perplexity = 0;              // exp(nll_mean)
   int64_t kv_bytes_per_token = 0;     // KvLayout::bytes_per_token (scales included)
   int32_t peak_blocks_used = 0;       // largest blocks_used over the run's snapshots
+  int64_t peak_kv_bytes = 0;          // largest snapshot kv_used_bytes (blocks held, all groups) + KIVI's peak f16 residual
+  int64_t peak_residual_bytes = 0;    // KIVI: the f16 residual's part of peak_kv_bytes
   std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
 };
 
@@ -48,6 +51,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
 struct LogitsAgreement {
   double kl_mean = 0;     // mean over positions of KL(reference || run), nats
   double kl_max = 0;
+  double kl_p99 = 0;      // 99th percentile over positions (nearest rank)
   double top1 = 0;        // fraction of positions whose argmax matches the reference's
 };
 LogitsAgreement compare_logits(const std::vector<std::vector<float>>& reference,

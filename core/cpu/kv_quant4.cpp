@@ -1,0 +1,163 @@
+#include "cpu/kv_quant4.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "gguf/ggml_types.h"
+
+namespace kvscope::kvq4 {
+
+namespace {
+
+constexpr float kF16Max = 65504.0f;
+
+uint16_t f16_of(float x) { return fp32_to_fp16(x > kF16Max ? kF16Max : x); }
+float f32_of(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+void put_f16(uint8_t* p, float x) {
+  const uint16_t h = f16_of(x);
+  std::memcpy(p, &h, 2);
+}
+
+// Round half away from zero is fine here: codes only need to be within half a step.
+int32_t round_clamp(float v, int32_t lo, int32_t hi) {
+  const auto r = static_cast<int32_t>(std::lround(v));
+  return r < lo ? lo : (r > hi ? hi : r);
+}
+
+void put_code(uint8_t* codes, int32_t i, int32_t bits, uint32_t c) {
+  const int32_t bit = i * bits;
+  codes[bit >> 3] = static_cast<uint8_t>(codes[bit >> 3] | (c << (bit & 7)));
+}
+uint32_t get_code(const uint8_t* codes, int32_t i, int32_t bits) {
+  const int32_t bit = i * bits;
+  return (codes[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
+}
+
+void fwht(float* x, int32_t d) {
+  for (int32_t len = 1; len < d; len <<= 1)
+    for (int32_t i = 0; i < d; i += len << 1)
+      for (int32_t j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+}
+
+// (scale, min) of values lo..hi on `levels` steps, both as stored (f16-rounded).
+void asym_params(float lo, float hi, int32_t levels, float* scale, float* mn) {
+  *mn = fp16_to_fp32(f16_of(lo));
+  *scale = fp16_to_fp32(f16_of((hi - *mn) / static_cast<float>(levels)));
+}
+
+}  // namespace
+
+float rotation_sign(int32_t i) {
+  // splitmix64 of the index: fixed, well mixed, no table.
+  uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return ((z ^ (z >> 31)) & 1u) ? -1.0f : 1.0f;
+}
+
+void rotate(float* x, int32_t d) {
+  for (int32_t i = 0; i < d; ++i) x[i] *= rotation_sign(i);
+  fwht(x, d);
+  const float s = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int32_t i = 0; i < d; ++i) x[i] *= s;
+}
+
+void unrotate(float* x, int32_t d) {
+  fwht(x, d);  // H is symmetric and H H = d I
+  const float s = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int32_t i = 0; i < d; ++i) x[i] *= s * rotation_sign(i);
+}
+
+void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
+  uint8_t* scales = row + d / 2;
+  std::memset(row, 0, static_cast<size_t>(d / 2));
+  for (int32_t g0 = 0; g0 < d; g0 += g) {
+    float amax = 0.0f;
+    for (int32_t i = g0; i < g0 + g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float s = fp16_to_fp32(f16_of(amax / kInt4Max));
+    put_f16(scales + 2 * (g0 / g), s);
+    for (int32_t i = g0; i < g0 + g; ++i) {
+      const int32_t q = s > 0.0f ? round_clamp(x[i] / s, -kInt4Max, kInt4Max) : 0;
+      put_code(row, i, 4, static_cast<uint32_t>(q + 8));
+    }
+  }
+}
+
+void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) {
+  const uint8_t* scales = row + d / 2;
+  for (int32_t g0 = 0; g0 < d; g0 += g) {
+    const float s = f32_of(scales + 2 * (g0 / g));
+    for (int32_t i = g0; i < g0 + g; i += 2) {  // g is even: a byte never straddles groups
+      const uint8_t b = row[i >> 1];
+      y[i] = static_cast<float>(static_cast<int32_t>(b & 15u) - 8) * s;
+      y[i + 1] = static_cast<float>(static_cast<int32_t>(b >> 4) - 8) * s;
+    }
+  }
+}
+
+void encode_asym_row(const float* x, int32_t d, int32_t g, int32_t bits, uint8_t* row) {
+  const int32_t code_bytes = d * bits / 8, levels = (1 << bits) - 1;
+  uint8_t* params = row + code_bytes;
+  std::memset(row, 0, static_cast<size_t>(code_bytes));
+  for (int32_t g0 = 0; g0 < d; g0 += g) {
+    float lo = x[g0], hi = x[g0];
+    for (int32_t i = g0; i < g0 + g; ++i) lo = std::fmin(lo, x[i]), hi = std::fmax(hi, x[i]);
+    float s, mn;
+    asym_params(lo, hi, levels, &s, &mn);
+    put_f16(params + 4 * (g0 / g), s);
+    put_f16(params + 4 * (g0 / g) + 2, mn);
+    for (int32_t i = g0; i < g0 + g; ++i)
+      put_code(row, i, bits, static_cast<uint32_t>(s > 0.0f ? round_clamp((x[i] - mn) / s, 0, levels) : 0));
+  }
+}
+
+void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
+  const uint8_t* params = row + d * bits / 8;
+  for (int32_t g0 = 0; g0 < d; g0 += g) {
+    const float s = f32_of(params + 4 * (g0 / g)), mn = f32_of(params + 4 * (g0 / g) + 2);
+    for (int32_t i = g0; i < g0 + g; ++i) y[i] = static_cast<float>(get_code(row, i, bits)) * s + mn;
+  }
+}
+
+void encode_channel_tile(const float* x, int32_t n, int32_t d, int32_t bits, uint8_t* codes, int64_t code_stride,
+                         uint8_t* params) {
+  const int32_t levels = (1 << bits) - 1;
+  for (int32_t r = 0; r < n; ++r) std::memset(codes + r * code_stride, 0, static_cast<size_t>(d * bits / 8));
+  for (int32_t c = 0; c < d; ++c) {
+    float lo = x[c], hi = x[c];
+    for (int32_t r = 0; r < n; ++r) lo = std::fmin(lo, x[static_cast<int64_t>(r) * d + c]), hi = std::fmax(hi, x[static_cast<int64_t>(r) * d + c]);
+    float s, mn;
+    asym_params(lo, hi, levels, &s, &mn);
+    put_f16(params + 4 * c, s);
+    put_f16(params + 4 * c + 2, mn);
+    for (int32_t r = 0; r < n; ++r) {
+      const float v = x[static_cast<int64_t>(r) * d + c];
+      put_code(codes + r * code_stride, c, bits, static_cast<uint32_t>(s > 0.0f ? round_clamp((v - mn) / s, 0, levels) : 0));
+    }
+  }
+}
+
+void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
+                         int32_t bits, float* y) {
+  float s[512], mn[512];  // head_dim <= 512 (checked by the storage)
+  for (int32_t c = 0; c < d; ++c) s[c] = f32_of(params + 4 * c), mn[c] = f32_of(params + 4 * c + 2);
+  for (int32_t r = 0; r < n; ++r) {
+    const uint8_t* row = codes + r * code_stride;
+    float* out = y + static_cast<int64_t>(r) * d;
+    for (int32_t c = 0; c < d; ++c) out[c] = static_cast<float>(get_code(row, c, bits)) * s[c] + mn[c];
+  }
+}
+
+void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {
+  for (int64_t i = 0; i < static_cast<int64_t>(n) * d; ++i) y[i] = fp16_to_fp32(h[i]);
+}
+
+}  // namespace kvscope::kvq4
