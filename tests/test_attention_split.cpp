@@ -1,15 +1,18 @@
 // Split-KV attention (cpu/attention_split.h): a pass cut into parts and merged equals the single
 // pass, for the kernel alone and for the paged engine decoding a long sequence on 2 threads
-// (which splits) against 1 thread (which never does), with full attention and with window + sinks.
+// (which splits) against 1 thread (which never does), with full attention, with window + sinks,
+// and with rot4 KV.
 #include <QtTest>
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "cpu/attention_split.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/online_attention.h"
 #include "engine/engine.h"
+#include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "test_support.h"
@@ -34,8 +37,10 @@ void pass(OnlineAttention& att, const float* k, const float* v, int32_t d, int32
 }
 
 // Greedy decode of one long sequence; returns every step's logits.
-std::vector<std::vector<float>> decode_logits(const std::shared_ptr<const Model>& m, int threads, int32_t window, int32_t sinks) {
+std::vector<std::vector<float>> decode_logits(const std::shared_ptr<const Model>& m, int threads, int32_t window, int32_t sinks,
+                                              KvDtype dtype) {
   EngineConfig cfg;
+  cfg.kv_dtype = dtype;
   cfg.num_blocks = 200;
   cfg.window = window;
   cfg.sinks = sinks;
@@ -101,8 +106,9 @@ class TestAttentionSplit : public QObject {
     const auto path = test::tmp_dir() / "attention-split-model.gguf";
     write_synthetic_model(spec, path.string());
     const std::shared_ptr<const Model> m = Model::load(path.string());
-    for (const auto& [window, sinks] : {std::pair{0, 0}, std::pair{1024, 4}}) {
-      const auto one = decode_logits(m, 1, window, sinks), two = decode_logits(m, 2, window, sinks);
+    // rot4 too: its rotation is undone on each part before the merge.
+    for (const auto& [window, sinks, dtype] : {std::tuple{0, 0, KvDtype::F32}, std::tuple{1024, 4, KvDtype::F32}, std::tuple{0, 0, KvDtype::ROT4}}) {
+      const auto one = decode_logits(m, 1, window, sinks, dtype), two = decode_logits(m, 2, window, sinks, dtype);
       QCOMPARE(one.size(), two.size());
       float worst = 0, scale = 0;
       for (size_t r = 0; r < one.size(); ++r)
@@ -110,7 +116,7 @@ class TestAttentionSplit : public QObject {
           worst = std::max(worst, std::abs(one[r][i] - two[r][i]));
           scale = std::max(scale, std::abs(one[r][i]));
         }
-      qInfo("window %d sinks %d: max |logit diff| %g (max |logit| %g)", window, sinks, worst, scale);
+      qInfo("window %d sinks %d %s: max |logit diff| %g (max |logit| %g)", window, sinks, kv_dtype_name(dtype), worst, scale);
       QVERIFY2(worst <= 1e-4f * std::max(1.0f, scale), "split-KV changed the logits beyond float rounding");
     }
   }
