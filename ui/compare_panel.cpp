@@ -215,7 +215,7 @@ void ComparePanel::shutdown() {
   if (agreementThread_) agreementThread_->wait();
 }
 
-void ComparePanel::setKvShape(const KvShape& shape) { set_kv_dtype_tooltips(bDtype_, shape, 0); }
+void ComparePanel::setKvShape(const KvShape& shape, int blockSize) { set_kv_dtype_tooltips(bDtype_, shape, blockSize); }
 
 std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString* why) const {
   EngineConfig b = a;

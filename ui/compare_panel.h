@@ -54,8 +54,9 @@ class ComparePanel : public QWidget {
   // A side's (0: A, 1: B) finished quality run, and B's agreement with A once both are in.
   std::optional<QualityResult> quality(int side) const { return sides_[static_cast<size_t>(side)].quality; }
   std::optional<LogitsAgreement> agreement() const { return agreement_; }
-  // The loaded model's KV shape: B's KV dtype list shows what each dtype costs per token.
-  void setKvShape(const KvShape& shape);
+  // The loaded model's KV shape and block size: B's KV dtype list shows what each dtype costs
+  // per token (a packed 4/2-bit dtype's cost depends on the block size).
+  void setKvShape(const KvShape& shape, int blockSize);
   void setStepDelay(int ms);   // slow motion for both engines
   int progressPercent() const; // of the slower side
 

@@ -369,7 +369,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
   for (const View& v : views_) v.view->resetForEngine(info);
   settings_->setModel(info.modelConfig, KvShape{info.nLayer, info.nHeadKv, info.headDim});
-  compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim});
+  compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim}, info.config.block_size);
   chat_->engineRebuilt(sameModel);
   kvLabel_->setText(info.kvSummary.section(QStringLiteral(", max"), 0, 0));
   kvLabel_->setToolTip(info.kvSummary);
