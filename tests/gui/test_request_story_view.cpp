@@ -102,8 +102,14 @@ class TestRequestStoryView : public QObject {
   void preemptionReadFromTheRequestsTable() {
     QSignalSpy fin(w_->host()->worker(), &EngineWorker::requestFinished);
     QSignalSpy sub(w_->host()->worker(), &EngineWorker::submitted);
+    // Both submitted while paused, so they enter at the same step: on a loaded machine the
+    // engine thread could otherwise run the first one for several steps before the second
+    // arrives, and it would wait for room instead of being preempted.
+    w_->host()->setPaused(true);
     w_->host()->submit(req(tokens(40, 1), 40));
     w_->host()->submit(req(tokens(40, 2), 40));
+    QTRY_COMPARE_WITH_TIMEOUT(sub.count(), 2, kTimeoutMs);
+    w_->host()->setPaused(false);
     QTRY_VERIFY_WITH_TIMEOUT(fin.count() == 2, kTimeoutMs);
     const qint64 older = sub.at(0).at(1).toLongLong(), newer = sub.at(1).at(1).toLongLong();
     clickRow(newer);
