@@ -150,11 +150,6 @@ SnapshotPtr ServingQueue::latest_snapshot() const {
   return s ? s : std::make_shared<const Snapshot>();
 }
 
-bool ServingQueue::has_inbox() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return !inbox_.empty() || !cancels_.empty();
-}
-
 void ServingQueue::close() {
   set_wake({});
   std::lock_guard<std::mutex> lk(mu_);

@@ -46,7 +46,6 @@ class ServingQueue {
   // "the server is shutting down" (so no HTTP thread waits on an engine that will not answer).
   // The engine thread still has to detach() to free the running ones' blocks.
   void close();
-  bool has_inbox() const;
 
   // ---- the engine's thread only ----
   // The engine that serves from now on (its config sets the prefill histogram's buckets).
@@ -54,7 +53,6 @@ class ServingQueue {
   // The engine goes away (rebuilt with new settings, or serving stops): every served sequence
   // is cancelled on it and its request finishes with `why`.
   void detach(const std::string& why);
-  bool attached() const { return engine_ != nullptr; }
   // Starts queued jobs and applies cancels; true when it changed anything.
   bool intake();
   // The engine's callbacks: false when the sequence is not a served one.
@@ -65,7 +63,6 @@ class ServingQueue {
   bool after_step();
   // When the engine has gone idle after work: validate_kv() once per busy period.
   void on_idle();
-  bool serving_any() const { return !choices_.empty(); }
 
  private:
   struct Pending {
