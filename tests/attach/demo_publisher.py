@@ -1,5 +1,5 @@
 """A demo deployment for screenshots of the attach window: vLLM 0.33's own ZmqEventPublisher
-(from its wheel, as the peer tests load it) on two data-parallel ranks, publishing chat-like
+(from its wheel, loaded by tests/peers/kv_events_wheels.py as the peer tests do) on two data-parallel ranks, publishing chat-like
 traffic: 4 shared system prompts of 4-12 blocks, each followed by per-request continuations
 on one rank or the other, with evictions, for SECONDS. usage: demo_publisher.py BASE_PORT REPLAY_PORT SECONDS"""
 import hashlib
@@ -8,8 +8,8 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peer_kv_events  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+import kv_events_wheels as peer_kv_events  # noqa: E402
 
 base, replay, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 kv = peer_kv_events.load("vllm")
