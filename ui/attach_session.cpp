@@ -69,7 +69,8 @@ AttachCell cell_of(const attach::CachedBlock& b, const std::unordered_map<kv_eve
 
 }  // namespace
 
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics) {
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics,
+                                                   const std::vector<attach::InstanceTimeline>& timelines) {
   auto pic = std::make_shared<AttachPicture>();
   std::vector<const attach::CacheView*> views;
   for (size_t i = 0; i < z.size(); ++i) {
@@ -85,10 +86,16 @@ std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, c
     ip.restarts = c.restarts, ip.stale = s.stale();
     const auto src = static_cast<size_t>(z.spec(i).source);
     ip.metrics = src < metrics.size() ? metrics_line(metrics[src]) : QString();
+    if (i < timelines.size()) {
+      ip.timeline = timelines[i].samples();
+      ip.timeline_summary = timelines[i].summary();
+      ip.timeline_revision = timelines[i].revision();
+    }
     pic->instances.push_back(std::move(ip));
     views.push_back(&s.view());
   }
-  const attach::FleetOverlap o = attach::merge_trees(views).overlap;
+  pic->sharing = attach::fleet_sharing(attach::merge_trees(views), views.size());
+  const attach::FleetOverlap& o = pic->sharing.overlap;
   pic->shared_nodes = o.shared_nodes, pic->duplicated_blocks = o.duplicated_blocks, pic->duplicated_tokens = o.duplicated_tokens;
   pic->copies = o.copies, pic->ideal_router_saving = o.ideal_router_saving;
   pic->taken_at = QDateTime::currentMSecsSinceEpoch() / 1000.0;
@@ -113,11 +120,15 @@ void AttachSession::run(std::vector<attach::InstanceSpec> specs, std::vector<std
     std::vector<std::unique_ptr<attach::MetricsScraper>> scrapers;
     for (const std::string& u : metrics) scrapers.push_back(u.empty() ? nullptr : std::make_unique<attach::MetricsScraper>(u));
     attach::ZmqAttach z(std::move(specs));
+    std::vector<attach::InstanceTimeline> timelines;  // this thread's: the pictures carry copies
+    bool first = true;
     while (!stop_) {
-      z.poll_for(250);
+      if (!first) z.poll_for(250);
       std::vector<attach::ScrapeStats> m;
       for (auto& s : scrapers) m.push_back(s ? s->stats() : attach::ScrapeStats{});
-      emit updated(make_attach_picture(z, m));
+      attach::tick_timelines(timelines, z, m, QDateTime::currentMSecsSinceEpoch() / 1000.0);
+      emit updated(make_attach_picture(z, m, timelines));
+      first = false;
     }
   } catch (const std::exception& e) {
     emit failed(QString::fromUtf8(e.what()));
