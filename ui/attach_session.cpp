@@ -49,7 +49,10 @@ QString metrics_line(const attach::ScrapeStats& m) {
     s += QStringLiteral(" · hit rate %1%").arg(100 * v("prefix_cache_hits_total") / v("prefix_cache_queries_total"), 0, 'f', 1);
   else if (v("cache_hit_rate") >= 0)
     s += QStringLiteral(" · hit rate %1%").arg(v("cache_hit_rate") * 100, 0, 'f', 1);
-  s += QStringLiteral(" · running %1 · waiting %2 · preemptions %3").arg(v("num_requests_running")).arg(v("num_requests_waiting")).arg(v("num_preemptions_total"));
+  // Only what the engine exported (SGLang and older vLLMs lack some of these).
+  for (const auto& [key, label] : {std::pair{"num_requests_running", "running"}, std::pair{"num_requests_waiting", "waiting"},
+                                   std::pair{"num_preemptions_total", "preemptions"}})
+    if (m.values.count(key)) s += QStringLiteral(" · %1 %2").arg(QLatin1String(label)).arg(v(key));
   if (m.failed + m.not_prometheus) s += QStringLiteral(" · %1 failed scrapes").arg(m.failed + m.not_prometheus);
   return s;
 }

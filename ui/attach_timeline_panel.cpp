@@ -52,10 +52,16 @@ AttachTimelinePanel::AttachTimelinePanel(QWidget* parent) : QWidget(parent) {
       if (a != b)
         connect(a->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), b->axis(QCPAxis::atBottom),
                 qOverload<const QCPRange&>(&QCPAxis::setRange));
+  // The legend (one entry per instance) gets a row of its own above the plots, so it never
+  // hides the newest samples.
   plot_->legend->setVisible(true);
   plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
   plot_->legend->setWrap(4);
-  blocksRect_->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  blocksRect_->insetLayout()->take(plot_->legend);
+  blocksRect_->insetLayout()->simplify();
+  plot_->plotLayout()->insertRow(0);
+  plot_->plotLayout()->addElement(0, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   plot_->setNotAntialiasedElements(QCP::aePlottables);  // as the memory panel: ~10x cheaper replots
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(4, 4, 4, 4);
@@ -93,14 +99,17 @@ void AttachTimelinePanel::ensureInstances(const AttachPicture& p) {
 }
 
 void AttachTimelinePanel::fill(InstanceGraphs& g, const std::vector<attach::TimelineSample>& samples) {
-  QVector<double> t, blocks, usage, hit, events, lag, pt, pv;
+  // The hit rate exists only where a scrape saw lookups, the lag only where a live batch came:
+  // their lines join the samples that have one (a NaN point would cut them into dots). Usage
+  // is NaN only without /metrics, so it is left out there too.
+  QVector<double> t, blocks, events, ut, usage, ht, hit, lt, lag, pt, pv;
   for (const attach::TimelineSample& s : samples) {
     t.push_back(s.t);
     blocks.push_back(static_cast<double>(s.cached_blocks));
-    usage.push_back(100 * s.usage);  // NaN stays NaN: a gap in the line
-    hit.push_back(100 * s.hit_rate());
     events.push_back(s.events_per_s());
-    lag.push_back(s.lag_s());
+    if (!std::isnan(s.usage)) ut.push_back(s.t), usage.push_back(100 * s.usage);
+    if (!std::isnan(s.hit_rate())) ht.push_back(s.t), hit.push_back(100 * s.hit_rate());
+    if (!std::isnan(s.lag_s())) lt.push_back(s.t), lag.push_back(s.lag_s());
     if (s.preemptions) pt.push_back(s.t), pv.push_back(static_cast<double>(s.cached_blocks));
     maxT_ = std::max(maxT_, s.t + s.dt);
     maxBlocks_ = std::max(maxBlocks_, static_cast<double>(s.cached_blocks));
@@ -108,10 +117,10 @@ void AttachTimelinePanel::fill(InstanceGraphs& g, const std::vector<attach::Time
     maxLag_ = std::fmax(maxLag_, s.lag_s());
   }
   g.cached->setData(t, blocks, true);
-  g.usage->setData(t, usage, true);
-  g.hit->setData(t, hit, true);
+  g.usage->setData(ut, usage, true);
+  g.hit->setData(ht, hit, true);
   g.events->setData(t, events, true);
-  g.lag->setData(t, lag, true);
+  g.lag->setData(lt, lag, true);
   g.preempt->setData(pt, pv, true);
 }
 
@@ -131,7 +140,7 @@ void AttachTimelinePanel::setPicture(const std::shared_ptr<const AttachPicture>&
 
 void AttachTimelinePanel::follow() {
   for (QCPAxisRect* r : {blocksRect_, ratioRect_, rateRect_}) r->axis(QCPAxis::atBottom)->setRange(0, maxT_ * 1.02);
-  blocksRect_->axis(QCPAxis::atLeft)->setRange(0, maxBlocks_ * 1.3);  // headroom for the legend
+  blocksRect_->axis(QCPAxis::atLeft)->setRange(0, maxBlocks_ * 1.1);
   rateRect_->axis(QCPAxis::atLeft)->setRange(0, maxRate_ * 1.1);
   rateRect_->axis(QCPAxis::atRight)->setRange(0, maxLag_ * 1.1);
   requestReplot();
@@ -146,9 +155,7 @@ int AttachTimelinePanel::pointCount(size_t instance, Series s) const {
                     : s == Series::EventsPerS ? g.events
                     : s == Series::Lag        ? g.lag
                                               : g.preempt;
-  int n = 0;  // points with a value (NaN is a gap, not a point)
-  for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) n += !std::isnan(it->value);
-  return n;
+  return graph->dataCount();
 }
 
 void AttachTimelinePanel::requestReplot() {
