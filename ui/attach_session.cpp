@@ -44,7 +44,8 @@ QString metrics_line(const attach::ScrapeStats& m) {
   if (m.url.empty()) return QStringLiteral("no /metrics given");
   if (m.ok == 0) return m.scrapes ? QStringLiteral("metrics: %1").arg(QString::fromStdString(m.last_error)) : QStringLiteral("metrics: waiting");
   auto v = [&](const char* k) { auto it = m.values.find(k); return it == m.values.end() ? -1.0 : it->second; };
-  QString s = QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1);
+  QString s = m.values.count("kv_cache_usage_perc") ? QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1)
+                                                   : QStringLiteral("usage not exported");
   if (v("prefix_cache_queries_total") > 0)
     s += QStringLiteral(" · hit rate %1%").arg(100 * v("prefix_cache_hits_total") / v("prefix_cache_queries_total"), 0, 'f', 1);
   else if (v("cache_hit_rate") >= 0)
