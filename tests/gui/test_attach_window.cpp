@@ -176,6 +176,9 @@ class TestAttachWindow : public QObject {
     QVERIFY(o->numbersText().contains(QStringLiteral("<b>2</b> blocks (<b>32</b> tokens) cached more than once")));
     QVERIFY(o->numbersText().contains(QStringLiteral("<b>28.6%</b> of the cached blocks")));  // 2 of 7 copies
 
+    // The baseline must have been scraped before the counters move (the scraper starts with the
+    // window, but on a loaded machine its first answer may come late).
+    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.usage_last == 0.25, 10000);
     // The engine's counters move: 30 hits in 40 lookups, one preemption; then rank 0 evicts B1.
     metrics.set(0.5, 130, 240, 4);
     QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.preemptions == 1, 10000);
