@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <QCheckBox>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -63,9 +64,19 @@ AttachTimelinePanel::AttachTimelinePanel(QWidget* parent) : QWidget(parent) {
   plot_->plotLayout()->addElement(0, 0, plot_->legend);
   plot_->plotLayout()->setRowStretchFactor(0, 0.001);
   plot_->setNotAntialiasedElements(QCP::aePlottables);  // as the memory panel: ~10x cheaper replots
+  follow_ = new QCheckBox(tr("Follow"), this);
+  follow_->setChecked(true);
+  follow_->setToolTip(tr("Keep the whole attach in view; dragging or zooming the plots turns this off."));
+  connect(follow_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) follow();
+  });
+  connect(blocksRect_->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+    if (!programmaticRange_) follow_->setChecked(false);  // the user took over the view
+  });
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(4, 4, 4, 4);
   v->addWidget(plot_, 1);
+  v->addWidget(follow_);
   replotTimer_ = new QTimer(this);
   replotTimer_->setSingleShot(true);
   replotTimer_->setInterval(100);
@@ -135,14 +146,18 @@ void AttachTimelinePanel::setPicture(const std::shared_ptr<const AttachPicture>&
     fill(graphs_[i], ip.timeline);
     changed = true;
   }
-  if (changed) follow();
+  if (!changed) return;
+  if (follow_->isChecked()) follow();
+  else requestReplot();
 }
 
 void AttachTimelinePanel::follow() {
+  programmaticRange_ = true;
   for (QCPAxisRect* r : {blocksRect_, ratioRect_, rateRect_}) r->axis(QCPAxis::atBottom)->setRange(0, maxT_ * 1.02);
   blocksRect_->axis(QCPAxis::atLeft)->setRange(0, maxBlocks_ * 1.1);
   rateRect_->axis(QCPAxis::atLeft)->setRange(0, maxRate_ * 1.1);
   rateRect_->axis(QCPAxis::atRight)->setRange(0, maxLag_ * 1.1);
+  programmaticRange_ = false;
   requestReplot();
 }
 

@@ -6,13 +6,15 @@
 //   - live KV events per second (solid) and lag, arrival minus the batch's timestamp (dashed,
 //     right axis; it needs synchronised clocks to mean anything).
 // One colour per instance throughout; the three plots share the time axis (seconds since the
-// attach started). Replots are coalesced (at most ~10 a second, none while hidden).
+// attach started). Replots are coalesced (at most ~10 a second, none while hidden). "Follow"
+// keeps the whole attach in view; dragging or zooming turns it off until it is ticked again.
 #include <QWidget>
 #include <memory>
 #include <vector>
 
 #include "attach_session.h"
 
+class QCheckBox;
 class QCustomPlot;
 class QCPAxisRect;
 class QCPGraph;
@@ -31,6 +33,7 @@ class AttachTimelinePanel : public QWidget {
   int pointCount(size_t instance, Series s) const;
   size_t instances() const { return graphs_.size(); }
   QCustomPlot* plot() const { return plot_; }
+  QCheckBox* followBox() const { return follow_; }
   void replotNow();  // what the coalescing timer does (the tests time it)
   bool exportPng(const QString& path, int width = 1200, int height = 700);
 
@@ -48,6 +51,8 @@ class AttachTimelinePanel : public QWidget {
   QCustomPlot* plot_;
   QCPAxisRect *blocksRect_, *ratioRect_, *rateRect_;
   std::vector<InstanceGraphs> graphs_;
+  QCheckBox* follow_;
+  bool programmaticRange_ = false;
   double maxT_ = 1, maxBlocks_ = 1, maxRate_ = 1, maxLag_ = 0.001;
   bool replotPending_ = false;
   QTimer* replotTimer_;

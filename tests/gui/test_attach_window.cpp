@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include <httplib.h>
+#include <qcustomplot.h>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -256,6 +257,16 @@ class TestAttachWindow : public QObject {
     QCOMPARE(panel.pointCount(7, AttachTimelinePanel::Series::CachedBlocks), static_cast<int>(pic->instances[7].timeline.size()));
     QVERIFY(panel.pointCount(7, AttachTimelinePanel::Series::Preemptions) >= 10);
     QVERIFY2(ms < 16, qPrintable(QString::number(ms)));
+    // A user's zoom stops following: new data no longer moves the view, until Follow is ticked.
+    QCPAxis* x = panel.plot()->axisRect()->axis(QCPAxis::atBottom);
+    QVERIFY(panel.followBox()->isChecked());
+    x->setRange(10, 20);
+    QVERIFY(!panel.followBox()->isChecked());
+    for (auto& ip : pic->instances) ip.timeline_revision = 100;
+    panel.setPicture(pic);
+    QCOMPARE(x->range().lower, 10.0);
+    panel.followBox()->setChecked(true);
+    QCOMPARE(x->range().lower, 0.0);
   }
 
   void window_has_the_honest_header_and_survives_a_silent_endpoint() {
