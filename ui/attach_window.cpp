@@ -9,9 +9,12 @@
 #include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "attach_block_map.h"
+#include "attach_overlap_panel.h"
+#include "attach_timeline_panel.h"
 
 namespace kvscope::ui {
 namespace {
@@ -69,7 +72,11 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
   scroll->setWidgetResizable(true);
   lay->addWidget(header);
   lay->addWidget(stats_);
-  lay->addWidget(scroll, 1);
+  tabs_ = new QTabWidget(central);
+  tabs_->addTab(scroll, tr("Block map"));
+  tabs_->addTab(timeline_ = new AttachTimelinePanel(tabs_), tr("Memory over time"));
+  tabs_->addTab(overlap_ = new AttachOverlapPanel(tabs_), tr("Prefix sharing"));
+  lay->addWidget(tabs_, 1);
   setCentralWidget(central);
   resize(1000, 700);
   session_ = std::make_unique<AttachSession>(std::move(targets.specs), targets.metrics);
@@ -87,6 +94,8 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
   s += tr("<b>Fleet</b>: %1 cached copies · %2 prefixes on 2+ instances · %3 duplicated blocks (%4 tokens) · an ideal KV-aware router saves %5%")
            .arg(p->copies).arg(p->shared_nodes).arg(p->duplicated_blocks).arg(p->duplicated_tokens).arg(100 * p->ideal_router_saving, 0, 'f', 1);
   stats_->setText(s);
+  timeline_->setPicture(p);
+  overlap_->setPicture(p);
   map_->setPicture(std::move(p));
 }
 

@@ -13,10 +13,13 @@ class QLabel;
 class QPlainTextEdit;
 class QSpinBox;
 class QLineEdit;
+class QTabWidget;
 
 namespace kvscope::ui {
 
 class AttachBlockMap;
+class AttachOverlapPanel;
+class AttachTimelinePanel;
 
 struct AttachTargets {
   std::vector<attach::InstanceSpec> specs;
@@ -34,6 +37,9 @@ class AttachWindow : public QMainWindow {
   explicit AttachWindow(AttachTargets targets, QWidget* parent = nullptr);
   ~AttachWindow() override;
   AttachBlockMap* blockMap() const { return map_; }
+  AttachTimelinePanel* timelinePanel() const { return timeline_; }
+  AttachOverlapPanel* overlapPanel() const { return overlap_; }
+  QTabWidget* tabs() const { return tabs_; }
   std::shared_ptr<const AttachPicture> picture() const { return pic_; }
 
  private:
@@ -41,6 +47,9 @@ class AttachWindow : public QMainWindow {
   std::unique_ptr<AttachSession> session_;
   std::shared_ptr<const AttachPicture> pic_;
   AttachBlockMap* map_ = nullptr;
+  AttachTimelinePanel* timeline_ = nullptr;
+  AttachOverlapPanel* overlap_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
   QLabel* stats_ = nullptr;
 };
 
