@@ -17,6 +17,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "telemetry/snapshot_json.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -230,6 +231,9 @@ class TestEvict : public QObject {
     QCOMPARE(snap->eviction.tokens_evicted, uint64_t{88 - 24});
     QVERIFY(snap->eviction.compactions > 0);
     QVERIFY(snap->eviction.bytes_copied == static_cast<int64_t>(snap->eviction.rows_moved) * e.backend().kv_bytes_per_token());
+    const nlohmann::json j = to_json(*snap);
+    QCOMPARE(j["eviction"]["tokens_evicted"].get<uint64_t>(), uint64_t{88 - 24});
+    QCOMPARE(j["eviction"]["policy"].get<std::string>(), std::string("h2o:24:6"));
   }
 
   // The same selection checked against its definition: one step of eviction on a state whose
