@@ -196,7 +196,7 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
 
   // Batch cells by colour: one drawRects per colour instead of one fillRect per cell.
   std::unordered_map<QRgb, QVector<QRect>> fills;
-  QVector<QRect> hatched, rings, hlRings;
+  QVector<QRect> hatched, holed, rings, hlRings;
   QVector<QLine> crosses;
   QVector<QPolygon> sinks;
   auto add = [&](const QColor& c, const QRect& r) { fills[c.rgb()].push_back(r); };
@@ -223,12 +223,15 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
         break;
       case BlockStatus::Used: {
         const QColor c = blend(seq_color(s.owner), base, dim);
-        if (s.filled >= bsz) {
+        const int live = std::max(0, s.filled - s.holes);  // token eviction: holes are not filled slots
+        if (live >= bsz) {
           add(c, r);
         } else {
           add(blend(c, base, 0.65), r);  // the reserved-but-empty tail of the block
-          const int w = r.width() * std::max(0, s.filled) / bsz;
+          const int w = r.width() * live / bsz;
           if (w > 0) add(c, QRect(r.left(), r.top(), w, r.height()));
+          // Evicted slots: a hatched stretch after the live ones (their count, not their places).
+          if (s.holes > 0) holed.push_back(QRect(r.left() + w, r.top(), std::max(1, r.width() * s.holes / bsz), r.height()));
         }
         if (s.ref_count > 1) rings.push_back(r);
         if (s.sink && cell_ >= 6) {
@@ -248,6 +251,10 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
   if (!hatched.isEmpty()) {
     p.setBrush(QBrush(mc.cachedHatch, Qt::BDiagPattern));
     p.drawRects(hatched.constData(), static_cast<int>(hatched.size()));
+  }
+  if (!holed.isEmpty()) {
+    p.setBrush(QBrush(mc.dropped, Qt::FDiagPattern));
+    p.drawRects(holed.constData(), static_cast<int>(holed.size()));
   }
   p.setBrush(mc.sink);
   for (const QPolygon& poly : sinks) p.drawPolygon(poly);
@@ -291,6 +298,7 @@ QString BlockMapWidget::tooltipText(int block) const {
   if (s.sink) status += tr(", attention sink");
   if (s.status != BlockStatus::Used && dropped()[static_cast<size_t>(block)]) status += tr(", slid out of the window");
   QString html = tr("<b>Block %1</b> — %2<br>ref count %3 · filled %4/%5").arg(block).arg(status).arg(s.ref_count).arg(s.filled).arg(bs);
+  if (s.holes > 0) html += tr("<br>%1 evicted slots (holes, token eviction)").arg(s.holes);
   if (snap_->n_kv_groups() > 1)
     html += tr("<br>KV group: %1").arg(QString::fromStdString(snap_->kv_groups[static_cast<size_t>(shownGroup())].name).toHtmlEscaped());
 

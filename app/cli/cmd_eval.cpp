@@ -1,6 +1,7 @@
 // kvscope-cli eval: what a KV configuration costs in quality on a text. Perplexity of the
 // text, and KL divergence / top-1 agreement of every next-token distribution against the
 // reference run (f32 KV, full attention) on the same text, through the real engine.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -37,7 +38,28 @@ nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
           {"kv_bytes_per_token", r.kv_bytes_per_token},
           {"peak_blocks_used", r.peak_blocks_used},
           {"peak_kv_bytes", r.peak_kv_bytes},
-          {"peak_residual_bytes", r.peak_residual_bytes}};
+          {"peak_residual_bytes", r.peak_residual_bytes},
+          {"evict", describe_evict(c.evict)},
+          {"peak_kept_tokens", r.peak_kept_tokens},
+          {"tokens_evicted", r.tokens_evicted},
+          {"compactions", r.compactions},
+          {"compaction_bytes_copied", r.bytes_copied}};
+}
+
+// --evict SPEC or SPEC1,SPEC2,... (engine/evict_config.h); "off" is a spec too.
+std::vector<EvictConfig> parse_evict_list(const std::string& list, int32_t select_at) {
+  std::vector<EvictConfig> out;
+  std::stringstream ss(list);
+  for (std::string spec; std::getline(ss, spec, ',');) {
+    try {
+      out.push_back(parse_evict(spec));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    out.back().select_at = select_at;
+  }
+  if (out.empty()) throw UsageError("--evict needs at least one policy (or off)");
+  return out;
 }
 
 // --kv-dtype D or a comma-separated list D1,D2,... (the f32 reference is computed once).
@@ -56,11 +78,13 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens",
+                "evict", "snapkv-at"},
                {"json", "help"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
                  "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+                 "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window) [--snapkv-at N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n";
     return 0;
@@ -84,7 +108,9 @@ int cmd_eval(int argc, char** argv, int first) {
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));
   if (cfg.window < 0 || cfg.sinks < 0) throw UsageError("--window and --sinks must be >= 0");
-  if (cfg.sinks > 0 && cfg.window == 0) throw UsageError("--sinks needs --window");
+  const std::vector<EvictConfig> evicts = parse_evict_list(a.str("evict", "off"), static_cast<int32_t>(a.i64("snapkv-at", 0)));
+  const bool any_evict = std::any_of(evicts.begin(), evicts.end(), [](const EvictConfig& e) { return e.on(); });
+  if (cfg.sinks > 0 && cfg.window == 0 && !any_evict) throw UsageError("--sinks needs --window (or --evict)");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;
@@ -98,13 +124,15 @@ int cmd_eval(int argc, char** argv, int first) {
   std::vector<EvalConfig> cfgs;
   try {
     ref = eval_text(lm.model, tokens, ref_cfg);
-    for (KvDtype t : dtypes) {
-      cfgs.push_back(cfg);
-      cfgs.back().kv_dtype = t;
-      runs.push_back(eval_text(lm.model, tokens, cfgs.back()));
-      ags.push_back(compare_logits(ref.logits, runs.back().logits));
-      runs.back().logits.clear();  // only the reference's are needed from here on
-    }
+    for (KvDtype t : dtypes)
+      for (const EvictConfig& e : evicts) {
+        cfgs.push_back(cfg);
+        cfgs.back().kv_dtype = t;
+        cfgs.back().evict = e;
+        runs.push_back(eval_text(lm.model, tokens, cfgs.back()));
+        ags.push_back(compare_logits(ref.logits, runs.back().logits));
+        runs.back().logits.clear();  // only the reference's are needed from here on
+      }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -118,8 +146,8 @@ int cmd_eval(int argc, char** argv, int first) {
   };
   if (a.has("json")) {
     // One dtype: the run's fields at the top level (as before lists existed); several: "runs".
-    nlohmann::json j = dtypes.size() == 1 ? run_with_agreement(0) : nlohmann::json::object();
-    if (dtypes.size() > 1)
+    nlohmann::json j = runs.size() == 1 ? run_with_agreement(0) : nlohmann::json::object();
+    if (runs.size() > 1)
       for (size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(run_with_agreement(i));
     j["model"] = lm.path;
     j["text"] = a.str("text");
@@ -140,7 +168,8 @@ int cmd_eval(int argc, char** argv, int first) {
   row("reference: f32, full attention", ref, 0.0, 0.0, 1.0);
   for (size_t i = 0; i < runs.size(); ++i) {
     char name[96];
-    std::snprintf(name, sizeof name, "%s window %d sinks %d", kv_dtype_name(cfgs[i].kv_dtype), cfg.window, cfg.sinks);
+    std::snprintf(name, sizeof name, "%s window %d sinks %d%s%s", kv_dtype_name(cfgs[i].kv_dtype), cfg.window, cfg.sinks,
+                  cfgs[i].evict.on() ? " " : "", cfgs[i].evict.on() ? describe_evict(cfgs[i].evict).c_str() : "");
     row(name, runs[i], ags[i].kl_mean, ags[i].kl_p99, ags[i].top1);
   }
   return 0;

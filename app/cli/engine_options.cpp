@@ -12,7 +12,7 @@ const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
       "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "kv-group", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv", "snapshots"};
+      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv", "snapshots", "evict"};
   return names;
 }
 
@@ -71,6 +71,11 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   c.prefix_caching = pc == "on";
   c.window = static_cast<int32_t>(a.i64("window", 0));
   c.sinks = static_cast<int32_t>(a.i64("sinks", 0));
+  try {
+    c.evict = parse_evict(a.str("evict", "off"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   c.sched.max_running = static_cast<int32_t>(a.i64("max-running", 64));
   c.sched.max_batched_tokens = static_cast<int32_t>(a.i64("max-batched-tokens", 512));
   c.sched.max_model_len = static_cast<int32_t>(a.i64("max-model-len", 0));

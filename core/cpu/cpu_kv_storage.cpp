@@ -252,4 +252,17 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
     for (int32_t l = 0; l < layout_.n_layer; ++l) copy_residual(l, src_block, dst_block);
 }
 
+void CpuKvStorage::copy_slot(int64_t src_slot, int64_t dst_slot) {
+  if (kv_dtype_kivi(layout_.dtype)) throw std::invalid_argument("KIVI blocks cannot move single slots (keys are quantized per block)");
+  const int64_t bs = layout_.block_size;
+  const auto sb = static_cast<int32_t>(src_slot / bs), so = static_cast<int32_t>(src_slot % bs);
+  const auto db = static_cast<int32_t>(dst_slot / bs), dof = static_cast<int32_t>(dst_slot % bs);
+  for (int32_t l = 0; l < layout_.n_layer; ++l)
+    for (int is_v = 0; is_v < 2; ++is_v)
+      for (int32_t h = 0; h < layout_.n_head_kv; ++h) {
+        std::memmove(tile_ptr(l, is_v, db, h, dof), tile_ptr(l, is_v, sb, h, so), static_cast<size_t>(row_bytes_[is_v]));
+        if (scaled_) *scale_ptr(l, is_v, db, h, dof) = *scale_ptr(l, is_v, sb, h, so);
+      }
+}
+
 }  // namespace kvscope

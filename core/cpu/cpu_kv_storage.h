@@ -74,6 +74,9 @@ class CpuKvStorage {
     __builtin_prefetch(scale_ptr(layer, true, block, head, 0), 0, 2);
   }
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
+  // One slot's K and V (every layer and head, scales included) to another slot: token
+  // eviction's compaction. Not for KIVI, whose keys are quantized over the whole block.
+  void copy_slot(int64_t src_slot, int64_t dst_slot);
   // Bytes actually allocated (elements + scales); equals layout().total_bytes().
   int64_t allocated_bytes() const;
   // KIVI: f16 bytes the residual holds now, and the most it held since init.

@@ -11,6 +11,7 @@
 // by exp(m_old - m_new); with scores in any order that happens O(log n) times on average, so
 // small chunks (block size 16) cost almost no extra work. Scores of a chunk live in a stack
 // buffer: no per-sequence score array, no second pass over the values.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -75,6 +76,27 @@ class OnlineAttention {
     for (int32_t h = 0; h < n_q_; ++h) {
       m[h] = m_[h];
       l[h] = l_[h];
+    }
+  }
+
+  // Token eviction (H2O, SnapKV) needs each key's softmax weight, which an online pass only
+  // knows once it has seen every key: with a buffer given, add() also keeps every scaled score,
+  // head h's row j at rec[h * stride + j] (rows in the order added, stride >= rows), and
+  // add_probabilities() turns them into exact weights after the last add(). Off (nullptr) costs
+  // one untaken branch per head and chunk.
+  void record_scores(float* rec, int32_t stride) {
+    rec_ = rec;
+    rec_stride_ = stride;
+  }
+  int32_t recorded_rows() const { return rec_n_; }
+  // w[j] = sum over the query heads of the softmax weight of recorded row j.
+  void add_probabilities(float* w) const {
+    for (int32_t j = 0; j < rec_n_; ++j) w[j] = 0.0f;
+    for (int32_t h = 0; h < n_q_; ++h) {
+      if (!(l_[h] > 0.0)) continue;
+      const float* r = rec_ + static_cast<int64_t>(h) * rec_stride_;
+      const double inv = 1.0 / l_[h];
+      for (int32_t j = 0; j < rec_n_; ++j) w[j] += static_cast<float>(std::exp(static_cast<double>(r[j]) - m_[h]) * inv);
     }
   }
 
@@ -154,6 +176,8 @@ class OnlineAttention {
   float scale_;
   float m_[kMaxGroup];
   double l_[kMaxGroup];
+  float* rec_ = nullptr;  // see record_scores()
+  int32_t rec_stride_ = 0, rec_n_ = 0;
 };
 
 template <bool kPrefetch>
@@ -177,6 +201,7 @@ template <bool kPrefetch>
         cmax = s[n] > cmax ? s[n] : cmax;
       }
     }
+    if (rec_) std::copy(s, s + n, rec_ + static_cast<int64_t>(h) * rec_stride_ + rec_n_);
     if (cmax > m_[h]) {  // new running max: rescale what was summed so far
       const float c = std::exp(m_[h] - cmax);  // 0 on the first chunk (m = -inf, acc = 0)
       l_[h] *= c;
@@ -191,6 +216,11 @@ template <bool kPrefetch>
     }
     l_[h] += lsum;
     accumulate_values(runs, n_runs, s, acc);
+  }
+  if (rec_) {  // s now holds weights; the scores were kept before (see below)
+    int32_t rows = 0;
+    for (int32_t r = 0; r < n_runs; ++r) rows += runs[r].n;
+    rec_n_ += rows;
   }
 }
 

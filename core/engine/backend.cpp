@@ -14,6 +14,10 @@ void Backend::init_kv_groups(std::span<const KvGroupSpec> groups, const Attentio
   init_kv(g.layout, policy);
 }
 
+void Backend::copy_slots(std::span<const SlotCopy> copies) {
+  if (!copies.empty()) throw std::invalid_argument("the " + name() + " backend does not support token eviction (use --backend cpu)");
+}
+
 int64_t Backend::kv_total_bytes() const {
   int64_t n = 0;
   for (const KvLayout& l : kv_group_layouts()) n += l.total_bytes();

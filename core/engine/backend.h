@@ -43,6 +43,11 @@ struct BatchView {
   std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
   std::vector<int32_t> logits_rows;                // token indices whose logits are wanted, ascending
   std::vector<KvGroupBatch> groups_after_first;        // [n_groups - 1]: groups 1.. (hybrid KV cache)
+  // Token eviction (one KV group only; all empty when it is off, and then cost nothing):
+  std::span<const uint8_t> holes;          // [num_blocks * block_size]: 1 = evicted slot, attention skips it
+  std::span<const int32_t> slot_positions; // [num_blocks * block_size]: the position in each slot
+  std::vector<int32_t> rows;               // [n_tokens] the token's cache row (position - rows compacted away)
+  std::vector<uint8_t> record_attention;   // [n_tokens] 1: add this query's softmax weights to attention_mass()
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_groups() const { return 1 + static_cast<int32_t>(groups_after_first.size()); }
   const std::vector<int64_t>& group_slots(int32_t g) const {
@@ -74,6 +79,13 @@ class Backend {
   // logits: [batch.logits_rows.size()][n_vocab]
   virtual void forward(const BatchView& batch, float* logits) = 0;
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write (BlockCopy::group)
+  // Token eviction: whether holes / cache rows / attention recording are honoured; the
+  // accumulated softmax weight every slot received from recorded queries (summed over layers
+  // and query heads; reset when a slot is written at layer 0); and compaction's slot moves
+  // (K/V and accumulated weight, applied in order).
+  virtual bool supports_token_eviction() const { return false; }
+  virtual std::span<const float> attention_mass() const { return {}; }
+  virtual void copy_slots(std::span<const SlotCopy> copies);
 };
 
 }  // namespace kvscope

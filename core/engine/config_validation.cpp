@@ -25,7 +25,7 @@ void check_window(const EngineConfig& c, Problems& p) {
   if (c.window > 0 && is_supported_block_size(c.block_size) && c.window < c.block_size)
     p.advise("window", "sliding window " + std::to_string(c.window) + " is smaller than one block (" +
                         std::to_string(c.block_size) + " tokens): use 0 (off) or at least " + std::to_string(c.block_size));
-  if (c.sinks > 0 && c.window == 0) p.add("sinks", "attention sinks need a sliding window (set a window, or sinks to 0)");
+  if (c.sinks > 0 && c.window == 0 && !c.evict.on()) p.add("sinks", "attention sinks need a sliding window (set a window, or sinks to 0)");
   if (c.sinks > 0 && c.window > 0 && c.sinks >= c.window)
     p.add("sinks", "sinks (" + std::to_string(c.sinks) + ") must be fewer than the window (" + std::to_string(c.window) + ") tokens");
 }
@@ -58,6 +58,30 @@ void check_modes(const EngineConfig& c, Problems& p) {
                                   " tokens: no request could ever start (enlarge the pool or shorten the max length)");
 }
 
+// Token eviction: the budget, its windows, and what it cannot run with.
+void check_evict(const EngineConfig& c, const ModelConfig& model, Problems& p) {
+  const EvictConfig& e = c.evict;
+  if (!e.on()) return;
+  if (e.budget_pct <= 0 && e.budget <= 0) p.add("evict", "the eviction budget must be at least 1 token (or a percentage > 0)");
+  if (e.budget_pct > 100) p.add("evict", "a percentage eviction budget must be at most 100%");
+  const int64_t ctx = c.sched.max_model_len > 0 ? c.sched.max_model_len : model.n_ctx_train;
+  if (e.budget_pct <= 0 && ctx > 0 && e.budget > ctx)
+    p.add("evict", "the eviction budget (" + std::to_string(e.budget) + " tokens) is larger than the context (" + std::to_string(ctx) +
+                       " tokens): nothing would ever be evicted");
+  if (e.budget_pct <= 0 && e.budget > 0) {
+    // The recent window: the spec's, else --window, else the policy's default for this budget.
+    const int32_t recent = e.recent >= 0 ? e.recent : (c.window > 0 ? c.window : e.recent_for(e.budget));
+    if (c.sinks + recent >= e.budget)
+      p.add("evict", "sinks (" + std::to_string(c.sinks) + ") plus the recent window (" + std::to_string(recent) +
+                         ") must be smaller than the eviction budget (" + std::to_string(e.budget) + ")");
+  }
+  if (!(e.compact_at > 0) || e.compact_at > 1) p.add("evict", "the compaction threshold must be in (0, 1] (1: never compact)");
+  if (c.contiguous_baseline) p.add("evict", "token eviction needs the paged cache (holes inside blocks), not the contiguous baseline");
+  if (c.no_kv_cache) p.add("evict", "token eviction needs a KV cache (the no-KV-cache mode keeps nothing to evict)");
+  if (c.hybrid_kv == HybridKvMode::On) p.add("evict", "token eviction runs on one KV group: use --hybrid-kv off (or auto)");
+  if (kv_dtype_kivi(c.kv_dtype)) p.add("evict", "token eviction cannot move single slots of KIVI blocks (keys quantized per block): use another --kv-dtype");
+}
+
 }  // namespace
 
 std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& model) {
@@ -73,6 +97,7 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
   check_window(cfg, p);
   check_scheduler(cfg, p);
   check_modes(cfg, p);
+  check_evict(cfg, model, p);
   return p.list;
 }
 

@@ -19,6 +19,8 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
   recorder_ = std::make_unique<BlockEventRecorder>(*kv_, cfg_.max_events);
   stories_ = std::make_unique<RequestStoryRecorder>(nullptr, story_kv_info(*model_, cfg_, *kv_));
+  if (cfg_.evict.on())
+    evictor_ = std::make_unique<TokenEvictor>(cfg_.evict, cfg_.window, cfg_.sinks, *dynamic_cast<KvCacheManager*>(kv_), *backend_);
   publish_snapshot();
 }
 
@@ -115,11 +117,13 @@ bool Engine::step() {
   apply_scheduler_verdicts(out);
   StepBatch batch;
   build_batch(out, *kv_, requests_, batch);
+  if (evictor_) evictor_->annotate(out, batch.view);
   counters_.tokens_prefilled += batch.prefilled_tokens;
   const std::vector<float> logits = forward(out, batch);
   sched_->on_step_done(out);
   ++counters_.steps;
   postprocess(out, batch, logits);
+  if (evictor_) evictor_->after_step(out);
   sched_->end_step(out);  // the no-KV-cache policy forgets the K/V here
   last_step_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   record_scheduler_events(out);

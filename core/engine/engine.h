@@ -19,6 +19,7 @@
 #include "engine/request_record.h"
 #include "engine/request_story_recorder.h"
 #include "engine/scheduler.h"
+#include "engine/token_eviction.h"
 #include "kv/contiguous_kv_manager.h"
 #include "kv/hybrid_kv_manager.h"
 #include "model/model.h"
@@ -118,6 +119,7 @@ class Engine {
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<BlockEventRecorder> recorder_;
   std::unique_ptr<RequestStoryRecorder> stories_;
+  std::unique_ptr<TokenEvictor> evictor_;  // --evict only
   double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - start_).count(); }
   Requests requests_;
   SeqId next_id_ = 1;

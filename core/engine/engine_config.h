@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/evict_config.h"
 #include "engine/scheduler_config.h"
 #include "kv/baseline_reserve.h"
 #include "kv/kv_dtype.h"
@@ -26,6 +27,10 @@ struct EngineConfig {
   bool prefix_caching = true;
   int32_t window = 0;
   int32_t sinks = 0;
+  // Token eviction (engine/evict_config.h). With it on, `window` is the policy's recent window
+  // (unless the spec names one) and `sinks` the first tokens never evicted: there is no separate
+  // attention window then, every kept token is visible.
+  EvictConfig evict;
   SchedulerConfig sched;             // max_model_len 0 -> model's context length
   size_t max_events = 100000;        // bounded block-event history
   // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a

@@ -25,9 +25,10 @@ KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t 
   kc.block_size = cfg.block_size;
   kc.num_blocks = num_blocks;
   kc.prefix_caching = cfg.prefix_caching;
-  kc.sliding_window = window;
-  kc.sink_tokens = cfg.sinks;
+  kc.sliding_window = cfg.evict.on() ? 0 : window;  // with eviction: the recent window, never dropped whole
+  kc.sink_tokens = cfg.evict.on() ? 0 : cfg.sinks;
   kc.hash_salt = salt;
+  kc.token_eviction = cfg.evict.on();
   return kc;
 }
 
@@ -98,7 +99,9 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   layout.quant_group = cfg.kv_quant_group;
   const uint64_t salt = kv_cache_salt(model.file->path(), cfg.kv_dtype, cfg.kv_quant_group);
 
-  const std::string no_hybrid = hybrid_unavailable_reason(mc, cfg, backend);
+  if (cfg.evict.on() && !backend.supports_token_eviction())
+    throw std::invalid_argument("the " + backend.name() + " backend does not support token eviction (--evict): use --backend cpu");
+  const std::string no_hybrid = cfg.evict.on() ? "token eviction runs on one KV group" : hybrid_unavailable_reason(mc, cfg, backend);
   if (cfg.hybrid_kv == HybridKvMode::On && !no_hybrid.empty())
     throw std::invalid_argument("the hybrid KV cache is not available: " + no_hybrid);
   if (cfg.hybrid_kv != HybridKvMode::Off && no_hybrid.empty()) return make_hybrid(mc, backend, cfg, layout, salt);
@@ -110,7 +113,9 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     throw std::invalid_argument("KV memory budget is smaller than one block (" + std::to_string(layout.bytes_per_block()) +
                                 " bytes)");
   layout.num_blocks = cfg.num_blocks;
-  backend.init_kv(layout, AttentionPolicy{cfg.window, cfg.sinks});
+  // With eviction the window and sinks are the evictor's (engine/token_eviction.h): every kept
+  // token is visible, at its absolute position.
+  backend.init_kv(layout, cfg.evict.on() ? AttentionPolicy{} : AttentionPolicy{cfg.window, cfg.sinks});
 
   KvSetup out;
   if (cfg.contiguous_baseline) {

@@ -96,6 +96,20 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   S.memory.kv_used_bytes += static_cast<int64_t>(g1.blocks_used) * g1.bytes_per_block;
 }
 
+void fill_eviction(const SnapshotSources& src, const KvLayout& L, Snapshot& S) {
+  if (!src.cfg.evict.on()) return;
+  EvictionSnap& E = S.eviction;
+  const EvictionCounters c = src.kv.eviction_counters();
+  E.policy = describe_evict(src.cfg.evict);
+  for (const BlockSnap& b : S.blocks) E.holes += b.holes;
+  E.tokens_evicted = c.tokens_evicted;
+  E.blocks_freed = c.blocks_freed;
+  E.compactions = c.compactions;
+  E.rows_moved = c.rows_moved;
+  E.bytes_copied = static_cast<int64_t>(c.rows_moved) * L.bytes_per_token();
+  E.blocks_compacted_away = c.blocks_compacted_away;
+}
+
 }  // namespace
 
 std::shared_ptr<Snapshot> build_snapshot(const SnapshotSources& src, std::vector<BlockEvent> events) {
@@ -118,6 +132,7 @@ std::shared_ptr<Snapshot> build_snapshot(const SnapshotSources& src, std::vector
   fill_sequences(src, S);
   for (const SeqSnap& q : S.seqs) mark_sink_blocks(q.block_table, L.block_size, S.sinks, S.blocks);
   fill_memory(src, L, S);
+  fill_eviction(src, L, S);
   S.running = src.running;
   S.waiting = src.waiting;
   S.counters = src.counters;

@@ -52,6 +52,7 @@ std::optional<BlockId> BlockPool::allocate() {
   }
   st.ref_count = 1;
   st.filled = 0;
+  st.holes = 0;
   mark_changed(b);
   ++used_;
   ++counters_.allocations;
@@ -92,6 +93,21 @@ void BlockPool::set_filled(BlockId b, int32_t filled) {
   KV_CHECK(!st.hashed || filled == st.filled, "set_filled() would change cached " + blk(b));
   if (filled != st.filled) mark_changed(b);
   st.filled = filled;
+}
+
+void BlockPool::set_holes(BlockId b, int32_t holes) {
+  check_id(b);
+  BlockState& st = blocks_[b];
+  KV_CHECK(st.ref_count > 0, "set_holes() on unreferenced " + blk(b));
+  KV_CHECK(holes >= 0 && holes <= st.filled, "holes out of range for " + blk(b));
+  if (holes != st.holes) mark_changed(b);
+  st.holes = holes;
+}
+
+void BlockPool::unhash(BlockId b) {
+  check_id(b);
+  KV_CHECK(blocks_[b].ref_count > 0, "unhash() on unreferenced " + blk(b));
+  drop_hash(b);
 }
 
 void BlockPool::set_hash(BlockId b, BlockHash h, BlockId parent, std::span<const TokenId> tokens) {

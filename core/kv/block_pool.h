@@ -24,6 +24,7 @@ namespace kvscope {
 struct BlockState {
   int32_t ref_count = 0;
   int32_t filled = 0;                 // slots written (0..block_size)
+  int32_t holes = 0;                  // of those, evicted by token eviction (never in a shared block)
   bool hashed = false;                // full block registered in the prefix cache
   BlockHash hash = 0;
   BlockId parent = kNoBlock;          // previous block of the hash chain (exact collision check)
@@ -50,6 +51,10 @@ class BlockPool {
   void ref(BlockId b);                      // another table holds b (revives an evictable block)
   void unref(BlockId b);                    // ref 0: to the LRU tail (hashed blocks stay cached)
   void set_filled(BlockId b, int32_t filled);
+  void set_holes(BlockId b, int32_t holes);  // token eviction: evicted slots among the filled ones
+  // Take a held block out of the prefix cache (its cached descendants too): token eviction
+  // punched holes in it, so its contents no longer match its hash.
+  void unhash(BlockId b);
   // Register a full block in the prefix cache. tokens/parent are stored so a hash collision
   // can never return the wrong K/V (lookup compares them exactly).
   void set_hash(BlockId b, BlockHash h, BlockId parent, std::span<const TokenId> tokens);

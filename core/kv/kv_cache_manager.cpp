@@ -24,7 +24,12 @@ const KvCacheConfig& checked(const KvCacheConfig& cfg) {
 }  // namespace
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& cfg)
-    : cfg_(checked(cfg)), pool_(cfg.num_blocks, cfg.block_size) {}
+    : cfg_(checked(cfg)), pool_(cfg.num_blocks, cfg.block_size) {
+  if (cfg.token_eviction) {
+    holes_.assign(static_cast<size_t>(cfg.num_blocks) * cfg.block_size, 0);
+    slot_pos_.assign(holes_.size(), 0);
+  }
+}
 
 const KvCacheManager::SeqTable& KvCacheManager::table_of(SeqId seq) const {
   auto it = seqs_.find(seq);
@@ -33,7 +38,7 @@ const KvCacheManager::SeqTable& KvCacheManager::table_of(SeqId seq) const {
 }
 
 bool KvCacheManager::has_seq(SeqId seq) const { return seqs_.contains(seq); }
-int32_t KvCacheManager::seq_len(SeqId seq) const { return table_of(seq).len; }
+int32_t KvCacheManager::seq_len(SeqId seq) const { return table_of(seq).len + table_of(seq).shift; }
 std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const { return table_of(seq).blocks; }
 const SeqCacheStats& KvCacheManager::stats(SeqId seq) const { return table_of(seq).stats; }
 
@@ -186,6 +191,7 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
     const BlockId src = t.blocks.back();
     const auto dst = pool_.allocate();
     KV_CHECK(dst.has_value(), "pool ran dry after the plan said it would not");
+    fresh_block(*dst);
     pool_.set_filled(*dst, len % bs);
     pending_copies_.push_back(BlockCopy{src, *dst, len % bs});
     t.blocks.back() = *dst;
@@ -194,14 +200,17 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
   while (static_cast<int32_t>(t.blocks.size()) < ceil_div(new_len, bs)) {
     const auto b = pool_.allocate();
     KV_CHECK(b.has_value(), "pool ran dry after the plan said it would not");
+    fresh_block(*b);
     t.blocks.push_back(*b);
   }
   note_evictions(seq);
   for (int32_t bi = len / bs; bi < ceil_div(new_len, bs); ++bi)
     pool_.set_filled(t.blocks[bi], std::min(bs, new_len - bi * bs));
+  for (int32_t row = len; row < new_len && !slot_pos_.empty(); ++row)
+    slot_pos_[static_cast<size_t>(t.blocks[row / bs]) * bs + row % bs] = row + t.shift;
   // Full blocks are registered now, before their forward runs (as vLLM v1): the engine writes
   // every chunk's K/V of a layer before any attention of that layer reads the cache.
-  if (cfg_.prefix_caching) register_full_blocks(t.blocks, tokens, len / bs, new_len / bs);
+  if (cfg_.prefix_caching && !t.evicted) register_full_blocks(t.blocks, tokens, len / bs, new_len / bs);
   t.len = new_len;
   return true;
 }
@@ -228,10 +237,11 @@ void KvCacheManager::register_full_blocks(std::vector<BlockId>& table, std::span
 
 int64_t KvCacheManager::slot(SeqId seq, int32_t pos) const {
   const SeqTable& t = table_of(seq);
-  KV_CHECK(pos >= 0 && pos < t.len, "slot(): position " + std::to_string(pos) + " has no slot");
-  const BlockId b = t.blocks[pos / cfg_.block_size];
-  KV_CHECK(b != kNoBlock, "slot(): position " + std::to_string(pos) + " was dropped (outside the window)");
-  return static_cast<int64_t>(b) * cfg_.block_size + pos % cfg_.block_size;
+  const int32_t row = pos - t.shift;  // == pos unless token eviction compacted the table
+  KV_CHECK(row >= 0 && row < t.len, "slot(): position " + std::to_string(pos) + " has no slot");
+  const BlockId b = t.blocks[row / cfg_.block_size];
+  KV_CHECK(b != kNoBlock, "slot(): position " + std::to_string(pos) + " was dropped (outside the window or evicted)");
+  return static_cast<int64_t>(b) * cfg_.block_size + row % cfg_.block_size;
 }
 
 void KvCacheManager::fork(SeqId parent, SeqId child) {
@@ -239,6 +249,8 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
   SeqTable t;
   t.blocks = table_of(parent).blocks;
   t.len = table_of(parent).len;
+  t.shift = table_of(parent).shift;
+  t.evicted = table_of(parent).evicted;
   for (BlockId b : t.blocks)
     if (b != kNoBlock) pool_.ref(b);
   seqs_.emplace(child, std::move(t));
@@ -282,7 +294,7 @@ void KvCacheManager::validate() const {
     for (int32_t bi = 0; bi < static_cast<int32_t>(t.blocks.size()); ++bi) {
       const BlockId b = t.blocks[bi];
       if (b == kNoBlock) {
-        if (!block_outside_window(bi, t.len)) broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
+        if (!t.evicted && !block_outside_window(bi, t.len)) broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
         continue;
       }
       if (b < 0 || b >= n) broken(id, "table holds out-of-range block " + std::to_string(b));
@@ -290,6 +302,7 @@ void KvCacheManager::validate() const {
       if (pool_.state(b).filled != std::min(bs, t.len - bi * bs))
         broken(id, "block " + std::to_string(b) + " fill disagrees with the sequence length");
     }
+    validate_holes(id, t);
   }
   for (BlockId b = 0; b < n; ++b) {
     const BlockState& st = pool_.state(b);

@@ -22,7 +22,9 @@ struct KvCacheConfig {
   int32_t sliding_window = 0;    // 0: full attention; else attention sees the last W positions
   int32_t sink_tokens = 0;       // with a window: the first S tokens are kept forever (StreamingLLM)
   uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
+  bool token_eviction = false;   // keep a per-slot hole mask (kv_cache_eviction.cpp)
 };
+
 
 // BlockCopy (copy-on-write work for the backend) lives in kv/kv_types.h, shared with the baseline.
 
@@ -74,6 +76,34 @@ class KvCacheManager : public KvSlotAllocator {
 
   void validate() const override;  // ref counts == table references, free + used + evictable == total...
 
+  // --- token eviction (engine/token_eviction.h decides what; this keeps the books) ---
+  // A sequence's cache rows are its table's slots in order: row = position - rows removed by
+  // compaction (so rows == positions until a compaction). Evicted rows are holes: their slot's
+  // byte in hole_mask() is 1 and attention skips it. Holes are only ever punched into blocks
+  // the sequence holds alone (ref count 1); a holed block leaves the prefix cache (with its
+  // cached descendants) and an evicting sequence registers nothing more, so no other reader
+  // ever sees a hole, and a block still referenced by anyone else is never freed.
+  std::span<const uint8_t> hole_mask() const { return holes_; }  // [num_blocks * block_size]
+  // [num_blocks * block_size] the position each slot holds: once compaction moved rows, a layer
+  // with its own sliding window (Gemma 3) still needs positions to know what it may see.
+  std::span<const int32_t> slot_positions() const { return slot_pos_; }
+  int32_t cache_rows(SeqId seq) const { return table_of(seq).len; }
+  int32_t cache_row(SeqId seq, int32_t pos) const { return pos - table_of(seq).shift; }
+  int64_t row_slot(SeqId seq, int32_t row) const;        // -1 when the row's block was freed
+  bool row_evictable(SeqId seq, int32_t row) const;      // a live slot of a block only seq holds
+  int32_t seq_holes(SeqId seq) const;                    // holes in seq's blocks now
+  struct EvictOutcome {
+    int32_t evicted = 0, blocks_freed = 0;
+  };
+  EvictOutcome evict_rows(SeqId seq, std::span<const int32_t> rows);  // every row must be evictable
+  // Moves seq's surviving rows together from its first block with a hole, so that its table
+  // has no holes and fewer blocks; the copies wait in take_pending_slot_copies() (apply them in
+  // order before the next forward). Returns the rows moved, 0 (nothing done) when some block
+  // from there on is shared.
+  int32_t compact(SeqId seq);
+  std::vector<SlotCopy> take_pending_slot_copies() { return std::exchange(pending_slot_copies_, {}); }
+  EvictionCounters eviction_counters() const override { return evict_counters_; }
+
   // Read-only view (KvSlotAllocator): one group.
   int32_t num_blocks(int32_t group) const override;
   std::vector<BlockId> group_block_table(SeqId seq, int32_t group) const override;
@@ -92,7 +122,9 @@ class KvCacheManager : public KvSlotAllocator {
  private:
   struct SeqTable {
     std::vector<BlockId> blocks;
-    int32_t len = 0;
+    int32_t len = 0;                // cache rows (holes included)
+    int32_t shift = 0;              // rows removed by compaction: position = row + shift
+    bool evicted = false;           // token eviction touched it: nothing more enters the prefix cache
     SeqCacheStats stats;
   };
   const SeqTable& table_of(SeqId seq) const;  // checks the sequence exists
@@ -116,6 +148,13 @@ class KvCacheManager : public KvSlotAllocator {
   BlockPool pool_;
   std::unordered_map<SeqId, SeqTable> seqs_;
   std::vector<BlockCopy> pending_copies_;
+  std::vector<uint8_t> holes_;                 // token eviction: per slot, 1 = evicted
+  std::vector<int32_t> slot_pos_;              // token eviction: per slot, its position
+  std::vector<SlotCopy> pending_slot_copies_;  // compaction's work for the backend
+  EvictionCounters evict_counters_;
+  void fresh_block(BlockId b);                 // a block just taken: no holes
+  void validate_holes(SeqId id, const SeqTable& t) const;
+  int32_t first_holed_block(const SeqTable& t) const;
   std::vector<EvictionRecord> evictions_;
   void note_evictions(SeqId by);  // the pool's dropped hashes, attributed to `by`
   uint64_t queries_tokens_ = 0;

@@ -18,6 +18,7 @@ static BlockSnap block_snap_of(const BlockState& st) {
   BlockSnap x;
   x.ref_count = st.ref_count;
   x.filled = st.filled;
+  x.holes = st.holes;
   x.hashed = st.hashed;
   x.hash = st.hash;
   x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);

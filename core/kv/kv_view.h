@@ -17,6 +17,7 @@ struct BlockSnap {
   BlockStatus status = BlockStatus::Free;
   int32_t ref_count = 0;
   int32_t filled = 0;          // slots holding a token
+  int32_t holes = 0;           // of those, evicted (token eviction): holes inside the block
   bool hashed = false;
   BlockHash hash = 0;
   SeqId owner = -1;            // lowest owning sequence id (-1: none); all owners via seq tables
@@ -60,6 +61,15 @@ struct KvAllocatorCounters {
   uint64_t evictions = 0;
   uint64_t prefix_queries_tokens = 0;
   uint64_t prefix_hits_tokens = 0;
+};
+
+// Token eviction's books, monotonic since the start.
+struct EvictionCounters {
+  uint64_t tokens_evicted = 0;   // slots turned into holes
+  uint64_t blocks_freed = 0;     // blocks whose every slot was evicted, back in the pool
+  uint64_t compactions = 0;
+  uint64_t rows_moved = 0;       // slots copied by compactions (x bytes per token = bytes copied)
+  uint64_t blocks_compacted_away = 0;  // blocks compaction emptied and returned to the pool
 };
 
 // One block whose state may have changed, with its state now.

@@ -36,6 +36,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.prefix_caching = false;  // every position must be computed to have its logits
   ec.window = cfg.window;
   ec.sinks = cfg.sinks;
+  ec.evict = cfg.evict;
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context
@@ -52,6 +53,10 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
     const auto snap = engine.snapshot();
     run.peak_blocks_used = std::max(run.peak_blocks_used, snap->memory.blocks_used);
     run.peak_kv_bytes = std::max(run.peak_kv_bytes, snap->memory.kv_used_bytes);  // every KV group's blocks
+    run.peak_kept_tokens = std::max<int32_t>(run.peak_kept_tokens, static_cast<int32_t>(snap->memory.slots_filled - snap->eviction.holes));
+    run.tokens_evicted = snap->eviction.tokens_evicted;
+    run.compactions = snap->eviction.compactions;
+    run.bytes_copied = snap->eviction.bytes_copied;
     if (progress && !progress(std::min(engine.sequence(id).num_computed, n), n)) throw EvalStopped();
   }
   const Sequence& s = engine.sequence(id);

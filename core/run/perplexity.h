@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine/evict_config.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 
@@ -22,6 +23,7 @@ struct EvalConfig {
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
   int threads = 0;        // 0: all cores
+  EvictConfig evict;      // token eviction (one KV group: the hybrid KV cache is off then)
 };
 
 struct EvalRun {
@@ -33,6 +35,9 @@ struct EvalRun {
   int32_t peak_blocks_used = 0;       // largest blocks_used over the run's snapshots
   int64_t peak_kv_bytes = 0;          // largest snapshot kv_used_bytes (blocks held, all groups) + KIVI's peak f16 residual
   int64_t peak_residual_bytes = 0;    // KIVI: the f16 residual's part of peak_kv_bytes
+  int32_t peak_kept_tokens = 0;       // token eviction: most slots held minus holes
+  uint64_t tokens_evicted = 0, compactions = 0;
+  int64_t bytes_copied = 0;           // by compactions
   std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
 };
 

@@ -70,6 +70,18 @@ struct MemorySnap {
   int64_t kv_used_bytes = 0;
 };
 
+// Token eviction (--evict): what it has done so far and the holes it leaves now.
+struct EvictionSnap {
+  std::string policy = "off";         // "h2o:20%", "snapkv:512", "off"
+  int64_t holes = 0;                  // evicted slots inside held blocks now
+  uint64_t tokens_evicted = 0;        // since the start
+  uint64_t blocks_freed = 0;          // blocks whose every slot was evicted
+  uint64_t compactions = 0;
+  uint64_t rows_moved = 0;            // slots compaction copied
+  int64_t bytes_copied = 0;           // rows_moved x KV bytes per token (every layer, K and V)
+  uint64_t blocks_compacted_away = 0; // blocks compaction emptied
+};
+
 // One KV group of the hybrid KV cache (layers sharing a block pool and block tables).
 struct KvGroupSnap {
   std::string name;                   // "global layers", "sliding layers (window 512)"
@@ -98,6 +110,7 @@ struct Snapshot {
   EngineCounters counters;
   MemorySnap memory;
   AllocatorSnap allocator;
+  EvictionSnap eviction;
   int32_t running = 0, waiting = 0;   // scheduler queues after the step
   double step_ms = 0;                 // duration of the last step
   double tokens_per_s = 0;            // generated tokens per second over the last second or so

@@ -28,6 +28,7 @@ static nlohmann::json blocks_json(const Snapshot& s, int32_t g) {
     if (owners[i].size() > 1) j["owners"] = owners[i];
     if (b.hashed) j["hash"] = b.hash;
     if (b.sink) j["sink"] = true;
+    if (b.holes > 0) j["holes"] = b.holes;
     blocks.push_back(std::move(j));
   }
   return blocks;
@@ -100,6 +101,10 @@ nlohmann::json to_json(const Snapshot& s) {
                          {"blocked_admission_steps", a.blocked_admission_steps},
                          {"blocked_by_fragmentation_steps", a.blocked_by_fragmentation_steps},
                          {"failed_reservations", a.failed_reservations}, {"ranges", std::move(ranges)}}},
+          {"eviction", {{"policy", s.eviction.policy}, {"holes", s.eviction.holes}, {"tokens_evicted", s.eviction.tokens_evicted},
+                        {"blocks_freed", s.eviction.blocks_freed}, {"compactions", s.eviction.compactions},
+                        {"rows_moved", s.eviction.rows_moved}, {"bytes_copied", s.eviction.bytes_copied},
+                        {"blocks_compacted_away", s.eviction.blocks_compacted_away}}},
           {"running", s.running},
           {"waiting", s.waiting},
           {"step_ms", s.step_ms},

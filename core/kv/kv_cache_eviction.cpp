@@ -1,0 +1,135 @@
+// KvCacheManager's token-eviction books (declared in kv_cache_manager.h): holes inside blocks,
+// freeing blocks whose every slot was evicted, and compaction that moves survivors together.
+// Which tokens to evict is decided elsewhere (engine/token_eviction.h); this file only makes
+// sure the decision can never touch a block another sequence or the prefix cache still reads.
+#include <algorithm>
+#include <stdexcept>
+
+#include "kv/kv_cache_manager.h"
+
+namespace kvscope {
+
+void KvCacheManager::fresh_block(BlockId b) {
+  if (holes_.empty()) return;
+  const auto bs = static_cast<size_t>(cfg_.block_size);
+  std::fill_n(holes_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * bs), bs, uint8_t{0});
+}
+
+int64_t KvCacheManager::row_slot(SeqId seq, int32_t row) const {
+  const SeqTable& t = table_of(seq);
+  KV_CHECK(row >= 0 && row < t.len, "row_slot(): row " + std::to_string(row) + " outside the table");
+  const BlockId b = t.blocks[static_cast<size_t>(row / cfg_.block_size)];
+  return b == kNoBlock ? -1 : static_cast<int64_t>(b) * cfg_.block_size + row % cfg_.block_size;
+}
+
+bool KvCacheManager::row_evictable(SeqId seq, int32_t row) const {
+  if (holes_.empty()) return false;
+  const int64_t s = row_slot(seq, row);
+  if (s < 0 || holes_[static_cast<size_t>(s)]) return false;
+  return pool_.state(static_cast<BlockId>(s / cfg_.block_size)).ref_count == 1;
+}
+
+int32_t KvCacheManager::seq_holes(SeqId seq) const {
+  int32_t n = 0;
+  for (BlockId b : table_of(seq).blocks)
+    if (b != kNoBlock) n += pool_.state(b).holes;
+  return n;
+}
+
+KvCacheManager::EvictOutcome KvCacheManager::evict_rows(SeqId seq, std::span<const int32_t> rows) {
+  KV_CHECK(!holes_.empty(), "evict_rows() without token eviction configured");
+  auto it = seqs_.find(seq);
+  KV_CHECK(it != seqs_.end(), "evict_rows(): unknown sequence " + std::to_string(seq));
+  SeqTable& t = it->second;
+  const int32_t bs = cfg_.block_size;
+  EvictOutcome out;
+  for (int32_t row : rows) {
+    KV_CHECK(row_evictable(seq, row), "evict_rows(): row " + std::to_string(row) + " is not evictable");
+    const int64_t s = row_slot(seq, row);
+    const BlockId b = static_cast<BlockId>(s / bs);
+    holes_[static_cast<size_t>(s)] = 1;
+    if (pool_.state(b).hashed) pool_.unhash(b);  // its bytes no longer match the hash chain
+    pool_.set_holes(b, pool_.state(b).holes + 1);
+    ++out.evicted;
+    // A block with every slot evicted (never the one still being appended to) is given back.
+    if (pool_.state(b).holes == bs) {
+      pool_.unref(b);
+      t.blocks[static_cast<size_t>(row / bs)] = kNoBlock;
+      ++out.blocks_freed;
+    }
+  }
+  if (out.evicted > 0) t.evicted = true;
+  note_evictions(seq);
+  evict_counters_.tokens_evicted += static_cast<uint64_t>(out.evicted);
+  evict_counters_.blocks_freed += static_cast<uint64_t>(out.blocks_freed);
+  return out;
+}
+
+int32_t KvCacheManager::first_holed_block(const SeqTable& t) const {
+  for (int32_t bi = 0; bi < static_cast<int32_t>(t.blocks.size()); ++bi)
+    if (t.blocks[static_cast<size_t>(bi)] == kNoBlock || pool_.state(t.blocks[static_cast<size_t>(bi)]).holes > 0) return bi;
+  return -1;
+}
+
+// Survivors keep their order and move to the lowest free rows of the blocks the sequence keeps
+// from `first` on. A survivor's destination is never after its source in that order, so the
+// copies, applied in order, never overwrite a row not yet copied (like memmove towards the
+// front).
+int32_t KvCacheManager::compact(SeqId seq) {
+  auto it = seqs_.find(seq);
+  KV_CHECK(it != seqs_.end(), "compact(): unknown sequence " + std::to_string(seq));
+  SeqTable& t = it->second;
+  const int32_t bs = cfg_.block_size, first = first_holed_block(t);
+  if (holes_.empty() || first < 0) return 0;
+  std::vector<BlockId> live;
+  for (size_t bi = static_cast<size_t>(first); bi < t.blocks.size(); ++bi)
+    if (t.blocks[bi] != kNoBlock) {
+      if (pool_.state(t.blocks[bi]).ref_count != 1) return 0;  // shared: leave the table as it is
+      live.push_back(t.blocks[bi]);
+    }
+  int32_t k = 0, moved = 0;
+  for (int32_t row = first * bs; row < t.len; ++row) {
+    const int64_t src = row_slot(seq, row);
+    if (src < 0 || holes_[static_cast<size_t>(src)]) continue;
+    const int64_t dst = static_cast<int64_t>(live[static_cast<size_t>(k / bs)]) * bs + k % bs;
+    if (dst != src) {
+      pending_slot_copies_.push_back({src, dst});
+      slot_pos_[static_cast<size_t>(dst)] = slot_pos_[static_cast<size_t>(src)];
+      ++moved;
+    }
+    ++k;
+  }
+  const auto keep = static_cast<size_t>((k + bs - 1) / bs);
+  for (size_t j = 0; j < live.size(); ++j) {
+    fresh_block(live[j]);
+    if (j >= keep) {
+      pool_.unref(live[j]);
+      continue;
+    }
+    pool_.set_holes(live[j], 0);
+    pool_.set_filled(live[j], std::min(bs, k - static_cast<int32_t>(j) * bs));
+  }
+  t.blocks.resize(static_cast<size_t>(first));
+  t.blocks.insert(t.blocks.end(), live.begin(), live.begin() + static_cast<std::ptrdiff_t>(keep));
+  t.shift += t.len - (first * bs + k);
+  t.len = first * bs + k;
+  ++evict_counters_.compactions;
+  evict_counters_.rows_moved += static_cast<uint64_t>(moved);
+  evict_counters_.blocks_compacted_away += live.size() - keep;
+  return moved;
+}
+
+void KvCacheManager::validate_holes(SeqId id, const SeqTable& t) const {
+  if (holes_.empty()) return;
+  const int32_t bs = cfg_.block_size;
+  for (BlockId b : t.blocks) {
+    if (b == kNoBlock) continue;
+    const BlockState& st = pool_.state(b);
+    int32_t n = 0;
+    for (int32_t o = 0; o < bs; ++o) n += holes_[static_cast<size_t>(b) * bs + o];
+    if (n != st.holes) throw std::logic_error("KvCacheManager invariant (seq " + std::to_string(id) + "): block " + std::to_string(b) + " hole count disagrees with its mask");
+    if (n > 0 && st.hashed) throw std::logic_error("KvCacheManager invariant (seq " + std::to_string(id) + "): block " + std::to_string(b) + " has holes but is in the prefix cache");
+  }
+}
+
+}  // namespace kvscope
