@@ -1,0 +1,255 @@
+#include "prefix_tree_widget.h"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <algorithm>
+#include <cmath>
+
+#include "seq_palette.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+constexpr double kBaseRowPx = 18.0;
+constexpr double kBaseColPx = 110.0;
+constexpr double kStripBelowPx = 3.0;   // rows thinner than this: merged strips
+constexpr double kTextFromPx = 13.0;    // rows at least this tall: the tokens inside the node
+constexpr double kMargin = 12.0;
+const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
+
+// Instance i's stripe colour (attach): the sequence palette, so it matches nothing else by chance less.
+QColor instanceColor(int i) { return seq_color(1000 + i * 7); }
+
+double hitShade(int hits, int maxHits) {
+  return maxHits > 0 ? std::log1p(hits) / std::log1p(maxHits) : 0.0;
+}
+
+}  // namespace
+
+PrefixTreeWidget::PrefixTreeWidget(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setAttribute(Qt::WA_OpaquePaintEvent);
+  setFocusPolicy(Qt::WheelFocus);
+}
+
+void PrefixTreeWidget::setNodes(std::vector<PrefixTreeNode> nodes) {
+  layout_.build(std::move(nodes));
+  maxHits_ = maxRefs_ = 1;
+  for (const PrefixTreeNode& n : layout_.nodes()) maxHits_ = std::max(maxHits_, n.hits), maxRefs_ = std::max(maxRefs_, n.refCount);
+  if (!viewSet_ && layout_.size() > 0) fitToView();
+  update();
+}
+
+double PrefixTreeWidget::colPx() const { return std::max(8.0, kBaseColPx * std::min(1.0, zoom_)); }
+
+void PrefixTreeWidget::setZoom(double z, QPointF anchor) {
+  z = std::clamp(z, 1e-4, 4.0);
+  // Keep the tree point under the anchor where it is.
+  const double oldRow = (anchor.y() + origin_.y()) / rowPx(), oldCol = (anchor.x() + origin_.x()) / colPx();
+  zoom_ = z;
+  origin_ = QPointF(oldCol * colPx() - anchor.x(), oldRow * rowPx() - anchor.y());
+  viewSet_ = true;
+  update();
+}
+
+void PrefixTreeWidget::fitToView() {
+  const double rows = std::max(1, layout_.rows());
+  zoom_ = std::clamp((height() - 2 * kMargin) / (rows * kBaseRowPx), 1e-4, 1.0);
+  origin_ = QPointF(-kMargin, -kMargin - rowPx() / 2);
+  viewSet_ = layout_.size() > 0;
+  update();
+}
+
+bool PrefixTreeWidget::drawsStrips() const { return rowPx() < kStripBelowPx; }
+
+QRectF PrefixTreeWidget::nodeRect(int i) const {
+  const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+  const double refScale = maxRefs_ > 1 ? std::log2(1 + n.refCount) / std::log2(1 + maxRefs_) : 1.0;
+  const double h = std::max(1.0, rowPx() * (0.45 + 0.4 * refScale));
+  const double w = colPx() * 0.74;
+  const double x = layout_.depthOf(i) * colPx() - origin_.x();
+  const double y = layout_.rowOf(i) * rowPx() - origin_.y();
+  return QRectF(x, y - h / 2, w, h);
+}
+
+int PrefixTreeWidget::nodeAt(QPointF p) const {
+  if (layout_.size() == 0) return -1;
+  const int depth = static_cast<int>(std::floor((p.x() + origin_.x()) / colPx()));
+  const int i = layout_.nearestInColumn(depth, (p.y() + origin_.y()) / rowPx());
+  if (i < 0) return -1;
+  const QRectF r = nodeRect(i).adjusted(0, -2, 0, 2);  // thin rows stay hoverable
+  return r.contains(p) ? i : -1;
+}
+
+QString PrefixTreeWidget::hoverText(int i) const {
+  if (i < 0 || i >= layout_.size()) return {};
+  const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+  QStringList lines;
+  lines << (n.tokens.isEmpty() ? tr("(tokens not known: no tokenizer, or cached before this view saw it)")
+                               : QStringLiteral("\u201c%1\u201d").arg(n.tokens));
+  lines << (n.hash.isEmpty() ? tr("not full yet: not in the prefix cache") : tr("hash %1").arg(n.hash));
+  lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)").arg(n.refCount).arg(n.hits).arg(layout_.depthOf(i)).arg(layout_.depthOf(i) + 1);
+  if (n.live) lines << tr("on a live request's path");
+  if (n.evictable)
+    lines << (layout_.isLeaf(i) ? tr("evictable leaf: ref 0, the LRU recycles it when the pool needs a block")
+                                : tr("evictable: ref 0; recycling it also drops its cached descendants"));
+  if (n.instances) {
+    QStringList held;
+    for (int k = 0; k < 32; ++k)
+      if (n.instances & (1u << k)) held << (k < instanceNames_.size() ? instanceNames_[k] : tr("instance %1").arg(k));
+    lines << tr("cached on %n instance(s): %1", nullptr, static_cast<int>(held.size())).arg(held.join(QStringLiteral(", ")));
+  }
+  return lines.join(QLatin1Char('\n'));
+}
+
+QColor PrefixTreeWidget::fillOf(const PrefixTreeNode& n) const {
+  if (n.partial) return kPartial;
+  // Hits: pale blue (never hit) to deep blue (the most hit block on screen).
+  const double t = hitShade(n.hits, maxHits_);
+  QColor c = QColor::fromRgbF(static_cast<float>(0.62 - 0.45 * t), static_cast<float>(0.74 - 0.38 * t), static_cast<float>(0.92 - 0.22 * t));
+  if (n.evictable) c = QColor::fromRgbF(static_cast<float>((c.redF() + kEvictable.redF()) / 2), static_cast<float>((c.greenF() + kEvictable.greenF()) / 2),
+                                        static_cast<float>((c.blueF() + kEvictable.blueF()) / 2));
+  return c;
+}
+
+void PrefixTreeWidget::paintEmpty(QPainter& p) {
+  p.setPen(palette().color(QPalette::PlaceholderText));
+  p.drawText(rect(), Qt::AlignCenter, tr("No cached blocks yet: run a scenario or chat, and the prefix tree grows here."));
+}
+
+void PrefixTreeWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().color(QPalette::Base));
+  painted_ = 0;
+  if (layout_.size() == 0) return paintEmpty(p);
+  const double rowLo = (origin_.y() - rowPx()) / rowPx(), rowHi = (origin_.y() + height() + rowPx()) / rowPx();
+  const int firstCol = std::max(0, static_cast<int>(std::floor(origin_.x() / colPx())));
+  const int lastCol = std::min(layout_.columns() - 1, static_cast<int>(std::ceil((origin_.x() + width()) / colPx())));
+  const bool strips = drawsStrips();
+  if (!strips) {
+    p.setRenderHint(QPainter::Antialiasing, rowPx() >= 6);
+    for (int d = std::max(1, firstCol); d <= lastCol + 1 && d < layout_.columns(); ++d) paintEdges(p, d, layout_.rangeInColumn(d, rowLo, rowHi));
+  }
+  for (int d = firstCol; d <= lastCol; ++d) {
+    const auto range = layout_.rangeInColumn(d, rowLo, rowHi);
+    if (strips) paintColumnStrips(p, d, range);
+    else paintColumnNodes(p, d, range);
+  }
+}
+
+// One line per visible child to its parent; the live paths' edges thick and orange.
+void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> range) {
+  std::vector<QLineF> plain, live;
+  const std::vector<int>& col = layout_.column(depth);
+  for (int k = range.first; k < range.second; ++k) {
+    const int c = col[static_cast<size_t>(k)];
+    const int par = layout_.nodes()[static_cast<size_t>(c)].parent;
+    if (par < 0) continue;
+    const QRectF a = nodeRect(par), b = nodeRect(c);
+    const QLineF l(a.right(), a.center().y(), b.left(), b.center().y());
+    (layout_.nodes()[static_cast<size_t>(c)].live && layout_.nodes()[static_cast<size_t>(par)].live ? live : plain).push_back(l);
+  }
+  p.setPen(QPen(palette().color(QPalette::Mid), 1));
+  p.drawLines(plain.data(), static_cast<int>(plain.size()));
+  p.setPen(QPen(kLive, std::max(1.5, rowPx() / 6)));
+  p.drawLines(live.data(), static_cast<int>(live.size()));
+}
+
+void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range) {
+  const std::vector<int>& col = layout_.column(depth);
+  const bool text = rowPx() >= kTextFromPx && colPx() >= 40;
+  const QColor fg(0x1b, 0x1f, 0x27);
+  const double stripeW = std::clamp(colPx() / 30, 1.5, 4.0);
+  for (int k = range.first; k < range.second; ++k) {
+    const int i = col[static_cast<size_t>(k)];
+    const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+    const QRectF r = nodeRect(i);
+    QPen pen(n.live ? kLive : (n.evictable ? kEvictable.darker(140) : palette().color(QPalette::Mid)), n.live ? 2.0 : 1.0);
+    if (n.evictable && layout_.isLeaf(i)) pen.setStyle(Qt::DashLine);  // evictable leaf: goes first
+    p.setPen(rowPx() >= 5 ? pen : Qt::NoPen);
+    p.setBrush(fillOf(n));
+    p.drawRect(r);
+    for (int b = 0, s = 0; n.instances && b < 32; ++b)  // attach: who holds it
+      if (n.instances & (1u << b)) p.fillRect(QRectF(r.left() + 1 + s++ * stripeW, r.top() + 1, stripeW, r.height() - 2), instanceColor(b));
+    if (text) {
+      p.setPen(fg);
+      const QRectF textRect = r.adjusted(4 + (n.instances ? 3 * stripeW : 0), 0, -3, 0);
+      const QString t = n.tokens.isEmpty() ? n.hash.left(8) : n.tokens;
+      p.drawText(textRect, Qt::AlignVCenter | Qt::AlignLeft, fontMetrics().elidedText(t, Qt::ElideRight, static_cast<int>(textRect.width())));
+    }
+    ++painted_;
+  }
+}
+
+// Far zoom: one rectangle per run of nodes whose pixel rows touch and that look the same
+// (live, evictable, shared, other), so 16K blocks cost a few hundred fillRects.
+void PrefixTreeWidget::paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range) {
+  const std::vector<int>& col = layout_.column(depth);
+  const double x = depth * colPx() - origin_.x(), w = colPx() * 0.74;
+  auto kindOf = [](const PrefixTreeNode& n) { return n.live ? 0 : n.evictable ? 1 : n.refCount >= 2 ? 2 : 3; };
+  const QColor kinds[4] = {kLive, kEvictable, QColor(0x2f, 0x5f, 0xa8), QColor(0x8c, 0xae, 0xdc)};
+  int runKind = -1;
+  double runTop = 0, runBottom = -1e300;
+  auto flush = [&] {
+    if (runKind >= 0) p.fillRect(QRectF(x, runTop, w, std::max(1.0, runBottom - runTop)), kinds[runKind]), ++painted_;
+  };
+  for (int k = range.first; k < range.second; ++k) {
+    const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(col[static_cast<size_t>(k)])];
+    const double y = layout_.rowOf(col[static_cast<size_t>(k)]) * rowPx() - origin_.y();
+    const int kind = kindOf(n);
+    if (kind == runKind && y - runBottom <= 1.0) {
+      runBottom = std::max(runBottom, y + 1);
+      continue;
+    }
+    flush();
+    runKind = kind, runTop = std::floor(y), runBottom = y + 1;
+  }
+  flush();
+}
+
+void PrefixTreeWidget::wheelEvent(QWheelEvent* e) {
+  const double steps = e->angleDelta().y() / 120.0;
+  setZoom(zoom_ * std::pow(1.25, steps), e->position());
+  e->accept();
+}
+
+void PrefixTreeWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return QWidget::mousePressEvent(e);
+  dragging_ = true;
+  dragFrom_ = e->position().toPoint();
+  setCursor(Qt::ClosedHandCursor);
+}
+
+void PrefixTreeWidget::mouseMoveEvent(QMouseEvent* e) {
+  if (!dragging_) return QWidget::mouseMoveEvent(e);
+  const QPoint now = e->position().toPoint();
+  origin_ -= QPointF(now - dragFrom_);
+  dragFrom_ = now;
+  viewSet_ = true;
+  update();
+}
+
+void PrefixTreeWidget::mouseReleaseEvent(QMouseEvent* e) {
+  dragging_ = false;
+  unsetCursor();
+  QWidget::mouseReleaseEvent(e);
+}
+
+void PrefixTreeWidget::mouseDoubleClickEvent(QMouseEvent*) { fitToView(); }
+
+bool PrefixTreeWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* h = static_cast<QHelpEvent*>(e);
+    const int i = nodeAt(h->pos());
+    if (i >= 0) QToolTip::showText(h->globalPos(), hoverText(i), this);
+    else QToolTip::showText(h->globalPos(), tr("Wheel: zoom · drag: pan · double-click: fit"), this);
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+}  // namespace kvscope::ui
