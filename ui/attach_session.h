@@ -11,6 +11,7 @@
 
 #include "attach/metrics_summary.h"
 #include "attach/zmq_subscriber.h"
+#include "prefix_tree_layout.h"
 
 namespace kvscope::ui {
 
@@ -40,6 +41,7 @@ struct AttachPicture {
   uint64_t shared_nodes = 0, duplicated_blocks = 0, duplicated_tokens = 0, copies = 0;
   double ideal_router_saving = 0;
   double taken_at = 0;  // Unix seconds
+  std::shared_ptr<const PrefixTreeLayout> merged_tree;  // laid out on the session's thread
 };
 
 class AttachSession : public QObject {

@@ -17,6 +17,7 @@ class QLineEdit;
 namespace kvscope::ui {
 
 class AttachBlockMap;
+class PrefixTreeWidget;
 
 struct AttachTargets {
   std::vector<attach::InstanceSpec> specs;
@@ -34,6 +35,7 @@ class AttachWindow : public QMainWindow {
   explicit AttachWindow(AttachTargets targets, QWidget* parent = nullptr);
   ~AttachWindow() override;
   AttachBlockMap* blockMap() const { return map_; }
+  PrefixTreeWidget* mergedTree() const { return tree_; }
   std::shared_ptr<const AttachPicture> picture() const { return pic_; }
 
  private:
@@ -41,6 +43,7 @@ class AttachWindow : public QMainWindow {
   std::unique_ptr<AttachSession> session_;
   std::shared_ptr<const AttachPicture> pic_;
   AttachBlockMap* map_ = nullptr;
+  PrefixTreeWidget* tree_ = nullptr;
   QLabel* stats_ = nullptr;
 };
 

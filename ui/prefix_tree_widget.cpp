@@ -30,17 +30,25 @@ double hitShade(int hits, int maxHits) {
 
 }  // namespace
 
-PrefixTreeWidget::PrefixTreeWidget(QWidget* parent) : QWidget(parent) {
+PrefixTreeWidget::PrefixTreeWidget(QWidget* parent)
+    : QWidget(parent), tree_(std::make_shared<PrefixTreeLayout>()) {
   setMouseTracking(true);
   setAttribute(Qt::WA_OpaquePaintEvent);
   setFocusPolicy(Qt::WheelFocus);
 }
 
 void PrefixTreeWidget::setNodes(std::vector<PrefixTreeNode> nodes) {
-  layout_.build(std::move(nodes));
+  auto t = std::make_shared<PrefixTreeLayout>();
+  t->build(std::move(nodes));
+  setTree(std::move(t));
+}
+
+void PrefixTreeWidget::setTree(std::shared_ptr<const PrefixTreeLayout> tree) {
+  if (!tree) tree = std::make_shared<PrefixTreeLayout>();
+  tree_ = std::move(tree);
   maxHits_ = maxRefs_ = 1;
-  for (const PrefixTreeNode& n : layout_.nodes()) maxHits_ = std::max(maxHits_, n.hits), maxRefs_ = std::max(maxRefs_, n.refCount);
-  if (!viewSet_ && layout_.size() > 0) fitToView();
+  for (const PrefixTreeNode& n : tree_->nodes()) maxHits_ = std::max(maxHits_, n.hits), maxRefs_ = std::max(maxRefs_, n.refCount);
+  if (!viewSet_ && tree_->size() > 0) fitToView();
   update();
 }
 
@@ -57,45 +65,44 @@ void PrefixTreeWidget::setZoom(double z, QPointF anchor) {
 }
 
 void PrefixTreeWidget::fitToView() {
-  const double rows = std::max(1, layout_.rows());
+  const double rows = std::max(1, tree_->rows());
   zoom_ = std::clamp((height() - 2 * kMargin) / (rows * kBaseRowPx), 1e-4, 1.0);
   origin_ = QPointF(-kMargin, -kMargin - rowPx() / 2);
-  viewSet_ = layout_.size() > 0;
   update();
 }
 
 bool PrefixTreeWidget::drawsStrips() const { return rowPx() < kStripBelowPx; }
 
 QRectF PrefixTreeWidget::nodeRect(int i) const {
-  const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+  const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
   const double refScale = maxRefs_ > 1 ? std::log2(1 + n.refCount) / std::log2(1 + maxRefs_) : 1.0;
   const double h = std::max(1.0, rowPx() * (0.45 + 0.4 * refScale));
   const double w = colPx() * 0.74;
-  const double x = layout_.depthOf(i) * colPx() - origin_.x();
-  const double y = layout_.rowOf(i) * rowPx() - origin_.y();
+  const double x = tree_->depthOf(i) * colPx() - origin_.x();
+  const double y = tree_->rowOf(i) * rowPx() - origin_.y();
   return QRectF(x, y - h / 2, w, h);
 }
 
 int PrefixTreeWidget::nodeAt(QPointF p) const {
-  if (layout_.size() == 0) return -1;
+  if (tree_->size() == 0) return -1;
   const int depth = static_cast<int>(std::floor((p.x() + origin_.x()) / colPx()));
-  const int i = layout_.nearestInColumn(depth, (p.y() + origin_.y()) / rowPx());
+  const int i = tree_->nearestInColumn(depth, (p.y() + origin_.y()) / rowPx());
   if (i < 0) return -1;
   const QRectF r = nodeRect(i).adjusted(0, -2, 0, 2);  // thin rows stay hoverable
   return r.contains(p) ? i : -1;
 }
 
 QString PrefixTreeWidget::hoverText(int i) const {
-  if (i < 0 || i >= layout_.size()) return {};
-  const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+  if (i < 0 || i >= tree_->size()) return {};
+  const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
   QStringList lines;
   lines << (n.tokens.isEmpty() ? tr("(tokens not known: no tokenizer, or cached before this view saw it)")
                                : QStringLiteral("\u201c%1\u201d").arg(n.tokens));
   lines << (n.hash.isEmpty() ? tr("not full yet: not in the prefix cache") : tr("hash %1").arg(n.hash));
-  lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)").arg(n.refCount).arg(n.hits).arg(layout_.depthOf(i)).arg(layout_.depthOf(i) + 1);
+  lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)").arg(n.refCount).arg(n.hits).arg(tree_->depthOf(i)).arg(tree_->depthOf(i) + 1);
   if (n.live) lines << tr("on a live request's path");
   if (n.evictable)
-    lines << (layout_.isLeaf(i) ? tr("evictable leaf: ref 0, the LRU recycles it when the pool needs a block")
+    lines << (tree_->isLeaf(i) ? tr("evictable leaf: ref 0, the LRU recycles it when the pool needs a block")
                                 : tr("evictable: ref 0; recycling it also drops its cached descendants"));
   if (n.instances) {
     QStringList held;
@@ -125,17 +132,17 @@ void PrefixTreeWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().color(QPalette::Base));
   painted_ = 0;
-  if (layout_.size() == 0) return paintEmpty(p);
+  if (tree_->size() == 0) return paintEmpty(p);
   const double rowLo = (origin_.y() - rowPx()) / rowPx(), rowHi = (origin_.y() + height() + rowPx()) / rowPx();
   const int firstCol = std::max(0, static_cast<int>(std::floor(origin_.x() / colPx())));
-  const int lastCol = std::min(layout_.columns() - 1, static_cast<int>(std::ceil((origin_.x() + width()) / colPx())));
+  const int lastCol = std::min(tree_->columns() - 1, static_cast<int>(std::ceil((origin_.x() + width()) / colPx())));
   const bool strips = drawsStrips();
   if (!strips) {
     p.setRenderHint(QPainter::Antialiasing, rowPx() >= 6);
-    for (int d = std::max(1, firstCol); d <= lastCol + 1 && d < layout_.columns(); ++d) paintEdges(p, d, layout_.rangeInColumn(d, rowLo, rowHi));
+    for (int d = std::max(1, firstCol); d <= lastCol + 1 && d < tree_->columns(); ++d) paintEdges(p, d, tree_->rangeInColumn(d, rowLo, rowHi));
   }
   for (int d = firstCol; d <= lastCol; ++d) {
-    const auto range = layout_.rangeInColumn(d, rowLo, rowHi);
+    const auto range = tree_->rangeInColumn(d, rowLo, rowHi);
     if (strips) paintColumnStrips(p, d, range);
     else paintColumnNodes(p, d, range);
   }
@@ -144,14 +151,14 @@ void PrefixTreeWidget::paintEvent(QPaintEvent*) {
 // One line per visible child to its parent; the live paths' edges thick and orange.
 void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> range) {
   std::vector<QLineF> plain, live;
-  const std::vector<int>& col = layout_.column(depth);
+  const std::vector<int>& col = tree_->column(depth);
   for (int k = range.first; k < range.second; ++k) {
     const int c = col[static_cast<size_t>(k)];
-    const int par = layout_.nodes()[static_cast<size_t>(c)].parent;
+    const int par = tree_->nodes()[static_cast<size_t>(c)].parent;
     if (par < 0) continue;
     const QRectF a = nodeRect(par), b = nodeRect(c);
     const QLineF l(a.right(), a.center().y(), b.left(), b.center().y());
-    (layout_.nodes()[static_cast<size_t>(c)].live && layout_.nodes()[static_cast<size_t>(par)].live ? live : plain).push_back(l);
+    (tree_->nodes()[static_cast<size_t>(c)].live && tree_->nodes()[static_cast<size_t>(par)].live ? live : plain).push_back(l);
   }
   p.setPen(QPen(palette().color(QPalette::Mid), 1));
   p.drawLines(plain.data(), static_cast<int>(plain.size()));
@@ -160,16 +167,16 @@ void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> ra
 }
 
 void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range) {
-  const std::vector<int>& col = layout_.column(depth);
+  const std::vector<int>& col = tree_->column(depth);
   const bool text = rowPx() >= kTextFromPx && colPx() >= 40;
   const QColor fg(0x1b, 0x1f, 0x27);
   const double stripeW = std::clamp(colPx() / 30, 1.5, 4.0);
   for (int k = range.first; k < range.second; ++k) {
     const int i = col[static_cast<size_t>(k)];
-    const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(i)];
+    const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
     const QRectF r = nodeRect(i);
     QPen pen(n.live ? kLive : (n.evictable ? kEvictable.darker(140) : palette().color(QPalette::Mid)), n.live ? 2.0 : 1.0);
-    if (n.evictable && layout_.isLeaf(i)) pen.setStyle(Qt::DashLine);  // evictable leaf: goes first
+    if (n.evictable && tree_->isLeaf(i)) pen.setStyle(Qt::DashLine);  // evictable leaf: goes first
     p.setPen(rowPx() >= 5 ? pen : Qt::NoPen);
     p.setBrush(fillOf(n));
     p.drawRect(r);
@@ -188,7 +195,7 @@ void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, i
 // Far zoom: one rectangle per run of nodes whose pixel rows touch and that look the same
 // (live, evictable, shared, other), so 16K blocks cost a few hundred fillRects.
 void PrefixTreeWidget::paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range) {
-  const std::vector<int>& col = layout_.column(depth);
+  const std::vector<int>& col = tree_->column(depth);
   const double x = depth * colPx() - origin_.x(), w = colPx() * 0.74;
   auto kindOf = [](const PrefixTreeNode& n) { return n.live ? 0 : n.evictable ? 1 : n.refCount >= 2 ? 2 : 3; };
   const QColor kinds[4] = {kLive, kEvictable, QColor(0x2f, 0x5f, 0xa8), QColor(0x8c, 0xae, 0xdc)};
@@ -198,8 +205,8 @@ void PrefixTreeWidget::paintColumnStrips(QPainter& p, int depth, std::pair<int, 
     if (runKind >= 0) p.fillRect(QRectF(x, runTop, w, std::max(1.0, runBottom - runTop)), kinds[runKind]), ++painted_;
   };
   for (int k = range.first; k < range.second; ++k) {
-    const PrefixTreeNode& n = layout_.nodes()[static_cast<size_t>(col[static_cast<size_t>(k)])];
-    const double y = layout_.rowOf(col[static_cast<size_t>(k)]) * rowPx() - origin_.y();
+    const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(col[static_cast<size_t>(k)])];
+    const double y = tree_->rowOf(col[static_cast<size_t>(k)]) * rowPx() - origin_.y();
     const int kind = kindOf(n);
     if (kind == runKind && y - runBottom <= 1.0) {
       runBottom = std::max(runBottom, y + 1);
@@ -239,7 +246,15 @@ void PrefixTreeWidget::mouseReleaseEvent(QMouseEvent* e) {
   QWidget::mouseReleaseEvent(e);
 }
 
-void PrefixTreeWidget::mouseDoubleClickEvent(QMouseEvent*) { fitToView(); }
+void PrefixTreeWidget::mouseDoubleClickEvent(QMouseEvent*) {
+  viewSet_ = false;  // follows the tree again as it grows
+  fitToView();
+}
+
+void PrefixTreeWidget::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  if (!viewSet_) fitToView();
+}
 
 bool PrefixTreeWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {

@@ -6,6 +6,7 @@
 // Paints only what the viewport shows; when rows get thinner than a few pixels a column is
 // drawn as merged strips (one per pixel run) instead of thousands of nodes.
 #include <QWidget>
+#include <memory>
 
 #include "prefix_tree_layout.h"
 
@@ -15,10 +16,12 @@ class PrefixTreeWidget : public QWidget {
   Q_OBJECT
  public:
   explicit PrefixTreeWidget(QWidget* parent = nullptr);
-  // A new node list: laid out now; the view keeps its zoom and pan unless it was never set.
+  // A new node list: laid out now. The view fits the whole tree until the user zooms or pans.
   void setNodes(std::vector<PrefixTreeNode> nodes);
+  // A tree laid out elsewhere (the attach session lays out 100K nodes off the UI thread).
+  void setTree(std::shared_ptr<const PrefixTreeLayout> tree);
   void setInstanceNames(QStringList names) { instanceNames_ = std::move(names); update(); }
-  const PrefixTreeLayout& layout() const { return layout_; }
+  const PrefixTreeLayout& layout() const { return *tree_; }
 
   // View: pixels per row (18 at zoom 1) and the tree coordinates at the widget's top-left.
   double zoom() const { return zoom_; }
@@ -41,6 +44,7 @@ class PrefixTreeWidget : public QWidget {
   void mouseMoveEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
   void mouseDoubleClickEvent(QMouseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
   bool event(QEvent* e) override;  // tooltips
 
  private:
@@ -51,11 +55,12 @@ class PrefixTreeWidget : public QWidget {
   void paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range);
   void paintEdges(QPainter& p, int depth, std::pair<int, int> range);
   void paintEmpty(QPainter& p);
-  PrefixTreeLayout layout_;
+  std::shared_ptr<const PrefixTreeLayout> tree_;  // never null
   QStringList instanceNames_;
   double zoom_ = 1.0;
   QPointF origin_;  // tree pixels at the widget's (0, 0)
-  bool viewSet_ = false, dragging_ = false;
+  bool viewSet_ = false;  // the user zoomed or panned: keep the view; until then it fits the tree
+  bool dragging_ = false;
   QPoint dragFrom_;
   int maxHits_ = 1, maxRefs_ = 1;
   int painted_ = 0;
