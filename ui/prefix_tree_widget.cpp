@@ -6,6 +6,7 @@
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "seq_palette.h"
@@ -19,6 +20,7 @@ constexpr double kBaseColPx = 110.0;
 constexpr double kStripBelowPx = 3.0;   // rows thinner than this: merged strips
 constexpr double kTextFromPx = 13.0;    // rows at least this tall: the tokens inside the node
 constexpr double kMargin = 12.0;
+constexpr int kLabelChars = 40;       // more never fits a node
 const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
 
 // Instance i's stripe colour (attach): the sequence palette, so it matches nothing else by chance less.
@@ -168,8 +170,6 @@ void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> ra
 
 void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range) {
   const std::vector<int>& col = tree_->column(depth);
-  const bool text = rowPx() >= kTextFromPx && colPx() >= 40;
-  const QColor fg(0x1b, 0x1f, 0x27);
   const double stripeW = std::clamp(colPx() / 30, 1.5, 4.0);
   for (int k = range.first; k < range.second; ++k) {
     const int i = col[static_cast<size_t>(k)];
@@ -182,39 +182,64 @@ void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, i
     p.drawRect(r);
     for (int b = 0, s = 0; n.instances && b < 32; ++b)  // attach: who holds it
       if (n.instances & (1u << b)) p.fillRect(QRectF(r.left() + 1 + s++ * stripeW, r.top() + 1, stripeW, r.height() - 2), instanceColor(b));
-    if (text) {
-      p.setPen(fg);
-      const QRectF textRect = r.adjusted(4 + (n.instances ? 3 * stripeW : 0), 0, -3, 0);
-      const QString t = n.tokens.isEmpty() ? n.hash.left(8) : n.tokens;
-      p.drawText(textRect, Qt::AlignVCenter | Qt::AlignLeft, fontMetrics().elidedText(t, Qt::ElideRight, static_cast<int>(textRect.width())));
-    }
     ++painted_;
   }
+  if (rowPx() >= kTextFromPx && colPx() >= 40) paintColumnLabels(p, depth, range);
 }
 
-// Far zoom: one rectangle per run of nodes whose pixel rows touch and that look the same
-// (live, evictable, shared, other), so 16K blocks cost a few hundred fillRects.
+// The tokens inside the nodes, cut at the node's right edge by one clip for the whole column
+// (a clipped drawText per node cost ~30 us each).
+void PrefixTreeWidget::paintColumnLabels(QPainter& p, int depth, std::pair<int, int> range) {
+  const std::vector<int>& col = tree_->column(depth);
+  const double x = depth * colPx() - origin_.x(), w = colPx() * 0.74;
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, false);
+  p.setClipRect(QRectF(x, 0, w - 3, height()));
+  p.setPen(QColor(0x1b, 0x1f, 0x27));
+  const QFontMetricsF fm(font());
+  const double stripes = std::clamp(colPx() / 30, 1.5, 4.0) * 3;
+  for (int k = range.first; k < range.second; ++k) {
+    const int i = col[static_cast<size_t>(k)];
+    const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
+    const QString t = n.tokens.isEmpty() ? n.hash.left(8) : n.tokens.left(kLabelChars);
+    const double y = tree_->rowOf(i) * rowPx() - origin_.y() + (fm.ascent() - fm.descent()) / 2;
+    p.drawText(QPointF(x + 4 + (n.instances ? stripes : 0), y), t);
+  }
+  p.restore();
+}
+
+// Far zoom: each pixel row of a column shows the most telling of its nodes (live, then shared,
+// then other, then evictable), and equal neighbouring rows merge into one rectangle, so 16K
+// blocks cost at most a few fillRects per pixel row on screen.
 void PrefixTreeWidget::paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range) {
   const std::vector<int>& col = tree_->column(depth);
   const double x = depth * colPx() - origin_.x(), w = colPx() * 0.74;
-  auto kindOf = [](const PrefixTreeNode& n) { return n.live ? 0 : n.evictable ? 1 : n.refCount >= 2 ? 2 : 3; };
-  const QColor kinds[4] = {kLive, kEvictable, QColor(0x2f, 0x5f, 0xa8), QColor(0x8c, 0xae, 0xdc)};
-  int runKind = -1;
-  double runTop = 0, runBottom = -1e300;
+  auto rankOf = [](const PrefixTreeNode& n) { return n.live ? 3 : n.refCount >= 2 ? 2 : n.evictable ? 0 : 1; };
+  const QColor byRank[4] = {kEvictable, QColor(0x8c, 0xae, 0xdc), QColor(0x2f, 0x5f, 0xa8), kLive};
+  int runRank = -1, runTop = 0, runEnd = 0;  // pixel rows [runTop, runEnd)
+  int pixel = INT_MIN, pixelRank = -1;
   auto flush = [&] {
-    if (runKind >= 0) p.fillRect(QRectF(x, runTop, w, std::max(1.0, runBottom - runTop)), kinds[runKind]), ++painted_;
+    if (runRank >= 0) p.fillRect(QRectF(x, runTop, w, runEnd - runTop), byRank[runRank]), ++painted_;
+  };
+  auto closePixel = [&] {
+    if (pixelRank < 0) return;
+    if (pixelRank == runRank && pixel <= runEnd) {
+      runEnd = pixel + 1;
+    } else {
+      flush();
+      runRank = pixelRank, runTop = pixel, runEnd = pixel + 1;
+    }
   };
   for (int k = range.first; k < range.second; ++k) {
-    const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(col[static_cast<size_t>(k)])];
-    const double y = tree_->rowOf(col[static_cast<size_t>(k)]) * rowPx() - origin_.y();
-    const int kind = kindOf(n);
-    if (kind == runKind && y - runBottom <= 1.0) {
-      runBottom = std::max(runBottom, y + 1);
-      continue;
+    const int i = col[static_cast<size_t>(k)];
+    const int y = static_cast<int>(std::floor(tree_->rowOf(i) * rowPx() - origin_.y()));
+    if (y != pixel) {
+      closePixel();
+      pixel = y, pixelRank = -1;
     }
-    flush();
-    runKind = kind, runTop = std::floor(y), runBottom = y + 1;
+    pixelRank = std::max(pixelRank, rankOf(tree_->nodes()[static_cast<size_t>(i)]));
   }
+  closePixel();
   flush();
 }
 

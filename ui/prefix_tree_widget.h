@@ -52,6 +52,7 @@ class PrefixTreeWidget : public QWidget {
   double colPx() const;
   QColor fillOf(const PrefixTreeNode& n) const;
   void paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range);
+  void paintColumnLabels(QPainter& p, int depth, std::pair<int, int> range);
   void paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range);
   void paintEdges(QPainter& p, int depth, std::pair<int, int> range);
   void paintEmpty(QPainter& p);
