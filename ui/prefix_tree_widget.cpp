@@ -198,10 +198,12 @@ void PrefixTreeWidget::paintColumnLabels(QPainter& p, int depth, std::pair<int, 
   p.setPen(QColor(0x1b, 0x1f, 0x27));
   const QFontMetricsF fm(font());
   const double stripes = std::clamp(colPx() / 30, 1.5, 4.0) * 3;
+  // Shape only what can show: the clip cuts the rest anyway, and glyphs are the cost here.
+  const int fits = std::min(kLabelChars, 2 + static_cast<int>(w / std::max(1.0, fm.averageCharWidth())));
   for (int k = range.first; k < range.second; ++k) {
     const int i = col[static_cast<size_t>(k)];
     const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
-    const QString t = n.tokens.isEmpty() ? n.hash.left(8) : n.tokens.left(kLabelChars);
+    const QString t = n.tokens.isEmpty() ? n.hash.left(std::min(8, fits)) : n.tokens.left(fits);
     const double y = tree_->rowOf(i) * rowPx() - origin_.y() + (fm.ascent() - fm.descent()) / 2;
     p.drawText(QPointF(x + 4 + (n.instances ? stripes : 0), y), t);
   }
