@@ -20,6 +20,7 @@ constexpr double kBaseColPx = 110.0;
 constexpr double kStripBelowPx = 3.0;   // rows thinner than this: merged strips
 constexpr double kTextFromPx = 13.0;    // rows at least this tall: the tokens inside the node
 constexpr double kMargin = 12.0;
+constexpr double kMaxFitZoom = 1.6;    // a small tree: rows a little taller than at zoom 1
 constexpr int kLabelChars = 40;       // more never fits a node
 const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
 
@@ -54,7 +55,7 @@ void PrefixTreeWidget::setTree(std::shared_ptr<const PrefixTreeLayout> tree) {
   update();
 }
 
-double PrefixTreeWidget::colPx() const { return std::max(8.0, kBaseColPx * std::min(1.0, zoom_)); }
+double PrefixTreeWidget::colPx() const { return std::max(8.0, kBaseColPx * colScale_ * std::min(1.0, zoom_)); }
 
 void PrefixTreeWidget::setZoom(double z, QPointF anchor) {
   z = std::clamp(z, 1e-4, 4.0);
@@ -67,8 +68,11 @@ void PrefixTreeWidget::setZoom(double z, QPointF anchor) {
 }
 
 void PrefixTreeWidget::fitToView() {
-  const double rows = std::max(1, tree_->rows());
-  zoom_ = std::clamp((height() - 2 * kMargin) / (rows * kBaseRowPx), 1e-4, 1.0);
+  // Rows fit the height (a small tree a little larger than zoom 1); columns narrow to fit the
+  // width, down to 0.4 (labels still fit), so a long shared prefix and where it branches show at once.
+  const double rows = std::max(1, tree_->rows()), cols = std::max(1, tree_->columns());
+  zoom_ = std::clamp((height() - 2 * kMargin) / (rows * kBaseRowPx), 1e-4, kMaxFitZoom);
+  colScale_ = std::clamp((width() - 2 * kMargin) / (cols * kBaseColPx * std::min(1.0, zoom_)), 0.4, 1.0);
   origin_ = QPointF(-kMargin, -kMargin - rowPx() / 2);
   update();
 }

@@ -49,7 +49,7 @@ class PrefixTreeWidget : public QWidget {
 
  private:
   double rowPx() const { return 18.0 * zoom_; }
-  double colPx() const;
+  double colPx() const;  // column pitch: follows zoom up to 1, times colScale_
   QColor fillOf(const PrefixTreeNode& n) const;
   void paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range);
   void paintColumnLabels(QPainter& p, int depth, std::pair<int, int> range);
@@ -59,6 +59,7 @@ class PrefixTreeWidget : public QWidget {
   std::shared_ptr<const PrefixTreeLayout> tree_;  // never null
   QStringList instanceNames_;
   double zoom_ = 1.0;
+  double colScale_ = 1.0;  // fitToView narrows columns to show a deep tree's width
   QPointF origin_;  // tree pixels at the widget's (0, 0)
   bool viewSet_ = false;  // the user zoomed or panned: keep the view; until then it fits the tree
   bool dragging_ = false;
