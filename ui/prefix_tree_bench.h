@@ -13,8 +13,9 @@ namespace kvscope::ui {
 
 std::vector<PrefixTreeNode> synthetic_prefix_forest(int blocks);
 
-// Best of `reps` (a shared machine): {"blocks", "layout_and_far_frame_ms", "far_strips",
-// "near_frame_ms", "near_nodes", "width", "height"}.
+// Best of `reps` (a shared machine), wall clock and the UI thread's CPU time: {"blocks",
+// "layout_and_far_frame_ms", "layout_and_far_frame_cpu_ms", "far_strips", "far_draws_strips",
+// "near_frame_ms", "near_frame_cpu_ms", "near_nodes", "width", "height"}.
 QJsonObject measure_prefix_tree(int blocks = 16384, int reps = 5, int width = 1000, int height = 420);
 
 }  // namespace kvscope::ui
