@@ -85,6 +85,16 @@ void PrefixTreeLayout::placeDepthFirst() {
   // Post-order emits a column's nodes in row order already (subtrees own disjoint row ranges).
 }
 
+QString PrefixTreeLayout::tokensOf(int i) const {
+  const QString& own = nodes_[static_cast<size_t>(i)].tokens;
+  return own.isEmpty() && lazy_.tokens ? lazy_.tokens(i) : own;
+}
+
+QString PrefixTreeLayout::hashOf(int i) const {
+  const QString& own = nodes_[static_cast<size_t>(i)].hash;
+  return own.isEmpty() && lazy_.hash ? lazy_.hash(i) : own;
+}
+
 std::pair<int, int> PrefixTreeLayout::rangeInColumn(int depth, double rowLo, double rowHi) const {
   if (depth < 0 || depth >= columns()) return {0, 0};
   const std::vector<int>& col = columns_[static_cast<size_t>(depth)];

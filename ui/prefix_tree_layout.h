@@ -6,6 +6,7 @@
 // column" by binary search, so the widget only ever touches what is on screen.
 #include <QString>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace kvscope::ui {
@@ -44,6 +45,15 @@ class PrefixTreeLayout {
   // The node of column depth whose row is nearest to row, or -1 for an empty column.
   int nearestInColumn(int depth, double row) const;
 
+  // Text a source computes only when it is shown (an attached fleet's 100K token-id lists and
+  // hashes would cost a second per picture): used where the node's own string is empty.
+  struct LazyText {
+    std::function<QString(int)> tokens, hash;
+  };
+  void setLazyText(LazyText t) { lazy_ = std::move(t); }
+  QString tokensOf(int i) const;
+  QString hashOf(int i) const;
+
   // Counts for the panel's caption and the tests.
   int sharedCount() const { return shared_; }  // refCount >= 2
   int liveCount() const { return live_; }
@@ -56,6 +66,7 @@ class PrefixTreeLayout {
   std::vector<int> childBegin_, childEnd_, children_;  // CSR child lists
   std::vector<std::vector<int>> columns_;
   int rows_ = 0, shared_ = 0, live_ = 0, evictableLeaves_ = 0;
+  LazyText lazy_;
   void linkChildren();
   void placeDepthFirst();
 };

@@ -101,10 +101,11 @@ int PrefixTreeWidget::nodeAt(QPointF p) const {
 QString PrefixTreeWidget::hoverText(int i) const {
   if (i < 0 || i >= tree_->size()) return {};
   const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
+  const QString tokens = tree_->tokensOf(i), hash = tree_->hashOf(i);
   QStringList lines;
-  lines << (n.tokens.isEmpty() ? tr("(tokens not known: no tokenizer, or cached before this view saw it)")
-                               : QStringLiteral("\u201c%1\u201d").arg(n.tokens));
-  lines << (n.hash.isEmpty() ? tr("not full yet: not in the prefix cache") : tr("hash %1").arg(n.hash));
+  lines << (tokens.isEmpty() ? tr("(tokens not known: no tokenizer, or cached before this view saw it)")
+                               : QStringLiteral("\u201c%1\u201d").arg(tokens));
+  lines << (hash.isEmpty() ? tr("not full yet: not in the prefix cache") : tr("hash %1").arg(hash));
   lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)").arg(n.refCount).arg(n.hits).arg(tree_->depthOf(i)).arg(tree_->depthOf(i) + 1);
   if (n.live) lines << tr("on a live request's path");
   if (n.evictable)
@@ -207,7 +208,8 @@ void PrefixTreeWidget::paintColumnLabels(QPainter& p, int depth, std::pair<int, 
   for (int k = range.first; k < range.second; ++k) {
     const int i = col[static_cast<size_t>(k)];
     const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
-    const QString t = n.tokens.isEmpty() ? n.hash.left(std::min(8, fits)) : n.tokens.left(fits);
+    const QString tokens = tree_->tokensOf(i);
+    const QString t = tokens.isEmpty() ? tree_->hashOf(i).left(std::min(8, fits)) : tokens.left(fits);
     const double y = tree_->rowOf(i) * rowPx() - origin_.y() + (fm.ascent() - fm.descent()) / 2;
     p.drawText(QPointF(x + 4 + (n.instances ? stripes : 0), y), t);
   }
