@@ -25,7 +25,7 @@ QString token_ids_text(const Texts& t, int i) {
   QStringList parts;
   for (uint32_t j = 0; j < t.count[k]; ++j) parts << QString::number(t.ids[t.begin[k] + j]);
   if (t.total[k] > t.count[k]) parts << QStringLiteral("…");
-  return QStringLiteral("token ids ") + parts.join(QLatin1Char(' '));
+  return QLatin1Char('[') + parts.join(QLatin1Char(' ')) + QLatin1Char(']');  // ids, not text: no tokenizer here
 }
 
 }  // namespace

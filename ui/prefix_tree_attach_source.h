@@ -2,7 +2,7 @@
 // An attached fleet's merged forest (attach/prefix_forest.h) as a prefix tree: one node per
 // (group, hash) over all instances, each marked with the instances that cache it. The stream
 // carries neither per-request block tables nor hit counts, so no node is live and hits stay 0;
-// without a tokenizer in the window a node shows its token ids.
+// without a tokenizer in the window a node shows its token ids, "[100 101 …]".
 #include <memory>
 #include <vector>
 

@@ -24,8 +24,12 @@ constexpr double kMaxFitZoom = 1.6;    // a small tree: rows a little taller tha
 constexpr int kLabelChars = 40;       // more never fits a node
 const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
 
-// Instance i's stripe colour (attach): the sequence palette, so it matches nothing else by chance less.
-QColor instanceColor(int i) { return seq_color(1000 + i * 7); }
+// Instance i's stripe colour (attach): far from the nodes' blues and the live orange.
+QColor instanceColor(int i) {
+  static const QColor k[] = {QColor(0xe1, 0x57, 0x59), QColor(0x59, 0xa1, 0x4f), QColor(0xb0, 0x7a, 0xa1), QColor(0xed, 0xc9, 0x48),
+                             QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7), QColor(0x3b, 0x3b, 0x3b)};
+  return k[i % 8];
+}
 
 double hitShade(int hits, int maxHits) {
   return maxHits > 0 ? std::log1p(hits) / std::log1p(maxHits) : 0.0;
@@ -153,6 +157,20 @@ void PrefixTreeWidget::paintEvent(QPaintEvent*) {
     if (strips) paintColumnStrips(p, d, range);
     else paintColumnNodes(p, d, range);
   }
+  paintInstanceLegend(p);
+}
+
+// Attach: which stripe colour is which instance, bottom left.
+void PrefixTreeWidget::paintInstanceLegend(QPainter& p) {
+  if (instanceNames_.isEmpty()) return;
+  p.setRenderHint(QPainter::Antialiasing, false);
+  const int lh = fontMetrics().height() + 2;
+  int y = height() - 6 - lh * static_cast<int>(std::min<qsizetype>(instanceNames_.size(), 8));
+  for (int i = 0; i < instanceNames_.size() && i < 8; ++i, y += lh) {
+    p.fillRect(QRect(8, y + 3, 10, lh - 6), instanceColor(i));
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(QRect(22, y, width() - 30, lh), Qt::AlignVCenter | Qt::AlignLeft, tr("stripe: cached on %1").arg(instanceNames_[i]));
+  }
 }
 
 // One line per visible child to its parent; the live paths' edges thick and orange.
@@ -175,7 +193,7 @@ void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> ra
 
 void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, int> range) {
   const std::vector<int>& col = tree_->column(depth);
-  const double stripeW = std::clamp(colPx() / 30, 1.5, 4.0);
+  const double stripeW = std::clamp(colPx() / 14, 2.0, 8.0);
   for (int k = range.first; k < range.second; ++k) {
     const int i = col[static_cast<size_t>(k)];
     const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
@@ -202,7 +220,7 @@ void PrefixTreeWidget::paintColumnLabels(QPainter& p, int depth, std::pair<int, 
   p.setClipRect(QRectF(x, 0, w - 3, height()));
   p.setPen(QColor(0x1b, 0x1f, 0x27));
   const QFontMetricsF fm(font());
-  const double stripes = std::clamp(colPx() / 30, 1.5, 4.0) * 3;
+  const double stripes = std::clamp(colPx() / 14, 2.0, 8.0) * 2;
   // Shape only what can show: the clip cuts the rest anyway, and glyphs are the cost here.
   const int fits = std::min(kLabelChars, 2 + static_cast<int>(w / std::max(1.0, fm.averageCharWidth())));
   for (int k = range.first; k < range.second; ++k) {

@@ -56,6 +56,7 @@ class PrefixTreeWidget : public QWidget {
   void paintColumnStrips(QPainter& p, int depth, std::pair<int, int> range);
   void paintEdges(QPainter& p, int depth, std::pair<int, int> range);
   void paintEmpty(QPainter& p);
+  void paintInstanceLegend(QPainter& p);
   std::shared_ptr<const PrefixTreeLayout> tree_;  // never null
   QStringList instanceNames_;
   double zoom_ = 1.0;

@@ -290,11 +290,13 @@ class TestPrefixTree : public QObject {
     QCOMPARE(L.nodes()[static_cast<size_t>(L.nodes()[static_cast<size_t>(four)].parent)].id, uint64_t(2));
     const QString hover = w.mergedTree()->hoverText(four);
     QVERIFY2(hover.contains(QStringLiteral("cached on 1 instance(s): %1 rank 0").arg(ep1)), qPrintable(hover));
-    QVERIFY2(hover.contains(QStringLiteral("token ids 400 401")), qPrintable(hover));
+    QVERIFY2(hover.contains(QStringLiteral("[400 401 402")), qPrintable(hover));
     auto* tabs = w.findChild<QTabWidget*>(QStringLiteral("attachTabs"));
     QVERIFY(tabs);
     tabs->setCurrentWidget(w.mergedTree());
     QVERIFY(w.mergedTree()->isVisible());
+    // Its picture, for the README (docs/screenshots/attach-merged-tree.png is a copy).
+    QVERIFY(w.grab().save(QString::fromStdString((test::tmp_dir() / "attach-merged-tree.png").string())));
   }
 };
 
