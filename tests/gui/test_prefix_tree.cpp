@@ -7,7 +7,10 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include <QApplication>
 #include <QElapsedTimer>
+#include <QMouseEvent>
+#include <QWheelEvent>
 #include <QImage>
 #include <QTabWidget>
 #include <QtTest>
@@ -108,6 +111,37 @@ class TestPrefixTree : public QObject {
     QCOMPARE(r.second - r.first, 2);
     QCOMPARE(L.nearestInColumn(2, 0.9), 4);
     QCOMPARE(L.nearestInColumn(7, 0.0), -1);
+  }
+
+  // The wheel zooms around the cursor (the node under it stays put), a drag pans by the mouse's
+  // path, a double-click fits the whole tree again.
+  void wheel_zooms_and_drag_pans() {
+    PrefixTreeWidget w;
+    w.resize(600, 300);
+    w.show();
+    w.setNodes(synthetic_prefix_forest(2000));
+    const double fitted = w.zoom();
+    const int i = 1000;
+    const QPointF at = w.nodeRect(i).center();
+    QWheelEvent wheel(at, w.mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&w, &wheel);
+    QCOMPARE(w.zoom(), fitted * 1.25 * 1.25);
+    QVERIFY(std::abs(w.nodeRect(i).center().y() - at.y()) < 1.0);
+    const QRectF before = w.nodeRect(i);
+    auto mouse = [&](QEvent::Type t, QPointF p, Qt::MouseButtons b) {
+      QMouseEvent e(t, p, w.mapToGlobal(p), Qt::LeftButton, b, Qt::NoModifier);
+      QApplication::sendEvent(&w, &e);
+    };
+    mouse(QEvent::MouseButtonPress, QPointF(100, 100), Qt::LeftButton);
+    mouse(QEvent::MouseMove, QPointF(130, 80), Qt::LeftButton);
+    mouse(QEvent::MouseMove, QPointF(160, 60), Qt::LeftButton);
+    mouse(QEvent::MouseButtonRelease, QPointF(160, 60), Qt::NoButton);
+    QCOMPARE(w.nodeRect(i).topLeft(), before.topLeft() + QPointF(60, -40));
+    w.setNodes(synthetic_prefix_forest(2000));  // a new snapshot keeps the user's view
+    QCOMPARE(w.nodeRect(i).topLeft(), before.topLeft() + QPointF(60, -40));
+    QMouseEvent dbl(QEvent::MouseButtonDblClick, QPointF(10, 10), w.mapToGlobal(QPointF(10, 10)), Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &dbl);
+    QCOMPARE(w.zoom(), fitted);
   }
 
   void engine_tree_of_two_requests_sharing_a_system_prompt() {
