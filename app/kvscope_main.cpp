@@ -19,10 +19,15 @@
 #include <QJsonDocument>
 #include <QPainter>
 #include <QSettings>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTextStream>
 #include <exception>
 
+#include <qcustomplot.h>
+
+#include "attach_overlap_panel.h"
+#include "attach_timeline_panel.h"
 #include "attach_window.h"
 #include "frame_bench.h"
 #include "kv/kv_dtype.h"
@@ -83,10 +88,19 @@ int run_attach(QApplication& app, const QCommandLineParser& cli, const QCommandL
   if (cli.isSet(shots)) {
     const double secs = cli.isSet(seconds) ? cli.value(seconds).toDouble() : 5.0;
     QTimer::singleShot(static_cast<int>(secs * 1000), &w, [&] {
-      const QString path = QDir(cli.value(shots)).filePath(QStringLiteral("attach.png"));
+      // One picture per tab: the block map (attach.png), memory over time, prefix sharing.
       QDir().mkpath(cli.value(shots));
-      const bool ok = w.grab().save(path);
-      QTextStream(stdout) << (ok ? "kvscope: wrote " : "kvscope: cannot write ") << path << "\n";
+      bool ok = true;
+      const char* names[] = {"attach.png", "attach-timeline.png", "attach-sharing.png"};
+      for (int tab = 0; tab < 3; ++tab) {
+        w.tabs()->setCurrentIndex(tab);
+        w.timelinePanel()->replotNow();  // plots replot on a timer; draw the newest data now
+        w.overlapPanel()->plot()->replot();
+        const QString path = QDir(cli.value(shots)).filePath(QString::fromLatin1(names[tab]));
+        const bool saved = w.grab().save(path);
+        QTextStream(stdout) << (saved ? "kvscope: wrote " : "kvscope: cannot write ") << path << "\n";
+        ok = ok && saved;
+      }
       app.exit(ok ? 0 : 1);
     });
   }

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attach/fleet_sharing.h"
+#include "attach/instance_timeline.h"
 #include "attach/metrics_scraper.h"
 #include "attach/prefix_forest.h"
 #include "attach/zmq_subscriber.h"
@@ -18,8 +20,13 @@ using TokenText = std::function<std::string(const std::vector<int64_t>&)>;
 
 nlohmann::json hash_json(const BlockHash& h);  // a JSON integer, or a hex string for digests
 nlohmann::json instance_json(const InstanceSpec& spec, const InstanceStream& s, const TokenText& text);
-nlohmann::json merged_json(const MergedTree& m);
+// instances: how many views were merged (for the overlap per instance and per holder count).
+nlohmann::json merged_json(const MergedTree& m, size_t instances);
+// The summary of one instance's memory over time and its thinned series (columns).
+nlohmann::json timeline_json(const InstanceTimeline& t);
 // metrics[i] belongs to --endpoint i (all its data-parallel ranks); may be shorter.
-nlohmann::json attach_report(const ZmqAttach& a, const std::vector<ScrapeStats>& metrics, const TokenText& text, double seconds);
+// timelines[i] belongs to instance i; without them there is no "timeline" field.
+nlohmann::json attach_report(const ZmqAttach& a, const std::vector<ScrapeStats>& metrics, const TokenText& text, double seconds,
+                             const std::vector<InstanceTimeline>& timelines = {});
 
 }  // namespace kvscope::attach

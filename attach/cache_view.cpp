@@ -20,12 +20,16 @@ void CacheView::apply(const kv_events::KvEventBatch& batch) {
       remove(*r);
     } else {
       blocks_.clear();
+      held_ = 0;
       ++counters_.clears;
     }
   }
 }
 
-void CacheView::clear() { blocks_.clear(); }
+void CacheView::clear() {
+  blocks_.clear();
+  held_ = 0;
+}
 
 bool CacheView::parent_cached(int32_t group, const BlockHash& parent) const {
   // The parent may live in another tier (a CPU-offloaded child of a GPU block): any medium.
@@ -60,6 +64,7 @@ void CacheView::store(const kv_events::KvBlockStored& s, double ts) {
       ++b.copies;
     }
     b.last_seen = ts;
+    ++held_;
     parent = s.block_hashes[i];
     ++counters_.stored;
   }
@@ -74,6 +79,7 @@ void CacheView::remove(const kv_events::KvBlockRemoved& r) {
       ++counters_.removed_unknown;
       continue;
     }
+    --held_;
     if (--it->second.copies == 0) blocks_.erase(it);
   }
 }

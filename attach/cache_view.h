@@ -50,6 +50,9 @@ class CacheView {
   void clear();  // the engine restarted: forget everything (not counted as a clear event)
   const std::unordered_map<BlockKey, CachedBlock, BlockKeyHash>& blocks() const { return blocks_; }
   const CacheCounters& counters() const { return counters_; }
+  // Cached blocks counting every copy (the sum of `copies`): what the engine holds, kept
+  // as it changes so that sampling it over time costs nothing.
+  uint64_t held_blocks() const { return held_; }
   // Blocks in a stable order: group, medium, first seen, hash.
   std::vector<const CachedBlock*> sorted() const;
 
@@ -59,6 +62,7 @@ class CacheView {
   bool parent_cached(int32_t group, const BlockHash& parent) const;
   std::unordered_map<BlockKey, CachedBlock, BlockKeyHash> blocks_;
   CacheCounters counters_;
+  uint64_t held_ = 0;
 };
 
 }  // namespace kvscope::attach

@@ -97,7 +97,12 @@ void InstanceStream::apply_payload(const std::string& payload, double now) {
   }
   ++c_.batches;
   if (b.data_parallel_rank) rank_ = b.data_parallel_rank;
-  if (now > 0 && now - b.ts > max_lag_) max_lag_ = now - b.ts;
+  if (now > 0) {
+    if (now - b.ts > max_lag_) max_lag_ = now - b.ts;
+    c_.live_events += b.events.size();
+    ++c_.lag_samples;
+    c_.lag_sum_s += now - b.ts;
+  }
   view_.apply(b);
 }
 

@@ -31,6 +31,9 @@ struct StreamCounters {
   uint64_t undecodable = 0;     // payloads the codec rejected (the error is in last_error)
   uint64_t restarts = 0;        // the sequence went back: the publisher (engine) restarted
   uint64_t duplicates = 0;
+  uint64_t live_events = 0;     // KV events in batches that arrived live (replayed ones excluded)
+  uint64_t lag_samples = 0;     // live batches with an arrival time, and the sum of their lags:
+  double lag_sum_s = 0;         // the mean lag over any interval is a difference of the two
   kv_events::KvDecodeStats ignored;  // unknown fields and event types
 };
 

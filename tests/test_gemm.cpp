@@ -11,7 +11,10 @@
 //     adds the blocks in a different order, so there the bound is the float summation error of
 //     the two orders: |gemm - vec_dot| <= (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i|;
 //   * thread count and ISA do not change a bit;
-//   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on and stays on vec_dot below.
+//   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on and stays on vec_dot below;
+//   * F32 / F16 / BF16 weights (any K, no blocks): bit for bit the sequential fma chain over the
+//     widened weight and the ggml-rounded activation, and within the float summation bound
+//     |gemm - vec_dot| <= (K + 32) * 2^-24 * sum_i |w_i * x_i| of the 32-lane SIMD vec_dot.
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -177,6 +180,46 @@ class TestGemm : public QObject {
         }
       }
     }
+  }
+
+  void float_gemm_matches_fma_chain() {
+    if (!gemm_isa_supported(GemmIsa::Avx2)) QSKIP("no AVX2 on this CPU");
+    ThreadPool one(1), two(2);
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+      for (const auto& [in, out] : {std::pair<int64_t, int64_t>{7, 3}, {17, 5}, {100, 13}, {640, 37}, {33, 67}}) {
+        const Weights w = make_weights(t, in, out, static_cast<uint32_t>(in + out));
+        for (int64_t n_tokens : {2, 7, 16, 17, 40}) {
+          const auto x = random_normal(static_cast<size_t>(in * n_tokens), static_cast<uint32_t>(n_tokens), 1.5f);
+          const auto xc = convert(t, x, in, n_tokens);
+          const size_t xb = vec_dot_row_bytes(t, in);
+          std::vector<float> xd(static_cast<size_t>(in));
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> y(static_cast<size_t>(out * n_tokens), -1.0f), via_matmul(y.size());
+            gemm(GemmIsa::Avx2, w.view(), xc.data(), xb, n_tokens, y.data(), *pool);
+            matmul(w.view(), x.data(), n_tokens, via_matmul.data(), *pool);
+            for (int64_t k = 0; k < n_tokens; ++k) {
+              dequantize_row(vec_dot_type(t), xc.data() + k * xb, xd.data(), in);
+              for (int64_t r = 0; r < out; ++r) {
+                float chain = 0.0f;
+                double mag = 0;
+                for (int64_t j = 0; j < in; ++j) {
+                  chain = std::fma(w.dequant[static_cast<size_t>(r * in + j)], xd[static_cast<size_t>(j)], chain);
+                  mag += std::fabs(double(w.dequant[static_cast<size_t>(r * in + j)]) * xd[static_cast<size_t>(j)]);
+                }
+                const size_t i = static_cast<size_t>(k * out + r);
+                const QString what = QString("%1 %2x%3 tokens %4 threads %5 y[%6][%7]: gemm %8 chain %9")
+                                         .arg(ggml_type_name(uint32_t(t)).c_str()).arg(in).arg(out).arg(n_tokens)
+                                         .arg(pool->size()).arg(k).arg(r).arg(double(y[i]), 0, 'g', 9).arg(double(chain), 0, 'g', 9);
+                if (bits(y[i]) != bits(chain)) QFAIL(qPrintable("not the fma chain: " + what));
+                if (n_tokens >= kMatmulGemmMinTokens && bits(via_matmul[i]) != bits(chain)) QFAIL(qPrintable("matmul did not take the GEMM: " + what));
+                const double bound = double(in + 32) * std::ldexp(1.0, -24) * mag;
+                if (std::fabs(double(y[i]) - vec_dot(t, in, w.row(r), xc.data() + k * xb)) > bound)
+                  QFAIL(qPrintable(QString("beyond %1 of vec_dot: ").arg(bound) + what));
+              }
+            }
+          }
+        }
+      }
   }
 
   void matmul_dispatch() {

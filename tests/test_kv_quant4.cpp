@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -203,6 +204,49 @@ class TestKvQuant4 : public QObject {
         if (c != 3) QVERIFY(sc < (bits == 4 ? 1.0f : 5.0f));  // the outlier channel's offset did not reach the others
       }
     }
+  }
+
+  // The decoders attention uses (AVX2 where the CPU has it) give the scalar references' bits, for
+  // every code width, group and head size the formats allow, extreme parameters included.
+  void simd_decoders_match_scalar() {
+    std::mt19937 rng(9);
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    for (int32_t d : {8, 16, 64, 256})
+      for (int32_t g : {8, 16, 32, 64}) {
+        if (g > d) continue;
+        std::vector<float> x = randn(static_cast<size_t>(d), rng, 2.0f);
+        x[0] = 70000.0f;  // clamped to the f16 maximum in the scale
+        std::vector<uint8_t> row(static_cast<size_t>(d / 2 + 4 * (d / g)));
+        kvq4::encode_int4_row(x.data(), d, g, row.data());
+        std::vector<float> fast(static_cast<size_t>(d)), ref(fast.size());
+        kvq4::decode_int4_row(row.data(), d, g, fast.data());
+        kvq4::decode_int4_row_scalar(row.data(), d, g, ref.data());
+        QVERIFY2(same(fast, ref), qPrintable(QString("int4 d %1 g %2").arg(d).arg(g)));
+        for (int32_t bits : {4, 2}) {
+          kvq4::encode_asym_row(x.data(), d, g, bits, row.data());
+          kvq4::decode_asym_row(row.data(), d, g, bits, fast.data());
+          kvq4::decode_asym_row_scalar(row.data(), d, g, bits, ref.data());
+          QVERIFY2(same(fast, ref), qPrintable(QString("asym%1 d %2 g %3").arg(bits).arg(d).arg(g)));
+          const int32_t n = 16;
+          const int64_t stride = d * bits / 8;
+          const std::vector<float> K = randn(static_cast<size_t>(n) * d, rng, 3.0f);
+          std::vector<uint8_t> codes(static_cast<size_t>(n * stride)), params(static_cast<size_t>(4 * d));
+          kvq4::encode_channel_tile(K.data(), n, d, bits, codes.data(), stride, params.data());
+          std::vector<float> kf(K.size()), kr(K.size());
+          kvq4::decode_channel_rows(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kf.data());
+          kvq4::decode_channel_rows_scalar(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kr.data());
+          QVERIFY2(same(kf, kr), qPrintable(QString("channel%1 d %2").arg(bits).arg(d)));
+        }
+        std::vector<uint16_t> h(static_cast<size_t>(3 * d + 5));
+        for (size_t i = 0; i < h.size(); ++i) h[i] = fp32_to_fp16(x[i % x.size()] * float(i % 7));
+        h[1] = 0x0001;  // a subnormal
+        std::vector<float> hf(h.size()), hr(h.size());
+        kvq4::decode_f16_rows(h.data(), 1, static_cast<int32_t>(h.size()), hf.data());
+        kvq4::decode_f16_rows_scalar(h.data(), 1, static_cast<int32_t>(h.size()), hr.data());
+        QVERIFY(same(hf, hr));
+      }
   }
 
   // rotate() is the dense R x, R^T R = I, unrotate inverts it, dot products are kept, and the

@@ -164,6 +164,30 @@ class TestPagedAttention : public QObject {
         }
   }
 
+  // The tile-stored 4/2-bit dtypes have no contiguous copy (the dtype-decode bench times their
+  // paged path only): the probe says so, refuses contiguous(), and its paged attention over the
+  // same random K/V stays near the f32 probe's (4-bit codes: a few percent of the output).
+  void packed_dtype_probe_is_paged_only() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "synthetic/synth-gemma3-f32.gguf");
+    auto m = load("synthetic/synth-gemma3-f32.gguf");
+    PagingProbe ref(m, 300, 16, KvDtype::F32, 2, 3);
+    std::vector<float> want(static_cast<size_t>(ref.q_dim())), got(want.size());
+    for (KvDtype dt : {KvDtype::INT4, KvDtype::ROT4, KvDtype::KIVI4, KvDtype::KIVI2}) {
+      PagingProbe probe(m, 300, 16, dt, 2, 3);
+      QVERIFY(!probe.has_contiguous());
+      QVERIFY_THROWS_EXCEPTION(std::logic_error, probe.contiguous(0, got.data()));
+      for (int32_t l = 0; l < probe.n_layer(); ++l) {
+        ref.paged(l, want.data());
+        probe.paged(l, got.data());
+        double num = 0, den = 0;
+        for (size_t i = 0; i < want.size(); ++i) num += std::pow(got[i] - want[i], 2), den += std::pow(want[i], 2);
+        const double rel = std::sqrt(num / den);
+        QVERIFY2(rel > 0 && rel < (dt == KvDtype::KIVI2 ? 0.6 : 0.2),
+                 qPrintable(QString("%1 layer %2: relative error %3").arg(kv_dtype_name(dt)).arg(l).arg(rel)));
+      }
+    }
+  }
+
   // f16 KV is an approximation: it must stay close to f32 KV, not equal.
   void f16_kv_close_to_f32() {
     KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");

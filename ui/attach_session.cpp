@@ -45,12 +45,16 @@ QString metrics_line(const attach::ScrapeStats& m) {
   if (m.url.empty()) return QStringLiteral("no /metrics given");
   if (m.ok == 0) return m.scrapes ? QStringLiteral("metrics: %1").arg(QString::fromStdString(m.last_error)) : QStringLiteral("metrics: waiting");
   auto v = [&](const char* k) { auto it = m.values.find(k); return it == m.values.end() ? -1.0 : it->second; };
-  QString s = QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1);
+  QString s = m.values.count("kv_cache_usage_perc") ? QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1)
+                                                   : QStringLiteral("usage not exported");
   if (v("prefix_cache_queries_total") > 0)
     s += QStringLiteral(" · hit rate %1%").arg(100 * v("prefix_cache_hits_total") / v("prefix_cache_queries_total"), 0, 'f', 1);
   else if (v("cache_hit_rate") >= 0)
     s += QStringLiteral(" · hit rate %1%").arg(v("cache_hit_rate") * 100, 0, 'f', 1);
-  s += QStringLiteral(" · running %1 · waiting %2 · preemptions %3").arg(v("num_requests_running")).arg(v("num_requests_waiting")).arg(v("num_preemptions_total"));
+  // Only what the engine exported (SGLang and older vLLMs lack some of these).
+  for (const auto& [key, label] : {std::pair{"num_requests_running", "running"}, std::pair{"num_requests_waiting", "waiting"},
+                                   std::pair{"num_preemptions_total", "preemptions"}})
+    if (m.values.count(key)) s += QStringLiteral(" · %1 %2").arg(QLatin1String(label)).arg(v(key));
   if (m.failed + m.not_prometheus) s += QStringLiteral(" · %1 failed scrapes").arg(m.failed + m.not_prometheus);
   return s;
 }
@@ -70,7 +74,8 @@ AttachCell cell_of(const attach::CachedBlock& b, const std::unordered_map<kv_eve
 
 }  // namespace
 
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics) {
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics,
+                                                   const std::vector<attach::InstanceTimeline>& timelines) {
   auto pic = std::make_shared<AttachPicture>();
   std::vector<const attach::CacheView*> views;
   for (size_t i = 0; i < z.size(); ++i) {
@@ -86,12 +91,18 @@ std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, c
     ip.restarts = c.restarts, ip.stale = s.stale();
     const auto src = static_cast<size_t>(z.spec(i).source);
     ip.metrics = src < metrics.size() ? metrics_line(metrics[src]) : QString();
+    if (i < timelines.size()) {
+      ip.timeline = timelines[i].samples();
+      ip.timeline_summary = timelines[i].summary();
+      ip.timeline_revision = timelines[i].revision();
+    }
     pic->instances.push_back(std::move(ip));
     views.push_back(&s.view());
   }
   const attach::MergedTree merged = attach::merge_trees(views);
   pic->merged_tree = merged_tree_layout(merged, views);
-  const attach::FleetOverlap& o = merged.overlap;
+  pic->sharing = attach::fleet_sharing(merged, views.size());
+  const attach::FleetOverlap& o = pic->sharing.overlap;
   pic->shared_nodes = o.shared_nodes, pic->duplicated_blocks = o.duplicated_blocks, pic->duplicated_tokens = o.duplicated_tokens;
   pic->copies = o.copies, pic->ideal_router_saving = o.ideal_router_saving;
   pic->taken_at = QDateTime::currentMSecsSinceEpoch() / 1000.0;
@@ -116,11 +127,15 @@ void AttachSession::run(std::vector<attach::InstanceSpec> specs, std::vector<std
     std::vector<std::unique_ptr<attach::MetricsScraper>> scrapers;
     for (const std::string& u : metrics) scrapers.push_back(u.empty() ? nullptr : std::make_unique<attach::MetricsScraper>(u));
     attach::ZmqAttach z(std::move(specs));
+    std::vector<attach::InstanceTimeline> timelines;  // this thread's: the pictures carry copies
+    bool first = true;
     while (!stop_) {
-      z.poll_for(250);
+      if (!first) z.poll_for(250);
       std::vector<attach::ScrapeStats> m;
       for (auto& s : scrapers) m.push_back(s ? s->stats() : attach::ScrapeStats{});
-      emit updated(make_attach_picture(z, m));
+      attach::tick_timelines(timelines, z, m, QDateTime::currentMSecsSinceEpoch() / 1000.0);
+      emit updated(make_attach_picture(z, m, timelines));
+      first = false;
     }
   } catch (const std::exception& e) {
     emit failed(QString::fromUtf8(e.what()));

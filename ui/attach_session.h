@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "attach/fleet_sharing.h"
+#include "attach/instance_timeline.h"
 #include "attach/metrics_summary.h"
 #include "attach/zmq_subscriber.h"
 #include "prefix_tree_layout.h"
@@ -34,12 +36,17 @@ struct AttachInstancePicture {
   uint64_t batches = 0, gaps = 0, replayed = 0, lost = 0, ignored = 0, bad = 0, restarts = 0;
   bool stale = false;
   QString metrics;  // "usage 42% · hits 12/40 · running 3" or the scrape problem
+  // Memory over time (attach/instance_timeline.h): already thinned, at most a few hundred.
+  std::vector<attach::TimelineSample> timeline;
+  attach::TimelineSummary timeline_summary;
+  uint64_t timeline_revision = 0;  // the same revision: the same samples (no redraw needed)
 };
 
 struct AttachPicture {
   std::vector<AttachInstancePicture> instances;
   uint64_t shared_nodes = 0, duplicated_blocks = 0, duplicated_tokens = 0, copies = 0;
   double ideal_router_saving = 0;
+  attach::FleetSharing sharing;  // the overlap by holder count and per instance
   double taken_at = 0;  // Unix seconds
   std::shared_ptr<const PrefixTreeLayout> merged_tree;  // laid out on the session's thread
 };
@@ -60,8 +67,9 @@ class AttachSession : public QObject {
   std::atomic<bool> stop_{false};
 };
 
-// The picture of one attach state (also used by the tests).
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics);
+// The picture of one attach state (also used by the tests); timelines[i] belongs to instance i.
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics,
+                                                   const std::vector<attach::InstanceTimeline>& timelines = {});
 
 }  // namespace kvscope::ui
 

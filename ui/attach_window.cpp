@@ -13,6 +13,8 @@
 #include <QVBoxLayout>
 
 #include "attach_block_map.h"
+#include "attach_overlap_panel.h"
+#include "attach_timeline_panel.h"
 #include "prefix_tree_widget.h"
 
 namespace kvscope::ui {
@@ -71,12 +73,13 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
   scroll->setWidgetResizable(true);
   lay->addWidget(header);
   lay->addWidget(stats_);
-  auto* tabs = new QTabWidget(central);  // the block map and the merged prefix tree
-  tabs->setObjectName(QStringLiteral("attachTabs"));
-  tabs->addTab(scroll, tr("Block map"));
-  tree_ = new PrefixTreeWidget(tabs);
-  tabs->addTab(tree_, tr("Merged prefix tree"));
-  lay->addWidget(tabs, 1);
+  tabs_ = new QTabWidget(central);
+  tabs_->setObjectName(QStringLiteral("attachTabs"));
+  tabs_->addTab(scroll, tr("Block map"));
+  tabs_->addTab(timeline_ = new AttachTimelinePanel(tabs_), tr("Memory over time"));
+  tabs_->addTab(overlap_ = new AttachOverlapPanel(tabs_), tr("Prefix sharing"));
+  tabs_->addTab(tree_ = new PrefixTreeWidget(tabs_), tr("Merged prefix tree"));
+  lay->addWidget(tabs_, 1);
   setCentralWidget(central);
   resize(1000, 700);
   session_ = std::make_unique<AttachSession>(std::move(targets.specs), targets.metrics);
@@ -94,6 +97,8 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
   s += tr("<b>Fleet</b>: %1 cached copies · %2 prefixes on 2+ instances · %3 duplicated blocks (%4 tokens) · an ideal KV-aware router saves %5%")
            .arg(p->copies).arg(p->shared_nodes).arg(p->duplicated_blocks).arg(p->duplicated_tokens).arg(100 * p->ideal_router_saving, 0, 'f', 1);
   stats_->setText(s);
+  timeline_->setPicture(p);
+  overlap_->setPicture(p);
   QStringList names;
   for (const auto& i : p->instances) names << QStringLiteral("%1 rank %2").arg(i.endpoint).arg(i.dp_rank);
   tree_->setInstanceNames(names);

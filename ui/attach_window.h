@@ -13,10 +13,13 @@ class QLabel;
 class QPlainTextEdit;
 class QSpinBox;
 class QLineEdit;
+class QTabWidget;
 
 namespace kvscope::ui {
 
 class AttachBlockMap;
+class AttachOverlapPanel;
+class AttachTimelinePanel;
 class PrefixTreeWidget;
 
 struct AttachTargets {
@@ -35,7 +38,10 @@ class AttachWindow : public QMainWindow {
   explicit AttachWindow(AttachTargets targets, QWidget* parent = nullptr);
   ~AttachWindow() override;
   AttachBlockMap* blockMap() const { return map_; }
+  AttachTimelinePanel* timelinePanel() const { return timeline_; }
+  AttachOverlapPanel* overlapPanel() const { return overlap_; }
   PrefixTreeWidget* mergedTree() const { return tree_; }
+  QTabWidget* tabs() const { return tabs_; }
   std::shared_ptr<const AttachPicture> picture() const { return pic_; }
 
  private:
@@ -43,7 +49,10 @@ class AttachWindow : public QMainWindow {
   std::unique_ptr<AttachSession> session_;
   std::shared_ptr<const AttachPicture> pic_;
   AttachBlockMap* map_ = nullptr;
+  AttachTimelinePanel* timeline_ = nullptr;
+  AttachOverlapPanel* overlap_ = nullptr;
   PrefixTreeWidget* tree_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
   QLabel* stats_ = nullptr;
 };
 

@@ -100,15 +100,30 @@ int cmd_attach(int argc, char** argv, int first) {
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
   std::cout << "attach: subscribed to " << z.size() << " instance" << (z.size() == 1 ? "" : "s") << std::endl;
+  // Memory over time: a tick every 250 ms, the first right after the late attach's replay.
+  std::vector<attach::InstanceTimeline> timelines;
+  const auto scraped = [&] {
+    std::vector<attach::ScrapeStats> m;
+    for (auto& s : scrapers) m.push_back(s->stats());
+    return m;
+  };
+  const auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
+  attach::tick_timelines(timelines, z, scraped(), unix_now());
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!g_stop && std::chrono::steady_clock::now() < end) z.poll_for(100);
-  std::vector<attach::ScrapeStats> metrics;
-  for (auto& s : scrapers) metrics.push_back(s->stats());
+  auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+  while (!g_stop && std::chrono::steady_clock::now() < end) {
+    z.poll_for(100);
+    if (std::chrono::steady_clock::now() < next_tick) continue;
+    next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+    attach::tick_timelines(timelines, z, scraped(), unix_now());
+  }
+  const std::vector<attach::ScrapeStats> metrics = scraped();
+  attach::tick_timelines(timelines, z, metrics, unix_now());
   print_summary(z);
   if (a.has("json-out")) {
     std::ofstream f(a.str("json-out"));
     // Token text may end inside a UTF-8 sequence (a block boundary cuts it): replace, not throw.
-    f << attach::attach_report(z, metrics, text, seconds).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    f << attach::attach_report(z, metrics, text, seconds, timelines).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) throw std::runtime_error("cannot write " + a.str("json-out"));
   }
   return 0;

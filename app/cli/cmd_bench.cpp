@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_kv_dtypes.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cpu/cpu_backend.h"
@@ -107,6 +108,9 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
   const std::string dt_name = a.str("kv-dtype", "f32");
   const auto dt = parse_kv_dtype(dt_name);
   if (!dt) throw UsageError("--kv-dtype '" + dt_name + "' is not one of " + kv_dtype_choices());
+  if (kv_dtype_packed(*dt))
+    throw UsageError("--kv-dtype " + dt_name + " is stored per tile and has no contiguous layout to compare with: "
+                     "use --kv-dtypes int8," + dt_name + " to time its paged decode against another dtype");
   PagingProbe probe(m, ctx, bs, *dt, threads);
   const std::string prefetch = a.str("kv-prefetch", "auto");
   if (prefetch == "always") probe.backend().set_prefetch_threshold(0);
@@ -175,7 +179,7 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
 }  // namespace
 
 int cmd_bench(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch", "contiguous-prefetch", "contiguous-layout"}),
+  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch", "contiguous-prefetch", "contiguous-layout", "kv-dtypes"}),
                {"help", "no-single", "no-batch", "no-paging"});
   if (a.has("help")) {
     std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
@@ -186,7 +190,9 @@ int cmd_bench(int argc, char** argv, int first) {
                  "  paging: decode attention time, block table vs contiguous array, at each context length,\n"
                  "    with K/V in cache (hot) and from memory (cold); --kv-prefetch overrides when the paged\n"
                  "    path prefetches along the block table (auto: heads whose K/V exceed a quarter of the L2);\n"
-                 "    the contiguous reference prefetches by the same rule unless --contiguous-prefetch hardware\n";
+                 "    the contiguous reference prefetches by the same rule unless --contiguous-prefetch hardware\n"
+                 "  --kv-dtypes int8,kivi4,rot4: instead of paging, the paged decode attention step at each\n"
+                 "    context in each dtype (the first is the baseline), alternating rounds, hot and cold\n";
     return 0;
   }
   LoadedModel lm = load_model(a);
@@ -224,7 +230,14 @@ int cmd_bench(int argc, char** argv, int first) {
     for (auto& r : rows) r["speedup_vs_first"] = r["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
     j["batch"] = rows;
   }
-  if (!a.has("no-paging")) {
+  if (a.has("kv-dtypes")) {
+    std::vector<std::string> dtypes;
+    std::stringstream ss(a.str("kv-dtypes", ""));
+    for (std::string item; std::getline(ss, item, ',');) dtypes.push_back(item);
+    nlohmann::json rows = nlohmann::json::array();
+    for (int32_t ctx : int_list(a.str("contexts", "1024,4096"))) rows.push_back(bench_kv_dtype_decode(a, lm.model, ctx, std::max(reps, 21), dtypes));
+    j["kv_dtype_decode"] = rows;
+  } else if (!a.has("no-paging")) {
     nlohmann::json rows = nlohmann::json::array();
     for (int32_t ctx : int_list(a.str("contexts", "1024,4096"))) rows.push_back(bench_paging_cost(a, lm.model, ctx, std::max(reps, 21)));
     j["paging_cost"] = rows;

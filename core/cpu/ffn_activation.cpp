@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 #include "cpu/x86_intrinsics.h"
 #define KVSCOPE_AVX512F __attribute__((target("avx512f")))
+#define KVSCOPE_AVX2_FMA __attribute__((target("avx2,fma")))
 #endif
 
 namespace kvscope {
@@ -57,14 +58,62 @@ KVSCOPE_AVX512F void avx512(FfnActivation act, float* gate, const float* up, int
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
+// The same exp and formula in 8 lanes for AVX2 CPUs (AMD Zen 1-3, Intel before Ice Lake): no
+// roundscale/scalef there, so 2^k is built in the exponent bits (k stays in [-126, 127] after
+// the clamp, a normal float). Same polynomial, so the two paths agree to the last rounding.
+KVSCOPE_AVX2_FMA inline __m256 exp_ps_avx2(__m256 z_in) {
+  const __m256 overflow = _mm256_cmp_ps(z_in, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+  const __m256 z = _mm256_min_ps(_mm256_max_ps(z_in, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), z);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2k));
+  return _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), overflow);
+}
+
+KVSCOPE_AVX2_FMA inline __m256 activation_avx2(bool silu_act, __m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 z;  // act(x) = x / (1 + exp(z))
+  if (silu_act) {
+    z = _mm256_sub_ps(_mm256_setzero_ps(), x);
+  } else {
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x),
+                                   _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, one));
+    z = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
+  }
+  return _mm256_div_ps(x, _mm256_add_ps(one, exp_ps_avx2(z)));
+}
+
+KVSCOPE_AVX2_FMA void avx2(FfnActivation act, float* gate, const float* up, int64_t n) {
+  const bool silu_act = act == FfnActivation::Silu;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(activation_avx2(silu_act, _mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  if (i == n) return;
+  // The tail goes through the same lanes via a padded copy, so every element gets one formula.
+  alignas(32) float g[8] = {}, u[8] = {};
+  for (int64_t j = i; j < n; ++j) g[j - i] = gate[j], u[j - i] = up[j];
+  _mm256_store_ps(g, _mm256_mul_ps(activation_avx2(silu_act, _mm256_load_ps(g)), _mm256_load_ps(u)));
+  for (int64_t j = i; j < n; ++j) gate[j] = g[j - i];
+}
 #endif
 
 }  // namespace
 
 bool ffn_activation_vectorised() {
 #if defined(__x86_64__)
-  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  return has_avx512;
+  static const bool has_simd = __builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  return has_simd;
 #else
   return false;
 #endif
@@ -72,7 +121,9 @@ bool ffn_activation_vectorised() {
 
 void ffn_activation_mul(FfnActivation act, float* gate, const float* up, int64_t n) {
 #if defined(__x86_64__)
-  if (ffn_activation_vectorised()) return avx512(act, gate, up, n);
+  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  if (has_avx512) return avx512(act, gate, up, n);
+  if (ffn_activation_vectorised()) return avx2(act, gate, up, n);
 #endif
   scalar(act, gate, up, n);
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gemm_float.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/quant_dot_kernels.h"
 #include "cpu/thread_pool.h"
@@ -30,7 +31,9 @@ GemmIsa detect_isa() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma"))
     return GemmIsa::Avx512Vnni;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GemmIsa::Avx2;
+  // F16C for the float-weight kernels (cpu/gemm_float.h); every AVX2 CPU has it.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return GemmIsa::Avx2;
 #endif
   return GemmIsa::None;
 }
@@ -187,7 +190,7 @@ const char* gemm_isa_name(GemmIsa isa) {
 }
 
 bool gemm_handles(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return gemm_float_handles(t) || t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
 }
 
 void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int64_t n_tokens, float* y,
@@ -196,6 +199,7 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
   if (isa == GemmIsa::None || !gemm_isa_supported(isa)) throw std::invalid_argument("gemm: ISA not available on this CPU");
   if (!gemm_handles(type)) throw std::invalid_argument("gemm: no kernels for this weight type");
   if (n_tokens <= 0) return;
+  if (gemm_float_handles(type)) return gemm_float(w, xc, x_row_bytes, n_tokens, y, pool);
   const int64_t k = w.ne(0), n_out = w.rows();
   const size_t w_row_bytes = w.row_bytes();
   const bool kq = k_quant(type);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu/kv_quant4_simd.h"
 #include "gguf/ggml_types.h"
 
 namespace kvscope::kvq4 {
@@ -91,7 +92,7 @@ void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
   }
 }
 
-void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) {
+void decode_int4_row_scalar(const uint8_t* row, int32_t d, int32_t g, float* y) {
   const uint8_t* scales = row + d / 2;
   for (int32_t g0 = 0; g0 < d; g0 += g) {
     const float s = f32_of(scales + 2 * (g0 / g));
@@ -119,11 +120,11 @@ void encode_asym_row(const float* x, int32_t d, int32_t g, int32_t bits, uint8_t
   }
 }
 
-void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
+void decode_asym_row_scalar(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
   const uint8_t* params = row + d * bits / 8;
   for (int32_t g0 = 0; g0 < d; g0 += g) {
     const float s = f32_of(params + 4 * (g0 / g)), mn = f32_of(params + 4 * (g0 / g) + 2);
-    for (int32_t i = g0; i < g0 + g; ++i) y[i] = static_cast<float>(get_code(row, i, bits)) * s + mn;
+    for (int32_t i = g0; i < g0 + g; ++i) y[i] = std::fma(static_cast<float>(get_code(row, i, bits)), s, mn);
   }
 }
 
@@ -145,19 +146,40 @@ void encode_channel_tile(const float* x, int32_t n, int32_t d, int32_t bits, uin
   }
 }
 
-void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
-                         int32_t bits, float* y) {
+void decode_channel_rows_scalar(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
+                                int32_t bits, float* y) {
   float s[512], mn[512];  // head_dim <= 512 (checked by the storage)
   for (int32_t c = 0; c < d; ++c) s[c] = f32_of(params + 4 * c), mn[c] = f32_of(params + 4 * c + 2);
   for (int32_t r = 0; r < n; ++r) {
     const uint8_t* row = codes + r * code_stride;
     float* out = y + static_cast<int64_t>(r) * d;
-    for (int32_t c = 0; c < d; ++c) out[c] = static_cast<float>(get_code(row, c, bits)) * s[c] + mn[c];
+    for (int32_t c = 0; c < d; ++c) out[c] = std::fma(static_cast<float>(get_code(row, c, bits)), s[c], mn[c]);
   }
 }
 
-void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {
+void decode_f16_rows_scalar(const uint16_t* h, int32_t n, int32_t d, float* y) {
   for (int64_t i = 0; i < static_cast<int64_t>(n) * d; ++i) y[i] = fp16_to_fp32(h[i]);
+}
+
+
+// The decoders attention calls, once per K/V row: the AVX2 forms (cpu/kv_quant4_avx2.cpp) where
+// the CPU has them and the shape fits their 8-lane steps, the scalar reference elsewhere.
+void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) {
+  if (simd::available() && g % 8 == 0) return simd::decode_int4_row(row, d, g, y);
+  decode_int4_row_scalar(row, d, g, y);
+}
+void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
+  if (simd::available() && g % 8 == 0) return simd::decode_asym_row(row, d, g, bits, y);
+  decode_asym_row_scalar(row, d, g, bits, y);
+}
+void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
+                         int32_t bits, float* y) {
+  if (simd::available() && d % 8 == 0) return simd::decode_channel_rows(codes, code_stride, params, n, d, bits, y);
+  decode_channel_rows_scalar(codes, code_stride, params, n, d, bits, y);
+}
+void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {
+  if (simd::available()) return simd::decode_f16_rows(h, n, d, y);
+  decode_f16_rows_scalar(h, n, d, y);
 }
 
 }  // namespace kvscope::kvq4

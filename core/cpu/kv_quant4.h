@@ -37,4 +37,12 @@ void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_
 // f16 rows (the KIVI residual) to f32.
 void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y);
 
+// The scalar references of the four decoders above (the tests hold the AVX2 forms to them, bit
+// for bit: y = fma(code, scale, min) in both).
+void decode_int4_row_scalar(const uint8_t* row, int32_t d, int32_t g, float* y);
+void decode_asym_row_scalar(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y);
+void decode_channel_rows_scalar(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
+                                int32_t bits, float* y);
+void decode_f16_rows_scalar(const uint16_t* h, int32_t n, int32_t d, float* y);
+
 }  // namespace kvscope::kvq4

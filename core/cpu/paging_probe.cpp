@@ -33,7 +33,23 @@ PagingProbe::PagingProbe(std::shared_ptr<const Model> model, int32_t ctx, int32_
   const size_t n_vec = static_cast<size_t>(ctx) * static_cast<size_t>(c.n_head_kv);
   std::vector<float> x(static_cast<size_t>(c.head_dim));
   CpuKvStorage& st = backend_.kv_storage();
+  // The sub-byte formats are stored per tile (codes and parameters for a block at a time, kivi's
+  // residual until its block is full), so they have no per-vector contiguous copy: their probe
+  // times the paged path only (has_contiguous() false).
+  has_contiguous_ = !kv_dtype_packed(dtype);
   for (int32_t l = 0; l < c.n_layer; ++l) {
+    // A sliding-window layer (gemma3) sees only its window on the paged path; the contiguous
+    // reference is given the same keys, or the two would do different work.
+    first_.push_back(c.layer_is_swa(l) && c.sliding_window > 0 ? std::max(0, ctx - c.sliding_window) : 0);
+    if (!has_contiguous_) {
+      for (int32_t p = 0; p < ctx; ++p)
+        for (int32_t h = 0; h < c.n_head_kv; ++h)
+          for (int is_v = 0; is_v < 2; ++is_v) {
+            for (auto& e : x) e = nd(rng);
+            st.store(l, is_v, static_cast<int64_t>(table_[static_cast<size_t>(p / bs)]) * bs + p % bs, h, x.data());
+          }
+      continue;
+    }
     k_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
     v_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
     k_scale_.emplace_back(n_vec);
@@ -54,15 +70,13 @@ PagingProbe::PagingProbe(std::shared_ptr<const Model> model, int32_t ctx, int32_
           (is_v ? v_scale_hm_ : k_scale_hm_).back()[ih] = (is_v ? v_scale_ : k_scale_).back()[i];
           st.store(l, is_v, static_cast<int64_t>(table_[static_cast<size_t>(p / bs)]) * bs + p % bs, h, x.data());
         }
-    // A sliding-window layer (gemma3) sees only its window on the paged path; the contiguous
-    // reference is given the same keys, or the two would do different work.
-    first_.push_back(c.layer_is_swa(l) && c.sliding_window > 0 ? std::max(0, ctx - c.sliding_window) : 0);
   }
 }
 
 void PagingProbe::paged(int32_t layer, float* out) { backend_.attention(layer, batch_, q_.data(), out); }
 
 void PagingProbe::contiguous(int32_t layer, float* out) {
+  if (!has_contiguous_) throw std::logic_error("paging probe: a tile-stored KV dtype has no contiguous copy");
   const ModelConfig& c = model_->config;
   const size_t l = static_cast<size_t>(layer);
   const ContiguousKv kv = head_major_ ? ContiguousKv{backend_.kv_storage().layout().dtype, k_hm_[l].data(), v_hm_[l].data(),

@@ -21,7 +21,9 @@ class PagingProbe {
 
   // Attention of layer l's query heads (the same random query for every layer); out: q_dim floats.
   void paged(int32_t layer, float* out);
+  // Only where has_contiguous(): the sub-byte (tile-stored) dtypes have no per-vector copy.
   void contiguous(int32_t layer, float* out);
+  bool has_contiguous() const { return has_contiguous_; }
   // Gives the contiguous reference the paged path's software prefetch rule (the backend's
   // prefetch threshold); off by default: the hardware prefetcher alone.
   void set_contiguous_prefetch(bool on) { contiguous_prefetch_ = on; }
@@ -44,6 +46,7 @@ class PagingProbe {
   std::vector<KvBuffer> k_, v_, k_hm_, v_hm_;
   std::vector<std::vector<float>> k_scale_, v_scale_;        // scaled dtypes: [pos * n_head_kv + head]
   std::vector<std::vector<float>> k_scale_hm_, v_scale_hm_;  // [head * ctx + pos]
+  bool has_contiguous_ = true;
   bool head_major_ = false;
   bool contiguous_prefetch_ = false;
   std::vector<int32_t> first_;  // [layer] first visible position (sliding-window layers see their window)

@@ -22,8 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))  # serve_fixture
-sys.path.insert(0, HERE)
-import peer_kv_events  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))  # kv_events_wheels
+import kv_events_wheels as peer_kv_events  # noqa: E402
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
 PEER = os.environ.get("KVSCOPE_ATTACH_PEER", "vllm")

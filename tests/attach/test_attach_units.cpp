@@ -23,7 +23,9 @@
 
 #include "attach/attach_report.h"
 #include "attach/cache_view.h"
+#include "attach/fleet_sharing.h"
 #include "attach/instance_stream.h"
+#include "attach/instance_timeline.h"
 #include "attach/metrics_scraper.h"
 #include "attach/prefix_forest.h"
 #include "attach/prometheus_parse.h"
@@ -316,6 +318,147 @@ class TestAttachUnits : public QObject {
     QCOMPARE(m.overlap.shared_nodes, uint64_t(2));
     QCOMPARE(m.overlap.duplicated_tokens, uint64_t(32));
     QCOMPARE(m.overlap.ideal_router_saving, 2.0 / 6.0);
+  }
+
+  void fleet_sharing_on_a_hand_built_forest() {
+    // Three instances and a fourth that holds nothing: 1 on all three, 2 on two, 3, 9, 5 alone.
+    CacheView a, b, c, empty;
+    a.apply({1, {stored({1, 2, 3}, std::nullopt)}, 0});
+    b.apply({1, {stored({1, 2}, std::nullopt), stored({9}, 2)}, 0});
+    c.apply({1, {stored({1}, std::nullopt), stored({5}, 1)}, 0});
+    const MergedTree m = merge_trees({&a, &b, &c, &empty});
+    const FleetSharing f = fleet_sharing(m, 4);
+    QCOMPARE(f.overlap.nodes, uint64_t(5));
+    QCOMPARE(f.overlap.copies, uint64_t(8));
+    QCOMPARE(f.overlap.shared_nodes, uint64_t(2));
+    QCOMPARE(f.overlap.duplicated_blocks, uint64_t(3));   // 1 twice more, 2 once more
+    QCOMPARE(f.overlap.duplicated_tokens, uint64_t(48));
+    QCOMPARE(f.token_copies, uint64_t(128));
+    QCOMPARE(f.ideal_router_token_saving, 48.0 / 128.0);
+    QCOMPARE(f.by_holders.size(), size_t(4));
+    QCOMPARE(f.by_holders[0].nodes, uint64_t(3));  // 3, 9, 5
+    QCOMPARE(f.by_holders[0].tokens, uint64_t(48));
+    QCOMPARE(f.by_holders[1].nodes, uint64_t(1));  // 2
+    QCOMPARE(f.by_holders[2].nodes, uint64_t(1));  // 1
+    QCOMPARE(f.by_holders[3].nodes, uint64_t(0));
+    QCOMPARE(f.per_instance[0].nodes, uint64_t(3));
+    QCOMPARE(f.per_instance[0].shared_nodes, uint64_t(2));
+    QCOMPARE(f.per_instance[1].shared_tokens, uint64_t(32));
+    QCOMPARE(f.per_instance[2].nodes, uint64_t(2));
+    QCOMPARE(f.per_instance[2].shared_nodes, uint64_t(1));
+    QCOMPARE(f.per_instance[3].nodes, uint64_t(0));
+    const nlohmann::json j = merged_json(m, 4)["overlap"];
+    QCOMPARE(j["by_holders"][2]["instances"].get<int>(), 3);
+    QCOMPARE(j["by_holders"][2]["nodes"].get<int>(), 1);
+    QCOMPARE(j["per_instance"][1]["shared_nodes"].get<int>(), 2);
+    QCOMPARE(j["duplicated_blocks"].get<int>(), 3);
+    QCOMPARE(j["ideal_router_token_saving"].get<double>(), 0.375);
+    // A tree built by hand that names an instance beyond the count given: grown, not overrun.
+    MergedTree hand;
+    hand.nodes.push_back({0, BlockHash(7), std::nullopt, 16, {0, 5}});
+    hand.overlap = {1, 2, 1, 1, 16, 0.5};
+    const FleetSharing g = fleet_sharing(hand, 2);
+    QCOMPARE(g.by_holders.size(), size_t(6));
+    QCOMPARE(g.by_holders[1].nodes, uint64_t(1));
+    QCOMPARE(g.per_instance[5].shared_nodes, uint64_t(1));
+  }
+
+  void timeline_levels_rates_and_counter_increases() {
+    InstanceTimeline t(100, 0.25);
+    ScrapeStats m;
+    m.url = "http://x/metrics";
+    auto answer = [&](uint64_t ok, double usage, double hits, double queries, double preempt) {
+      m.ok = ok;
+      m.values = {{"kv_cache_usage_perc", usage}, {"prefix_cache_hits_total", hits},
+                  {"prefix_cache_queries_total", queries}, {"num_preemptions_total", preempt}};
+    };
+    answer(1, 0.5, 100, 200, 3);  // before the attach: only the baseline
+    t.add({1000.0, 10, 0, 0, 0, &m});
+    answer(2, 0.6, 130, 240, 5);
+    t.add({1000.5, 12, 4, 2, 0.1, &m});
+    t.add({1001.0, 11, 4, 2, 0.1, &m});  // the same answer again: the level holds, nothing increased
+    answer(3, 0.4, 10, 20, 5);    // the counters went down: the engine restarted, all is new
+    t.add({1001.5, 11, 4, 2, 0.1, &m});
+    const auto& s = t.samples();
+    QCOMPARE(s.size(), size_t(4));
+    QCOMPARE(s[0].hits, 0.0);
+    QVERIFY(std::isnan(s[0].hit_rate()));  // no lookup during the attach yet
+    QCOMPARE(s[0].preemptions, uint64_t(0));
+    QCOMPARE(s[1].t, 0.5);
+    QCOMPARE(s[1].hit_rate(), 0.75);
+    QCOMPARE(s[1].preemptions, uint64_t(2));
+    QCOMPARE(s[1].events_per_s(), 8.0);
+    QCOMPARE(s[1].lag_s(), 0.05);
+    QCOMPARE(s[1].usage, 0.6);
+    QCOMPARE(s[2].usage, 0.6);
+    QCOMPARE(s[2].events_per_s(), 0.0);
+    QVERIFY(std::isnan(s[2].lag_s()));
+    QCOMPARE(s[3].hits, 10.0);
+    QCOMPARE(s[3].queries, 20.0);
+    const TimelineSummary sum = t.summary();
+    QCOMPARE(sum.span_s, 1.5);
+    QCOMPARE(sum.cached_blocks_peak, uint64_t(12));
+    QCOMPARE(sum.cached_blocks_last, uint64_t(11));
+    QCOMPARE(sum.hits, 40.0);
+    QCOMPARE(sum.queries, 60.0);
+    QCOMPARE(sum.hit_rate, 40.0 / 60.0);
+    QCOMPARE(sum.preemptions, uint64_t(2));
+    QCOMPARE(sum.preemption_markers, size_t(1));
+    QCOMPARE(sum.usage_peak, 0.6);
+    QCOMPARE(sum.usage_last, 0.4);
+    QCOMPARE(sum.events_per_s_peak, 8.0);
+    const nlohmann::json j = timeline_json(t);
+    QCOMPARE(j["series"]["t"].size(), size_t(4));
+    QVERIFY(j["series"]["hit_rate"][0].is_null());
+    QCOMPARE(j["preemptions"].get<int>(), 2);
+    // Without /metrics: no usage, no hit rate; events and blocks still sampled.
+    InstanceTimeline bare;
+    bare.add({5.0, 3, 0, 0, 0, nullptr});
+    QVERIFY(std::isnan(bare.samples()[0].usage));
+    QVERIFY(timeline_json(bare)["usage_peak"].is_null());
+  }
+
+  void timeline_stays_bounded_and_merges_exactly() {
+    // Hours of ticks: 20,000 at 4 a second (83 minutes), one event each, blocks rising.
+    InstanceTimeline t(64, 0.25);
+    for (uint64_t i = 0; i < 20000; ++i) t.add({100.0 + 0.25 * static_cast<double>(i), i, i, i, 0.01 * static_cast<double>(i), nullptr});
+    const auto& s = t.samples();
+    QVERIFY2(s.size() <= 64 && s.size() > 16, qPrintable(QString::number(s.size())));
+    QVERIFY(t.bucket_s() >= 64);
+    uint64_t events = 0;
+    double dt = 0;
+    for (const TimelineSample& x : s) {
+      events += x.live_events;
+      dt += x.dt;
+      if (&x != &s.front()) QCOMPARE(x.events_per_s(), 4.0);  // merging keeps the rate
+      if (&x != &s.front()) QCOMPARE(x.lag_s(), 0.01);
+    }
+    QCOMPARE(events, uint64_t(19999));
+    QCOMPARE(dt, 0.25 * 19999);
+    QCOMPARE(s.back().cached_blocks, uint64_t(19999));  // the peak survives the merges
+    const TimelineSummary sum = t.summary();
+    QCOMPARE(sum.live_events, uint64_t(19999));
+    QCOMPARE(sum.cached_blocks_peak, uint64_t(19999));
+    QCOMPARE(sum.lag_s_mean, 0.01);
+  }
+
+  void timeline_from_a_live_stream_counts_copies_and_lag() {
+    InstanceStream s;
+    InstanceTimeline t;
+    const double now = 2000;
+    t.tick(now, s, nullptr);
+    s.on_message(message(0, {now - 0.5, {stored({1, 2}, std::nullopt), stored({1}, std::nullopt)}, 0}), now);
+    s.on_message(message(1, {now - 0.25, {KvBlockRemoved{{2}, "GPU", {}}}, 0}), now + 0.5);
+    t.tick(now + 0.5, s, nullptr);
+    QCOMPARE(s.view().blocks().size(), size_t(1));
+    QCOMPARE(s.view().held_blocks(), uint64_t(2));  // hash 1 twice
+    const TimelineSample& x = t.samples().back();
+    QCOMPARE(x.cached_blocks, uint64_t(2));
+    QCOMPARE(x.live_events, uint64_t(3));
+    QCOMPARE(x.lag_s(), 0.625);  // (0.5 + 0.75) / 2
+    QCOMPARE(x.events_per_s(), 6.0);
+    s.on_message(message(2, {now + 1, {KvAllBlocksCleared{}}, 0}), now + 1);
+    QCOMPARE(s.view().held_blocks(), uint64_t(0));
   }
 
   void dp_ranks_expand_ports() {

