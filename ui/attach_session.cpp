@@ -5,6 +5,7 @@
 
 #include "attach/metrics_scraper.h"
 #include "attach/prefix_forest.h"
+#include "prefix_tree_attach_source.h"
 
 namespace kvscope::ui {
 namespace {
@@ -98,7 +99,9 @@ std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, c
     pic->instances.push_back(std::move(ip));
     views.push_back(&s.view());
   }
-  pic->sharing = attach::fleet_sharing(attach::merge_trees(views), views.size());
+  const attach::MergedTree merged = attach::merge_trees(views);
+  pic->merged_tree = merged_tree_layout(merged, views);
+  pic->sharing = attach::fleet_sharing(merged, views.size());
   const attach::FleetOverlap& o = pic->sharing.overlap;
   pic->shared_nodes = o.shared_nodes, pic->duplicated_blocks = o.duplicated_blocks, pic->duplicated_tokens = o.duplicated_tokens;
   pic->copies = o.copies, pic->ideal_router_saving = o.ideal_router_saving;

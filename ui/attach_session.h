@@ -13,6 +13,7 @@
 #include "attach/instance_timeline.h"
 #include "attach/metrics_summary.h"
 #include "attach/zmq_subscriber.h"
+#include "prefix_tree_layout.h"
 
 namespace kvscope::ui {
 
@@ -47,6 +48,7 @@ struct AttachPicture {
   double ideal_router_saving = 0;
   attach::FleetSharing sharing;  // the overlap by holder count and per instance
   double taken_at = 0;  // Unix seconds
+  std::shared_ptr<const PrefixTreeLayout> merged_tree;  // laid out on the session's thread
 };
 
 class AttachSession : public QObject {

@@ -15,6 +15,7 @@
 #include "attach_block_map.h"
 #include "attach_overlap_panel.h"
 #include "attach_timeline_panel.h"
+#include "prefix_tree_widget.h"
 
 namespace kvscope::ui {
 namespace {
@@ -73,9 +74,11 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
   lay->addWidget(header);
   lay->addWidget(stats_);
   tabs_ = new QTabWidget(central);
+  tabs_->setObjectName(QStringLiteral("attachTabs"));
   tabs_->addTab(scroll, tr("Block map"));
   tabs_->addTab(timeline_ = new AttachTimelinePanel(tabs_), tr("Memory over time"));
   tabs_->addTab(overlap_ = new AttachOverlapPanel(tabs_), tr("Prefix sharing"));
+  tabs_->addTab(tree_ = new PrefixTreeWidget(tabs_), tr("Merged prefix tree"));
   lay->addWidget(tabs_, 1);
   setCentralWidget(central);
   resize(1000, 700);
@@ -96,6 +99,10 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
   stats_->setText(s);
   timeline_->setPicture(p);
   overlap_->setPicture(p);
+  QStringList names;
+  for (const auto& i : p->instances) names << QStringLiteral("%1 rank %2").arg(i.endpoint).arg(i.dp_rank);
+  tree_->setInstanceNames(names);
+  tree_->setTree(p->merged_tree);
   map_->setPicture(std::move(p));
 }
 

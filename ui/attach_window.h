@@ -20,6 +20,7 @@ namespace kvscope::ui {
 class AttachBlockMap;
 class AttachOverlapPanel;
 class AttachTimelinePanel;
+class PrefixTreeWidget;
 
 struct AttachTargets {
   std::vector<attach::InstanceSpec> specs;
@@ -39,6 +40,7 @@ class AttachWindow : public QMainWindow {
   AttachBlockMap* blockMap() const { return map_; }
   AttachTimelinePanel* timelinePanel() const { return timeline_; }
   AttachOverlapPanel* overlapPanel() const { return overlap_; }
+  PrefixTreeWidget* mergedTree() const { return tree_; }
   QTabWidget* tabs() const { return tabs_; }
   std::shared_ptr<const AttachPicture> picture() const { return pic_; }
 
@@ -49,6 +51,7 @@ class AttachWindow : public QMainWindow {
   AttachBlockMap* map_ = nullptr;
   AttachTimelinePanel* timeline_ = nullptr;
   AttachOverlapPanel* overlap_ = nullptr;
+  PrefixTreeWidget* tree_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QLabel* stats_ = nullptr;
 };

@@ -12,6 +12,8 @@
 #include "block_map_widget.h"
 #include "main_window.h"
 #include "prefix_panel.h"
+#include "prefix_tree_bench.h"
+#include "prefix_tree_widget.h"
 #include "workload_panel.h"
 
 namespace kvscope::ui {
@@ -93,6 +95,7 @@ void FrameBench::begin() {
     handoffs_.push_back(win_->lastSnapshotMs());
     handoffInGap_ += win_->lastSnapshotMs();
     peakUsed_ = std::max(peakUsed_, s->memory.blocks_used);
+    peakTreeNodes_ = std::max(peakTreeNodes_, win_->prefixPanel()->tree()->layout().size());
     if (!haveFirstStep_) {
       firstStep_ = s->step;
       firstDecoded_ = s->counters.tokens_decoded;
@@ -115,6 +118,7 @@ void FrameBench::begin() {
   for (QDockWidget* d : win_->panelDocks())
     if (d->widget() == win_->workloadPanel() || d->widget() == win_->prefixPanel()) d->raise();
   win_->blockMapPanel()->map()->installEventFilter(this);
+  win_->prefixPanel()->tree()->installEventFilter(this);
   running_ = true;
   ++runs_;
   h->runWorkload(scenario_);
@@ -149,8 +153,13 @@ bool FrameBench::eventFilter(QObject* o, QEvent* e) {
   QElapsedTimer t;
   t.start();
   o->event(e);
-  paints_.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
-  paintInGap_ += paints_.back();
+  const double ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  if (o == win_->prefixPanel()->tree()) {
+    treePaints_.push_back(ms);
+  } else {
+    paints_.push_back(ms);
+    paintInGap_ += ms;
+  }
   inPaint_ = false;
   return true;
 }
@@ -161,6 +170,7 @@ void FrameBench::finish(const QString& error) {
   const bool wasRunning = running_;
   running_ = false;
   win_->blockMapPanel()->map()->removeEventFilter(this);
+  win_->prefixPanel()->tree()->removeEventFilter(this);
   QJsonObject r;
   if (!error.isEmpty()) r[QStringLiteral("error")] = error;
   const SnapshotPtr s = win_->host()->latest();
@@ -201,6 +211,11 @@ void FrameBench::finish(const QString& error) {
   r[QStringLiteral("worst_frames")] = worst;
   r[QStringLiteral("block_map_paint")] = paints.toJson();
   r[QStringLiteral("snapshot_handoff")] = hand.toJson();
+  // The drawn prefix tree: its paints during the run (as big as the scenario made it), then the
+  // same widget on a synthetic 16,384-block forest, far (strips) and near (nodes with tokens).
+  r[QStringLiteral("prefix_tree_paint")] = DurationStats::of(treePaints_).toJson();
+  r[QStringLiteral("prefix_tree_peak_nodes")] = peakTreeNodes_;
+  r[QStringLiteral("prefix_tree_16k")] = measure_prefix_tree(16384);
   QJsonObject byPanel;
   for (auto it = win_->worstPanelMs().begin(); it != win_->worstPanelMs().end(); ++it) byPanel[it.key()] = it.value();
   r[QStringLiteral("snapshot_handoff_max_ms_by_panel")] = byPanel;  // since the window opened

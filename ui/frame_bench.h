@@ -6,8 +6,9 @@
 //     busy with something else (snapshot hand-off, layout, paint, text) — a stall the user feels;
 //     with each gap, the CPU time the UI thread itself used in it, which tells work done on the
 //     UI thread apart from the OS not scheduling it (a loaded machine);
-//   - each paint of the block map (how long drawing the whole pool takes);
-//   - each snapshot hand-off to the panels (MainWindow::onSnapshot).
+//   - each paint of the block map (how long drawing the whole pool takes) and of the prefix tree;
+//   - each snapshot hand-off to the panels (MainWindow::onSnapshot);
+//   - at the end, the prefix tree on a synthetic 16,384-block forest (ui/prefix_tree_bench.h).
 // The result is one JSON object (see toJson); nothing here changes what it measures.
 #include <QElapsedTimer>
 #include <QJsonObject>
@@ -60,7 +61,7 @@ class FrameBench : public QObject {
   QTimer watchdog_, wait_;
   QElapsedTimer clock_, sinceTick_;
   bool running_ = false, inPaint_ = false;
-  std::vector<double> gaps_, gapCpu_, paints_, handoffs_;
+  std::vector<double> gaps_, gapCpu_, paints_, handoffs_, treePaints_;
   double lastCpuMs_ = 0;
   // What ran inside the current gap, so the worst frames can say where their time went.
   double paintInGap_ = 0, handoffInGap_ = 0;
@@ -70,7 +71,7 @@ class FrameBench : public QObject {
   std::vector<Frame> worst_;  // the longest few
   qint64 snapshots_ = 0;
   int runs_ = 0, requestsDone_ = 0, lastDone_ = 0;
-  int peakUsed_ = 0;
+  int peakUsed_ = 0, peakTreeNodes_ = 0;
   quint64 firstStep_ = 0, firstDecoded_ = 0;
   bool haveFirstStep_ = false;
   QJsonObject result_;

@@ -1,16 +1,18 @@
 #pragma once
-// Prefix sharing: the hash-chain tree of the blocks live sequences point at (a shared prefix is
-// one path that several sequences walk, each node a physical block with its ref count), the
-// prefix cache's hit/miss counters, and one bar per request showing how much of its prompt came
-// from the cache.
+// Prefix sharing: the prefix cache's hit/miss counters above a drawn hash-chain tree (one node
+// per cached or held block, its edge to the block before it; a shared prefix is one path that
+// several sequences walk), and one bar per request showing how much of its prompt came from the
+// cache.
 #include <QWidget>
 
+#include "prefix_tree_engine_source.h"
 #include "snapshot_view.h"
 
 class QLabel;
-class QTreeWidget;
 
 namespace kvscope::ui {
+
+class PrefixTreeWidget;
 
 // One horizontal bar per request: prompt tokens, the cached part highlighted.
 class CachedBarsWidget : public QWidget {
@@ -32,11 +34,12 @@ class PrefixPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   explicit PrefixPanel(QWidget* parent = nullptr);
-  void resetForEngine(const ModelInfo& info) override { vocab_ = info.vocab; }
+  void resetForEngine(const ModelInfo& info) override;
   // Visible: rebuilds (throttled); hidden: keeps the snapshot and rebuilds when shown.
   void showSnapshot(const SnapshotPtr& snap, const EventBatch& events = nullptr) override;
-  QTreeWidget* tree() const { return tree_; }
+  PrefixTreeWidget* tree() const { return tree_; }
   QString countersText() const;
+  QString treeCaption() const;
   void rebuildNow();
 
  protected:
@@ -45,9 +48,10 @@ class PrefixPanel : public QWidget, public SnapshotView {
  private:
   void rebuildSoon(const SnapshotPtr& snap);  // at most one rebuild per kMinRebuildMs
   QLabel* counters_;
-  QTreeWidget* tree_;
+  QLabel* treeCaption_;
+  PrefixTreeWidget* tree_;
+  EnginePrefixTree source_;
   CachedBarsWidget* bars_;
-  VocabPtr vocab_;
   SnapshotPtr pending_, shown_;
   qint64 lastBuildMs_ = 0;
   bool scheduled_ = false;

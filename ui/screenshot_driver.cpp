@@ -17,6 +17,7 @@
 #include "compare_panel.h"
 #include "main_window.h"
 #include "no_cache_panel.h"
+#include "prefix_panel.h"
 #include "request_story_panel.h"
 #include "settings_panel.h"
 #include "workload_panel.h"
@@ -109,6 +110,7 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
   stages_.push_back({QStringLiteral("paused on turn 2"), pausedAndDelivered, [this, chat, host] {
                        win_->blockMapPanel()->map()->setHighlight(chat()->activeSeq());
                        shootAll(QStringLiteral("4-chat-turn2"));
+                       shootFloating(win_->prefixPanel(), QStringLiteral("4-prefix-tree.png"));  // the tree needs room
                        win_->blockMapPanel()->map()->setHighlight(-1);
                        win_->workloadPanel()->setStepDelay(0);
                        host->setPaused(false);
