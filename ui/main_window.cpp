@@ -29,6 +29,7 @@
 #include "chat_panel.h"
 #include "compare_panel.h"
 #include "fragmentation_panel.h"
+#include "lessons_panel.h"
 #include "live_label.h"
 #include "memory_panel.h"
 #include "no_cache_panel.h"
@@ -120,6 +121,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("One request's KV story in plain sentences: arrival, waits and why, its prefix hit and why the first "
               "block missed, blocks, copies, preemptions and where its blocks went. Click a sentence to see its step."));
   connect_story_sources(story, blockMap_, workloadPanel(), chat_);
+  lessons_ = new LessonsPanel(this);
+  addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"), Qt::LeftDockWidgetArea,
+           tr("Guided lessons on the real engine: each sets up the engine and a scenario, explains one idea in a few "
+              "steps and frames the panel to look at. Step runs one engine step and says what it did to the blocks."));
   QList<Qt::DockWidgetArea> opened;  // each area opens on its first panel's tab
   for (QDockWidget* d : docks_)
     if (!opened.contains(dockWidgetArea(d))) {
@@ -260,6 +265,7 @@ void MainWindow::buildMenus() {
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Guide"), QKeySequence::HelpContents, this, &MainWindow::showGuide);
+  help->addAction(tr("&Lessons"), this, [this] { showLesson(0); });
   help->addAction(tr("&About kvscope"), this, [this] {
     QMessageBox::about(this, tr("About kvscope"),
                        tr("<b>kvscope %1</b><p>A workbench that runs a real paged-attention LLM engine and shows its "
@@ -336,6 +342,13 @@ void MainWindow::showGuide() {
   v->addWidget(buttons);
   dlg->resize(640, 600);
   dlg->show();
+}
+
+bool MainWindow::showLesson(int number) {
+  QDockWidget* d = panelDock(QStringLiteral("lessonsDock"));
+  d->show();
+  d->raise();
+  return number <= 0 || lessons_->showLesson(number);
 }
 
 void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
