@@ -119,6 +119,7 @@ bool LessonsPanel::applyLesson(const Lesson& l) {
   queued_ = 0;
   ready_ = false;
   stepping_ = false;
+  steppedTo_ = 0;
   showText(l);
   SettingsPanel* s = win_->settingsPanel();
   for (const LessonSettings* list : {&lesson_base_settings(), &l.settings})
@@ -143,6 +144,7 @@ bool LessonsPanel::applyLesson(const Lesson& l) {
 }
 
 void LessonsPanel::resetForEngine(const ModelInfo&) {
+  engineSnap_.reset();  // the old engine's step count means nothing to the new one
   if (awaiting_) {
     awaiting_ = false;
     // After the window has handed the new engine to every panel (the workload panel included).
@@ -216,8 +218,8 @@ void LessonsPanel::showText(const Lesson& l) {
 
 void LessonsPanel::step() {
   if (!win_->host()->hasEngine()) return;
-  const SnapshotPtr s = win_->host()->latest();
-  stepBase_ = s ? s->step : 0;
+  // Clicked again before the last one's snapshot came: one step further than that one.
+  stepTarget_ = (stepping_ ? stepTarget_ : (engineSnap_ ? engineSnap_->step : 0)) + 1;
   stepping_ = true;
   win_->host()->singleStep();
 }
@@ -234,12 +236,13 @@ void LessonsPanel::previous() {
 
 void LessonsPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   if (!snap) return;
-  if (stepping_ && snap->step > stepBase_) showStepCaptions(snap, events);
+  engineSnap_ = snap;
+  if (stepping_ && snap->step > steppedTo_) showStepCaptions(snap, events);
   if (isVisible()) showEngineFacts(*snap);
 }
 
 void LessonsPanel::showStepCaptions(const SnapshotPtr& snap, const EventBatch& events) {
-  stepping_ = false;
+  stepping_ = snap->step < stepTarget_;
   steppedTo_ = snap->step;
   captions_.clear();
   if (events)

@@ -77,8 +77,9 @@ class LessonsPanel : public QWidget, public SnapshotView {
   bool awaiting_ = false;   // Apply was pressed for the lesson; waiting for the rebuilt engine
   bool ready_ = false;
   bool stepping_ = false;   // a Step was asked for; its snapshot has not come yet
-  quint64 stepBase_ = 0, steppedTo_ = 0;
+  quint64 stepTarget_ = 0, steppedTo_ = 0;  // the step the Step clicks ask for, and the last one shown
   QStringList captions_;
+  SnapshotPtr engineSnap_;  // the newest snapshot of the current engine (null right after a rebuild)
   QPointer<QWidget> highlighted_;
 
   QComboBox* pick_;
