@@ -101,6 +101,13 @@ class MainWindow : public QMainWindow {
   void onModelLoaded(const ModelInfo& info);
   void onError(const QString& msg);
   void onLoading(bool loading, const QString& what);
+ public:
+  // A status bar message elided to the room left of the permanent labels (full text in the
+  // status bar's tooltip); ms = 0 keeps it until replaced.
+  void showStatus(const QString& text, int ms);
+  int statusMessageWidth() const;
+
+ private:
   void browseModel();
   void applyDefaultDockSizes();
 

@@ -113,6 +113,10 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   model_ = new QLineEdit;
   model_->setPlaceholderText(tr("path to a .gguf file"));
   model_->setToolTip(tr("The GGUF model the engine runs. Changing it reloads the model on the engine thread."));
+  // A long path scrolls out of the field at 1280 px: its tooltip always has the whole of it.
+  connect(model_, &QLineEdit::textChanged, this, [this, tip = model_->toolTip()](const QString& t) {
+    model_->setToolTip(t.isEmpty() ? tip : QStringLiteral("<b>%1</b><br>%2").arg(t.toHtmlEscaped(), tip));
+  });
   auto* browse = new QPushButton(tr("Browse…"));
   recent_ = new QToolButton;
   recent_->setText(tr("Recent"));
