@@ -16,6 +16,7 @@
 #include <QtTest>
 
 #include "block_map_panel.h"
+#include "block_map_widget.h"
 #include "captions_panel.h"
 #include "compare_panel.h"
 #include "gui_test_support.h"
@@ -146,7 +147,15 @@ class TestLessons : public QObject {
       if (e.lesson == 1) {
         QTRY_VERIFY_WITH_TIMEOUT(!w_->noCachePanel()->isRunning() && !w_->noCachePanel()->points(1).empty(), kTimeoutMs);
       }
+      if (e.lesson == 7) {
+        // Enough steps for the window to drop blocks, marked on the map...
+        for (int i = 0; i < 80; ++i) lessons_->step();
+        QTRY_VERIFY_WITH_TIMEOUT(lessons_->lastSteppedTo() >= 81, kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(w_->blockMapPanel()->map()->counts().dropped > 0, kTimeoutMs);
+      }
       if (e.lesson == 8) {
+        // ...and lesson 8's new engine (same pool size, no window) starts without those marks.
+        QCOMPARE(w_->blockMapPanel()->map()->counts().dropped, 0);
         QCOMPARE(w_->comparePanel()->dtypeB()->currentData().toString(), QStringLiteral("kivi4"));
         QVERIFY(w_->comparePanel()->qualityRun()->isChecked());
       }
