@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -40,6 +41,8 @@ LessonsPanel::LessonsPanel(MainWindow* window, QWidget* parent) : QWidget(parent
   pick_ = new QComboBox;
   for (const Lesson& l : builtin_lessons()) pick_->addItem(tr("%1. %2").arg(l.number).arg(l.title), l.number);
   pick_->setToolTip(tr("Choose a lesson: it applies its settings and scenario at once."));
+  pick_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);  // never wider than the dock
+  pick_->setMinimumContentsLength(12);
   title_ = new QLabel;
   title_->setWordWrap(true);
   title_->setStyleSheet(QStringLiteral("font-weight:bold;font-size:120%"));
@@ -60,8 +63,14 @@ LessonsPanel::LessonsPanel(MainWindow* window, QWidget* parent) : QWidget(parent
   playBtn_->setCheckable(true);
   playBtn_->setToolTip(tr("Let the engine run on its own (press again to pause)."));
   nextBtn_ = new QPushButton(tr("Next ▶"));
-  auto* buttons = new QHBoxLayout;
-  for (QPushButton* b : {prevBtn_, resetBtn_, stepBtn_, playBtn_, nextBtn_}) buttons->addWidget(b);
+  // Two rows, so the panel fits a narrow dock: Step and Play first, moving around below.
+  auto* buttons = new QGridLayout;
+  buttons->addWidget(stepBtn_, 0, 0);
+  buttons->addWidget(playBtn_, 0, 1);
+  buttons->addWidget(resetBtn_, 0, 2);
+  buttons->addWidget(prevBtn_, 1, 0);
+  buttons->addWidget(nextBtn_, 1, 2);
+  for (QPushButton* b : {prevBtn_, resetBtn_, stepBtn_, playBtn_, nextBtn_}) b->setMinimumWidth(40);
 
   auto* content = new QWidget;
   auto* v = new QVBoxLayout(content);
@@ -198,7 +207,9 @@ void LessonsPanel::lookAt(const Lesson& l) {
     d->show();
     d->raise();
   }
-  highlighted_ = lookAtTarget(l);
+  QWidget* target = lookAtTarget(l);
+  if (highlighted_ != target) delete HighlightFrame::on(highlighted_);  // one place to look at a time
+  highlighted_ = target;
   HighlightFrame::flash(highlighted_);
 }
 
