@@ -22,7 +22,8 @@ qint64 now_ms() { return QDateTime::currentMSecsSinceEpoch(); }
 // Steps before the picture: enough for each lesson's effect to show on the small test models.
 quint64 steps_for(int lesson) {
   switch (lesson) {
-    case 3: case 4: return 90;   // reservations, holes and blocked admissions
+    case 3: return 90;           // reservations mostly empty
+    case 4: return 300;          // the first requests have finished and left holes
     case 5: return 120;          // the pool runs dry and preempts
     case 6: return 60;           // several questions hit the cached system prompt
     case 7: return 90;           // sequences grow past the window
