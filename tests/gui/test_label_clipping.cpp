@@ -2,7 +2,10 @@
 // loaded, a chat turn done and a scenario stepped, every dock is raised in turn and every
 // visible one-line label (QLabel, LiveLabel) must fit its text in its width, or elide it with
 // the full text in its tooltip. Word-wrapped labels wrap, so only their longest word must fit.
+// A label must also not run past the right edge of a scroll area that cannot scroll sideways.
+#include <QAbstractItemView>
 #include <QDockWidget>
+#include <QScrollBar>
 #include <QLabel>
 #include <QStatusBar>
 #include <QRegularExpression>
@@ -68,6 +71,19 @@ QString who(const QWidget* w) {
   return path.join(QLatin1Char('/'));
 }
 
+// How far `w` reaches past the right edge of the scroll area it sits in (0 if it does not), when
+// that area cannot scroll sideways: content wider than a panel's dock is cut off there.
+int cut_by_scroll_area(const QWidget* w) {
+  for (const QWidget* p = w->parentWidget(); p; p = p->parentWidget()) {
+    const auto* area = qobject_cast<const QAbstractScrollArea*>(p);
+    if (!area) continue;
+    if (area->horizontalScrollBar()->isVisible() || qobject_cast<const QAbstractItemView*>(area)) return 0;
+    const int right = w->mapTo(area->viewport(), QPoint(w->width(), 0)).x();
+    return std::max(0, right - area->viewport()->width());
+  }
+  return 0;
+}
+
 // The visible labels under `root` whose text is cut; each as "where: text (needs N px, has M)".
 // *checked counts the labels looked at.
 QStringList clipped_labels(QWidget* root, int* checked) {
@@ -89,6 +105,8 @@ QStringList clipped_labels(QWidget* root, int* checked) {
       continue;
     }
     if (needs > has + 1) bad << QStringLiteral("%1: \"%2\" (needs %3 px, has %4)").arg(who(l), plain).arg(needs).arg(has);
+    if (const int over = cut_by_scroll_area(l); over > 1)
+      bad << QStringLiteral("%1: \"%2\" runs %3 px past its scroll area's right edge").arg(who(l), plain.left(60)).arg(over);
   }
   for (LiveLabel* l : root->findChildren<LiveLabel*>()) {
     if (!l->isVisible() || l->text().isEmpty()) continue;
