@@ -249,7 +249,12 @@ void LessonsPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& event
   if (!snap) return;
   engineSnap_ = snap;
   if (stepping_ && snap->step > steppedTo_) showStepCaptions(snap, events);
-  if (isVisible()) showEngineFacts(*snap);
+  // A wrapped label re-lays out the panel on each new text: a few times a second is plenty
+  // while the engine plays; a Step's own snapshot is always shown.
+  if (isVisible() && (!factsClock_.isValid() || factsClock_.elapsed() > 200 || snap->step == steppedTo_)) {
+    factsClock_.start();
+    showEngineFacts(*snap);
+  }
 }
 
 void LessonsPanel::showStepCaptions(const SnapshotPtr& snap, const EventBatch& events) {

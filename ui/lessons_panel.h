@@ -6,6 +6,7 @@
 // engine paused, and raises and frames the panel to look at. Step runs one engine step and
 // shows the teaching captions of that step's block events; Reset re-applies the lesson from
 // its start; Previous / Next move through the list.
+#include <QElapsedTimer>
 #include <QPointer>
 #include <QWidget>
 
@@ -81,6 +82,7 @@ class LessonsPanel : public QWidget, public SnapshotView {
   QStringList captions_;
   SnapshotPtr engineSnap_;  // the newest snapshot of the current engine (null right after a rebuild)
   QPointer<QWidget> highlighted_;
+  QElapsedTimer factsClock_;  // when the engine line was last rewritten
 
   QComboBox* pick_;
   QLabel *title_, *steps_, *look_, *status_, *caption_, *engine_;
