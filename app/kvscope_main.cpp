@@ -1,6 +1,7 @@
 // kvscope: the workbench window.
-//   kvscope [--model M] [--theme light|dark|system]
+//   kvscope [--model M] [--theme light|dark|system] [--lesson N]
 //   kvscope --screenshot-dir DIR [--model M] [--scenario S] [--compare CONFIG_B]
+//   kvscope --screenshot-dir DIR --lesson N|all [--model M]      (one PNG per lesson)
 //   kvscope --frame-bench [--json-out F] [--model M] [--kv-blocks N] [--block-size B] [--scenario S] [--seconds T]
 //   kvscope --attach tcp://HOST:5557 [--attach ...] [--replay tcp://HOST:5558 ...] [--metrics URL ...]
 //           [--topic T] [--dp-ranks N] [--screenshot-dir DIR --seconds T]
@@ -31,6 +32,8 @@
 #include "attach_window.h"
 #include "frame_bench.h"
 #include "kv/kv_dtype.h"
+#include "lesson.h"
+#include "lesson_screenshot_driver.h"
 #include "main_window.h"
 #include "model/model_locator.h"
 #include "screenshot_driver.h"
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
   QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
   QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
   QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("CPU threads of the backend (default: every core)."), QStringLiteral("N"));
+  QCommandLineOption lesson(QStringLiteral("lesson"), QStringLiteral("Open the Lessons panel on lesson N (1-8)."), QStringLiteral("N"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
   QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto (CUDA when available), cpu or cuda."), QStringLiteral("B"));
   QCommandLineOption frameBench(QStringLiteral("frame-bench"),
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
   QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."), QStringLiteral("T"));
   QCommandLineOption dpRanks(QStringLiteral("dp-ranks"), QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
                              QStringLiteral("N"));
-  cli.addOptions({model, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, threads, noPrefix, backend, frameBench,
+  cli.addOptions({model, lesson, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, threads, noPrefix, backend, frameBench,
                   jsonOut, seconds, attach, replay, metricsUrl, topic, dpRanks});
   cli.process(app);
   if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
@@ -196,6 +200,21 @@ int main(int argc, char** argv) {
   const QString path = choose_model(cli.value(model), &note);
   if (!note.isEmpty()) QTextStream(stderr) << "kvscope: " << note << '\n';
   w.openModel(path);
+  QList<int> lessonNumbers;  // --lesson N, or "all" with --screenshot-dir
+  if (cli.isSet(lesson)) {
+    bool ok = false;
+    const int n = cli.value(lesson).toInt(&ok);
+    if (cli.value(lesson) == QLatin1String("all") && cli.isSet(shots)) {
+      for (const kvscope::ui::Lesson& l : kvscope::ui::builtin_lessons()) lessonNumbers << l.number;
+    } else if (!ok || !kvscope::ui::find_lesson(n)) {
+      QTextStream(stderr) << "kvscope: --lesson takes a lesson number from 1 to " << kvscope::ui::builtin_lessons().size()
+                          << " (or all, with --screenshot-dir)\n";
+      return 2;
+    } else {
+      lessonNumbers << n;
+      if (!cli.isSet(shots)) w.showLesson(n);  // applied once the model has loaded
+    }
+  }
 
   std::unique_ptr<kvscope::ui::FrameBench> bench;
   if (benchMode) {
@@ -219,8 +238,17 @@ int main(int argc, char** argv) {
     bench->start();
   }
 
+  std::unique_ptr<kvscope::ui::LessonScreenshotDriver> lessonShots;
   std::unique_ptr<kvscope::ui::ScreenshotDriver> driver;
-  if (cli.isSet(shots)) {
+  if (cli.isSet(shots) && !lessonNumbers.isEmpty()) {
+    w.resize(1280, 800);
+    lessonShots = std::make_unique<kvscope::ui::LessonScreenshotDriver>(&w, cli.value(shots), lessonNumbers);
+    QObject::connect(lessonShots.get(), &kvscope::ui::LessonScreenshotDriver::finished, &app, [&w](int code) {
+      w.close();
+      QCoreApplication::exit(code);
+    });
+    lessonShots->start();
+  } else if (cli.isSet(shots)) {
     w.resize(1280, 800);
     driver = std::make_unique<kvscope::ui::ScreenshotDriver>(&w, cli.value(shots), cli.value(scenario), cli.value(compare));
     QObject::connect(driver.get(), &kvscope::ui::ScreenshotDriver::finished, &app, [&w](int code) {

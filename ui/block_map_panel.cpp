@@ -129,6 +129,11 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   });
 }
 
+void BlockMapPanel::resetForEngine(const ModelInfo& info) {
+  setVocab(info.vocab);
+  map_->clearHistory();  // the same pool size must not keep the old engine's marks
+}
+
 void BlockMapPanel::setCompact(bool compact) { list_->setVisible(!compact); }
 
 bool BlockMapPanel::eventFilter(QObject* o, QEvent* e) {

@@ -27,7 +27,7 @@ class BlockMapPanel : public QWidget, public SnapshotView {
   QComboBox* groupSelector() const { return group_; }  // shown only with the hybrid KV cache
   void setVocab(const VocabPtr& v);
   void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;
-  void resetForEngine(const ModelInfo& info) override { setVocab(info.vocab); }
+  void resetForEngine(const ModelInfo& info) override;
   void setCompact(bool compact);  // compare view: no sequence list
   void fit();                     // cell size so the whole pool fits in view, if "Fit" is on
 

@@ -36,6 +36,12 @@ BlockMapWidget::BlockMapWidget(QWidget* parent) : QWidget(parent) {
   setToolTip(QString());  // tooltips are built per cell in event()
 }
 
+void BlockMapWidget::clearHistory() {
+  for (auto& d : dropped_) std::fill(d.begin(), d.end(), 0);
+  hashTokens_.clear();
+  update();
+}
+
 void BlockMapWidget::setSnapshot(const SnapshotPtr& snap) {
   const int oldN = numBlocks();
   snap_ = snap;

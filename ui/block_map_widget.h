@@ -26,6 +26,9 @@ class BlockMapWidget : public QWidget {
   void setSnapshot(const SnapshotPtr& snap);
   void setVocab(const VocabPtr& vocab) { vocab_ = vocab; }
   void applyEvents(const std::vector<BlockEvent>& events);
+  // A new engine: its blocks have no history, so the old engine's "slid out of the window"
+  // marks and remembered block texts go.
+  void clearHistory();
   void setHighlight(SeqId seq);        // -1: none
   SeqId highlight() const { return highlight_; }
   void setCellSize(int px);

@@ -29,6 +29,7 @@
 #include "chat_panel.h"
 #include "compare_panel.h"
 #include "fragmentation_panel.h"
+#include "lessons_panel.h"
 #include "live_label.h"
 #include "memory_panel.h"
 #include "no_cache_panel.h"
@@ -120,6 +121,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("One request's KV story in plain sentences: arrival, waits and why, its prefix hit and why the first "
               "block missed, blocks, copies, preemptions and where its blocks went. Click a sentence to see its step."));
   connect_story_sources(story, blockMap_, workloadPanel(), chat_);
+  lessons_ = new LessonsPanel(this);
+  addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"), Qt::LeftDockWidgetArea,
+           tr("Guided lessons on the real engine: each sets up the engine and a scenario, explains one idea in a few "
+              "steps and frames the panel to look at. Step runs one engine step and says what it did to the blocks."));
   QList<Qt::DockWidgetArea> opened;  // each area opens on its first panel's tab
   for (QDockWidget* d : docks_)
     if (!opened.contains(dockWidgetArea(d))) {
@@ -221,7 +226,7 @@ void MainWindow::buildMenus() {
   file->addAction(tr("&Export engine snapshot (JSON)…"), this, [this] {
     const QString p = QFileDialog::getSaveFileName(this, tr("Export engine snapshot"), QStringLiteral("kvscope-snapshot.json"),
                                                    tr("JSON files (*.json)"));
-    if (!p.isEmpty() && exportSnapshotJson(p)) statusBar()->showMessage(tr("snapshot written to %1").arg(p), 5000);
+    if (!p.isEmpty() && exportSnapshotJson(p)) showStatus(tr("snapshot written to %1").arg(p), 5000);
   });
   file->addSeparator();
   file->addAction(tr("&Attach to a deployment…"), this, [this] { open_attach_dialog(this); });  // attach_window.h
@@ -260,6 +265,7 @@ void MainWindow::buildMenus() {
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Guide"), QKeySequence::HelpContents, this, &MainWindow::showGuide);
+  help->addAction(tr("&Lessons"), this, [this] { showLesson(0); });
   help->addAction(tr("&About kvscope"), this, [this] {
     QMessageBox::about(this, tr("About kvscope"),
                        tr("<b>kvscope %1</b><p>A workbench that runs a real paged-attention LLM engine and shows its "
@@ -338,6 +344,13 @@ void MainWindow::showGuide() {
   dlg->show();
 }
 
+bool MainWindow::showLesson(int number) {
+  QDockWidget* d = panelDock(QStringLiteral("lessonsDock"));
+  d->show();
+  d->raise();
+  return number <= 0 || lessons_->showLesson(number);
+}
+
 void MainWindow::onSnapshot(const SnapshotPtr& snap, const EventBatch& events) {
   if (!snap) return;
   QElapsedTimer t, part;
@@ -375,7 +388,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   kvLabel_->setToolTip(info.kvSummary);
   backendLabel_->setText(tr("backend: %1").arg(info.backend));
   setWindowTitle(tr("kvscope — %1").arg(QFileInfo(info.path).fileName()));
-  statusBar()->showMessage(info.description, 8000);
+  showStatus(info.description, 8000);
 }
 
 bool MainWindow::exportSnapshotJson(const QString& path) {
@@ -398,13 +411,30 @@ void MainWindow::onError(const QString& msg) {
   ++errorCount_;
   banner_->setText(msg.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));
   bannerBox_->show();
-  statusBar()->showMessage(msg.section(QLatin1Char('\n'), 0, 0), 10000);
+  showStatus(msg.section(QLatin1Char('\n'), 0, 0), 10000);
 }
 
 void MainWindow::onLoading(bool loading, const QString& what) {
   busy_->setVisible(loading);
-  if (loading) statusBar()->showMessage(what);
+  if (loading) showStatus(what, 0);
   else statusBar()->clearMessage();
+}
+
+int MainWindow::statusMessageWidth() const {
+  // QStatusBar draws its message in what the permanent widgets on the right leave.
+  // Their size hints, not their widths: a label whose text just changed is not laid out yet.
+  int used = 0;
+  for (QWidget* w : {static_cast<QWidget*>(serveMenu_->statusLabel()), static_cast<QWidget*>(busy_), static_cast<QWidget*>(runLabel_),
+                     static_cast<QWidget*>(kvLabel_), static_cast<QWidget*>(backendLabel_)})
+    if (w->isVisibleTo(statusBar())) used += std::max(w->width(), w->sizeHint().width()) + 8;
+  return std::max(40, statusBar()->width() - used - 24);
+}
+
+void MainWindow::showStatus(const QString& text, int ms) {
+  // Cut to the room it has, with the whole message in the status bar's tooltip.
+  const QString shown = statusBar()->fontMetrics().elidedText(text, Qt::ElideRight, statusMessageWidth());
+  statusBar()->setToolTip(shown == text ? QString() : text);
+  statusBar()->showMessage(shown, ms);
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

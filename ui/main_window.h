@@ -24,6 +24,7 @@ class ChatPanel;
 class CaptionsPanel;
 class ComparePanel;
 class FragmentationPanel;
+class LessonsPanel;
 class MemoryPanel;
 class NoCachePanel;
 class PlannerPanel;
@@ -66,6 +67,10 @@ class MainWindow : public QMainWindow {
   // Loads `path` with the settings panel's current engine settings (or defaults if invalid).
   void openModel(const QString& path);
   void showGuide();
+  // Shows the Lessons panel and, for number >= 1, applies that lesson (Help > Lessons, --lesson N);
+  // false for an unknown lesson.
+  bool showLesson(int number);
+  LessonsPanel* lessonsPanel() const { return lessons_; }
   void setTheme(const QString& name);
   QString lastError() const { return lastError_; }
   int errorCount() const { return errorCount_; }
@@ -96,6 +101,13 @@ class MainWindow : public QMainWindow {
   void onModelLoaded(const ModelInfo& info);
   void onError(const QString& msg);
   void onLoading(bool loading, const QString& what);
+ public:
+  // A status bar message elided to the room left of the permanent labels (full text in the
+  // status bar's tooltip); ms = 0 keeps it until replaced.
+  void showStatus(const QString& text, int ms);
+  int statusMessageWidth() const;
+
+ private:
   void browseModel();
   void applyDefaultDockSizes();
 
@@ -106,6 +118,7 @@ class MainWindow : public QMainWindow {
   SettingsPanel* settings_ = nullptr;
   ComparePanel* compare_ = nullptr;
   NoCachePanel* noCache_ = nullptr;
+  LessonsPanel* lessons_ = nullptr;
   ServeController* serve_ = nullptr;
   ServeMenu* serveMenu_ = nullptr;
   QList<QDockWidget*> docks_;

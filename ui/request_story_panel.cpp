@@ -120,6 +120,10 @@ void connect_story_sources(RequestStoryPanel* story, BlockMapPanel* map, Workloa
   QObject::connect(map->map(), &BlockMapWidget::blockClicked, story, [story](int, qint64 owner) {
     if (owner >= 0) story->showRequest(owner);
   });
+  // A row of the block map's sequence list carries its sequence id, as the table's first column does.
+  QObject::connect(map->sequenceList(), &QListWidget::itemClicked, story, [story](QListWidgetItem* it) {
+    story->showRequest(it->data(Qt::UserRole).toLongLong());
+  });
   QObject::connect(story, &RequestStoryPanel::jumpRequested, map, [map](const SnapshotPtr& s) { map->showSnapshot(s, nullptr); });
   if (workload)
     QObject::connect(workload->requestsTable(), &QTableWidget::cellClicked, story, [story, workload](int row, int) {

@@ -1,7 +1,8 @@
 #pragma once
 // The story view: one request's KV story (engine/request_story.h) as a short timeline of plain
 // sentences, each with the step it happened in. A request is chosen by clicking it in the
-// requests table, a block of the block map (its owner) or the "story" link under a chat turn.
+// requests table, a block of the block map (its owner), a row of the block map's sequence list
+// or the "story" link under a chat turn.
 // Clicking a sentence jumps the block map to that step's snapshot, from a bounded history of
 // the snapshots the window received (the nearest kept one when that step was coalesced away
 // or has left the history; the next live frame replaces it while the engine runs).
@@ -60,7 +61,8 @@ class RequestStoryPanel : public QWidget, public SnapshotView {
   QElapsedTimer sinceRefresh_;
 };
 
-// Wires the places a request can be clicked (block map, requests table, chat) to the story view,
+// Wires the places a request can be clicked (block map cells and its sequence list, requests
+// table, chat) to the story view,
 // and its jumps to the block map.
 void connect_story_sources(RequestStoryPanel* story, BlockMapPanel* map, WorkloadPanel* workload, ChatPanel* chat);
 

@@ -113,6 +113,10 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   model_ = new QLineEdit;
   model_->setPlaceholderText(tr("path to a .gguf file"));
   model_->setToolTip(tr("The GGUF model the engine runs. Changing it reloads the model on the engine thread."));
+  // A long path scrolls out of the field at 1280 px: its tooltip always has the whole of it.
+  connect(model_, &QLineEdit::textChanged, this, [this, tip = model_->toolTip()](const QString& t) {
+    model_->setToolTip(t.isEmpty() ? tip : QStringLiteral("<b>%1</b><br>%2").arg(t.toHtmlEscaped(), tip));
+  });
   auto* browse = new QPushButton(tr("Browse…"));
   recent_ = new QToolButton;
   recent_->setText(tr("Recent"));
@@ -137,6 +141,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   poolRow->addWidget(pool_, 1);
   poolRow->addWidget(poolUnit_);
   dtype_ = new QComboBox;
+  dtype_->setObjectName(QStringLiteral("kvDtypeBox"));  // a lesson highlights it by name
   for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
   window_->setToolTip(tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
@@ -540,6 +545,15 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
+  else if (key == QLatin1String("baseline")) baseline_->setChecked(value == QLatin1String("on"));
+  else if (key == QLatin1String("baseline-reserve")) {
+    // The combo's item data is the text parse_baseline_reserve() reads; a number is the fixed guess.
+    const auto r = parse_baseline_reserve(value.trimmed().toStdString());
+    if (!r) return false;
+    const bool fixed = r->kind == BaselineReserveKind::Fixed;
+    reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed") : value.trimmed()));
+    if (fixed) reserveGuess_->setText(QString::number(r->fixed_slots));
+  }
   else if (key == QLatin1String("threads")) {
     bool ok = false;
     const int n = value.toInt(&ok);

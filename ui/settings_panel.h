@@ -70,7 +70,9 @@ class SettingsPanel : public QWidget {
   void setModel(const ModelConfig& model, const KvShape& shape);
   const ModelConfig& modelConfig() const { return modelConfig_; }
   // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
-  // (on/off), backend (auto/cpu/cuda), threads (N >= 1). The panel's own validation still applies. False for an unknown key.
+  // (on/off), baseline (on/off: the contiguous allocator), baseline-reserve (max-model-len,
+  // request or N), backend (auto/cpu/cuda), threads (N >= 1). The panel's own validation still
+  // applies. False for an unknown key or a value it cannot read.
   bool setOverride(const QString& key, const QString& value);
   void load();   // from QSettings
   void save() const;

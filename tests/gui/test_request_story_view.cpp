@@ -1,7 +1,8 @@
 // The story view in the real window (offscreen) on stories260K: a forced preemption and a
 // constructed prefix miss, each reached by clicking the request (its row in the requests table,
 // one of its blocks on the block map), asserting the sentences shown; clicking a sentence jumps
-// the block map to that step's snapshot. Also the chat's sampling defaults and greedy toggle.
+// the block map to that step's snapshot. A row of the block map's sequence list opens a story too.
+// Also the chat's sampling defaults and greedy toggle.
 #include <QDockWidget>
 #include <QLabel>
 #include <QSpinBox>
@@ -163,6 +164,25 @@ class TestRequestStoryView : public QObject {
     QVERIFY2(text.contains(QStringLiteral("16 of 48 prompt tokens hit")), qPrintable(text));
     w_->host()->setPaused(false);
     QTRY_VERIFY_WITH_TIMEOUT(!w_->host()->isRunning(), kTimeoutMs);
+  }
+
+  // The block map's sequence list is an entry point too: clicking a row shows that request's story.
+  void storyFromTheBlockMapsSequenceList() {
+    const qint64 id = run(req(tokens(24, 5), 4));
+    QListWidget* list = w_->blockMapPanel()->sequenceList();
+    QListWidgetItem* row = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT([&] {
+      for (int i = 0; i < list->count(); ++i)
+        if (list->item(i)->data(Qt::UserRole).toLongLong() == id) row = list->item(i);
+      return row != nullptr;
+    }(), kTimeoutMs);
+    list->scrollToItem(row);
+    QSignalSpy shownSpy(story_, &RequestStoryPanel::storyShown);
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(row).center());
+    QTRY_VERIFY_WITH_TIMEOUT(!shownSpy.isEmpty() && story_->story().id == id, kTimeoutMs);
+    QVERIFY(story_->header()->text().contains(QString::number(id)));
+    QVERIFY2(shown(story_).contains(QStringLiteral("Arrived at step")), qPrintable(shown(story_)));
+    QCOMPARE(w_->blockMapPanel()->map()->highlight(), id);  // the row still numbers its blocks on the map
   }
 
   // A chat turn's "story" link, and the chat's local-chat sampling defaults with greedy a click away.
