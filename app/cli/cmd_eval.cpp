@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/eval_sweep_cli.h"
 #include "run/perplexity.h"
 
 namespace kvscope::cli {
@@ -56,13 +57,22 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens"},
-               {"json", "help"});
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
+                "recompute-window", "recompute-rows"},
+               {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
                  "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
-                 "the next-token distributions against the f32-KV full-attention run on the same text.\n";
+                 "the next-token distributions against the f32-KV full-attention run on the same text.\n"
+                 "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4\n"
+                 "  [--out FILE.json] [--nll] [--no-kl] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
+                 "The grid (dtype x window x sinks; sinks need a wider window), each point against the f32 full-attention\n"
+                 "reference run once: perplexity, KL mean/p99, top-1, peak KV bytes, Pareto frontier (peak KV vs KL).\n"
+                 "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
+                 "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
+                 "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
+                 "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
   if (!a.has("text")) throw UsageError("--text FILE is required");
@@ -86,6 +96,8 @@ int cmd_eval(int argc, char** argv, int first) {
   if (cfg.window < 0 || cfg.sinks < 0) throw UsageError("--window and --sinks must be >= 0");
   if (cfg.sinks > 0 && cfg.window == 0) throw UsageError("--sinks needs --window");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
+  if (a.has("sweep")) return run_eval_sweep(a, lm, tokens, cfg);
+  if (!a.positional().empty()) throw UsageError("unexpected '" + a.positional()[0] + "' (sweep axes need --sweep)");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;
   ref_cfg.window = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct EvalConfig {
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
   int threads = 0;        // 0: all cores
+  // Keep every next-token distribution in EvalRun::logits (needed for KL against a reference).
+  // Off, only the per-position NLL is kept: what a long text's perplexity needs on a big vocabulary.
+  bool keep_logits = true;
 };
 
 struct EvalRun {
@@ -33,8 +37,12 @@ struct EvalRun {
   int32_t peak_blocks_used = 0;       // largest blocks_used over the run's snapshots
   int64_t peak_kv_bytes = 0;          // largest snapshot kv_used_bytes (blocks held, all groups) + KIVI's peak f16 residual
   int64_t peak_residual_bytes = 0;    // KIVI: the f16 residual's part of peak_kv_bytes
-  std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
+  std::vector<float> nll;             // [n_predicted]: -log p(token i + 1 | tokens 0..i), nats
+  std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1 (keep_logits)
 };
+
+// -log softmax(logits)[target], in double.
+double token_nll(std::span<const float> logits, TokenId target);
 
 // Called after every engine step with the prompt positions computed so far and the text's
 // length; returning false stops the run (eval_text then throws EvalStopped).
