@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "paged_harness.h"
 #include "reference_forward.h"
+#include "run/perplexity.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -251,6 +252,34 @@ class TestSinks : public QObject {
     const auto sink_rows = backend_rows(m, short_toks, 5, AttentionPolicy{window, sinks}, 16);
     const auto full_rows = backend_rows(m, short_toks, 5, AttentionPolicy{}, 16);
     QVERIFY(worst_diff(full_rows, sink_rows) < 1e-4f);
+  }
+
+  // The StreamingLLM table's path on a Gemma 3-shaped model: eval_text through the engine (chunked
+  // prefill, the hybrid KV cache: global layers with window W + S sinks, the model's own sliding
+  // layers with min(W, 32) + S sinks, every key at its cache position) gives, position by
+  // position, the NLL of the cache-position definition above.
+  void eval_with_sinks_matches_cache_position_reference() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "synthetic/synth-gemma3-f32.gguf");
+    auto m = load("synthetic/synth-gemma3-f32.gguf");
+    QVERIFY(m->config.sliding_window > 0);
+    const auto toks = random_tokens(130, m->config.n_vocab, 9);
+    for (auto [w, s] : {std::pair{48, 4}, std::pair{24, 2}}) {
+      EvalConfig ec;
+      ec.window = w;
+      ec.sinks = s;
+      ec.chunk = 20;  // chunks that straddle block and window edges
+      ec.threads = 2;
+      ec.keep_logits = false;
+      const EvalRun run = eval_text(m, toks, ec);
+      CachePositionReference ref(m, w, s);
+      double worst = 0;
+      for (size_t i = 0; i + 1 < toks.size(); ++i) {
+        const std::vector<float> lg = ref.step(toks[i]);
+        worst = std::max(worst, std::fabs(run.nll[i] - token_nll(lg, toks[i + 1])));
+      }
+      qInfo("window %d sinks %d: eval NLL vs cache-position reference, max |dNLL| %.3g", w, s, worst);
+      QVERIFY(worst < 1e-3);
+    }
   }
 
   // Window-only attention is the paper's baseline: absolute positions, a plain sliding window.
