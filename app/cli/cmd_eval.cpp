@@ -79,6 +79,7 @@ int cmd_eval(int argc, char** argv, int first) {
   LoadedModel lm = load_model(a);
   const std::string text = read_text(a.str("text"));
   std::vector<TokenId> tokens = lm.model->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  const size_t text_tokens = tokens.size();  // before --max-tokens
   const int64_t max_tokens = a.i64("max-tokens", 0);
   if (max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
   if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
@@ -96,7 +97,7 @@ int cmd_eval(int argc, char** argv, int first) {
   if (cfg.window < 0 || cfg.sinks < 0) throw UsageError("--window and --sinks must be >= 0");
   if (cfg.sinks > 0 && cfg.window == 0) throw UsageError("--sinks needs --window");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
-  if (a.has("sweep")) return run_eval_sweep(a, lm, tokens, cfg);
+  if (a.has("sweep")) return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
   if (!a.positional().empty()) throw UsageError("unexpected '" + a.positional()[0] + "' (sweep axes need --sweep)");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;

@@ -64,7 +64,8 @@ void print_table(const SweepResult& r) {
 
 }  // namespace
 
-int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens, const EvalConfig& base) {
+int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens, const EvalConfig& base,
+                   size_t text_tokens) {
   SweepAxes axes;
   try {
     axes = parse_sweep_axes(a.positional());
@@ -85,6 +86,7 @@ int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<Token
   }
   j["model"] = lm.path;
   j["text"] = a.str("text");
+  j["text_tokens"] = text_tokens;  // the whole text, BOS included (n_tokens: the part scored)
   j["block_size"] = base.block_size;
   j["chunk"] = base.chunk;
   const std::string out = a.str("out");

@@ -11,6 +11,7 @@
 namespace kvscope::cli {
 
 // Runs the sweep (and --recompute-window, if given) and writes its JSON to --out (or stdout).
-int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens, const EvalConfig& base);
+int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens, const EvalConfig& base,
+                   size_t text_tokens);
 
 }  // namespace kvscope::cli
