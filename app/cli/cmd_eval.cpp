@@ -58,11 +58,11 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
 
 int cmd_eval(int argc, char** argv, int first) {
   const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
-                "recompute-window", "recompute-rows"},
+                "recompute-window", "recompute-rows", "sinks-layers"},
                {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
-                 "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+                 "  [--kv-group G] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n"
                  "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4\n"
@@ -72,6 +72,8 @@ int cmd_eval(int argc, char** argv, int first) {
                  "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
                  "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
                  "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
+                 "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
+                 "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
                  "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
@@ -91,6 +93,9 @@ int cmd_eval(int argc, char** argv, int first) {
   cfg.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
+  const std::string sinks_layers = a.str("sinks-layers", "all");
+  if (sinks_layers != "all" && sinks_layers != "global") throw UsageError("--sinks-layers is all or global, not '" + sinks_layers + "'");
+  cfg.sinks_in_sliding_layers = sinks_layers == "all";
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));

@@ -26,6 +26,7 @@ struct EngineConfig {
   bool prefix_caching = true;
   int32_t window = 0;
   int32_t sinks = 0;
+  bool sinks_in_sliding_layers = true;  // AttentionPolicy::sinks_in_sliding_layers
   SchedulerConfig sched;             // max_model_len 0 -> model's context length
   size_t max_events = 100000;        // bounded block-event history
   // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a

@@ -81,7 +81,7 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
 std::string sweep_point_label(const EvalConfig& c) {
   std::string s = kv_dtype_name(c.kv_dtype);
   s += c.window > 0 ? " window " + std::to_string(c.window) : " full";
-  if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks);
+  if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks) + (c.sinks_in_sliding_layers ? "" : " (global layers)");
   return s;
 }
 
@@ -136,6 +136,7 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
                       {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
                       {"window", c.window},
                       {"sinks", c.sinks},
+                      {"sinks_layers", c.sinks_in_sliding_layers ? "all" : "global"},
                       {"perplexity", r.perplexity},
                       {"nll_mean", r.nll_mean},
                       {"kv_bytes_per_token", r.kv_bytes_per_token},

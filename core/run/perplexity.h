@@ -19,6 +19,7 @@ struct EvalConfig {
   KvDtype kv_dtype = KvDtype::F32;
   int32_t window = 0;
   int32_t sinks = 0;
+  bool sinks_in_sliding_layers = true;  // EngineConfig::sinks_in_sliding_layers (Gemma 3's own SWA layers)
   int32_t block_size = 16;
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
