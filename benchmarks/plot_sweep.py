@@ -2,9 +2,11 @@
 """Pictures and tables from `kvscope-cli eval --sweep ... --out FILE.json`.
 
   plot_sweep.py pareto SWEEP.json OUT.png        peak KV bytes vs mean KL (or perplexity), frontier marked
-  plot_sweep.py nll SWEEP.json OUT.png [--avg N] per-position NLL (running mean over N tokens), one
+  plot_sweep.py nll OUT.png SWEEP.json [MORE.json] [--avg N] per-position NLL (running mean over N tokens), one
                                                  panel per window: full attention, window only, sinks
-  plot_sweep.py table SWEEP.json [RECOMPUTE.json] the StreamingLLM table (markdown) in the paper's layout
+  plot_sweep.py table SWEEP.json [MORE.json ...] the StreamingLLM table (markdown) in the paper's layout; the
+                                                 points and recompute-window runs of every file, the
+                                                 reference (full attention) of the first
 
 Needs matplotlib for the plots (benchmarks/streaming_llm.sh puts it in a venv); `table` needs
 nothing but Python.
@@ -67,7 +69,9 @@ def nll(args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    j = load(args.json)
+    files = [load(f) for f in args.json]
+    j = files[0]
+    j["points"] = [p for f in files for p in f["points"]]
     windows = sorted({p["window"] for p in j["points"] if p["window"] > 0})
     fig, axes = plt.subplots(len(windows), 1, figsize=(9, 2.8 * len(windows)), dpi=120, sharex=True, squeeze=False)
     full = j["reference"]["nll"]
@@ -76,8 +80,10 @@ def nll(args):
         for p in j["points"]:
             if p["window"] != w or p["kv_dtype"] != "f32":
                 continue
-            label = "window only" if p["sinks"] == 0 else "%d sink%s + window" % (p["sinks"], "s" if p["sinks"] > 1 else "")
+            label = sink_name(p["sinks"], p.get("sinks_layers", "all"))
             style = dict(color="#d62728", lw=1.2) if p["sinks"] == 0 else dict(lw=0.8)
+            if p.get("sinks_layers", "all") != "all":
+                style["ls"] = "--"
             ax.plot(running_mean(p["nll"], args.avg), label=label, **style)
         ax.axvline(w, color="gray", ls=":", lw=0.8)
         ax.set_ylabel("NLL (nats), mean of %d" % args.avg)
@@ -95,46 +101,51 @@ def ppl(values):
     return math.exp(sum(values) / len(values)) if values else float("nan")
 
 
+def sink_name(s, layers="all"):
+    if s == 0:
+        return "window only"
+    return "%d sink%s%s" % (s, "s" if s > 1 else "", "" if layers == "all" else " (global layers)")
+
+
 def table(args):
-    j = load(args.json)
-    rec = load(args.recompute)["recompute_window"] if args.recompute else j.get("recompute_window", [])
+    files = [load(f) for f in args.json]
+    j = files[0]
+    rec = [r for f in files for r in f.get("recompute_window", [])]
+    j["points"] = [p for f in files for p in f["points"]]
     windows = sorted({p["window"] for p in j["points"] if p["window"] > 0})
-    sinks = sorted({p["sinks"] for p in j["points"]})
+    cols = sorted({(p["sinks"], p.get("sinks_layers", "all")) for p in j["points"] if p["kv_dtype"] == "f32"},
+                  key=lambda c: (c[1] != "all", c[0]))
     full = j["reference"]["nll"]
-    by = {(p["window"], p["sinks"]): p for p in j["points"] if p["kv_dtype"] == "f32"}
-    print("Perplexity of the first %d tokens (%d predictions); full attention: %.2f" % (j["n_tokens"], len(full), ppl(full)))
+    by = {(p["window"], p["sinks"], p.get("sinks_layers", "all")): p for p in j["points"] if p["kv_dtype"] == "f32"}
+    print("Perplexity of the first %d tokens (%d predictions) of %s, f32 KV" % (j["n_tokens"], len(full), j["text"].split("/")[-1]))
     print()
-    print("| cache (sinks + window) | " + " | ".join("W = %d" % w for w in windows) + " |")
-    print("|---|" + "---|" * len(windows))
-    print("| full attention | " + " | ".join("%.2f" % ppl(full) for w in windows) + " |")
-    for s in sinks:
-        cells = []
-        for w in windows:
-            p = by.get((w, s))
-            cells.append("%.2f (%d+%d)" % (p["perplexity"], s, w) if p else "-")
-        print("| %s | %s |" % ("window only" if s == 0 else "%d sink%s + window" % (s, "s" if s > 1 else ""), " | ".join(cells)))
-    # Past the first window only: where the methods differ at all.
+    # The paper's layout (its Table 2): one row per cache, columns S + W.
+    print("| cache | full attention | " + " | ".join(sink_name(s, l) for s, l in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for w in windows:
+        cells = ["%.2f (%d+%d)" % (by[(w, s, l)]["perplexity"], s, w) if (w, s, l) in by else "-" for s, l in cols]
+        print("| W = %d | %.2f | %s |" % (w, ppl(full), " | ".join(cells)))
     print()
-    print("Perplexity over positions >= W only (every row there has lost the text's start):")
+    print("Only the predictions at positions >= W (those whose window has lost the text's first tokens):")
     print()
-    print("| method | " + " | ".join("W = %d" % w for w in windows) + " |")
-    print("|---|" + "---|" * len(windows))
-    print("| full attention | " + " | ".join("%.2f" % ppl(full[w:]) for w in windows) + " |")
-    for s in sinks:
-        cells = ["%.2f" % ppl(by[(w, s)]["nll"][w:]) if (w, s) in by else "-" for w in windows]
-        print("| %s | %s |" % ("window only" if s == 0 else "%d sinks + window" % s, " | ".join(cells)))
+    print("| cache | full attention | " + " | ".join(sink_name(s, l) for s, l in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for w in windows:
+        cells = ["%.2f" % ppl(by[(w, s, l)]["nll"][w:]) if (w, s, l) in by else "-" for s, l in cols]
+        print("| W = %d | %.2f | %s |" % (w, ppl(full[w:]), " | ".join(cells)))
     if rec:
         print()
-        print("Recompute-window (BOS + last W-1 tokens re-encoded per row) on sampled rows, against the others on the same rows:")
+        print("Recompute-window (BOS + the last W-1 tokens re-encoded for every scored row) on rows spread over [W-1, n-2],")
+        print("and the other methods on the same rows:")
         print()
-        print("| W | rows | recompute | full attention | window only | 4 sinks + window |")
+        print("| cache | rows | recompute-window | full attention | window only | 4 sinks + window |")
         print("|---|---|---|---|---|---|")
         for r in rec:
             w, rows = r["window"], r["rows"]
             def on(p):
                 return "%.2f" % ppl([p["nll"][i] for i in rows]) if p else "-"
-            print("| %d | %d (%d..%d) | %.2f | %.2f | %s | %s |" % (w, len(rows), rows[0], rows[-1], r["perplexity"],
-                  ppl([full[i] for i in rows]), on(by.get((w, 0))), on(by.get((w, 4)))))
+            print("| W = %d | %d (%d..%d) | %.2f | %.2f | %s | %s |" % (w, len(rows), rows[0], rows[-1], r["perplexity"],
+                  ppl([full[i] for i in rows]), on(by.get((w, 0, "all"))), on(by.get((w, 4, "all")))))
 
 
 def main():
@@ -144,12 +155,11 @@ def main():
     a.add_argument("json")
     a.add_argument("out")
     b = sub.add_parser("nll")
-    b.add_argument("json")
     b.add_argument("out")
+    b.add_argument("json", nargs="+")
     b.add_argument("--avg", type=int, default=32)
     c = sub.add_parser("table")
-    c.add_argument("json")
-    c.add_argument("recompute", nargs="?")
+    c.add_argument("json", nargs="+")
     args = ap.parse_args()
     {"pareto": pareto, "nll": nll, "table": table}[args.cmd](args)
 
