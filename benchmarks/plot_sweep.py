@@ -76,22 +76,25 @@ def nll(args):
     fig, axes = plt.subplots(len(windows), 1, figsize=(9, 2.8 * len(windows)), dpi=120, sharex=True, squeeze=False)
     full = j["reference"]["nll"]
     for ax, w in zip(axes[:, 0], windows):
-        ax.plot(running_mean(full, args.avg), color="black", lw=1.0, label="full attention")
+        # The excess over full attention, position by position: the text's own difficulty cancels.
+        ax.axhline(0, color="black", lw=1.0, label="full attention")
+        colors = iter(["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"])
         for p in j["points"]:
             if p["window"] != w or p["kv_dtype"] != "f32":
                 continue
             label = sink_name(p["sinks"], p.get("sinks_layers", "all"))
-            style = dict(color="#d62728", lw=1.2) if p["sinks"] == 0 else dict(lw=0.8)
+            style = dict(color="#d62728", lw=1.4) if p["sinks"] == 0 else dict(color=next(colors), lw=0.8)
             if p.get("sinks_layers", "all") != "all":
                 style["ls"] = "--"
-            ax.plot(running_mean(p["nll"], args.avg), label=label, **style)
+            excess = [a - b for a, b in zip(p["nll"], full)]
+            ax.plot(running_mean(excess, args.avg), label=label, **style)
         ax.axvline(w, color="gray", ls=":", lw=0.8)
-        ax.set_ylabel("NLL (nats), mean of %d" % args.avg)
+        ax.set_ylabel("NLL - full attention's\n(nats, mean of %d)" % args.avg)
         ax.set_title("window %d: the first tokens leave the cache at position %d (dotted)" % (w, w), fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=3)
     axes[-1, 0].set_xlabel("position in the text (tokens)")
-    fig.suptitle("%s on %s: per-position NLL" % (j["model"].split("/")[-1], j["text"].split("/")[-1]), fontsize=10)
+    fig.suptitle("%s on %s: per-position NLL above full attention's" % (j["model"].split("/")[-1], j["text"].split("/")[-1]), fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out)
     print("wrote", args.out)
