@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "paged_harness.h"
 #include "reference_forward.h"
+#include "run/perplexity.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -36,8 +37,9 @@ std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
 // key vis[t] is rotated to position t and the query to position vis.size() - 1.
 class CachePositionReference {
  public:
-  CachePositionReference(std::shared_ptr<const Model> m, int32_t window, int32_t sinks)
-      : m_(std::move(m)), window_(window), sinks_(sinks), k_(m_->config.n_layer), v_(m_->config.n_layer) {}
+  // sliding_sinks false: a model's own sliding-window layers see no sinks (--sinks-layers global).
+  CachePositionReference(std::shared_ptr<const Model> m, int32_t window, int32_t sinks, bool sliding_sinks = true)
+      : m_(std::move(m)), window_(window), sinks_(sinks), sliding_sinks_(sliding_sinks), k_(m_->config.n_layer), v_(m_->config.n_layer) {}
 
   std::vector<float> step(TokenId tok) {
     const ModelConfig& c = m_->config;
@@ -68,7 +70,8 @@ class CachePositionReference {
       const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
       std::vector<int32_t> vis;
       const int32_t lo = win > 0 ? std::max(0, pos - win + 1) : 0;
-      for (int32_t j = 0; j < (win > 0 ? std::min(sinks_, lo) : 0); ++j) vis.push_back(j);
+      const int32_t sinks = c.layer_is_swa(il) && c.sliding_window > 0 && !sliding_sinks_ ? 0 : sinks_;
+      for (int32_t j = 0; j < (win > 0 ? std::min(sinks, lo) : 0); ++j) vis.push_back(j);
       for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
       const int32_t n = static_cast<int32_t>(vis.size());
       std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
@@ -158,6 +161,7 @@ class CachePositionReference {
 
   std::shared_ptr<const Model> m_;
   int32_t window_, sinks_;
+  bool sliding_sinks_;
   int32_t n_past_ = 0;
   std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim], before RoPE
 };
@@ -251,6 +255,47 @@ class TestSinks : public QObject {
     const auto sink_rows = backend_rows(m, short_toks, 5, AttentionPolicy{window, sinks}, 16);
     const auto full_rows = backend_rows(m, short_toks, 5, AttentionPolicy{}, 16);
     QVERIFY(worst_diff(full_rows, sink_rows) < 1e-4f);
+  }
+
+  // The StreamingLLM table's path on a Gemma 3-shaped model: eval_text through the engine (chunked
+  // prefill, the hybrid KV cache: global layers with window W + S sinks, the model's own sliding
+  // layers with min(W, 32) + S sinks, every key at its cache position) gives, position by
+  // position, the NLL of the cache-position definition above. With sinks in the global layers
+  // only, the sliding layers keep their own window without sinks, and the result differs.
+  void eval_with_sinks_matches_cache_position_reference() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "synthetic/synth-gemma3-f32.gguf");
+    auto m = load("synthetic/synth-gemma3-f32.gguf");
+    QVERIFY(m->config.sliding_window > 0);
+    const auto toks = random_tokens(130, m->config.n_vocab, 9);
+    struct Case {
+      int32_t w, s;
+      bool sliding_sinks;
+    };
+    std::vector<std::vector<float>> nll;
+    for (Case k : {Case{48, 4, true}, Case{24, 2, true}, Case{48, 4, false}}) {
+      const int32_t w = k.w, s = k.s;
+      EvalConfig ec;
+      ec.window = w;
+      ec.sinks = s;
+      ec.sinks_in_sliding_layers = k.sliding_sinks;
+      ec.chunk = 20;  // chunks that straddle block and window edges
+      ec.threads = 2;
+      ec.keep_logits = false;
+      const EvalRun run = eval_text(m, toks, ec);
+      CachePositionReference ref(m, w, s, k.sliding_sinks);
+      double worst = 0;
+      for (size_t i = 0; i + 1 < toks.size(); ++i) {
+        const std::vector<float> lg = ref.step(toks[i]);
+        worst = std::max(worst, std::fabs(run.nll[i] - token_nll(lg, toks[i + 1])));
+      }
+      qInfo("window %d sinks %d (%s layers): eval NLL vs cache-position reference, max |dNLL| %.3g", w, s,
+            k.sliding_sinks ? "all" : "global", worst);
+      QVERIFY(worst < 1e-3);
+      nll.push_back(run.nll);
+    }
+    double diff = 0;  // same window and sinks, sinks in the sliding layers or not
+    for (size_t i = 0; i < nll[0].size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(nll[0][i] - nll[2][i])));
+    QVERIFY(diff > 1e-2);
   }
 
   // Window-only attention is the paper's baseline: absolute positions, a plain sliding window.

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/eval_sweep_cli.h"
 #include "run/perplexity.h"
 
 namespace kvscope::cli {
@@ -78,21 +79,32 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens",
-                "evict", "snapkv-at"},
-               {"json", "help"});
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
+                "recompute-window", "recompute-rows", "sinks-layers", "evict", "snapkv-at"},
+               {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
-                 "  [--kv-group G] [--window W --sinks S] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+                 "  [--kv-group G] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window) [--snapkv-at N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
-                 "the next-token distributions against the f32-KV full-attention run on the same text.\n";
+                 "the next-token distributions against the f32-KV full-attention run on the same text.\n"
+                 "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4\n"
+                 "  [--out FILE.json] [--nll] [--no-kl] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
+                 "The grid (dtype x window x sinks; sinks need a wider window), each point against the f32 full-attention\n"
+                 "reference run once: perplexity, KL mean/p99, top-1, peak KV bytes, Pareto frontier (peak KV vs KL).\n"
+                 "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
+                 "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
+                 "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
+                 "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
+                 "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
+                 "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
   if (!a.has("text")) throw UsageError("--text FILE is required");
   LoadedModel lm = load_model(a);
   const std::string text = read_text(a.str("text"));
   std::vector<TokenId> tokens = lm.model->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  const size_t text_tokens = tokens.size();  // before --max-tokens
   const int64_t max_tokens = a.i64("max-tokens", 0);
   if (max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
   if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
@@ -104,6 +116,9 @@ int cmd_eval(int argc, char** argv, int first) {
   cfg.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
+  const std::string sinks_layers = a.str("sinks-layers", "all");
+  if (sinks_layers != "all" && sinks_layers != "global") throw UsageError("--sinks-layers is all or global, not '" + sinks_layers + "'");
+  cfg.sinks_in_sliding_layers = sinks_layers == "all";
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));
@@ -112,6 +127,8 @@ int cmd_eval(int argc, char** argv, int first) {
   const bool any_evict = std::any_of(evicts.begin(), evicts.end(), [](const EvictConfig& e) { return e.on(); });
   if (cfg.sinks > 0 && cfg.window == 0 && !any_evict) throw UsageError("--sinks needs --window (or --evict)");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
+  if (a.has("sweep")) return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
+  if (!a.positional().empty()) throw UsageError("unexpected '" + a.positional()[0] + "' (sweep axes need --sweep)");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;
   ref_cfg.window = 0;

@@ -170,6 +170,12 @@ void CpuBackend::copy_slots(std::span<const SlotCopy> copies) {
   }
 }
 
+int32_t CpuBackend::layer_sinks(int32_t layer) const {
+  const ModelConfig& c = model_->config;
+  const bool own_window = c.layer_is_swa(layer) && c.sliding_window > 0;
+  return own_window && !policy_.sinks_in_sliding_layers ? 0 : policy_.sinks;
+}
+
 // The query heads of one token that share KV head g, against the keys their sequence can see:
 // the last `window` positions (all when 0), plus the first `sinks` positions. One pass over the
 // block table with online softmax (cpu/online_attention.h): each visible K/V row is read (and
@@ -189,7 +195,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
   const int32_t window = layer_window(layer);
   const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-  const int32_t n_sink = window > 0 ? std::min(policy_.sinks, lo) : 0;
+  const int32_t n_sink = window > 0 ? std::min(layer_sinks(layer), lo) : 0;
   const int32_t n_vis = n_sink + (pos - lo + 1);
   // Split-KV: this call covers visible keys [v0, v1) (all of them without a part).
   const int32_t v0 = part ? static_cast<int32_t>(static_cast<int64_t>(n_vis) * part->part / part->parts) : 0;
@@ -354,7 +360,7 @@ int64_t CpuBackend::mean_visible_keys(int32_t layer, const BatchView& batch) con
   int64_t sum = 0;
   for (int32_t pos : batch.positions) {
     const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-    sum += (window > 0 ? std::min(policy_.sinks, lo) : 0) + (pos - lo + 1);
+    sum += (window > 0 ? std::min(layer_sinks(layer), lo) : 0) + (pos - lo + 1);
   }
   return batch.positions.empty() ? 0 : sum / static_cast<int64_t>(batch.positions.size());
 }

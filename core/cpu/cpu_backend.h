@@ -77,6 +77,7 @@ class CpuBackend : public Backend {
   void merge_attention_mass();
   void prepare_eviction(const BatchView& batch);
   int32_t layer_window(int32_t layer) const;
+  int32_t layer_sinks(int32_t layer) const;  // policy.sinks, or 0 in a sliding layer without sinks
   void set_policy(const AttentionPolicy& policy);
   // forward()'s steps; activations live in the x_ ... up_ buffers below.
   void embed(const BatchView& batch);

@@ -15,6 +15,9 @@ namespace kvscope {
 struct AttentionPolicy {
   int32_t window = 0;  // 0: full attention (a model's own SWA layers still use their window)
   int32_t sinks = 0;   // with a window: the first `sinks` positions stay visible
+  // A model's own sliding-window layers (Gemma 3) see the sinks too (true), or only its
+  // full-attention layers do and the sliding layers keep their trained, sink-free window (false).
+  bool sinks_in_sliding_layers = true;
 };
 
 // A KV group: layers that share one block pool and one block table per sequence. Most models

@@ -69,6 +69,7 @@ SeqId Engine::submit(const Request& r) {
   rt->sampler = std::make_unique<Sampler>(r.sampling);
   rt->record_logits = r.record_logits;
   rt->record_prompt_logits = r.record_prompt_logits;
+  rt->on_prompt_logits = r.on_prompt_logits;
   rt->submitted = Clock::now();
   RequestRecord* raw = rt.get();
   stories_->on_submit(s, rt->label, counters_.steps, now_ms());
@@ -157,7 +158,8 @@ void Engine::postprocess(const SchedulerOutput& out, const StepBatch& batch, con
     const int32_t n_prompt_rows = n_rows - (ch.wants_logits ? 1 : 0);
     for (int32_t r = 0; r < n_prompt_rows; ++r) {
       const float* p = logits.data() + static_cast<size_t>(row0 + r) * V;
-      rt.prompt_logits.emplace_back(p, p + V);
+      if (rt.on_prompt_logits) rt.on_prompt_logits(std::span<const float>(p, V));
+      else rt.prompt_logits.emplace_back(p, p + V);
     }
     if (!ch.wants_logits || rt.seq.is_finished()) continue;
     std::span<const float> lg(logits.data() + static_cast<size_t>(row0 + n_rows - 1) * V, V);

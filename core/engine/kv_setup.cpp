@@ -20,13 +20,15 @@ std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
   return out;
 }
 
-KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, uint64_t salt) {
+AttentionPolicy attention_policy(const EngineConfig& cfg) { return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers}; }
+
+KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, int32_t sinks, uint64_t salt) {
   KvCacheConfig kc;
   kc.block_size = cfg.block_size;
   kc.num_blocks = num_blocks;
   kc.prefix_caching = cfg.prefix_caching;
   kc.sliding_window = cfg.evict.on() ? 0 : window;  // with eviction: the recent window, never dropped whole
-  kc.sink_tokens = cfg.evict.on() ? 0 : cfg.sinks;
+  kc.sink_tokens = cfg.evict.on() ? 0 : sinks;
   kc.hash_salt = salt;
   kc.token_eviction = cfg.evict.on();
   return kc;
@@ -50,7 +52,7 @@ KvSetup make_hybrid(const ModelConfig& mc, Backend& backend, EngineConfig& cfg, 
   in.sliding_block_bytes = groups[1].layout.bytes_per_block();
   in.block_size = cfg.block_size;
   in.window = out.sliding_window;
-  in.sinks = cfg.sinks;
+  in.sinks = cfg.sinks_in_sliding_layers ? cfg.sinks : 0;  // the sliding pool's sinks
   in.max_model_len = cfg.sched.max_model_len;
   in.max_chunk = cfg.sched.max_batched_tokens;
   in.max_running = cfg.sched.max_running;
@@ -60,9 +62,11 @@ KvSetup make_hybrid(const ModelConfig& mc, Backend& backend, EngineConfig& cfg, 
   out.sliding_blocks_per_seq = split.sliding_blocks_per_seq;
   groups[0].layout.num_blocks = split.global_blocks;
   groups[1].layout.num_blocks = split.sliding_blocks;
-  backend.init_kv_groups(groups, AttentionPolicy{cfg.window, cfg.sinks});
-  out.kv = std::make_unique<HybridKvManager>(paged_config(cfg, split.global_blocks, cfg.window, salt),
-                                             paged_config(cfg, split.sliding_blocks, out.sliding_window, salt));
+  backend.init_kv_groups(groups, attention_policy(cfg));
+  // Without sinks in the sliding layers their table keeps no sink blocks either.
+  out.kv = std::make_unique<HybridKvManager>(
+      paged_config(cfg, split.global_blocks, cfg.window, cfg.sinks, salt),
+      paged_config(cfg, split.sliding_blocks, out.sliding_window, cfg.sinks_in_sliding_layers ? cfg.sinks : 0, salt));
   return out;
 }
 
@@ -113,9 +117,12 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     throw std::invalid_argument("KV memory budget is smaller than one block (" + std::to_string(layout.bytes_per_block()) +
                                 " bytes)");
   layout.num_blocks = cfg.num_blocks;
+  // One KV group: the backend itself must tell the layer kinds apart for global-only sinks.
+  if (!cfg.sinks_in_sliding_layers && cfg.sinks > 0 && !backend.supports_kv_groups())
+    throw std::invalid_argument("sinks in the full-attention layers only need the CPU backend (" + backend.name() + " applies sinks to every layer)");
   // With eviction the window and sinks are the evictor's (engine/token_eviction.h): every kept
   // token is visible, at its absolute position.
-  backend.init_kv(layout, cfg.evict.on() ? AttentionPolicy{} : AttentionPolicy{cfg.window, cfg.sinks});
+  backend.init_kv(layout, cfg.evict.on() ? AttentionPolicy{} : attention_policy(cfg));
 
   KvSetup out;
   if (cfg.contiguous_baseline) {
@@ -125,7 +132,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     out.kv = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size,
                                                    cfg.sched.max_model_len, cfg.baseline_reserve, cfg.block_size);
   } else {
-    out.kv = std::make_unique<KvCacheManager>(paged_config(cfg, cfg.num_blocks, cfg.window, salt));
+    out.kv = std::make_unique<KvCacheManager>(paged_config(cfg, cfg.num_blocks, cfg.window, cfg.sinks, salt));
   }
   return out;
 }

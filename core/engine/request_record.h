@@ -4,6 +4,8 @@
 // state, RequestRecord the engine's bookkeeping, SeqSnap what a snapshot shows of both.)
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,9 @@ struct Request {
   std::vector<TokenId> stop_tokens;
   bool record_logits = false;        // keep the logits of every sampling step (for --logits-out)
   bool record_prompt_logits = false; // keep the logits after every prompt position (perplexity)
+  // With record_prompt_logits: when set, each prompt row is handed here in order instead of being
+  // kept (a 262K-token vocabulary makes a row 1 MiB: a long text's rows would not fit in memory).
+  std::function<void(std::span<const float>)> on_prompt_logits;
   std::string label;
 };
 
@@ -32,6 +37,7 @@ struct RequestRecord {
   std::unique_ptr<Sampler> sampler;
   bool record_logits = false;
   bool record_prompt_logits = false;
+  std::function<void(std::span<const float>)> on_prompt_logits;
   std::vector<std::vector<float>> logits;
   std::vector<std::vector<float>> prompt_logits;
   int32_t pending_forks = 0;         // parallel samples still to fork off after the prompt

@@ -87,7 +87,7 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   g1.bytes_per_block = G[1].bytes_per_block();
   g1.blocks = src.recorder.blocks(1);
   for (const SeqSnap& q : S.seqs)
-    if (!q.tables_after_first_group.empty()) mark_sink_blocks(q.tables_after_first_group[0], G[1].block_size, S.sinks, g1.blocks);
+    if (!q.tables_after_first_group.empty()) mark_sink_blocks(q.tables_after_first_group[0], G[1].block_size, src.cfg.sinks_in_sliding_layers ? S.sinks : 0, g1.blocks);
   const BlockTotals& t = src.recorder.totals(1);
   g1.blocks_total = src.kv.num_blocks(1);
   g1.blocks_used = t.used;

@@ -24,6 +24,14 @@ std::vector<double> log_softmax(const std::vector<float>& x) {
 
 }  // namespace
 
+double token_nll(std::span<const float> logits, TokenId target) {
+  if (target < 0 || static_cast<size_t>(target) >= logits.size()) throw std::invalid_argument("token_nll: target outside the vocabulary");
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(v - mx);
+  return -(logits[static_cast<size_t>(target)] - mx - std::log(sum));
+}
+
 EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, const EvalConfig& cfg,
                   const EvalProgress& progress) {
   const int32_t n = static_cast<int32_t>(tokens.size());
@@ -37,6 +45,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.window = cfg.window;
   ec.sinks = cfg.sinks;
   ec.evict = cfg.evict;
+  ec.sinks_in_sliding_layers = cfg.sinks_in_sliding_layers;
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context
@@ -47,8 +56,18 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   req.max_new_tokens = 1;
   req.ignore_eos = true;
   req.record_prompt_logits = true;
-  const SeqId id = engine.submit(req);
   EvalRun run;
+  double nll_sum = 0;  // in double, as the per-position floats would round
+  run.nll.reserve(static_cast<size_t>(n - 1));
+  req.on_prompt_logits = [&](std::span<const float> row) {  // rows arrive in prompt order
+    const size_t i = run.nll.size();
+    if (i + 1 >= tokens.size()) throw std::logic_error("eval: more logits rows than predictions");
+    const double nll = token_nll(row, tokens[i + 1]);
+    nll_sum += nll;
+    run.nll.push_back(static_cast<float>(nll));
+    if (cfg.keep_logits) run.logits.emplace_back(row.begin(), row.end());
+  };
+  const SeqId id = engine.submit(req);
   while (engine.step()) {
     const auto snap = engine.snapshot();
     run.peak_blocks_used = std::max(run.peak_blocks_used, snap->memory.blocks_used);
@@ -61,20 +80,14 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   }
   const Sequence& s = engine.sequence(id);
   if (s.state == SeqState::Rejected) throw std::runtime_error("eval: the engine rejected the text: " + s.error);
-  run.logits = engine.recorded_prompt_logits(id);
-  if (static_cast<int32_t>(run.logits.size()) != n - 1)
-    throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " + std::to_string(run.logits.size()));
+  if (static_cast<int32_t>(run.nll.size()) != n - 1)
+    throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " + std::to_string(run.nll.size()));
   run.n_tokens = n;
   run.n_predicted = n - 1;
   run.kv_bytes_per_token = engine.backend().kv_bytes_per_token();
   run.peak_residual_bytes = engine.backend().kv_residual_peak_bytes();
   run.peak_kv_bytes += run.peak_residual_bytes;
-  double nll = 0;
-  for (int32_t i = 0; i + 1 < n; ++i) {
-    const std::vector<double> lp = log_softmax(run.logits[static_cast<size_t>(i)]);
-    nll -= lp[static_cast<size_t>(tokens[static_cast<size_t>(i + 1)])];
-  }
-  run.nll_mean = nll / run.n_predicted;
+  run.nll_mean = nll_sum / run.n_predicted;
   run.perplexity = std::exp(run.nll_mean);
   return run;
 }

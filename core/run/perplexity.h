@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -19,11 +20,15 @@ struct EvalConfig {
   KvDtype kv_dtype = KvDtype::F32;
   int32_t window = 0;
   int32_t sinks = 0;
+  bool sinks_in_sliding_layers = true;  // EngineConfig::sinks_in_sliding_layers (Gemma 3's own SWA layers)
   int32_t block_size = 16;
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
   int threads = 0;        // 0: all cores
   EvictConfig evict;      // token eviction (one KV group: the hybrid KV cache is off then)
+  // Keep every next-token distribution in EvalRun::logits (needed for KL against a reference).
+  // Off, only the per-position NLL is kept: what a long text's perplexity needs on a big vocabulary.
+  bool keep_logits = true;
 };
 
 struct EvalRun {
@@ -38,8 +43,12 @@ struct EvalRun {
   int32_t peak_kept_tokens = 0;       // token eviction: most slots held minus holes
   uint64_t tokens_evicted = 0, compactions = 0;
   int64_t bytes_copied = 0;           // by compactions
-  std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1
+  std::vector<float> nll;             // [n_predicted]: -log p(token i + 1 | tokens 0..i), nats
+  std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1 (keep_logits)
 };
+
+// -log softmax(logits)[target], in double.
+double token_nll(std::span<const float> logits, TokenId target);
 
 // Called after every engine step with the prompt positions computed so far and the text's
 // length; returning false stops the run (eval_text then throws EvalStopped).
