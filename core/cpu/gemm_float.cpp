@@ -19,26 +19,6 @@ namespace {
 constexpr int kRows = 4;
 constexpr int kLanes = 16;
 
-// Element i of a row of `type` (F32, or the f16 / bf16 bits), widened to f32 exactly.
-float widen(GgmlType type, const uint8_t* row, int64_t i) {
-  if (type == GgmlType::F32) {
-    float f;
-    std::memcpy(&f, row + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, row + 2 * i, 2);
-  return type == GgmlType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
-}
-
-void widen_row(GgmlType type, const uint8_t* row, int64_t k, float* out) {
-  if (type == GgmlType::F32) {
-    std::memcpy(out, row, static_cast<size_t>(k) * sizeof(float));
-    return;
-  }
-  for (int64_t i = 0; i < k; ++i) out[i] = widen(type, row, i);
-}
-
 #if defined(__x86_64__)
 // One tile: kRows rows (wt, row-major, stride k) x kLanes tokens (panel [k][kLanes]).
 KVSCOPE_AVX2_FMA_F16C void tile(const float* wt, const float* panel, int64_t k, int n_rows, int n_tok, float* y,
@@ -90,9 +70,11 @@ void gemm_float(const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int6
     for (int64_t tl = t0; tl < t1; ++tl) {
       float* pt = panel + tl * tile_floats;
       std::memset(pt, 0, tile_floats * sizeof(float));
+      thread_local std::vector<float> row;  // one token widened (exact), then spread over the lanes
+      row.resize(static_cast<size_t>(k));
       for (int l = 0; l < kLanes && tl * kLanes + l < n_tokens; ++l) {
-        const uint8_t* xt = xc + (tl * kLanes + l) * x_row_bytes;
-        for (int64_t i = 0; i < k; ++i) pt[i * kLanes + l] = widen(type, xt, i);
+        dequantize_row(type, xc + (tl * kLanes + l) * x_row_bytes, row.data(), k);
+        for (int64_t i = 0; i < k; ++i) pt[i * kLanes + l] = row[static_cast<size_t>(i)];
       }
     }
   });
@@ -105,7 +87,7 @@ void gemm_float(const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int6
       const int64_t r0 = rt * kRows;
       const int n_rows = static_cast<int>(n_out - r0 < kRows ? n_out - r0 : kRows);
       for (int r = 0; r < kRows; ++r) {
-        if (r < n_rows) widen_row(type, w.data + (r0 + r) * w.row_bytes(), k, wt + r * k);
+        if (r < n_rows) dequantize_row(type, w.data + (r0 + r) * w.row_bytes(), wt + r * k, k);
         else std::memset(wt + r * k, 0, static_cast<size_t>(k) * sizeof(float));
       }
       for (int64_t tl = 0; tl < n_tiles; ++tl) {
