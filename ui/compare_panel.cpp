@@ -186,10 +186,13 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   table_->verticalHeader()->setDefaultSectionSize(20);
 
   // The side-by-side view needs room: inside a narrow dock it scrolls; floated or maximised it fits.
+  // Only the height is fixed: the width comes from the layout (never below 900), so no label of
+  // the controls band is squeezed below its text when the dock is narrow: it scrolls instead.
   auto* content = new QWidget;
-  content->setMinimumSize(900, 640);
+  content->setMinimumHeight(640);
   auto* v = new QVBoxLayout(content);
   v->setContentsMargins(4, 4, 4, 4);
+  v->addStrut(900);
   v->addLayout(top);
   auto* main = new QSplitter(Qt::Vertical);
   main->addWidget(sideBySide);
