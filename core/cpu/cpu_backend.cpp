@@ -5,6 +5,7 @@
 #include <cassert>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "cpu/ffn_activation.h"
@@ -24,6 +25,8 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, int n_threads)
   l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #endif
   prefetch_min_bytes_ = (l2 > 0 ? l2 : 1 << 20) / 4;
+  const char* tile = std::getenv("KVSCOPE_QUERY_TILE");
+  set_query_tile(tile ? std::atoi(tile) : kQueryTileMax);
 }
 
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
@@ -317,6 +320,20 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model_->config;
   const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
+  if (plan_tiles(batch)) {
+    // Query tiles (prefill chunks): (tile, KV head) units, later tiles (more keys) first.
+    const int64_t units = static_cast<int64_t>(tiles_.size()) * c.n_head_kv;
+    pool_.parallel_for(units, [&](int64_t begin, int64_t end, int tid) {
+      Scratch& sc = scratch_[static_cast<size_t>(tid)];
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t w = units - 1 - u;
+        attend_tile(layer, batch, tiles_[static_cast<size_t>(w / c.n_head_kv)], static_cast<int32_t>(w % c.n_head_kv), q, out, sc);
+      }
+    });
+    phase_.tiled_queries += static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
+    phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
   const int64_t pairs = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
   auto offset = [&](int64_t i) {  // pair i's query (and output) rows
     return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * d;

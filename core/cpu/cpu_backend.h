@@ -13,10 +13,12 @@
 // positions they lose precision, while cache positions stay below sinks + window forever, which
 // is what lets generation stream on with bounded memory. The cost is one rotation per visible
 // key per query head, from a cos/sin table of sinks + window rows.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "cpu/cpu_kv_storage.h"
+#include "cpu/query_tiles.h"
 #include "cpu/thread_pool.h"
 #include "engine/backend.h"
 #include "model/model.h"
@@ -47,6 +49,11 @@ class CpuBackend : public Backend {
   // this many bytes (default: a quarter of this core's L2). 0 = always, INT64_MAX = never: benchmarks
   // and tests set it to measure or exercise either way.
   void set_prefetch_threshold(int64_t bytes) { prefetch_min_bytes_ = bytes; }
+  // Queries per tile in prefill attention (cpu/query_tiles.h); 1 = one query per pass, the
+  // untiled path. Default kQueryTileMax, or KVSCOPE_QUERY_TILE from the environment (benchmarks
+  // time both in one binary; tests compare them).
+  void set_query_tile(int32_t n) { query_tile_ = std::clamp(n, 1, kQueryTileMax); }
+  int32_t query_tile() const { return query_tile_; }
   int64_t prefetch_threshold() const { return prefetch_min_bytes_; }
   // Paged attention of one layer over the whole batch (public so benchmarks can time it alone).
   // Pairs (token, KV head) are handed to the pool heaviest first; a step with too few pairs to
@@ -59,6 +66,7 @@ class CpuBackend : public Backend {
   // benchmark's prefill profile; two clock reads per call, always on.
   struct PhaseTimes {
     double forward_s = 0, attention_s = 0, matmul_s = 0;
+    int64_t tiled_queries = 0;  // (token, KV head) queries attended in query tiles
   };
   const PhaseTimes& phase_times() const { return phase_; }
   void reset_phase_times() { phase_ = {}; }
@@ -97,6 +105,13 @@ class CpuBackend : public Backend {
   // Attention of the query heads of `token` that share KV head kv_head; q, out: those heads' rows.
   void attend_group(int32_t layer, const BatchView& batch, int32_t token, int32_t kv_head, const float* q, float* out,
                     Scratch& s, const AttendPart* part = nullptr) const;
+  // Attention of the queries of `tile` (consecutive tokens of one sequence) that share KV head
+  // kv_head, in one walk over their keys (cpu/query_tiles.h); q, out: the whole batch's rows.
+  // Only for steps without sinks, holes or attention recording (attention() decides).
+  void attend_tile(int32_t layer, const BatchView& batch, const QueryTile& tile, int32_t kv_head, const float* q,
+                   float* out, Scratch& s) const;
+  // Whether this step's layer runs query tiles (and plans them into tiles_).
+  bool plan_tiles(const BatchView& batch);
   int64_t mean_visible_keys(int32_t layer, const BatchView& batch) const;
   void matmul_timed(const TensorView& w, const float* x, int64_t n_tokens, float* y);
 
@@ -114,6 +129,8 @@ class CpuBackend : public Backend {
   std::vector<float> mass_;  // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
   PhaseTimes phase_;
   int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
+  int32_t query_tile_;          // see set_query_tile
+  std::vector<QueryTile> tiles_;  // this step's query tiles (attention(), reused)
 
   // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.
   std::vector<float> rope_cs_[2];
