@@ -100,6 +100,36 @@ class OnlineAttention {
     }
   }
 
+  // 16 independent partial sums (one AVX-512 register) and a pairwise reduction, so the
+  // compiler vectorises it without -ffast-math and the reduction is not a serial chain.
+  // (Public for tests/test_paged_attention.cpp, which holds dot4 to it bit for bit.)
+  static float dot(const float* __restrict a, const float* __restrict b, int32_t n) {
+    float acc[16] = {0};
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
+    return reduce16(acc, a, b, i, n);
+  }
+  // dot(a, b_r, n) for four rows b_r at once, each with the very same operations in the same
+  // order (so bit for bit the same scores): a's lanes are loaded once for four rows instead of
+  // once per row, which is what bounded the score loop (two loads per multiply-add).
+  static void dot4(const float* __restrict a, const float* __restrict b0, const float* __restrict b1,
+                   const float* __restrict b2, const float* __restrict b3, int32_t n, float* out) {
+    float acc0[16] = {0}, acc1[16] = {0}, acc2[16] = {0}, acc3[16] = {0};
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int k = 0; k < 16; ++k) {
+        acc0[k] += a[i + k] * b0[i + k];
+        acc1[k] += a[i + k] * b1[i + k];
+        acc2[k] += a[i + k] * b2[i + k];
+        acc3[k] += a[i + k] * b3[i + k];
+      }
+    out[0] = reduce16(acc0, a, b0, i, n);
+    out[1] = reduce16(acc1, a, b1, i, n);
+    out[2] = reduce16(acc2, a, b2, i, n);
+    out[3] = reduce16(acc3, a, b3, i, n);
+  }
+
   // Normalises the accumulators into the attention output.
   void finish() {
     for (int32_t h = 0; h < n_q_; ++h) {
@@ -156,13 +186,9 @@ class OnlineAttention {
   template <bool kPrefetch>
   [[gnu::always_inline]] void add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf);
 
-  // 16 independent partial sums (one AVX-512 register) and a pairwise reduction, so the
-  // compiler vectorises it without -ffast-math and the reduction is not a serial chain.
-  static float dot(const float* __restrict a, const float* __restrict b, int32_t n) {
-    float acc[16] = {0};
-    int32_t i = 0;
-    for (; i + 16 <= n; i += 16)
-      for (int k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
+  // dot's pairwise reduction of the 16 lanes, then the scalar tail [i, n).
+  [[gnu::always_inline]] static float reduce16(float* acc, const float* __restrict a, const float* __restrict b, int32_t i,
+                                               int32_t n) {
     for (int k = 0; k < 8; ++k) acc[k] += acc[k + 8];
     for (int k = 0; k < 4; ++k) acc[k] += acc[k + 4];
     float r = (acc[0] + acc[2]) + (acc[1] + acc[3]);
@@ -188,18 +214,26 @@ template <bool kPrefetch>
   // before each run, instead of one burst that would fill the miss queues and be partly dropped.
   // NoPrefetch compiles to nothing, so the contiguous path's loop is the plain kernel.
   std::conditional_t<kPrefetch, PrefetchCursor, NoPrefetch> cursor(pf, n_pf, runs, n_runs, n_q_);
+  const float* krow[kMaxChunk];  // the chunk's key rows, shared by every head's pass
+  int32_t rows = 0;
+  for (int32_t r = 0; r < n_runs; ++r)
+    for (int32_t j = 0; j < runs[r].n; ++j) krow[rows++] = runs[r].k + j * runs[r].k_stride;
   for (int32_t h = 0; h < n_q_; ++h) {
     const float* qh = q_ + static_cast<int64_t>(h) * d;
     float* __restrict acc = out_ + static_cast<int64_t>(h) * d;
     float cmax = -INFINITY;
     int32_t n = 0;
-    for (int32_t r = 0; r < n_runs; ++r) {
-      const Rows& run = runs[r];
-      cursor.issue_until(h, n + run.n);
-      for (int32_t j = 0; j < run.n; ++j, ++n) {
-        s[n] = dot(qh, run.k + j * run.k_stride, d) * scale_;
-        cmax = s[n] > cmax ? s[n] : cmax;
-      }
+    for (; n + 4 <= rows; n += 4) {
+      cursor.issue_until(h, n + 4);
+      dot4(qh, krow[n], krow[n + 1], krow[n + 2], krow[n + 3], d, s + n);
+    }
+    for (; n < rows; ++n) {
+      cursor.issue_until(h, n + 1);
+      s[n] = dot(qh, krow[n], d);
+    }
+    for (int32_t j = 0; j < rows; ++j) {
+      s[j] *= scale_;
+      cmax = s[j] > cmax ? s[j] : cmax;
     }
     if (rec_) std::copy(s, s + n, rec_ + static_cast<int64_t>(h) * rec_stride_ + rec_n_);
     if (cmax > m_[h]) {  // new running max: rescale what was summed so far
@@ -217,11 +251,7 @@ template <bool kPrefetch>
     l_[h] += lsum;
     accumulate_values(runs, n_runs, s, acc);
   }
-  if (rec_) {  // s now holds weights; the scores were kept before (see below)
-    int32_t rows = 0;
-    for (int32_t r = 0; r < n_runs; ++r) rows += runs[r].n;
-    rec_n_ += rows;
-  }
+  if (rec_) rec_n_ += rows;  // s now holds weights; the scores were kept before
 }
 
 // acc[0, d) += sum over the chunk's rows of w[j] * v_j, kColumns columns at a time: those
