@@ -572,7 +572,8 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   }
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
-  else if (key == QLatin1String("evict")) evict_->setText(value.trimmed());  // a bad spec shows its note
+  else if (key == QLatin1String("evict"))  // "off" as the empty field shows it; a bad spec shows its note
+    evict_->setText(value.trimmed() == QLatin1String("off") ? QString() : value.trimmed());
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
   else if (key == QLatin1String("baseline")) baseline_->setChecked(value == QLatin1String("on"));
   else if (key == QLatin1String("baseline-reserve")) {

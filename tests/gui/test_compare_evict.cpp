@@ -175,6 +175,10 @@ class TestCompareEvict : public QObject {
     SettingsPanel again;
     again.load();
     QCOMPARE(again.evictEdit()->text(), QStringLiteral("h2o:8"));
+    // The override a lesson's base applies ("evict" = "off") turns it off.
+    QVERIFY(s->setOverride(QStringLiteral("evict"), QStringLiteral("off")));
+    QVERIFY(s->evictEdit()->text().isEmpty());
+    QVERIFY(s->config() && !s->config()->evict.on());
   }
 };
 
