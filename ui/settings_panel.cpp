@@ -167,7 +167,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   // so the two can never disagree on what a spec means), checked as it is typed.
   evict_ = new QLineEdit;
   evict_->setObjectName(QStringLiteral("evictEdit"));
-  evict_->setPlaceholderText(tr("off (e.g. h2o:20%, snapkv:256)"));
+  evict_->setPlaceholderText(tr("off (e.g. h2o:20%)"));  // fits the narrow dock; the tooltip has the rest
   evict_->setToolTip(eviction_tooltip());
   prefix_ = new QCheckBox(tr("prefix caching"));
   prefix_->setToolTip(tr("Reuse the K/V of full blocks whose token prefix was computed before (vLLM-style hash chain)."));
