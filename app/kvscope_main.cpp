@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
   QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type: %1.").arg(QString::fromLatin1(kvscope::kv_dtype_choices())), QStringLiteral("D"));
   QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
   QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
+  QCommandLineOption evict(QStringLiteral("evict"), QStringLiteral("Token eviction, as the CLI's: h2o:BUDGET[:RECENT] or snapkv:BUDGET[:WINDOW] (BUDGET tokens or P%), off."),
+                           QStringLiteral("SPEC"));
   QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("CPU threads of the backend (default: every core)."), QStringLiteral("N"));
   QCommandLineOption lesson(QStringLiteral("lesson"), QStringLiteral("Open the Lessons panel on lesson N (1-8)."), QStringLiteral("N"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
@@ -152,7 +154,7 @@ int main(int argc, char** argv) {
   QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."), QStringLiteral("T"));
   QCommandLineOption dpRanks(QStringLiteral("dp-ranks"), QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
                              QStringLiteral("N"));
-  cli.addOptions({model, lesson, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, threads, noPrefix, backend, frameBench,
+  cli.addOptions({model, lesson, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, evict, threads, noPrefix, backend, frameBench,
                   jsonOut, seconds, attach, replay, metricsUrl, topic, dpRanks});
   cli.process(app);
   if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
@@ -184,7 +186,7 @@ int main(int argc, char** argv) {
     w.settingsPanel()->setOverride(QStringLiteral("block-size"), QStringLiteral("8"));
     w.settingsPanel()->setOverride(QStringLiteral("kv-blocks"), QStringLiteral("16384"));
   }
-  for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks, &threads})
+  for (const QCommandLineOption* o : {&blockSize, &kvBlocks, &kvDtype, &window, &sinks, &evict, &threads})
     if (cli.isSet(*o)) w.settingsPanel()->setOverride(o->names().first(), cli.value(*o));
   if (cli.isSet(noPrefix)) w.settingsPanel()->setOverride(QStringLiteral("prefix-caching"), QStringLiteral("off"));
   if (cli.isSet(backend)) {

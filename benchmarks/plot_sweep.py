@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Pictures and tables from `kvscope-cli eval --sweep ... --out FILE.json`.
 
-  plot_sweep.py pareto SWEEP.json OUT.png        peak KV bytes vs mean KL (or perplexity), frontier marked
+  plot_sweep.py pareto SWEEP.json OUT.png        peak KV bytes vs mean KL (or perplexity), frontier marked,
+                                                 token-eviction points (evict axis) as labelled triangles
   plot_sweep.py nll OUT.png SWEEP.json [MORE.json] [--avg N] per-position NLL (running mean over N tokens), one
                                                  panel per window: full attention, window only, sinks
   plot_sweep.py table SWEEP.json [MORE.json ...] the StreamingLLM table (markdown) in the paper's layout; the
@@ -32,7 +33,13 @@ def pareto(args):
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     xs = [p["peak_kv_bytes"] / 2**20 for p in pts]
     ys = [p[metric] for p in pts]
-    ax.scatter(xs, ys, c=["#d62728" if p["pareto"] else "#7f7f7f" for p in pts], zorder=3)
+    # Token-eviction points (the sweep's evict axis; their label names the policy) as triangles.
+    for marker, evicting in (("o", False), ("^", True)):
+        sel = [i for i, p in enumerate(pts) if evicts(p) == evicting]
+        if sel:
+            ax.scatter([xs[i] for i in sel], [ys[i] for i in sel], marker=marker, zorder=3,
+                       c=["#d62728" if pts[i]["pareto"] else "#7f7f7f" for i in sel],
+                       label="token eviction (h2o / snapkv)" if evicting else None)
     for p, x, y in zip(pts, xs, ys):
         ax.annotate(p["label"], (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
     front = sorted((x, y) for p, x, y in zip(pts, xs, ys) if p["pareto"])
@@ -55,6 +62,11 @@ def pareto(args):
     print("wrote", args.out)
 
 
+def evicts(p):
+    """A point of the sweep's evict axis (files from before it have no "evict" field)."""
+    return p.get("evict", "off") != "off"
+
+
 def running_mean(v, n):
     out, s = [], 0.0
     for i, x in enumerate(v):
@@ -71,7 +83,7 @@ def nll(args):
     import matplotlib.pyplot as plt
     files = [load(f) for f in args.json]
     j = files[0]
-    j["points"] = [p for f in files for p in f["points"]]
+    j["points"] = [p for f in files for p in f["points"] if not evicts(p)]  # windows and sinks only
     windows = sorted({p["window"] for p in j["points"] if p["window"] > 0})
     fig, axes = plt.subplots(len(windows), 1, figsize=(9, 2.8 * len(windows)), dpi=120, sharex=True, squeeze=False)
     full = j["reference"]["nll"]
@@ -114,7 +126,7 @@ def table(args):
     files = [load(f) for f in args.json]
     j = files[0]
     rec = [r for f in files for r in f.get("recompute_window", [])]
-    j["points"] = [p for f in files for p in f["points"]]
+    j["points"] = [p for f in files for p in f["points"] if not evicts(p)]  # the paper's layout: windows and sinks
     windows = sorted({p["window"] for p in j["points"] if p["window"] > 0})
     cols = sorted({(p["sinks"], p.get("sinks_layers", "all")) for p in j["points"] if p["kv_dtype"] == "f32"},
                   key=lambda c: (c[1] != "all", c[0]))

@@ -37,13 +37,48 @@ PY
 python3 "$src/benchmarks/plot_sweep.py" table "$tmp/s.json" >"$tmp/table" || fail "plot_sweep.py table"
 grep -q '^| W = 32 |' "$tmp/table" || fail "no W = 32 row in the table"
 
-for bad in "budget=4" "window=-1" "dtype=q3" "window=4 window=8"; do
+# The eviction axis: off / h2o / snapkv points (snapkv choosing at --snapkv-at 80), each with
+# its spec in the label and the JSON, eviction counts, window 0 only.
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 160 --threads 2 \
+  --sweep window=0,32 'evict=off,h2o:20%,snapkv:20%' --snapkv-at 80 --nll --out "$tmp/e.json" 2>"$tmp/err" ||
+  fail "evict sweep exit code $?"
+grep -q 'f32 full h2o:20%' "$tmp/err" || fail "no table row for f32 full h2o:20%"
+python3 - "$tmp/e.json" <<'PY' || fail "evict sweep JSON checks"
+import json, sys
+j = json.load(open(sys.argv[1]))
+pts = {p["label"]: p for p in j["points"]}
+assert sorted(pts) == ["f32 full", "f32 full h2o:20%", "f32 full snapkv:20%", "f32 window 32"], sorted(pts)
+for p in pts.values():
+    for k in ["evict", "tokens_evicted", "peak_kept_tokens", "compactions", "compaction_bytes_copied"]:
+        assert k in p, (p["label"], k)
+assert pts["f32 full"]["evict"] == "off" and pts["f32 full"]["tokens_evicted"] == 0
+h, s = pts["f32 full h2o:20%"], pts["f32 full snapkv:20%"]
+# 20% of 160 = 32 kept; 64-token chunks: each chunk's step cuts back to 32 (the last one finishes
+# the sequence instead): 32 + 64 evicted.
+assert h["evict"] == "h2o:20%" and h["tokens_evicted"] == 32 + 64, h["tokens_evicted"]
+# Snapshots come after each step's cut, and the sequence is gone after the last: the peak is the
+# budget (it read 19 while freed blocks' stale holes were still counted).
+assert h["peak_kept_tokens"] == 32, h["peak_kept_tokens"]
+assert s["evict"] == "snapkv:20%" and s["tokens_evicted"] > 0 and s["kl_mean"] > 0, s
+assert h["peak_kv_bytes"] < pts["f32 full"]["peak_kv_bytes"]
+assert j["reference"]["evict"] == "off"
+PY
+python3 "$src/benchmarks/plot_sweep.py" table "$tmp/e.json" >"$tmp/table" || fail "plot_sweep.py table with eviction points"
+grep -q '^| W = 32 |' "$tmp/table" || fail "no W = 32 row in the eviction sweep's table"
+
+for bad in "budget=4" "window=-1" "dtype=q3" "evict=lru:4" "evict=h2o:101%" "window=4 window=8"; do
   # shellcheck disable=SC2086
   "$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --sweep $bad >/dev/null 2>"$tmp/err"
   rc=$?
   [ "$rc" = 2 ] || fail "--sweep $bad: exit code $rc, wanted 2 (usage error)"
 done
 grep -q "given twice" "$tmp/err" || fail "repeated axis not named"
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --sweep 'evict=h2o:x' >/dev/null 2>"$tmp/err"
+[ "$?" = 2 ] || fail "a bad eviction spec must be a usage error"
+grep -q "evict=h2o:x" "$tmp/err" || fail "a bad eviction spec's word not named"
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --evict h2o:8 --sweep window=0 >/dev/null 2>"$tmp/err"
+[ "$?" = 2 ] || fail "--evict beside --sweep must be a usage error"
+grep -q "as an axis" "$tmp/err" || fail "--evict beside --sweep: no hint to the axis"
 "$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 window=4 >/dev/null 2>"$tmp/err"
 [ "$?" = 2 ] || fail "axes without --sweep must be a usage error"
 echo "cli_eval_sweep: ok"

@@ -95,6 +95,81 @@ class TestEvalSweep : public QObject {
     QCOMPARE(p[4].pareto, false);  // more bytes than [1], same KL
   }
 
+  // The eviction axis: its specs through the engine's parser (a bad one names the word and the
+  // spec), the grid pairing eviction with window 0 only and sinks without a window allowed
+  // there, --snapkv-at carried to the points, and the label naming the policy.
+  void evict_axis() {
+    const SweepAxes a = parse_sweep_axes({"evict=off,h2o:20%,snapkv:64:8"});
+    QCOMPARE(a.evicts.size(), size_t{3});
+    QVERIFY(!a.evicts[0].on());
+    QCOMPARE(a.evicts[1].policy, EvictPolicy::H2O);
+    QCOMPARE(a.evicts[1].budget_pct, 20.0);
+    QCOMPARE(a.evicts[2].policy, EvictPolicy::SnapKV);
+    QCOMPARE(a.evicts[2].budget, 64);
+    QCOMPARE(a.evicts[2].recent, 8);
+    QCOMPARE(parse_sweep_axes({"window=64"}).evicts.size(), size_t{1});  // default: off only
+    QVERIFY(!parse_sweep_axes({"window=64"}).evicts[0].on());
+    try {
+      parse_sweep_axes({"evict=off,lru:10"});
+      QFAIL("an unknown policy was accepted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(std::string(e.what()).find("evict=off,lru:10") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("unknown policy 'lru'") != std::string::npos, e.what());
+    }
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"evict=h2o:"}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"evict=h2o:0%"}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"evict=off", "evict=h2o:8"}));
+
+    EvalConfig base = base_config();
+    base.evict.select_at = 100;  // --snapkv-at
+    const auto pts = sweep_points(parse_sweep_axes({"window=0,32", "sinks=0,4", "evict=off,h2o:16"}), base);
+    // off: full, w32, w32+4 (w0+4 left out); h2o: w0, w0+4 (every window > 0 left out).
+    QCOMPARE(pts.size(), size_t{5});
+    int evicting = 0;
+    for (const EvalConfig& c : pts) {
+      if (!c.evict.on()) {
+        QCOMPARE(c.evict.select_at, 0);
+        continue;
+      }
+      ++evicting;
+      QCOMPARE(c.window, 0);
+      QCOMPARE(c.evict.budget, 16);
+      QCOMPARE(c.evict.select_at, 100);
+    }
+    QCOMPARE(evicting, 2);
+    QCOMPARE(sweep_point_label(pts[1]), std::string("f32 full h2o:16"));
+    QCOMPARE(sweep_point_label(pts[2]), std::string("f32 full sinks 4 h2o:16"));
+    QCOMPARE(sweep_point_label(pts[0]), std::string("f32 full"));
+  }
+
+  // An eviction point through the real engine: it evicts (the JSON says how much), keeps fewer
+  // tokens and bytes at its peak than the full cache, and pays for it in KL; the off point next
+  // to it is the reference exactly.
+  void sweep_with_eviction() {
+    const auto toks = story(*model_, 200);
+    const SweepResult r = run_sweep(model_, toks, base_config(), parse_sweep_axes({"evict=off,h2o:25%"}), true);
+    QCOMPARE(r.points.size(), size_t{2});
+    const SweepPoint &off = r.points[0], &h2o = r.points[1];
+    QCOMPARE(off.agreement->kl_mean, 0.0);
+    QCOMPARE(off.run.tokens_evicted, uint64_t{0});
+    QVERIFY(h2o.cfg.evict.on());
+    // 25% of 200 tokens = 50 kept. 64-token chunks: after each chunk's step the sequence is cut
+    // back to 50 (the last chunk's step finishes it instead): 14 + 64 + 64 evicted. Snapshots
+    // follow the cut, so the peak of kept tokens is the budget.
+    QCOMPARE(h2o.run.tokens_evicted, uint64_t{14 + 64 + 64});
+    QCOMPARE(h2o.run.peak_kept_tokens, 50);
+    QVERIFY(h2o.run.peak_kv_bytes < off.run.peak_kv_bytes);
+    QVERIFY(h2o.agreement->kl_mean > 0);
+    const nlohmann::json j = sweep_json(r, false);
+    QCOMPARE(j["reference"]["evict"].get<std::string>(), std::string("off"));
+    QCOMPARE(j["points"][0]["evict"].get<std::string>(), std::string("off"));
+    QCOMPARE(j["points"][1]["evict"].get<std::string>(), std::string("h2o:25%"));
+    QCOMPARE(j["points"][1]["label"].get<std::string>(), std::string("f32 full h2o:25%"));
+    QCOMPARE(j["points"][1]["tokens_evicted"].get<uint64_t>(), h2o.run.tokens_evicted);
+    for (const char* k : {"peak_kept_tokens", "compactions", "compaction_bytes_copied"}) QVERIFY2(j["points"][1].contains(k), k);
+    QVERIFY(j["points"][1]["peak_kept_tokens"].get<int>() < 200);
+  }
+
   // One sweep through the real engine: the f32 full point is scored against the reference like
   // every other point and comes out exactly equal (the runs are deterministic); every JSON field
   // is there; the NLL kept per position gives the perplexity.

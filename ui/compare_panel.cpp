@@ -21,6 +21,7 @@
 #include <QTableWidget>
 #include <QThread>
 #include <QVBoxLayout>
+#include <stdexcept>
 
 #include "block_map_panel.h"
 #include "engine/config_validation.h"
@@ -45,6 +46,7 @@ QString describe(const EngineConfig& c) {
   else s += QObject::tr(" · prefix cache %1").arg(c.prefix_caching ? QObject::tr("on") : QObject::tr("off"));
   if (c.window > 0) s += QObject::tr(" · window %1").arg(c.window);
   if (c.sinks > 0) s += QObject::tr(" · sinks %1").arg(c.sinks);
+  if (c.evict.on()) s += QObject::tr(" · evict %1").arg(QString::fromStdString(describe_evict(c.evict)));
   return s;
 }
 
@@ -55,6 +57,7 @@ const QStringList kRows = {QObject::tr("requests done"),
                            QObject::tr("prefix hit %"),          QObject::tr("mean TTFT (ms)"),
                            QObject::tr("tokens/s (run)"),        QObject::tr("preemptions"),
                            QObject::tr("rejected requests"),     QObject::tr("steps"),
+                           QObject::tr("tokens evicted (holes now)"), QObject::tr("blocks freed · compactions (MiB copied)"),
                            QObject::tr("perplexity (quality run)"), QObject::tr("KL from A, mean (nats)"),
                            QObject::tr("top-1 agreement with A %")};
 
@@ -105,6 +108,12 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   bPool_ = new QLineEdit;
   bPool_->setValidator(new QIntValidator(2, 10000000, this));
   bPool_->setPlaceholderText(tr("same as A (blocks)"));
+  bEvict_ = new QLineEdit;
+  bEvict_->setObjectName(QStringLiteral("evictB"));
+  bEvict_->setPlaceholderText(tr("same as A"));
+  bEvict_->setToolTip(tr("B's token eviction: a spec such as h2o:20% or snapkv:256, or off; empty keeps A's. It applies "
+                         "to the scenario and to the quality run (there SnapKV chooses once half the text is in).<br><br>") +
+                      eviction_tooltip());
 
   // One compact band of controls: B's differences from A, the scenario, and Run.
   auto* bBox = new QGroupBox(tr("Configuration B = A (the Settings panel) with:"));
@@ -120,6 +129,7 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   addField(1, 1, tr("Sinks"), bSinks_);
   addField(1, 2, tr("Allocator"), bAlloc_);
   grid->addWidget(bPrefix_, 2, 0, 1, 3);
+  addField(2, 2, tr("Eviction"), bEvict_);
 
   run_ = new QPushButton(tr("Run both"));
   run_->setToolTip(tr("Build two engines (A and B) on their own threads and run the chosen scenario on both."));
@@ -127,7 +137,7 @@ ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(p
   status_->setWordWrap(true);
   quality_ = new QCheckBox(tr("then a quality run on"));
   quality_->setToolTip(tr("After the scenario, each side scores the same text teacher-forced with its KV settings "
-                          "(dtype, window, sinks, block size) on its own thread: perplexity, and the KL divergence "
+                          "(dtype, window, sinks, block size, token eviction) on its own thread: perplexity, and the KL divergence "
                           "and top-1 agreement of B's next-token distributions against A's."));
   qualityText_ = new QComboBox;
   qualityText_->setEditable(true);
@@ -232,6 +242,14 @@ std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString
       return std::nullopt;
     }
     b.num_blocks = bPool_->text().toInt();
+  }
+  if (const QString spec = bEvict_->text().trimmed(); !spec.isEmpty()) {
+    try {
+      b.evict = parse_evict(spec.toStdString());
+    } catch (const std::invalid_argument& e) {
+      *why = tr("B's token eviction: %1.").arg(QString::fromStdString(e.what()).remove(QStringLiteral("--evict ")));
+      return std::nullopt;
+    }
   }
   if (bPrefix_->isChecked()) b.prefix_caching = !a.prefix_caching;
   if (const int alloc = bAlloc_->currentData().toInt(); alloc > 0) {
@@ -414,6 +432,8 @@ QString ComparePanel::qualityCell(const Side& s) const {
   if (!s.qualityWanted) return QStringLiteral("—");
   if (s.quality) {
     if (!s.quality->error.isEmpty()) return tr("failed: %1").arg(s.quality->error);
+    if (s.cfg.evict.on())  // the quality run evicts too: say how much of the text it dropped
+      return tr("%1 (%2 tokens, %3 evicted)").arg(s.quality->perplexity, 0, 'f', 4).arg(s.quality->nTokens).arg(s.quality->tokensEvicted);
     return tr("%1 (%2 tokens)").arg(s.quality->perplexity, 0, 'f', 4).arg(s.quality->nTokens);
   }
   if (!s.qualityStarted) return tr("after the scenario");
@@ -468,6 +488,15 @@ void ComparePanel::refreshTable() {
            << QString::number(tps, 'f', 0) << (snap ? QString::number(snap->counters.preemptions) : QStringLiteral("—"))
            << (snap ? QString::number(snap->counters.requests_rejected) : QStringLiteral("—"))
            << (snap ? QString::number(snap->step) : QStringLiteral("—"));
+      if (!s.cfg.evict.on()) {
+        vals << tr("off") << tr("off");
+      } else if (!snap) {
+        vals << QStringLiteral("—") << QStringLiteral("—");
+      } else {
+        const EvictionSnap& e = snap->eviction;
+        vals << tr("%1 (%2 holes)").arg(e.tokens_evicted).arg(e.holes)
+             << tr("%1 · %2 (%3)").arg(e.blocks_freed).arg(e.compactions).arg(static_cast<double>(e.bytes_copied) / (1 << 20), 0, 'f', 3);
+      }
       vals << qualityCell(s);
       if (!s.qualityWanted) vals << QStringLiteral("—") << QStringLiteral("—");
       else if (c == 0) vals << tr("0 (reference)") << tr("100 (reference)");

@@ -2,7 +2,8 @@
 // Compare side by side: the same scenario on two engine configurations, each on its own worker
 // thread (two real engines, not a simulation). Configuration A is the Settings panel's; B is A
 // with the changes chosen here. Block maps and memory plots sit side by side (the plots share
-// their time axis) above a summary table: peak KV MiB, waste %, prefix hit %, TTFT, tokens/s.
+// their time axis) above a summary table: peak KV MiB, waste %, prefix hit %, TTFT, tokens/s,
+// and what token eviction did (tokens evicted, holes, freed blocks, compactions).
 // With "quality run" ticked, each side then scores the same text (teacher-forced, on its own
 // worker thread, with progress) and the table adds perplexity, and KL / top-1 agreement of B's
 // next-token distributions against A's.
@@ -48,6 +49,9 @@ class ComparePanel : public QWidget {
   QComboBox* allocatorB() const { return bAlloc_; }
   QLineEdit* sinksB() const { return bSinks_; }
   QLineEdit* poolB() const { return bPool_; }
+  QLineEdit* evictB() const { return bEvict_; }   // B's token eviction: a `--evict` spec, "off", or empty = A's
+  QLabel* statusLabel() const { return status_; }
+  SnapshotPtr lastSnapshot(int side) const { return sides_[static_cast<size_t>(side)].last; }
   QCheckBox* qualityRun() const { return quality_; }
   QComboBox* qualityText() const { return qualityText_; }   // editable: a path to any text file
   QSpinBox* qualityTokens() const { return qualityTokens_; }
@@ -90,7 +94,7 @@ class ComparePanel : public QWidget {
   SettingsPanel* settings_;
   QComboBox *scenario_, *bBlock_, *bDtype_, *bAlloc_;
   QCheckBox* bPrefix_;
-  QLineEdit *bWindow_, *bSinks_, *bPool_;
+  QLineEdit *bWindow_, *bSinks_, *bPool_, *bEvict_;
   QPushButton* run_;
   QLabel* status_;
   QTableWidget* table_;

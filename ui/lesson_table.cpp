@@ -105,7 +105,8 @@ const LessonSettings& lesson_base_settings() {
       {QStringLiteral("block-size"), QStringLiteral("16")},       {QStringLiteral("kv-blocks"), QStringLiteral("256")},
       {QStringLiteral("kv-dtype"), QStringLiteral("f32")},        {QStringLiteral("window"), QStringLiteral("0")},
       {QStringLiteral("sinks"), QStringLiteral("0")},             {QStringLiteral("prefix-caching"), QStringLiteral("on")},
-      {QStringLiteral("baseline"), QStringLiteral("off")},        {QStringLiteral("baseline-reserve"), QStringLiteral("max-model-len")}};
+      {QStringLiteral("baseline"), QStringLiteral("off")},        {QStringLiteral("baseline-reserve"), QStringLiteral("max-model-len")},
+      {QStringLiteral("evict"), QStringLiteral("off")}};  // a lesson never runs with a leftover token eviction
   return base;
 }
 

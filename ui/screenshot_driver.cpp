@@ -35,7 +35,7 @@ void settle() {
   for (int i = 0; i < 5; ++i) QApplication::processEvents();
 }
 
-// "block=64,dtype=f16,prefix=flip|on|off,window=256,sinks=4,pool=512,alloc=contiguous|contiguous-request|paged,quality=on|PATH"
+// "block=64,dtype=f16,prefix=flip|on|off,window=256,sinks=4,evict=h2o:20%|off,pool=512,alloc=contiguous|contiguous-request|paged,quality=on|PATH"
 // -> the compare panel's B fields.
 void apply_compare_spec(ComparePanel* cmp, const SettingsPanel* settings, const QString& spec) {
   for (const QString& kv : spec.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
@@ -44,6 +44,7 @@ void apply_compare_spec(ComparePanel* cmp, const SettingsPanel* settings, const 
     else if (k == QLatin1String("dtype")) cmp->dtypeB()->setCurrentIndex(std::max(0, cmp->dtypeB()->findData(v)));
     else if (k == QLatin1String("window")) cmp->windowB()->setText(v);
     else if (k == QLatin1String("sinks")) cmp->sinksB()->setText(v);
+    else if (k == QLatin1String("evict")) cmp->evictB()->setText(v);
     else if (k == QLatin1String("pool")) cmp->poolB()->setText(v);
     else if (k == QLatin1String("quality")) {
       // quality=on (the first shipped text) or quality=PATH: score a text after the scenario.

@@ -20,6 +20,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <stdexcept>
 
 #include "engine/config_validation.h"
 #include "kv/baseline_reserve.h"
@@ -41,6 +42,18 @@ QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent)
 }
 
 }  // namespace
+
+QString eviction_tooltip() {
+  return QObject::tr(
+      "Token eviction, as <tt>--evict</tt>: <b>POLICY:BUDGET[:WINDOW]</b>, or empty / <tt>off</tt> for none.<br>"
+      "BUDGET: tokens a sequence keeps, or a share of its prompt (<tt>20%</tt>).<br>"
+      "<b>h2o</b> (Heavy-Hitter Oracle): after every step, drops the tokens with the least attention received so "
+      "far, never the sinks or the WINDOW most recent tokens (default: half the budget).<br>"
+      "<b>snapkv</b>: once, when the prompt is in, keeps the tokens the prompt's last WINDOW queries (default 32) "
+      "attended to most; generation then grows the cache again.<br>"
+      "With eviction, Sinks are the first tokens never evicted and Sliding window is the recent window (when the "
+      "spec names none), not an attention window. Needs the paged cache and a non-KIVI dtype.");
+}
 
 QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
   QString what;
@@ -145,10 +158,17 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
   window_->setToolTip(tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
-                         "wholly outside the window are freed at once. 0 = full attention."));
+                         "wholly outside the window are freed at once. 0 = full attention. With token eviction on, it is the "
+                         "eviction policy's recent window instead (every kept token stays visible)."));
   sinks_ = int_edit(0, 1000000, tr("0 = none"), this);
   sinks_->setToolTip(tr("Attention sinks (StreamingLLM): the first S tokens stay visible and stored forever, "
                         "in addition to the window."));
+  // Token eviction: one field taking the CLI's `--evict` spec (engine/evict_config.h's parser,
+  // so the two can never disagree on what a spec means), checked as it is typed.
+  evict_ = new QLineEdit;
+  evict_->setObjectName(QStringLiteral("evictEdit"));
+  evict_->setPlaceholderText(tr("off (e.g. h2o:20%)"));  // fits the narrow dock; the tooltip has the rest
+  evict_->setToolTip(eviction_tooltip());
   prefix_ = new QCheckBox(tr("prefix caching"));
   prefix_->setToolTip(tr("Reuse the K/V of full blocks whose token prefix was computed before (vLLM-style hash chain)."));
   baseline_ = new QCheckBox(tr("contiguous baseline"));
@@ -244,6 +264,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   ef->addRow(tr("KV dtype"), withNote(dtype_, {"kv_dtype"}));
   ef->addRow(tr("Sliding window"), withNote(window_, {"window"}));
   ef->addRow(tr("Sinks"), withNote(sinks_, {"sinks"}));
+  ef->addRow(tr("Token eviction"), withNote(evict_, {"evict"}));
   ef->addRow(QString(), prefix_);
   ef->addRow(QString(), withNote(baseline_, {"no_kv_cache", "hybrid_kv"}));
   ef->addRow(tr("Baseline reserves"), withNote(reserveRow, {"baseline_reserve"}));
@@ -286,7 +307,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   seed_->setValue(static_cast<int>(sp.seed));
   maxTok_->setValue(64);
 
-  for (QLineEdit* e : {pool_, window_, sinks_, maxLen_}) connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
+  for (QLineEdit* e : {pool_, window_, sinks_, evict_, maxLen_}) connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
   connect(dtype_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
@@ -370,6 +391,7 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
   dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(cfg.kv_dtype)));
   window_->setText(QString::number(cfg.window));
   sinks_->setText(QString::number(cfg.sinks));
+  evict_->setText(cfg.evict.on() ? QString::fromStdString(describe_evict(cfg.evict)) : QString());
   prefix_->setChecked(cfg.prefix_caching);
   if (cfg.threads > 0) threads_->setValue(cfg.threads);
   baseline_->setChecked(cfg.contiguous_baseline);
@@ -452,6 +474,12 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
   if (!sinksOk) problem("sinks", tr("Sinks: enter a whole number of tokens (0 = none)."));
   cfg.window = windowOk ? window_->text().toInt() : 0;
   cfg.sinks = sinksOk ? sinks_->text().toInt() : 0;
+  try {
+    cfg.evict = parse_evict(evict_->text().trimmed().toStdString());
+  } catch (const std::invalid_argument& e) {
+    // The parser's message names the bad part and gives examples; it starts with "--evict '...'".
+    problem("evict", tr("Token eviction: %1.").arg(QString::fromStdString(e.what()).remove(QStringLiteral("--evict "))));
+  }
   cfg.prefix_caching = prefix_->isChecked();
   cfg.threads = threads_->value();
   cfg.contiguous_baseline = baseline_->isChecked();
@@ -544,6 +572,8 @@ bool SettingsPanel::setOverride(const QString& key, const QString& value) {
   }
   else if (key == QLatin1String("window")) window_->setText(value);
   else if (key == QLatin1String("sinks")) sinks_->setText(value);
+  else if (key == QLatin1String("evict"))  // "off" as the empty field shows it; a bad spec shows its note
+    evict_->setText(value.trimmed() == QLatin1String("off") ? QString() : value.trimmed());
   else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
   else if (key == QLatin1String("baseline")) baseline_->setChecked(value == QLatin1String("on"));
   else if (key == QLatin1String("baseline-reserve")) {
@@ -579,6 +609,7 @@ void SettingsPanel::load() {
     dtype_->setCurrentText(s.value(QStringLiteral("dtype")).toString());
     window_->setText(s.value(QStringLiteral("window")).toString());
     sinks_->setText(s.value(QStringLiteral("sinks")).toString());
+    evict_->setText(s.value(QStringLiteral("evict")).toString());
     prefix_->setChecked(s.value(QStringLiteral("prefix"), true).toBool());
     baseline_->setChecked(s.value(QStringLiteral("baseline"), false).toBool());
     if (const int i = reserve_->findData(s.value(QStringLiteral("baselineReserve")).toString()); i >= 0) reserve_->setCurrentIndex(i);
@@ -604,6 +635,7 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("dtype"), dtype_->currentText());
   s.setValue(QStringLiteral("window"), window_->text());
   s.setValue(QStringLiteral("sinks"), sinks_->text());
+  s.setValue(QStringLiteral("evict"), evict_->text());
   s.setValue(QStringLiteral("prefix"), prefix_->isChecked());
   s.setValue(QStringLiteral("baseline"), baseline_->isChecked());
   s.setValue(QStringLiteral("baselineReserve"), reserve_->currentData().toString());

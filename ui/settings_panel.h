@@ -35,6 +35,8 @@ struct KvShape {
 // Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a
 // KV dtype choice costs on the loaded model. Without a model, the per-element cost only.
 QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize);
+// What a token-eviction spec is and what the two policies do (Settings and Compare fields).
+QString eviction_tooltip();
 // Sets every item's tooltip of a KV dtype combo box whose item data or text is the dtype name.
 void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize);
 
@@ -69,7 +71,8 @@ class SettingsPanel : public QWidget {
   // the KV dtype list shows what each dtype costs per token with its KV shape.
   void setModel(const ModelConfig& model, const KvShape& shape);
   const ModelConfig& modelConfig() const { return modelConfig_; }
-  // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, prefix-caching
+  // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, evict (a
+  // `--evict` spec, checked as the field is), prefix-caching
   // (on/off), baseline (on/off: the contiguous allocator), baseline-reserve (max-model-len,
   // request or N), backend (auto/cpu/cuda), threads (N >= 1). The panel's own validation still
   // applies. False for an unknown key or a value it cannot read.
@@ -83,6 +86,7 @@ class SettingsPanel : public QWidget {
   QComboBox* blockSizeBox() const { return blockSize_; }
   QLineEdit* windowEdit() const { return window_; }
   QLineEdit* sinksEdit() const { return sinks_; }
+  QLineEdit* evictEdit() const { return evict_; }  // token eviction: a `--evict` spec, empty = off
   QPushButton* applyButton() const { return apply_; }
   QComboBox* dtypeBox() const { return dtype_; }
   QCheckBox* prefixBox() const { return prefix_; }
@@ -115,7 +119,7 @@ class SettingsPanel : public QWidget {
   QLineEdit* model_;
   QToolButton* recent_;
   QComboBox *blockSize_, *poolUnit_, *dtype_;
-  QLineEdit *pool_, *window_, *sinks_, *maxLen_;
+  QLineEdit *pool_, *window_, *sinks_, *evict_, *maxLen_;
   QCheckBox* prefix_;
   QCheckBox* baseline_;
   QComboBox* reserve_;

@@ -88,10 +88,11 @@ int cmd_eval(int argc, char** argv, int first) {
                  "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window) [--snapkv-at N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n"
-                 "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4\n"
-                 "  [--out FILE.json] [--nll] [--no-kl] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
-                 "The grid (dtype x window x sinks; sinks need a wider window), each point against the f32 full-attention\n"
-                 "reference run once: perplexity, KL mean/p99, top-1, peak KV bytes, Pareto frontier (peak KV vs KL).\n"
+                 "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
+                 "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
+                 "The grid (dtype x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
+                 "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
+                 "tokens evicted, Pareto frontier (peak KV vs KL).\n"
                  "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
                  "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
                  "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
@@ -127,7 +128,12 @@ int cmd_eval(int argc, char** argv, int first) {
   const bool any_evict = std::any_of(evicts.begin(), evicts.end(), [](const EvictConfig& e) { return e.on(); });
   if (cfg.sinks > 0 && cfg.window == 0 && !any_evict) throw UsageError("--sinks needs --window (or --evict)");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
-  if (a.has("sweep")) return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
+  if (a.has("sweep")) {
+    // One way to name eviction in a sweep: its axis (a flag beside it would be a second, silent axis).
+    if (a.has("evict")) throw UsageError("with --sweep, name token eviction as an axis (evict=off,h2o:20%,...), not --evict");
+    cfg.evict.select_at = evicts[0].select_at;  // --snapkv-at, for the axis' snapkv points
+    return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
+  }
   if (!a.positional().empty()) throw UsageError("unexpected '" + a.positional()[0] + "' (sweep axes need --sweep)");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;

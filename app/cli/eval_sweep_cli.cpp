@@ -54,11 +54,13 @@ nlohmann::json recompute_json(const Args& a, const LoadedModel& lm, const std::v
 }
 
 void print_table(const SweepResult& r) {
-  std::fprintf(stderr, "%-34s %10s %10s %10s %8s %12s %s\n", "point", "perplexity", "KL mean", "KL p99", "top-1", "peak KV B", "frontier");
+  std::fprintf(stderr, "%-34s %10s %10s %10s %8s %12s %8s %s\n", "point", "perplexity", "KL mean", "KL p99", "top-1", "peak KV B", "evicted",
+               "frontier");
   for (const SweepPoint& p : r.points) {
     const LogitsAgreement ag = p.agreement.value_or(LogitsAgreement{-1, -1, -1, -1});
-    std::fprintf(stderr, "%-34s %10.4f %10.3g %10.3g %8.4f %12lld %s\n", sweep_point_label(p.cfg).c_str(), p.run.perplexity,
-                 ag.kl_mean, ag.kl_p99, ag.top1, static_cast<long long>(p.run.peak_kv_bytes), p.pareto ? "*" : "");
+    std::fprintf(stderr, "%-34s %10.4f %10.3g %10.3g %8.4f %12lld %8llu %s\n", sweep_point_label(p.cfg).c_str(), p.run.perplexity,
+                 ag.kl_mean, ag.kl_p99, ag.top1, static_cast<long long>(p.run.peak_kv_bytes),
+                 static_cast<unsigned long long>(p.run.tokens_evicted), p.pareto ? "*" : "");
   }
 }
 

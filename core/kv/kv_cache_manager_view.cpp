@@ -18,7 +18,7 @@ static BlockSnap block_snap_of(const BlockState& st) {
   BlockSnap x;
   x.ref_count = st.ref_count;
   x.filled = st.filled;
-  x.holes = st.holes;
+  x.holes = st.ref_count > 0 ? st.holes : 0;  // a freed block keeps its count until taken again: not holes now
   x.hashed = st.hashed;
   x.hash = st.hash;
   x.status = st.ref_count > 0 ? BlockStatus::Used : (st.hashed ? BlockStatus::Cached : BlockStatus::Free);

@@ -40,7 +40,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
     const size_t eq = w.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw std::invalid_argument("--sweep '" + w + "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks");
+      throw std::invalid_argument("--sweep '" + w + "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict");
     const std::string name = w.substr(0, eq);
     const std::vector<std::string> values = split_commas(w.substr(eq + 1));
     if (values.empty()) throw std::invalid_argument("--sweep '" + w + "': no values");
@@ -56,8 +56,17 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       axes.windows = parse_counts(w, values);
     } else if (name == "sinks") {
       axes.sinks = parse_counts(w, values);
+    } else if (name == "evict") {
+      axes.evicts.clear();
+      for (const std::string& v : values) {
+        try {
+          axes.evicts.push_back(parse_evict(v));
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument("--sweep '" + w + "': " + e.what());
+        }
+      }
     } else {
-      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name + "' (dtype, window, sinks)");
+      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name + "' (dtype, window, sinks, evict)");
     }
   }
   return axes;
@@ -67,14 +76,18 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
   std::vector<EvalConfig> out;
   for (KvDtype t : axes.dtypes)
     for (int32_t w : axes.windows)
-      for (int32_t s : axes.sinks) {
-        if (s > 0 && (w == 0 || s >= w)) continue;  // sinks need a window wider than them
-        EvalConfig c = base;
-        c.kv_dtype = t;
-        c.window = w;
-        c.sinks = s;
-        out.push_back(c);
-      }
+      for (int32_t s : axes.sinks)
+        for (const EvictConfig& e : axes.evicts) {
+          // With eviction `window` would be the policy's recent window (sweep_points' comment).
+          if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
+          EvalConfig c = base;
+          c.kv_dtype = t;
+          c.window = w;
+          c.sinks = s;
+          c.evict = e;
+          c.evict.select_at = e.on() ? base.evict.select_at : 0;
+          out.push_back(c);
+        }
   return out;
 }
 
@@ -82,6 +95,7 @@ std::string sweep_point_label(const EvalConfig& c) {
   std::string s = kv_dtype_name(c.kv_dtype);
   s += c.window > 0 ? " window " + std::to_string(c.window) : " full";
   if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks) + (c.sinks_in_sliding_layers ? "" : " (global layers)");
+  if (c.evict.on()) s += " " + describe_evict(c.evict);
   return s;
 }
 
@@ -92,9 +106,10 @@ SweepResult run_sweep(std::shared_ptr<const Model> model, const std::vector<Toke
   r.reference_cfg.kv_dtype = KvDtype::F32;
   r.reference_cfg.window = 0;
   r.reference_cfg.sinks = 0;
+  r.reference_cfg.evict = EvictConfig{};
   r.reference_cfg.keep_logits = with_kl;
   const std::vector<EvalConfig> cfgs = sweep_points(axes, base);
-  if (cfgs.empty()) throw std::invalid_argument("--sweep: the grid has no valid point (sinks need a window wider than them)");
+  if (cfgs.empty()) throw std::invalid_argument("--sweep: the grid has no valid point (sinks need a window wider than them; eviction pairs with window 0)");
   if (progress) progress("reference (f32, full attention)", 0, cfgs.size() + 1);
   r.reference = eval_text(model, tokens, r.reference_cfg);
   for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -143,6 +158,11 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
                       {"peak_kv_bytes", r.peak_kv_bytes},
                       {"peak_residual_bytes", r.peak_residual_bytes},
                       {"peak_blocks_used", r.peak_blocks_used},
+                      {"evict", describe_evict(c.evict)},
+                      {"tokens_evicted", r.tokens_evicted},
+                      {"peak_kept_tokens", r.peak_kept_tokens},
+                      {"compactions", r.compactions},
+                      {"compaction_bytes_copied", r.bytes_copied},
                       {"pareto", p.pareto}};
   const nlohmann::json none;
   j["kl_mean"] = p.agreement ? nlohmann::json(p.agreement->kl_mean) : none;
