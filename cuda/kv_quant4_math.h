@@ -182,48 +182,69 @@ KVSCOPE_HD inline void unrotate(float* x, int32_t d) {
 
 // ---- whole rows (serial: one thread per row on the device) ----------------------------------------
 
-KVSCOPE_HD inline void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
+// x(i) -> element i of the row (a pointer's [] or a device accessor that decodes f16 on the fly).
+template <typename X>
+KVSCOPE_HD inline void encode_int4_row_of(X x, int32_t d, int32_t g, uint8_t* row) {
   uint8_t* scales = row + d / 2;
   for (int32_t i = 0; i < d / 2; ++i) row[i] = 0;
   for (int32_t g0 = 0; g0 < d; g0 += g) {
     float amax = 0.0f;
-    for (int32_t i = g0; i < g0 + g; ++i) amax = fmax_(amax, fabsf(x[i]));
+    for (int32_t i = g0; i < g0 + g; ++i) amax = fmax_(amax, fabsf(x(i)));
     const uint16_t sh = param_f16(amax / static_cast<float>(kInt4Max));
     const float s = f16_bits_to_f32(sh);
     put_f16(scales + 2 * (g0 / g), sh);
-    for (int32_t i = g0; i < g0 + g; ++i) or_code(row, i, 4, int4_code(x[i], s));
+    for (int32_t i = g0; i < g0 + g; ++i) or_code(row, i, 4, int4_code(x(i), s));
   }
+}
+KVSCOPE_HD inline void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
+  encode_int4_row_of([x](int32_t i) { return x[i]; }, d, g, row);
 }
 KVSCOPE_HD inline float int4_row_value(const uint8_t* row, int32_t d, int32_t g, int32_t i) {
   return int4_value(get_code(row, i, 4), get_f16(row + d / 2 + 2 * (i / g)));
 }
 
-KVSCOPE_HD inline void encode_asym_row(const float* x, int32_t d, int32_t g, int32_t bits, uint8_t* row) {
+template <typename X>
+KVSCOPE_HD inline void encode_asym_row_of(X x, int32_t d, int32_t g, int32_t bits, uint8_t* row) {
   const int32_t code_bytes = d * bits / 8, levels = (1 << bits) - 1;
   uint8_t* params = row + code_bytes;
   for (int32_t i = 0; i < code_bytes; ++i) row[i] = 0;
   for (int32_t g0 = 0; g0 < d; g0 += g) {
-    float lo = x[g0], hi = x[g0];
-    for (int32_t i = g0; i < g0 + g; ++i) lo = fmin_(lo, x[i]), hi = fmax_(hi, x[i]);
+    float lo = x(g0), hi = x(g0);
+    for (int32_t i = g0; i < g0 + g; ++i) lo = fmin_(lo, x(i)), hi = fmax_(hi, x(i));
     float s, mn;
     asym_params(lo, hi, levels, &s, &mn);
     put_f16(params + 4 * (g0 / g), param_f16(s));  // s, mn are f16 values: re-encoding is exact
     put_f16(params + 4 * (g0 / g) + 2, param_f16(mn));
-    for (int32_t i = g0; i < g0 + g; ++i) or_code(row, i, bits, asym_code(x[i], s, mn, levels));
+    for (int32_t i = g0; i < g0 + g; ++i) or_code(row, i, bits, asym_code(x(i), s, mn, levels));
   }
+}
+KVSCOPE_HD inline void encode_asym_row(const float* x, int32_t d, int32_t g, int32_t bits, uint8_t* row) {
+  encode_asym_row_of([x](int32_t i) { return x[i]; }, d, g, bits, row);
 }
 KVSCOPE_HD inline float asym_row_value(const uint8_t* row, int32_t d, int32_t g, int32_t bits, int32_t i) {
   const uint8_t* p = row + d * bits / 8 + 4 * (i / g);
   return asym_value(get_code(row, i, bits), get_f16(p), get_f16(p + 2));
 }
 
-// KIVI keys, channel c of an n-row tile whose rows are x(r) (any accessor): the channel's
-// parameters, as encode_channel_tile computes them.
-template <typename Row>
-KVSCOPE_HD inline void channel_params(Row x, int32_t n, int32_t c, int32_t levels, float* s, float* mn) {
-  float lo = x(0)[c], hi = x(0)[c];
-  for (int32_t r = 0; r < n; ++r) lo = fmin_(lo, x(r)[c]), hi = fmax_(hi, x(r)[c]);
+// KIVI keys, channel c of an n-row tile whose elements are v(r, c) (any accessor): the channel's
+// parameters, as encode_channel_tile computes them (a device thread per channel calls this).
+template <typename V>
+KVSCOPE_HD inline void channel_params(V v, int32_t n, int32_t c, int32_t levels, float* s, float* mn) {
+  float lo = v(0, c), hi = v(0, c);
+  for (int32_t r = 0; r < n; ++r) lo = fmin_(lo, v(r, c)), hi = fmax_(hi, v(r, c));
   asym_params(lo, hi, levels, s, mn);
+}
+// Byte j of row r of a KIVI key tile's codes: the 8/bits channels it packs (no read-modify-write,
+// so device threads can write bytes independently).
+template <typename V>
+KVSCOPE_HD inline uint8_t channel_code_byte(V v, int32_t r, int32_t j, int32_t bits, const float* s, const float* mn) {
+  const int32_t per = 8 / bits, levels = (1 << bits) - 1;
+  uint32_t b = 0;
+  for (int32_t k = 0; k < per; ++k) {
+    const int32_t c = j * per + k;
+    b |= asym_code(v(r, c), s[c], mn[c], levels) << (k * bits);
+  }
+  return static_cast<uint8_t>(b);
 }
 // Element c of row r of a completed KIVI key tile (codes at codes + r * code_stride, params after).
 KVSCOPE_HD inline float channel_value(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t bits,
@@ -238,7 +259,7 @@ KVSCOPE_HD inline void encode_channel_tile(const float* x, int32_t n, int32_t d,
     for (int32_t i = 0; i < d * bits / 8; ++i) codes[r * code_stride + i] = 0;
   for (int32_t c = 0; c < d; ++c) {
     float s, mn;
-    channel_params([&](int32_t r) { return x + static_cast<int64_t>(r) * d; }, n, c, levels, &s, &mn);
+    channel_params([&](int32_t r, int32_t k) { return x[static_cast<int64_t>(r) * d + k]; }, n, c, levels, &s, &mn);
     put_f16(params + 4 * c, param_f16(s));
     put_f16(params + 4 * c + 2, param_f16(mn));
     for (int32_t r = 0; r < n; ++r)
