@@ -169,13 +169,19 @@ class TestCudaPackedMath : public QObject {
             kvq4::encode_channel_tile(x.data(), n, d, bits, cb.data(), stride, pb.data());
             QVERIFY2(ca == cb && pa == pb, qPrintable(QString("d %1 bits %2 n %3 flavour %4").arg(d).arg(bits).arg(n).arg(flavour)));
             // The device's parallel form: each channel's parameters from channel_params alone.
+            // The device's parallel form: each channel's parameters from channel_params alone,
+            // each code byte from channel_code_byte alone.
             const int32_t levels = (1 << bits) - 1;
+            auto val = [&](int32_t r, int32_t c) { return x[static_cast<size_t>(r) * d + c]; };
+            std::vector<float> ss(static_cast<size_t>(d)), mns(static_cast<size_t>(d));
             for (int32_t c = 0; c < d; ++c) {
-              float s, mn;
-              m4::channel_params([&](int32_t r) { return x.data() + static_cast<int64_t>(r) * d; }, n, c, levels, &s, &mn);
-              QCOMPARE(m4::param_f16(s), static_cast<uint16_t>(pb[4 * c] | pb[4 * c + 1] << 8));
-              QCOMPARE(m4::param_f16(mn), static_cast<uint16_t>(pb[4 * c + 2] | pb[4 * c + 3] << 8));
+              m4::channel_params(val, n, c, levels, &ss[static_cast<size_t>(c)], &mns[static_cast<size_t>(c)]);
+              QCOMPARE(m4::param_f16(ss[static_cast<size_t>(c)]), static_cast<uint16_t>(pb[4 * c] | pb[4 * c + 1] << 8));
+              QCOMPARE(m4::param_f16(mns[static_cast<size_t>(c)]), static_cast<uint16_t>(pb[4 * c + 2] | pb[4 * c + 3] << 8));
             }
+            for (int32_t r = 0; r < n; ++r)
+              for (int32_t j = 0; j < d * bits / 8; ++j)
+                QCOMPARE(m4::channel_code_byte(val, r, j, bits, ss.data(), mns.data()), cb[static_cast<size_t>(r * stride + j)]);
             std::vector<float> y(static_cast<size_t>(n) * d);
             kvq4::decode_channel_rows_scalar(cb.data(), stride, pb.data(), n, d, bits, y.data());
             for (int32_t r = 0; r < n; ++r)
