@@ -38,33 +38,20 @@ __global__ void __launch_bounds__(kThreads) kivi_complete_kernel(KvGeometry g, K
   const bool is_value = blockIdx.y >= g.n_head_kv;
   const int32_t head = blockIdx.y % g.n_head_kv;
   const KvArray& a = is_value ? v : k;
-  const int32_t D = g.head_dim, bs = g.block_size, bits = packed_kv_bits(g.packed), levels = (1 << bits) - 1;
+  const m4::PackedGeom pg = packed_geom(g);
+  const int32_t D = g.head_dim, bs = g.block_size;
   const uint16_t* res = residual_row(g, a, r, head, 0);
-  auto val = [res, D](int32_t row, int32_t c) { return m4::f16_bits_to_f32(res[static_cast<int64_t>(row) * D + c]); };
   uint8_t* tile = packed_tile(g, a, is_value, b, head);
   if (!is_value) {
     float* s = s_par;
     float* mn = s_par + D;
-    uint8_t* params = tile + bs * g.row_bytes[0];
-    for (int32_t c = threadIdx.x; c < D; c += blockDim.x) {
-      m4::channel_params(val, bs, c, levels, &s[c], &mn[c]);
-      m4::put_f16(params + 4 * c, m4::param_f16(s[c]));
-      m4::put_f16(params + 4 * c + 2, m4::param_f16(mn[c]));
-    }
+    for (int32_t c = threadIdx.x; c < D; c += blockDim.x) m4::complete_key_channel(pg, res, tile, c, &s[c], &mn[c]);
     __syncthreads();
-    const int32_t code_bytes = D * bits / 8;
-    for (int32_t idx = threadIdx.x; idx < bs * code_bytes; idx += blockDim.x) {
-      const int32_t row = idx / code_bytes, j = idx % code_bytes;
-      tile[row * g.row_bytes[0] + j] = m4::channel_code_byte(val, row, j, bits, s, mn);
-    }
+    for (int32_t idx = threadIdx.x; idx < bs * (D * pg.bits / 8); idx += blockDim.x) m4::complete_key_byte(pg, res, tile, idx, s, mn);
     return;
   }
   // Values: one thread per row (groups may share bytes when the group is odd).
-  for (int32_t row = threadIdx.x; row < bs; row += blockDim.x) {
-    const uint16_t* rr = res + static_cast<int64_t>(row) * D;
-    m4::encode_asym_row_of([rr](int32_t i) { return m4::f16_bits_to_f32(rr[i]); }, D, g.group, bits,
-                           tile + row * g.row_bytes[1]);
-  }
+  for (int32_t row = threadIdx.x; row < bs; row += blockDim.x) m4::complete_value_row(pg, res, tile, row);
 }
 
 // ---- attention ---------------------------------------------------------------------------------

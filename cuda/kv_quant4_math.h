@@ -267,4 +267,57 @@ KVSCOPE_HD inline void encode_channel_tile(const float* x, int32_t n, int32_t d,
   }
 }
 
+// ---- tile addressing and the kernels' per-thread work (cuda_packed.cu) --------------------------
+
+// Geometry of one layer's packed K or V array (kv/kv_dtype.h): (block, kv head) tiles of
+// tile_bytes, block_size rows of row_bytes each, then (KIVI keys) d x (f16 scale, f16 min).
+struct PackedGeom {
+  int32_t n_head_kv = 0, head_dim = 0, block_size = 0, group = 0, bits = 4;
+  bool kivi = false, rot = false;
+  int64_t row_bytes[2] = {0, 0}, tile_bytes[2] = {0, 0};
+};
+KVSCOPE_HD inline int64_t tile_offset_bytes(const PackedGeom& g, bool is_value, int32_t block, int32_t head) {
+  return (static_cast<int64_t>(block) * g.n_head_kv + head) * g.tile_bytes[is_value];
+}
+// Element offset of (head, slot) inside one residual slot's K or V part ([kv_head][slot][head_dim]).
+KVSCOPE_HD inline int64_t residual_offset(const PackedGeom& g, int32_t head, int32_t slot) {
+  return (static_cast<int64_t>(head) * g.block_size + slot) * g.head_dim;
+}
+// Element e of slot `slot` of a stored (not residual) tile, dequantized (rot4: rotated basis).
+KVSCOPE_HD inline float tile_value(const PackedGeom& g, const uint8_t* tile, bool is_value, int32_t slot, int32_t e) {
+  if (!g.kivi) return int4_row_value(tile + slot * g.row_bytes[is_value], g.head_dim, g.group, e);
+  if (!is_value) return channel_value(tile, g.row_bytes[0], tile + g.block_size * g.row_bytes[0], g.bits, slot, e);
+  return asym_row_value(tile + slot * g.row_bytes[1], g.head_dim, g.group, g.bits, e);
+}
+// int4 / rot4: one row into its tile (x is rotated in place for rot4).
+KVSCOPE_HD inline void store_int4_row(const PackedGeom& g, float* x, uint8_t* tile, bool is_value, int32_t slot) {
+  if (g.rot) rotate(x, g.head_dim);
+  encode_int4_row(x, g.head_dim, g.group, tile + slot * g.row_bytes[is_value]);
+}
+// KIVI block completion from the block's f16 residual rows res[block_size][head_dim]:
+// keys, channel c's parameters (stored, and returned for the code bytes) ...
+KVSCOPE_HD inline void complete_key_channel(const PackedGeom& g, const uint16_t* res, uint8_t* tile, int32_t c, float* s,
+                                            float* mn) {
+  const int32_t D = g.head_dim;
+  auto val = [res, D](int32_t r, int32_t k) { return f16_bits_to_f32(res[static_cast<int64_t>(r) * D + k]); };
+  channel_params(val, g.block_size, c, (1 << g.bits) - 1, s, mn);
+  uint8_t* params = tile + g.block_size * g.row_bytes[0];
+  put_f16(params + 4 * c, param_f16(*s));
+  put_f16(params + 4 * c + 2, param_f16(*mn));
+}
+// ... then code byte idx (row idx / code_bytes, byte idx % code_bytes) from all channels' s, mn;
+KVSCOPE_HD inline void complete_key_byte(const PackedGeom& g, const uint16_t* res, uint8_t* tile, int32_t idx,
+                                         const float* s, const float* mn) {
+  const int32_t D = g.head_dim, code_bytes = D * g.bits / 8;
+  auto val = [res, D](int32_t r, int32_t k) { return f16_bits_to_f32(res[static_cast<int64_t>(r) * D + k]); };
+  const int32_t row = idx / code_bytes, j = idx % code_bytes;
+  tile[row * g.row_bytes[0] + j] = channel_code_byte(val, row, j, g.bits, s, mn);
+}
+// values: row `row`, per token.
+KVSCOPE_HD inline void complete_value_row(const PackedGeom& g, const uint16_t* res, uint8_t* tile, int32_t row) {
+  const uint16_t* rr = res + static_cast<int64_t>(row) * g.head_dim;
+  encode_asym_row_of([rr](int32_t i) { return f16_bits_to_f32(rr[i]); }, g.head_dim, g.group, g.bits,
+                     tile + row * g.row_bytes[1]);
+}
+
 }  // namespace kvscope::kvq4math

@@ -3,7 +3,9 @@
 // (codes, f16 parameters, packing order) from the same rows, and the same decoded floats, for
 // int4, rot4, kivi4 and kivi2, over random rows with odd row counts, groups and head dims where
 // the layout allows, plus rows with ties, zeros, huge and non-finite values. Built everywhere
-// (no CUDA needed): the header compiles as plain C++.
+// (no CUDA needed): the header compiles as plain C++. The last test runs the kernels' per-thread
+// work (tile addressing, store, KIVI completion, element reads) over a host copy of the pool
+// against CpuKvStorage.
 #include <QtTest>
 
 #include <cmath>
@@ -13,8 +15,10 @@
 #include <vector>
 
 #include "../cuda/kv_quant4_math.h"
+#include "cpu/cpu_kv_storage.h"
 #include "cpu/kv_quant4.h"
 #include "gguf/ggml_types.h"
+#include "kv/kv_dtype.h"
 
 using namespace kvscope;
 namespace m4 = kvscope::kvq4math;
@@ -199,6 +203,92 @@ class TestCudaPackedMath : public QObject {
     std::vector<float> y(x.size());
     kvq4::decode_f16_rows_scalar(h.data(), 4, 64, y.data());
     for (size_t i = 0; i < x.size(); ++i) QVERIFY(same_bits(m4::f16_bits_to_f32(h[i]), y[i]));
+  }
+
+  // The CUDA kernels' per-thread work (store_int4_row, complete_key_channel / complete_key_byte /
+  // complete_value_row over the f16 residual, tile_value reads), run serially over a host copy
+  // of the device pool laid out as CudaBackend lays it out (kv_row_bytes / kv_tile_extra_bytes
+  // tiles, residual [kv_head][slot][head_dim]), reads back exactly what CpuKvStorage::load_rows
+  // returns for the same rows: full blocks, and (KIVI) a partial block still in the residual.
+  void kernel_work_reads_back_like_cpu_storage_data() {
+    QTest::addColumn<QString>("kv");
+    QTest::addColumn<int>("group");
+    QTest::addColumn<int>("block_size");
+    for (const char* k : {"int4", "rot4", "kivi4", "kivi2"})
+      for (int g : {0, 16, 8})
+        for (int bs : {8, 16}) QTest::newRow(qPrintable(QString("%1 g%2 bs%3").arg(k).arg(g).arg(bs))) << QString(k) << g << bs;
+  }
+  void kernel_work_reads_back_like_cpu_storage() {
+    QFETCH(QString, kv);
+    QFETCH(int, group);
+    QFETCH(int, block_size);
+    const KvDtype t = *parse_kv_dtype(kv.toStdString());
+    const int32_t D = 64, n_kv = 2, bs = block_size, n_blocks = 3;
+    m4::PackedGeom g;
+    g.n_head_kv = n_kv, g.head_dim = D, g.block_size = bs, g.group = kv_effective_group(group, D);
+    g.bits = kv_code_bits(t), g.kivi = kv_dtype_kivi(t), g.rot = kv_dtype_rotated(t);
+    for (int v = 0; v < 2; ++v) {
+      g.row_bytes[v] = kv_row_bytes(t, v, D, group);
+      g.tile_bytes[v] = g.row_bytes[v] * bs + kv_tile_extra_bytes(t, v, D, bs);
+    }
+    CpuKvStorage cpu;
+    cpu.init(KvLayout{1, n_kv, D, bs, n_blocks, t, group});
+    std::vector<uint8_t> pool[2] = {std::vector<uint8_t>(static_cast<size_t>(n_blocks * n_kv * g.tile_bytes[0])),
+                                    std::vector<uint8_t>(static_cast<size_t>(n_blocks * n_kv * g.tile_bytes[1]))};
+    std::vector<uint16_t> res[2][3];  // [K/V][block]: [kv_head][slot][D] f16 while the block fills
+    std::mt19937_64 rng(static_cast<uint64_t>(group * 7 + bs));
+    // Blocks 2 and 0 filled completely, block 1 to 3 slots (in that order: shuffled tables).
+    std::vector<int64_t> slot_ids;
+    for (int32_t i = 0; i < bs; ++i) slot_ids.push_back(2 * bs + i);
+    for (int32_t i = 0; i < bs; ++i) slot_ids.push_back(i);
+    for (int32_t i = 0; i < 3; ++i) slot_ids.push_back(bs + i);
+    for (int64_t slot : slot_ids) {
+      const int32_t b = static_cast<int32_t>(slot / bs), off = static_cast<int32_t>(slot % bs);
+      for (int v = 0; v < 2; ++v)
+        for (int32_t h = 0; h < n_kv; ++h) {
+          std::vector<float> x = make_rows(1, D, static_cast<int>(rng() % 3), rng);
+          cpu.store(0, v, slot, h, x.data());
+          uint8_t* tile = pool[v].data() + m4::tile_offset_bytes(g, v, b, h);
+          if (!g.kivi) {
+            m4::store_int4_row(g, x.data(), tile, v, off);
+            continue;
+          }
+          auto& r = res[v][b];
+          if (r.empty()) r.assign(static_cast<size_t>(n_kv * bs * D), 0);
+          for (int32_t e = 0; e < D; ++e) r[static_cast<size_t>(m4::residual_offset(g, h, off) + e)] = m4::f32_to_f16_bits(x[static_cast<size_t>(e)]);
+        }
+      if (g.kivi && off == bs - 1)  // launch_kivi_complete's grid: every (K/V, head) tile of the block
+        for (int v = 0; v < 2; ++v) {
+          for (int32_t h = 0; h < n_kv; ++h) {
+            const uint16_t* rr = res[v][b].data() + m4::residual_offset(g, h, 0);
+            uint8_t* tile = pool[v].data() + m4::tile_offset_bytes(g, v, b, h);
+            if (!v) {
+              std::vector<float> s(static_cast<size_t>(D)), mn(static_cast<size_t>(D));
+              for (int32_t c = 0; c < D; ++c) m4::complete_key_channel(g, rr, tile, c, &s[static_cast<size_t>(c)], &mn[static_cast<size_t>(c)]);
+              for (int32_t i = 0; i < bs * D * g.bits / 8; ++i) m4::complete_key_byte(g, rr, tile, i, s.data(), mn.data());
+            } else {
+              for (int32_t row = 0; row < bs; ++row) m4::complete_value_row(g, rr, tile, row);
+            }
+          }
+          res[v][b].clear();
+        }
+    }
+    std::vector<float> want(static_cast<size_t>(bs) * D);
+    for (int32_t b = 0; b < n_blocks; ++b)
+      for (int v = 0; v < 2; ++v)
+        for (int32_t h = 0; h < n_kv; ++h) {
+          const int32_t n = b == 1 ? 3 : bs;
+          QCOMPARE(g.kivi && b == 1, cpu.in_residual(0, v, b, h));
+          const float* ref = cpu.load_rows(0, v, b, h, 0, n, want.data());
+          const uint8_t* tile = pool[v].data() + m4::tile_offset_bytes(g, v, b, h);
+          for (int32_t sl = 0; sl < n; ++sl)
+            for (int32_t e = 0; e < D; ++e) {
+              const float got = g.kivi && b == 1 ? m4::f16_bits_to_f32(res[v][b][static_cast<size_t>(m4::residual_offset(g, h, sl) + e)])
+                                                 : m4::tile_value(g, tile, v, sl, e);
+              QVERIFY2(same_bits(got, ref[sl * D + e]),
+                       qPrintable(QString("block %1 %2 head %3 slot %4 elem %5: %6 vs cpu %7").arg(b).arg(v ? "V" : "K").arg(h).arg(sl).arg(e).arg(got).arg(ref[sl * D + e])));
+            }
+        }
   }
 };
 
