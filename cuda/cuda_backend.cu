@@ -219,6 +219,24 @@ struct CudaBackend::Impl {
     res_peak = std::max(res_peak, ++res_in_use);
     return r;
   }
+  // A step's residual work: the slot every token's row goes to (res_slot[t]) and the blocks
+  // whose last slot the step writes (complete: block, slot pairs), quantized after each layer's
+  // store and read quantized by its attention; their slots are free again for the next step.
+  void plan_residual(const BatchView& batch, std::vector<int32_t>* res_slot, std::vector<int32_t>* complete) {
+    const int32_t bs = layout.block_size;
+    res_slot->resize(batch.slot_mapping.size());
+    for (size_t t = 0; t < batch.slot_mapping.size(); ++t) {
+      const int64_t slot = batch.slot_mapping[t];
+      const int32_t b = static_cast<int32_t>(slot / bs);
+      int32_t r = res_of_block[static_cast<size_t>(b)];
+      if (r < 0) r = take_residual(b);
+      (*res_slot)[t] = r;
+      bool seen = false;
+      for (size_t i = 0; i < complete->size(); i += 2) seen = seen || (*complete)[i] == b;
+      if (slot % bs == bs - 1 && !seen) complete->insert(complete->end(), {b, r});
+    }
+    for (size_t i = 0; i < complete->size(); i += 2) release_residual((*complete)[i]);
+  }
   void release_residual(int32_t b) {
     int32_t& r = res_of_block[static_cast<size_t>(b)];
     if (r < 0) return;
@@ -615,26 +633,9 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   const int32_t n_dec = static_cast<int32_t>(decode_tokens.size());
   const int32_t n_tiles = static_cast<int32_t>(tiles.size() / 2);
 
-  // KIVI: the residual slot every token's row goes to, and the blocks whose last slot this step
-  // writes (quantized after the layer's store, read quantized by its attention).
   KVSCOPE_CUDA_CHECK(cudaSetDevice(I.device));
   std::vector<int32_t> res_slot, complete;
-  if (I.kivi()) {
-    res_slot.resize(un);
-    for (int32_t t = 0; t < n; ++t) {
-      const int64_t slot = batch.slot_mapping[static_cast<size_t>(t)];
-      const int32_t b = static_cast<int32_t>(slot / L.block_size);
-      int32_t r = I.res_of_block[static_cast<size_t>(b)];
-      if (r < 0) r = I.take_residual(b);
-      res_slot[static_cast<size_t>(t)] = r;
-      if (slot % L.block_size == L.block_size - 1 && std::find(complete.begin(), complete.end(), b) == complete.end()) {
-        complete.push_back(b);
-        complete.push_back(r);
-      }
-    }
-    // Attention sees completed blocks quantized; their slots are free for the next step.
-    for (size_t i = 0; i < complete.size(); i += 2) I.release_residual(complete[i]);
-  }
+  if (I.kivi()) I.plan_residual(batch, &res_slot, &complete);
   const size_t n_res = res_slot.size(), n_map = I.kivi() ? I.res_of_block.size() : 0;
 
   // Pack the step into one pinned buffer: int64 slots first (alignment), then int32 arrays.
