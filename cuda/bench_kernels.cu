@@ -208,6 +208,66 @@ json bench_attention(KvCodecId codec, int32_t ctx, int32_t batch, double peak_bw
           {"kernel_error", e}};
 }
 
+// The packed-KV attention kernel (cuda_packed.cu) on the same shape at batch 16: every visible
+// element is decoded in the loop, so this is compute-bound, not a bandwidth figure to compare
+// with f16's; reported with the bytes it reads. Tiles hold a constant byte pattern (valid f16
+// parameters, KIVI blocks all quantized): the timing does not depend on the values.
+json bench_attention_packed(KvDtype dtype, PackedKv packed, int32_t ctx, cudaStream_t s, bool quick) {
+  const int32_t n_head = 32, n_kv = 8, D = 128, bs = 16, batch = 16;
+  const int32_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
+  KvGeometry g{n_kv, D, bs, num_blocks, KvCodecId::F32};
+  g.packed = packed;
+  g.group = kv_effective_group(0, D);
+  for (int v = 0; v < 2; ++v) {
+    g.row_bytes[v] = kv_row_bytes(dtype, v, D, 0);
+    g.tile_bytes[v] = g.row_bytes[v] * bs + kv_tile_extra_bytes(dtype, v, D, bs);
+  }
+  const int64_t tiles = static_cast<int64_t>(num_blocks) * n_kv;
+  Dev k(tiles * g.tile_bytes[0]), v(tiles * g.tile_bytes[1]), map(static_cast<size_t>(num_blocks) * 4);
+  cudaMemsetAsync(k.p, 0x11, tiles * g.tile_bytes[0], s);
+  cudaMemsetAsync(v.p, 0x11, tiles * g.tile_bytes[1], s);
+  cudaMemsetAsync(map.p, 0xFF, static_cast<size_t>(num_blocks) * 4, s);  // -1: no residual
+  g.res_of_block = map.as<int32_t>();
+  std::vector<int32_t> pos(batch, ctx - 1), seq(batch), offsets(batch + 1), table(static_cast<size_t>(num_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937_64(42));
+  for (int32_t b = 0; b < batch; ++b) seq[b] = b, offsets[b] = b * blocks_per_seq;
+  offsets[batch] = batch * blocks_per_seq;
+  Dev d_pos(batch * 4), d_seq(batch * 4), d_off((batch + 1) * 4), d_tab(num_blocks * 4), err(4);
+  cudaMemcpy(d_pos.p, pos.data(), batch * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_seq.p, seq.data(), batch * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_off.p, offsets.data(), (batch + 1) * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_tab.p, table.data(), num_blocks * 4, cudaMemcpyHostToDevice);
+  cudaMemsetAsync(err.p, 0, 4, s);
+  Dev q(static_cast<size_t>(batch) * n_head * D * 4), out(static_cast<size_t>(batch) * n_head * D * 2);
+  fill_f32<<<256, 256, 0, s>>>(q.as<float>(), static_cast<int64_t>(batch) * n_head * D, 5, 1.0f, 0.0f);
+  AttnParams p;
+  p.q = q.as<float>();
+  p.q_stride = n_head * D;
+  p.out = out.p;
+  p.out_stride = n_head * D;
+  p.k.data = k.p;
+  p.v.data = v.p;
+  p.kv = g;
+  p.n_head = n_head;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  p.step.positions = d_pos.as<int32_t>();
+  p.step.seq_index = d_seq.as<int32_t>();
+  p.step.table_offsets = d_off.as<int32_t>();
+  p.step.tables = d_tab.as<int32_t>();
+  p.step.n_tokens = batch;
+  p.step.n_seqs = batch;
+  p.error = err.as<int32_t>();
+  const double t = time_gpu(s, 2, quick ? 3 : 10, [&] { launch_attention_packed(ActType::F16, p, s); });
+  int32_t e = 0;
+  cudaMemcpy(&e, err.p, 4, cudaMemcpyDeviceToHost);
+  const double kv_bytes = static_cast<double>(batch) * ctx * n_kv * kv_bytes_per_token_head(dtype, D, bs, 0);
+  std::printf("attention packed %-6s ctx %6d batch %d: %8.1f us, %7.1f GB/s of packed KV%s\n", kv_dtype_name(dtype), ctx,
+              batch, t * 1e6, kv_bytes / t / 1e9, e ? " KERNEL ERROR" : "");
+  return {{"kv_dtype", kv_dtype_name(dtype)}, {"context", ctx}, {"batch", batch}, {"time_us", t * 1e6},
+          {"kv_bytes", kv_bytes}, {"bandwidth_gbs", kv_bytes / t / 1e9}, {"kernel_error", e}};
+}
+
 struct LlamaShape {
   int64_t E = 2048, F = 8192, L = 16, H = 32, KVH = 8, D = 64, V = 32000;
   int64_t weight_elems() const { return L * ((H * D + 2 * KVH * D) * E + E * H * D + 3 * E * F) + 2 * V * E; }
@@ -331,6 +391,11 @@ int main(int argc, char** argv) {
     for (int32_t ctx : {4096, 32768})
       for (KvCodecId c : {KvCodecId::F16, KvCodecId::FP8_E4M3}) att.push_back(bench_attention(c, ctx, 16, peak, copy, s, quick));
     report["paged_attention_decode"] = att;
+    json packed_att = json::array();
+    for (auto [t, f] : {std::pair{KvDtype::INT4, PackedKv::INT4}, std::pair{KvDtype::ROT4, PackedKv::ROT4},
+                        std::pair{KvDtype::KIVI4, PackedKv::KIVI4}, std::pair{KvDtype::KIVI2, PackedKv::KIVI2}})
+      packed_att.push_back(bench_attention_packed(t, f, 4096, s, quick));
+    report["paged_attention_packed_decode"] = packed_att;
     report["targets"]["attention_32k_f16_fraction_of_peak_min"] = 0.70;
 
     cublasHandle_t h;

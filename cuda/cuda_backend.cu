@@ -24,6 +24,7 @@ namespace kvscope {
 
 using cuda::ActType;
 using cuda::KvCodecId;
+using cuda::PackedKv;
 
 namespace {
 
@@ -35,6 +36,14 @@ struct DevBuf {
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
   DevBuf(DevBuf&& o) noexcept : p(o.p), cap(o.cap) { o.p = nullptr, o.cap = 0; }
+  DevBuf& operator=(DevBuf&& o) noexcept {
+    if (this != &o) {
+      release();
+      p = o.p, cap = o.cap;
+      o.p = nullptr, o.cap = 0;
+    }
+    return *this;
+  }
   ~DevBuf() { release(); }
   void release() {
     if (p) cudaFree(p);
@@ -77,9 +86,22 @@ struct HostBuf {
   }
 };
 
+// The packed 4/2-bit dtypes: tiles of codes and f16 parameters (cuda_packed.cu), not an element
+// codec. None for every other dtype.
+PackedKv packed_for(KvDtype t) {
+  switch (t) {
+    case KvDtype::INT4: return PackedKv::INT4;
+    case KvDtype::ROT4: return PackedKv::ROT4;
+    case KvDtype::KIVI4: return PackedKv::KIVI4;
+    case KvDtype::KIVI2: return PackedKv::KIVI2;
+    default: return PackedKv::None;
+  }
+}
+
 // By name, so this file builds with KvDtype before and after the quantized dtypes joined it.
 // Scaled dtypes keep one f32 scale per (token, kv head) vector in [block][kv_head][slot] arrays,
-// scale = absmax / qmax (1 for a zero vector), as CpuKvStorage and kv/kv_quant.h do.
+// scale = absmax / qmax (1 for a zero vector), as CpuKvStorage and kv/kv_quant.h do. Packed
+// dtypes (packed_for) have no element codec; F32 stands in and is never used for them.
 KvCodecId codec_for(KvDtype t) {
   const std::string n = kv_dtype_name(t);
   if (n == "f32") return KvCodecId::F32;
@@ -88,10 +110,8 @@ KvCodecId codec_for(KvDtype t) {
   if (n == "int8") return KvCodecId::INT8;
   if (n == "fp8_e4m3") return KvCodecId::FP8_E4M3;
   if (n == "fp8_e5m2") return KvCodecId::FP8_E5M2;
-  if (kv_dtype_packed(t))  // a refusal, not a silent fallback: there are no CUDA kernels for them
-    throw std::invalid_argument("CUDA backend: KV dtype " + n +
-                                " (4/2-bit: int4, kivi4, kivi2, rot4) runs on the CPU backend only (--backend cpu)");
-  throw std::invalid_argument("CUDA backend: unsupported KV dtype " + n);
+  if (packed_for(t) != PackedKv::None) return KvCodecId::F32;
+  throw std::invalid_argument("CUDA backend: unsupported KV dtype " + n + " (supported: " + kv_dtype_choices() + ")");
 }
 
 // Runs fn(begin, end) over [0, n) on up to `threads` host threads.
@@ -135,8 +155,19 @@ struct CudaBackend::Impl {
   KvLayout layout;
   AttentionPolicy policy;
   KvCodecId codec = KvCodecId::F32;
+  PackedKv packed = PackedKv::None;
   DevBuf kv_pool, kv_scales;
   cuda::KvPoolView pool_view;
+  // KIVI's f16 residual, as CpuKvStorage's: the rows of blocks not yet full. Residual slots are
+  // handed out on the host (a block's first write takes one, its last slot's write frees it after
+  // the block is quantized) and grow on demand, so memory follows the blocks being filled, not the
+  // pool. Slot layout [layer][K, V][kv_head][block_size][head_dim] f16.
+  DevBuf residual;
+  int32_t res_capacity = 0, res_used = 0, res_in_use = 0, res_peak = 0;
+  std::vector<int32_t> res_of_block;  // block -> residual slot, -1 = quantized (or never written)
+  std::vector<int32_t> res_free;
+  int64_t res_slot_elems = 0;         // f16 elements of one residual slot
+  bool kivi() const { return cuda::packed_kv_kivi(packed); }
   // Attention sinks: cos/sin of cache positions [2 (rope_base, rope_base_swa)][sinks + window][rope_dim].
   DevBuf sink_rope;
   int64_t sink_rope_rows = 0;
@@ -149,6 +180,70 @@ struct CudaBackend::Impl {
   HostBuf copies_host;
   DevBuf error_dev;
   HostBuf error_host;
+
+  // ---- KIVI residual slots ---------------------------------------------------------------------
+
+  void point_residual() {
+    pool_view.k_res_base = residual.as<uint16_t>();
+    pool_view.v_res_base = residual.p ? pool_view.k_res_base + static_cast<int64_t>(layout.n_head_kv) * layout.block_size * layout.head_dim : nullptr;
+    pool_view.res_layer_stride = 2LL * layout.n_head_kv * layout.block_size * layout.head_dim;
+    pool_view.kv.res_stride = res_slot_elems;
+  }
+  // Capacity for n slots, keeping the rows already there (stream order: after earlier work).
+  void reserve_residual(int32_t n) {
+    if (n <= res_capacity) return;
+    const int32_t want = std::max(n, std::max(16, res_capacity * 2));
+    DevBuf grown;
+    grown.ensure(static_cast<size_t>(want) * res_slot_elems * 2, "the KIVI residual");
+    if (res_capacity > 0)
+      KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(grown.p, residual.p, static_cast<size_t>(res_capacity) * res_slot_elems * 2,
+                                         cudaMemcpyDeviceToDevice, stream));
+    KVSCOPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    residual = std::move(grown);
+    res_capacity = want;
+    point_residual();
+  }
+  // A zeroed slot for block b (a fresh block reads zeros where nothing was written, as the CPU's).
+  int32_t take_residual(int32_t b) {
+    int32_t r;
+    if (!res_free.empty()) {
+      r = res_free.back();
+      res_free.pop_back();
+    } else {
+      r = res_used++;
+      reserve_residual(res_used);
+    }
+    KVSCOPE_CUDA_CHECK(cudaMemsetAsync(residual.as<uint16_t>() + static_cast<int64_t>(r) * res_slot_elems, 0,
+                                       static_cast<size_t>(res_slot_elems) * 2, stream));
+    res_of_block[static_cast<size_t>(b)] = r;
+    res_peak = std::max(res_peak, ++res_in_use);
+    return r;
+  }
+  // A step's residual work: the slot every token's row goes to (res_slot[t]) and the blocks
+  // whose last slot the step writes (complete: block, slot pairs), quantized after each layer's
+  // store and read quantized by its attention; their slots are free again for the next step.
+  void plan_residual(const BatchView& batch, std::vector<int32_t>* res_slot, std::vector<int32_t>* complete) {
+    const int32_t bs = layout.block_size;
+    res_slot->resize(batch.slot_mapping.size());
+    for (size_t t = 0; t < batch.slot_mapping.size(); ++t) {
+      const int64_t slot = batch.slot_mapping[t];
+      const int32_t b = static_cast<int32_t>(slot / bs);
+      int32_t r = res_of_block[static_cast<size_t>(b)];
+      if (r < 0) r = take_residual(b);
+      (*res_slot)[t] = r;
+      bool seen = false;
+      for (size_t i = 0; i < complete->size(); i += 2) seen = seen || (*complete)[i] == b;
+      if (slot % bs == bs - 1 && !seen) complete->insert(complete->end(), {b, r});
+    }
+    for (size_t i = 0; i < complete->size(); i += 2) release_residual((*complete)[i]);
+  }
+  void release_residual(int32_t b) {
+    int32_t& r = res_of_block[static_cast<size_t>(b)];
+    if (r < 0) return;
+    res_free.push_back(r);
+    r = -1;
+    --res_in_use;
+  }
 
   // ---- weights -------------------------------------------------------------------------------
 
@@ -313,6 +408,9 @@ std::string CudaBackend::name() const {
 }
 
 const KvLayout& CudaBackend::kv_layout() const { return impl_->layout; }
+int64_t CudaBackend::kv_residual_peak_bytes() const {
+  return static_cast<int64_t>(impl_->res_peak) * impl_->res_slot_elems * 2;
+}
 double CudaBackend::gpu_memory_fraction() const { return impl_->fraction; }
 int CudaBackend::device() const { return impl_->device; }
 void CudaBackend::synchronize() { KVSCOPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
@@ -326,7 +424,7 @@ CudaMemoryInfo CudaBackend::memory() const {
   m.total = static_cast<int64_t>(total_b);
   m.free = static_cast<int64_t>(free_b);
   m.weights = I.weight_bytes;
-  m.kv_pool = static_cast<int64_t>(I.kv_pool.cap + I.kv_scales.cap);
+  m.kv_pool = static_cast<int64_t>(I.kv_pool.cap + I.kv_scales.cap + I.residual.cap);
   for (const DevBuf* b : {&I.step_dev, &I.x, &I.xn, &I.qkv, &I.att, &I.o, &I.gu, &I.h, &I.logits, &I.attn_ws})
     m.workspace += static_cast<int64_t>(b->cap);
   return m;
@@ -376,13 +474,30 @@ void CudaBackend::init_kv(const KvLayout& layout_in, const AttentionPolicy& poli
                                std::to_string(I.fraction));
   }
   I.codec = codec_for(L.dtype);
+  I.packed = packed_for(L.dtype);
+  if (I.packed != PackedKv::None)
+    if (const std::string why = kv_format_problem(L.dtype, L.head_dim, L.block_size, L.quant_group); !why.empty())
+      throw std::invalid_argument("CUDA backend: " + why);
   I.kv_pool.release();
   I.kv_scales.release();
+  I.residual.release();
+  I.res_capacity = I.res_used = I.res_in_use = I.res_peak = 0;
+  I.res_free.clear();
+  I.res_of_block.assign(I.kivi() ? static_cast<size_t>(L.num_blocks) : 0, -1);
+  I.res_slot_elems = 2LL * L.n_layer * L.n_head_kv * L.block_size * L.head_dim;
   const int64_t elem = cuda::kv_codec_elem_bytes(I.codec);
   const int64_t vectors_per_layer = static_cast<int64_t>(L.num_blocks) * L.n_head_kv * L.block_size;
-  const int64_t layer_bytes = vectors_per_layer * L.head_dim * elem;
+  // Packed: per layer num_blocks * n_kv tiles of tile_bytes (K and V differ for KIVI).
+  int64_t tile_bytes[2] = {0, 0}, row_bytes[2] = {0, 0};
+  for (int v = 0; v < 2; ++v) {
+    row_bytes[v] = kv_row_bytes(L.dtype, v, L.head_dim, L.quant_group);
+    tile_bytes[v] = row_bytes[v] * L.block_size + kv_tile_extra_bytes(L.dtype, v, L.head_dim, L.block_size);
+  }
+  const int64_t tiles_per_layer = static_cast<int64_t>(L.num_blocks) * L.n_head_kv;
+  const int64_t layer_bytes = I.packed != PackedKv::None ? tiles_per_layer * tile_bytes[0] : vectors_per_layer * L.head_dim * elem;
+  const int64_t v_layer_bytes = I.packed != PackedKv::None ? tiles_per_layer * tile_bytes[1] : layer_bytes;
   try {
-    I.kv_pool.ensure(static_cast<size_t>(2 * L.n_layer * layer_bytes), "the KV cache");
+    I.kv_pool.ensure(static_cast<size_t>(L.n_layer * (layer_bytes + v_layer_bytes)), "the KV cache");
     if (cuda::kv_codec_scaled(I.codec))
       I.kv_scales.ensure(static_cast<size_t>(2 * L.n_layer * vectors_per_layer) * sizeof(float), "the KV scales");
   } catch (const std::runtime_error&) {
@@ -397,6 +512,7 @@ void CudaBackend::init_kv(const KvLayout& layout_in, const AttentionPolicy& poli
   pv.k_base = I.kv_pool.as<uint8_t>();
   pv.v_base = pv.k_base + L.n_layer * layer_bytes;
   pv.layer_stride = layer_bytes;
+  pv.v_layer_stride = v_layer_bytes;
   if (I.kv_scales.p) {
     pv.k_scale_base = I.kv_scales.as<float>();
     pv.v_scale_base = pv.k_scale_base + L.n_layer * vectors_per_layer;
@@ -404,7 +520,11 @@ void CudaBackend::init_kv(const KvLayout& layout_in, const AttentionPolicy& poli
   }
   pv.n_layer = L.n_layer;
   pv.kv = {L.n_head_kv, L.head_dim, L.block_size, L.num_blocks, I.codec};
+  pv.kv.packed = I.packed;
+  pv.kv.group = kv_effective_group(L.quant_group, L.head_dim);
+  for (int v = 0; v < 2; ++v) pv.kv.row_bytes[v] = row_bytes[v], pv.kv.tile_bytes[v] = tile_bytes[v];
   I.layout = L;
+  I.point_residual();
   I.policy = policy;
   I.sink_rope.release();
   I.sink_rope_rows = 0;
@@ -441,6 +561,20 @@ void CudaBackend::copy_blocks(std::span<const BlockCopy> copies) {
     h[3 * i] = cp.src;
     h[3 * i + 1] = cp.dst;
     h[3 * i + 2] = cp.n_slots;
+  }
+  // KIVI: a copy of a block being filled takes its residual rows along; a copy of a full block
+  // leaves none at the destination (CpuKvStorage::copy_residual).
+  for (size_t i = 0; I.kivi() && i < copies.size(); ++i) {
+    const int32_t rs = I.res_of_block[static_cast<size_t>(copies[i].src)];
+    if (rs < 0) {
+      I.release_residual(copies[i].dst);
+      continue;
+    }
+    int32_t rd = I.res_of_block[static_cast<size_t>(copies[i].dst)];
+    if (rd < 0) rd = I.take_residual(copies[i].dst);
+    KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(I.residual.as<uint16_t>() + rd * I.res_slot_elems,
+                                       I.residual.as<uint16_t>() + rs * I.res_slot_elems,
+                                       static_cast<size_t>(I.res_slot_elems) * 2, cudaMemcpyDeviceToDevice, I.stream));
   }
   KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(I.copies_dev.p, h, bytes, cudaMemcpyHostToDevice, I.stream));
   cuda::launch_copy_blocks(I.pool_view, I.copies_dev.as<int32_t>(), static_cast<int32_t>(copies.size()), I.stream);
@@ -499,11 +633,16 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   const int32_t n_dec = static_cast<int32_t>(decode_tokens.size());
   const int32_t n_tiles = static_cast<int32_t>(tiles.size() / 2);
 
+  KVSCOPE_CUDA_CHECK(cudaSetDevice(I.device));
+  std::vector<int32_t> res_slot, complete;
+  if (I.kivi()) I.plan_residual(batch, &res_slot, &complete);
+  const size_t n_res = res_slot.size(), n_map = I.kivi() ? I.res_of_block.size() : 0;
+
   // Pack the step into one pinned buffer: int64 slots first (alignment), then int32 arrays.
   int64_t table_total = 0;
   for (const auto& tb : batch.block_tables) table_total += static_cast<int64_t>(tb.size());
   const size_t n32 = 3 * un + static_cast<size_t>(n_seqs + 1) + static_cast<size_t>(table_total) +
-                     static_cast<size_t>(n_out) + decode_tokens.size() + tiles.size();
+                     static_cast<size_t>(n_out) + decode_tokens.size() + tiles.size() + n_res + complete.size() + n_map;
   const size_t bytes = un * sizeof(int64_t) + n32 * sizeof(int32_t);
   KVSCOPE_CUDA_CHECK(cudaSetDevice(I.device));
   KVSCOPE_CUDA_CHECK(cudaStreamSynchronize(I.stream));  // the previous step's upload is done with the buffer
@@ -535,6 +674,9 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   const size_t o_rows = put(batch.logits_rows.data(), static_cast<size_t>(n_out));
   const size_t o_dec = put(decode_tokens.data(), decode_tokens.size());
   const size_t o_tiles = put(tiles.data(), tiles.size());
+  const size_t o_res = put(res_slot.data(), n_res);
+  const size_t o_complete = put(complete.data(), complete.size());
+  const size_t o_map = put(I.res_of_block.data(), n_map);
   KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(I.step_dev.p, I.step_host.p, bytes, cudaMemcpyHostToDevice, I.stream));
   const auto* d64 = I.step_dev.as<const int64_t>();
   const auto* d32 = reinterpret_cast<const int32_t*>(d64 + un);
@@ -553,6 +695,13 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   sp.n_out = n_out;
   sp.n_decode = n_dec;
   sp.n_tiles = n_tiles;
+  if (I.kivi()) {
+    sp.res_slot = d32 + o_res;
+    sp.kivi_complete = d32 + o_complete;
+    sp.n_complete = static_cast<int32_t>(complete.size() / 2);
+  }
+  cuda::KvGeometry geom = I.pool_view.kv;
+  if (I.kivi()) geom.res_of_block = d32 + o_map;
 
   // Split-K partitions per window value (a model's SWA layers need fewer).
   std::map<int32_t, int32_t> parts_for_window;
@@ -605,6 +754,7 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     qp.k_norm = W.k_norm.as<float>();
     qp.positions = sp.positions;
     qp.slot_mapping = sp.slot_mapping;
+    qp.res_slot = sp.res_slot;
     qp.n_tokens = n;
     qp.n_head = c.n_head;
     qp.rope_dim = c.rope_dim;
@@ -613,13 +763,14 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     qp.rope_base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
     qp.rope_freq_scale = c.rope_freq_scale;
     qp.eps = c.rms_eps;
-    qp.kv = I.pool_view.kv;
+    qp.kv = geom;
     qp.k = I.pool_view.layer(il, false);
     qp.v = I.pool_view.layer(il, true);
     qp.error = err;
     // Every token's K/V is stored before this layer's attention runs (stream order), so the
     // tokens of a prompt chunk see each other.
     cuda::launch_qkv_rope_store(qp, I.stream);
+    cuda::launch_kivi_complete(qp.kv, qp.k, qp.v, sp, I.stream);
 
     cuda::AttnParams ap;
     ap.q = qkv;
@@ -646,7 +797,8 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
       ap.part_o = ap.part_ml + static_cast<int64_t>(n_dec) * c.n_head * part_stride * 2;
     }
     ap.error = err;
-    cuda::launch_attention(I.act, ap, I.stream);
+    if (I.packed != PackedKv::None) cuda::launch_attention_packed(I.act, ap, I.stream);
+    else cuda::launch_attention(I.act, ap, I.stream);
 
     I.gemm(W.wo.p, E, Q, I.att.p, n, o);
     cuda::launch_residual_norm(I.act, x, o, W.post_attn_norm.as<float>(), W.ffn_norm.as<float>(), I.xn.p, nullptr, n,

@@ -44,6 +44,7 @@ class CudaBackend : public Backend {
   // refused with a message; init_kv_groups (Backend's default) takes a single all-layer group.
   void init_kv(const KvLayout& layout, const AttentionPolicy& policy) override;
   const KvLayout& kv_layout() const override;
+  int64_t kv_residual_peak_bytes() const override;  // KIVI: f16 rows of the blocks being filled, at most
   void forward(const BatchView& batch, float* logits) override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda_common.cuh"
+#include "cuda_packed.cuh"
 
 namespace kvscope::cuda {
 
@@ -100,7 +101,7 @@ __device__ void store_head_vector(const float* sv, int32_t D, KvArray arr, int64
 
 // grid (n_tokens, n_head + n_head_kv): block y < n_head handles q head y in place; the others
 // handle kv head y - n_head: K (bias, norm, RoPE) and V (bias) go to the token's slot.
-template <KvCodecId C>
+template <KvCodecId C, bool kPacked>
 __global__ void qkv_rope_store_kernel(QkvParams p) {
   extern __shared__ float sv[];  // [2][D]
   __shared__ double scratch_d[32];
@@ -141,15 +142,17 @@ __global__ void qkv_rope_store_kernel(QkvParams p) {
     if (threadIdx.x == 0) raise_error(p.error, kErrSlotOutOfRange);
     return;
   }
-  const int64_t vidx = kvmath::vector_index(kvmath::slot_block(slot, p.kv.block_size), kvh,
-                                            kvmath::slot_offset(slot, p.kv.block_size), p.kv.n_head_kv,
-                                            p.kv.block_size);
-  store_head_vector<C>(sv, D, p.k, vidx, scratch_f);
+  const int32_t blk = kvmath::slot_block(slot, p.kv.block_size), sib = kvmath::slot_offset(slot, p.kv.block_size);
+  const int64_t vidx = kvmath::vector_index(blk, kvh, sib, p.kv.n_head_kv, p.kv.block_size);
+  const int32_t res = kPacked && p.res_slot ? p.res_slot[t] : -1;
+  if constexpr (kPacked) packed_store_vector(sv, p.kv, p.k, false, blk, kvh, sib, res);
+  else store_head_vector<C>(sv, D, p.k, vidx, scratch_f);
   float* sv2 = sv + D;
   const int32_t voff = Q + KV + kvh * D;
   for (int32_t d = threadIdx.x; d < D; d += blockDim.x) sv2[d] = row[voff + d] + (p.bias ? p.bias[voff + d] : 0.0f);
   __syncthreads();
-  store_head_vector<C>(sv2, D, p.v, vidx, scratch_f);
+  if constexpr (kPacked) packed_store_vector(sv2, p.kv, p.v, true, blk, kvh, sib, res);
+  else store_head_vector<C>(sv2, D, p.v, vidx, scratch_f);
 }
 
 __device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
@@ -188,6 +191,20 @@ __global__ void copy_blocks_kernel(KvPoolView pool, const int32_t* copies, int32
     if (a.scale)
       for (int32_t i = threadIdx.x; i < n_slots; i += blockDim.x) a.scale[vd + i] = a.scale[vs + i];
   }
+}
+
+// Packed formats: grid (n_copies, 2 * n_layer); a block's tiles of all kv heads are contiguous
+// (tile_bytes each, not a multiple of 8 in general: byte copies).
+__global__ void copy_packed_blocks_kernel(KvPoolView pool, const int32_t* copies) {
+  const int32_t src = copies[3 * blockIdx.x], dst = copies[3 * blockIdx.x + 1];
+  const int32_t l = blockIdx.y / 2;
+  const bool value = blockIdx.y % 2;
+  const KvArray a = pool.layer(l, value);
+  const KvGeometry& g = pool.kv;
+  const int64_t bytes = g.n_head_kv * g.tile_bytes[value];
+  const uint8_t* s = static_cast<const uint8_t*>(a.data) + src * bytes;
+  uint8_t* d = static_cast<uint8_t*>(a.data) + dst * bytes;
+  for (int64_t i = threadIdx.x; i < bytes; i += blockDim.x) d[i] = s[i];
 }
 
 __global__ void codec_encode_kernel(const float* x, int32_t n, uint8_t* e4m3, uint8_t* e5m2, int8_t* i8, float i8_scale) {
@@ -232,7 +249,11 @@ void launch_qkv_rope_store(const QkvParams& p, cudaStream_t stream) {
   const dim3 grid(p.n_tokens, p.n_head + p.kv.n_head_kv);
   const int threads = p.kv.head_dim >= 128 ? 128 : (p.kv.head_dim > 32 ? 64 : 32);
   const size_t smem = 2 * sizeof(float) * p.kv.head_dim;
-  dispatch_codec(p.kv.codec, [&]<KvCodecId C>() { qkv_rope_store_kernel<C><<<grid, threads, smem, stream>>>(p); });
+  if (p.kv.packed != PackedKv::None) {  // one instantiation: the format is read from p.kv at run time
+    qkv_rope_store_kernel<KvCodecId::F32, true><<<grid, threads, smem, stream>>>(p);
+    return;
+  }
+  dispatch_codec(p.kv.codec, [&]<KvCodecId C>() { qkv_rope_store_kernel<C, false><<<grid, threads, smem, stream>>>(p); });
 }
 
 void launch_gated_act(ActType at, bool gelu, const float* gu, void* h, int32_t n, int32_t F, cudaStream_t stream) {
@@ -248,6 +269,10 @@ void launch_gated_act(ActType at, bool gelu, const float* gu, void* h, int32_t n
 
 void launch_copy_blocks(const KvPoolView& pool, const int32_t* copies, int32_t n_copies, cudaStream_t stream) {
   if (n_copies <= 0) return;
+  if (pool.kv.packed != PackedKv::None) {
+    copy_packed_blocks_kernel<<<dim3(n_copies, 2 * pool.n_layer), 256, 0, stream>>>(pool, copies);
+    return;
+  }
   copy_blocks_kernel<<<dim3(n_copies, 2 * pool.n_layer), 256, 0, stream>>>(pool, copies,
                                                                            kv_codec_elem_bytes(pool.kv.codec));
 }

@@ -47,7 +47,9 @@ struct StepPtrs {
   const int32_t* logits_rows = nullptr;    // [n_out]
   const int32_t* decode_tokens = nullptr;  // [n_decode] tokens attended by the split-K decode kernel
   const int32_t* prefill_tiles = nullptr;  // [n_tiles][2]: first token, count (<= kPrefillTile)
-  int32_t n_tokens = 0, n_seqs = 0, n_out = 0, n_decode = 0, n_tiles = 0;
+  const int32_t* res_slot = nullptr;       // KIVI: [n_tokens] residual slot each token's K/V row goes to
+  const int32_t* kivi_complete = nullptr;  // KIVI: [n_complete][2] (block, residual slot) completed this step
+  int32_t n_tokens = 0, n_seqs = 0, n_out = 0, n_decode = 0, n_tiles = 0, n_complete = 0;
 };
 
 // One layer's K or V array ([block][kv_head][slot][head_dim]) and, for scaled codecs, its
@@ -55,11 +57,30 @@ struct StepPtrs {
 struct KvArray {
   void* data = nullptr;
   float* scale = nullptr;
+  uint16_t* residual = nullptr;  // KIVI: this layer's K or V part of residual slot 0 (f16 bits)
 };
+
+// The packed 4/2-bit formats (core/cpu/kv_quant4.h, math in kv_quant4_math.h) are not element
+// codecs: codes and f16 parameters live inside each (block, kv head) tile of tile_bytes, rows of
+// row_bytes (kv/kv_dtype.h kv_row_bytes / kv_tile_extra_bytes), so they have their own store and
+// attention kernels (cuda_packed.cu) selected by `packed`.
+enum class PackedKv : int32_t { None, INT4, ROT4, KIVI4, KIVI2 };
+const char* packed_kv_name(PackedKv f);
+KVSCOPE_HD inline int32_t packed_kv_bits(PackedKv f) { return f == PackedKv::KIVI2 ? 2 : 4; }
+KVSCOPE_HD inline bool packed_kv_kivi(PackedKv f) { return f == PackedKv::KIVI4 || f == PackedKv::KIVI2; }
 
 struct KvGeometry {
   int32_t n_head_kv = 0, head_dim = 0, block_size = 0, num_blocks = 0;
-  KvCodecId codec = KvCodecId::F16;
+  KvCodecId codec = KvCodecId::F16;  // element codecs only (packed == None)
+  PackedKv packed = PackedKv::None;
+  int32_t group = 0;                 // effective channel group (kv_effective_group)
+  int64_t row_bytes[2] = {0, 0};     // [is_value] bytes of one slot's row in a packed tile
+  int64_t tile_bytes[2] = {0, 0};    // [is_value] bytes of one (block, kv head) packed tile
+  // KIVI's f16 residual (tokens of blocks not yet full): residual slot r of a layer's K or V at
+  // KvArray::residual + r * res_stride, [kv_head][slot][head_dim] inside. res_of_block[b]: the
+  // residual slot block b's rows are read from by attention, -1 once it is quantized.
+  const int32_t* res_of_block = nullptr;
+  int64_t res_stride = 0;            // f16 elements between residual slots
 };
 
 // ---- element-wise / per-row kernels (cuda_kernels.cu) ---------------------------------------
@@ -81,6 +102,7 @@ struct QkvParams {
   const float* k_norm = nullptr;  // [D] or nullptr
   const int32_t* positions = nullptr;
   const int64_t* slot_mapping = nullptr;
+  const int32_t* res_slot = nullptr;  // KIVI: StepPtrs::res_slot
   int32_t n_tokens = 0, n_head = 0;
   int32_t rope_dim = 0;
   bool neox = false;
@@ -103,7 +125,11 @@ void launch_gated_act(ActType at, bool gelu, const float* gu, void* h, int32_t n
 struct KvPoolView {
   uint8_t* k_base = nullptr;
   uint8_t* v_base = nullptr;
-  int64_t layer_stride = 0;         // bytes
+  int64_t layer_stride = 0;         // bytes (K; V too unless v_layer_stride is set)
+  int64_t v_layer_stride = 0;       // bytes of one layer's V (packed KIVI: K and V tiles differ); 0 = layer_stride
+  uint16_t* k_res_base = nullptr;   // KIVI residual: layer l's K part at k_res_base + l * res_layer_stride
+  uint16_t* v_res_base = nullptr;
+  int64_t res_layer_stride = 0;     // f16 elements
   float* k_scale_base = nullptr;
   float* v_scale_base = nullptr;
   int64_t scale_layer_stride = 0;   // floats
@@ -111,12 +137,15 @@ struct KvPoolView {
   KvGeometry kv;
   KVSCOPE_HD KvArray layer(int32_t l, bool value) const {
     KvArray a;
-    a.data = (value ? v_base : k_base) + l * layer_stride;
+    a.data = value ? v_base + l * (v_layer_stride ? v_layer_stride : layer_stride) : k_base + l * layer_stride;
     float* sb = value ? v_scale_base : k_scale_base;
     a.scale = sb ? sb + l * scale_layer_stride : nullptr;
+    uint16_t* rb = value ? v_res_base : k_res_base;
+    a.residual = rb ? rb + l * res_layer_stride : nullptr;
     return a;
   }
 };
+// Packed formats copy whole tiles (KIVI keys' parameters sit after the rows), whatever n_slots.
 void launch_copy_blocks(const KvPoolView& pool, const int32_t* copies /*[n][3]*/, int32_t n_copies,
                         cudaStream_t stream);
 
@@ -158,5 +187,23 @@ int64_t attention_workspace_floats(int32_t n_decode, int32_t n_head, int32_t max
 void launch_attention(ActType at, const AttnParams& p, cudaStream_t stream);
 // Only the decode part (benchmarks time it alone).
 void launch_attention_decode(ActType at, const AttnParams& p, cudaStream_t stream);
+
+// ---- packed 4/2-bit KV (cuda_packed.cu) -------------------------------------------------------
+
+// KIVI: quantizes the tiles of the blocks completed this step (step.kivi_complete) from the f16
+// residual, for one layer: keys per channel over the block, values per token. Runs after the
+// layer's launch_qkv_rope_store (every row of the block is in the residual) and before its
+// attention (which reads those blocks quantized).
+void launch_kivi_complete(const KvGeometry& kv, KvArray k, KvArray v, const StepPtrs& step, cudaStream_t stream);
+// Paged attention over packed tiles for every token of the step (decode and prefill alike):
+// one thread block per (token, kv head) serving its q heads, keys in chunks through shared
+// memory, dequantized inside the online-softmax loop (never a dequantized copy of the cache).
+// rot4: the query is rotated (R q) and the output rotated back, as CpuBackend::attend_group.
+void launch_attention_packed(ActType at, const AttnParams& p, cudaStream_t stream);
+// Device packed codecs against the host (GPU tests): encodes each of n rows x[n][d] as int4
+// (group g) into rows_int4[n][row bytes], and as kivi values (bits) into rows_asym; decodes
+// both back to y_int4 / y_asym [n][d] through the attention kernels' element decoders.
+void launch_packed_selftest(const float* x, int32_t n, int32_t d, int32_t g, int32_t bits, uint8_t* rows_int4,
+                            uint8_t* rows_asym, float* y_int4, float* y_asym, cudaStream_t stream);
 
 }  // namespace kvscope::cuda

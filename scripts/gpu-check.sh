@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: configure with CUDA, build the CUDA backend, its
-# tests and the benchmark, run the `gpu`-labelled tests (+ the host math test), run
+# tests and the benchmark, run the `gpu`-labelled tests (cuda_backend: every KV dtype incl. the
+# packed int4/rot4/kivi4/kivi2 against the CPU backend; cuda_packed_kv: packed store/read-back
+# and device codecs against the CPU codecs) + the host math tests, run
 # kvscope-cuda-bench, and write one JSON report. Budget: under 8 minutes on one H100/H200
 # (build ~2-3 min on 16 cores for the local GPU's architecture only, tests ~1 min, bench ~2 min).
 #
@@ -34,7 +36,8 @@ configure_rc=$?
 build_rc=1
 if [ $configure_rc -eq 0 ]; then
   stage build
-  cmake --build "$build" -j"$jobs" --target kvscope_cuda test_cuda_backend test_cuda_host_math kvscope-cuda-bench \
+  cmake --build "$build" -j"$jobs" --target kvscope_cuda test_cuda_backend test_cuda_packed_kv test_cuda_host_math \
+    test_cuda_packed_math kvscope-cuda-bench \
     >>"$log" 2>&1
   build_rc=$?
 fi
@@ -43,16 +46,16 @@ t_build=$(($(date +%s) - t0))
 tests_rc=1
 skipped=false
 if [ $build_rc -eq 0 ]; then
-  stage "tests (ctest -L gpu, cuda_host_math)"
+  stage "tests (ctest -L gpu, cuda_host_math, cuda_packed_math)"
   timeout 300 ctest --test-dir "$build" -L gpu --output-on-failure -V >"$build/gpu-tests.log" 2>&1
   tests_rc=$?
   if grep -q "^SKIP:" "$build/gpu-tests.log" || grep -q "Not Run\|\*\*\*Skipped" "$build/gpu-tests.log"; then
     skipped=true
     tests_rc=1  # on a GPU machine a skipped GPU test is a failure
   fi
-  timeout 120 ctest --test-dir "$build" -R cuda_host_math --output-on-failure >>"$build/gpu-tests.log" 2>&1 || tests_rc=1
+  timeout 120 ctest --test-dir "$build" -R "cuda_host_math|cuda_packed_math" --output-on-failure >>"$build/gpu-tests.log" 2>&1 || tests_rc=1
   cat "$build/gpu-tests.log" >>"$log"
-  grep -E "max \|dlogit\||greedy|SKIP|PASS|FAIL|tests passed" "$build/gpu-tests.log" | tail -80
+  grep -E "max \|dlogit\||greedy|differs|SKIP|PASS|FAIL|tests passed" "$build/gpu-tests.log" | tail -80
 fi
 t_tests=$(($(date +%s) - t0 - t_build))
 

@@ -10,7 +10,10 @@
 //   f32 / f16 weights: 5e-2    bf16 weights: 0.25    quantized weights (q8_0, q4_K, q6_K): 0.5
 // plus, for quantized KV (both backends quantize with the same codecs and scales, but from
 // slightly different K/V, so a few elements land one code apart): int8 / fp8_e4m3 +0.15,
-// fp8_e5m2 +0.3.
+// fp8_e5m2 +0.3; the packed 4/2-bit formats (same codecs bit for bit, tests/test_cuda_packed_math
+// and cuda_packed_kv; but a K/V element that differs slightly between the backends can land one
+// code apart, and a 4-bit step is ~amax/7 of its group): int4 / rot4 / kivi4 +0.5, kivi2 +1.0.
+// These packed bounds are guesses from the step sizes, NOT measured on a GPU.
 // Greedy decoding on stories260K must give identical tokens, unless the CPU's top-2 margin at
 // the first divergence is below 0.02 (a genuine tie, reported).
 //
@@ -77,13 +80,20 @@ float tolerance_for(const Model& m, KvDtype kv = KvDtype::F16) {
   const std::string k = kv_dtype_name(kv);
   if (k == "int8" || k == "fp8_e4m3") t += 0.15f;
   if (k == "fp8_e5m2") t += 0.3f;
+  if (k == "int4" || k == "rot4" || k == "kivi4") t += 0.5f;
+  if (k == "kivi2") t += 1.0f;
   return t;
+}
+
+// Why the model cannot store this KV dtype (rot4 needs a power-of-two head_dim, ...), or empty.
+std::string kv_problem(const Model& m, KvDtype kv, int32_t bs) {
+  return kv_format_problem(kv, m.config.head_dim, bs, 0);
 }
 
 // Every KV dtype this build's core knows (the quantized ones joined KvDtype later).
 std::vector<KvDtype> kv_dtypes() {
   std::vector<KvDtype> v;
-  for (const char* n : {"f32", "f16", "bf16", "int8", "fp8_e4m3", "fp8_e5m2"})
+  for (const char* n : {"f32", "f16", "bf16", "int8", "fp8_e4m3", "fp8_e5m2", "int4", "rot4", "kivi4", "kivi2"})
     if (auto t = parse_kv_dtype(n)) v.push_back(*t);
   return v;
 }
@@ -171,9 +181,11 @@ class TestCudaBackend : public QObject {
   void codec_device_matches_host();
   void matches_cpu_data();
   void matches_cpu();
+  void greedy_tokens_identical_data();
   void greedy_tokens_identical();
   void long_context_split_k_data();
   void long_context_split_k();
+  void mixed_batches_and_preemption_data();
   void mixed_batches_and_preemption();
   void copy_blocks_matches_cpu();
   void dropped_block_is_an_error();
@@ -264,6 +276,7 @@ void TestCudaBackend::matches_cpu() {
   KVSCOPE_REQUIRE_FILE(test::models_dir() / model.toStdString());
   auto m = load(model.toStdString());
   const float tol = tolerance_for(*m, static_cast<KvDtype>(kv));
+  if (const std::string why = kv_problem(*m, static_cast<KvDtype>(kv), 8); !why.empty()) QSKIP(why.c_str());
   for (int32_t bs : {8, 16, 32}) {
     Lockstep ls(m, bs, 80 / bs + 6, static_cast<KvDtype>(kv), {}, 100 + bs);
     Seq s = ls.seq(70, 11);
@@ -281,15 +294,34 @@ void TestCudaBackend::matches_cpu() {
   }
 }
 
+void TestCudaBackend::greedy_tokens_identical_data() {
+  QTest::addColumn<QString>("kv");
+  QTest::addColumn<int>("n_gen");
+  QTest::addColumn<double>("tie");  // a divergence is accepted only where the CPU's top-2 margin is below this
+  QTest::newRow("f16 KV") << "f16" << 120 << 0.02;
+  // Packed KV: logits agree within the dtype's extra tolerance t (tolerance_for), so tokens can
+  // only diverge where the top-2 margin is below 2 t.
+  QTest::newRow("int4 KV") << "int4" << 48 << 1.0;
+  QTest::newRow("rot4 KV") << "rot4" << 48 << 1.0;
+  QTest::newRow("kivi4 KV") << "kivi4" << 48 << 1.0;
+  QTest::newRow("kivi2 KV") << "kivi2" << 48 << 2.0;
+}
+
 // Each backend feeds its own argmax back: the generated tokens must agree.
 void TestCudaBackend::greedy_tokens_identical() {
+  QFETCH(QString, kv);
+  QFETCH(int, n_gen);
+  QFETCH(double, tie);
   KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
   auto m = load("stories260K.gguf");
+  const auto dtype = parse_kv_dtype(kv.toStdString());
+  QVERIFY(dtype.has_value());
   const auto prompt = m->tokenizer->encode("Once upon a time, there was a little girl named Lily.", true, false);
   QVERIFY(prompt.size() > 4);
-  const int32_t n_gen = 120, bs = 16;
+  const int32_t bs = 16;
+  if (const std::string why = kv_problem(*m, *dtype, bs); !why.empty()) QSKIP(why.c_str());
   const int32_t n_ctx = static_cast<int32_t>(prompt.size()) + n_gen;
-  Lockstep ls(m, bs, n_ctx / bs + 4, KvDtype::F16);
+  Lockstep ls(m, bs, n_ctx / bs + 4, *dtype);
   const std::vector<BlockId> table = ls.take(n_ctx / bs + 1);
   const size_t V = static_cast<size_t>(m->config.n_vocab);
   std::vector<TokenId> tc(prompt), tg(prompt);
@@ -317,15 +349,15 @@ void TestCudaBackend::greedy_tokens_identical() {
       std::vector<float> sorted(lc);
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
       const float margin = sorted[0] - sorted[1];
-      qInfo("greedy: first divergence at generated token %d (cpu %d, gpu %d), cpu top-2 margin %.4g", i, a, g,
-            static_cast<double>(margin));
-      QVERIFY2(margin < 0.02f, "greedy tokens differ where the CPU's choice is not a near tie");
+      qInfo("greedy kv %s: first divergence at generated token %d (cpu %d, gpu %d), cpu top-2 margin %.4g",
+            qPrintable(kv), i, a, g, static_cast<double>(margin));
+      QVERIFY2(margin < tie, "greedy tokens differ where the CPU's choice is not a near tie");
       return;
     }
     tc.push_back(a);
     tg.push_back(g);
   }
-  qInfo("greedy: %d identical tokens", n_gen);
+  qInfo("greedy kv %s: %d identical tokens", qPrintable(kv), n_gen);
 }
 
 void TestCudaBackend::long_context_split_k_data() {
@@ -338,6 +370,12 @@ void TestCudaBackend::long_context_split_k_data() {
   QTest::newRow("llama full attention, fp8_e4m3 KV") << llama << 0 << 0 << "fp8_e4m3";
   QTest::newRow("llama window 300 + 4 sinks, f16 KV") << llama << 300 << 4 << "f16";
   QTest::newRow("llama window 700 + 8 sinks, int8 KV") << llama << 700 << 8 << "int8";
+  // Packed KV over 1300 tokens: many completed KIVI blocks, the residual of the last one, sinks
+  // (keys stored before RoPE; rot4 turns them back before rotating by cache position).
+  QTest::newRow("llama full attention, int4 KV") << llama << 0 << 0 << "int4";
+  QTest::newRow("llama full attention, kivi2 KV") << llama << 0 << 0 << "kivi2";
+  QTest::newRow("llama window 300 + 4 sinks, kivi4 KV") << llama << 300 << 4 << "kivi4";
+  QTest::newRow("llama window 300 + 4 sinks, rot4 KV") << llama << 300 << 4 << "rot4";
   QTest::newRow("gemma3 (own SWA 32) + window 600 + 2 sinks, f16 KV") << "synthetic/synth-gemma3-f32.gguf" << 600 << 2
                                                                         << "f16";
 }
@@ -355,6 +393,7 @@ void TestCudaBackend::long_context_split_k() {
   KVSCOPE_REQUIRE_FILE(test::models_dir() / model.toStdString());
   auto m = load(model.toStdString());
   const int32_t bs = 16, n_prompt = 1300, n_total = 1310;
+  if (const std::string why = kv_problem(*m, *dtype, bs); !why.empty()) QSKIP(why.c_str());
   Lockstep ls(m, bs, n_total / bs + 8, *dtype, AttentionPolicy{window, sinks}, 7);
   Seq s = ls.seq(n_total, 3);
   for (int32_t p = 0; p < n_prompt; p += 256) {
@@ -379,12 +418,21 @@ void TestCudaBackend::long_context_split_k() {
 }
 
 // Prefill chunks, decodes and a 1-token prompt in one batch; a preempted sequence's blocks go to
-// a new one, and the preempted sequence is recomputed elsewhere (stale KV must not leak).
+// a new one, and the preempted sequence is recomputed elsewhere (stale KV must not leak; for
+// KIVI, a reused block's residual is overwritten from slot 0 as on the CPU).
+void TestCudaBackend::mixed_batches_and_preemption_data() {
+  QTest::addColumn<QString>("kv");
+  for (const char* k : {"f16", "int4", "kivi4", "kivi2"}) QTest::newRow(k) << k;
+}
+
 void TestCudaBackend::mixed_batches_and_preemption() {
+  QFETCH(QString, kv);
   KVSCOPE_REQUIRE_FILE(test::models_dir() / "synthetic/synth-qwen2-f32.gguf");
   auto m = load("synthetic/synth-qwen2-f32.gguf");
   const int32_t bs = 8;
-  Lockstep ls(m, bs, 64, KvDtype::F16, {}, 5);
+  const KvDtype dtype = *parse_kv_dtype(kv.toStdString());
+  if (const std::string why = kv_problem(*m, dtype, bs); !why.empty()) QSKIP(why.c_str());
+  Lockstep ls(m, bs, 64, dtype, {}, 5);
   Seq A = ls.seq(40, 1), B = ls.seq(40, 2), C = ls.seq(40, 3), E = ls.seq(16, 4);
   {
     BatchView b;
@@ -429,8 +477,8 @@ void TestCudaBackend::mixed_batches_and_preemption() {
     add(b, D, 26 + i, 27 + i, bs);
     ls.step(b);
   }
-  qInfo("mixed batches + preemption: max |dlogit| %.4g", static_cast<double>(ls.worst));
-  QVERIFY(ls.worst < tolerance_for(*m));
+  qInfo("mixed batches + preemption kv %s: max |dlogit| %.4g", qPrintable(kv), static_cast<double>(ls.worst));
+  QVERIFY(ls.worst < tolerance_for(*m, dtype));
 }
 
 // Copy-on-write of a partial block (a fork), then both branches decode different tokens.
@@ -439,6 +487,7 @@ void TestCudaBackend::copy_blocks_matches_cpu() {
   auto m = load("synthetic/synth-llama-f32.gguf");
   const int32_t bs = 8;
   for (KvDtype kv : kv_dtypes()) {
+    if (!kv_problem(*m, kv, bs).empty()) continue;
     Lockstep ls(m, bs, 24, kv, {}, 3);
     Seq A = ls.seq(24, 1);
     {
@@ -518,9 +567,11 @@ void TestCudaBackend::memory_budget() {
 void TestCudaBackend::codec_device_matches_host() { QSKIP("built without CUDA"); }
 void TestCudaBackend::matches_cpu_data() {}
 void TestCudaBackend::matches_cpu() { QSKIP("built without CUDA"); }
+void TestCudaBackend::greedy_tokens_identical_data() {}
 void TestCudaBackend::greedy_tokens_identical() { QSKIP("built without CUDA"); }
 void TestCudaBackend::long_context_split_k_data() {}
 void TestCudaBackend::long_context_split_k() { QSKIP("built without CUDA"); }
+void TestCudaBackend::mixed_batches_and_preemption_data() {}
 void TestCudaBackend::mixed_batches_and_preemption() { QSKIP("built without CUDA"); }
 void TestCudaBackend::copy_blocks_matches_cpu() { QSKIP("built without CUDA"); }
 void TestCudaBackend::dropped_block_is_an_error() { QSKIP("built without CUDA"); }
