@@ -342,6 +342,13 @@ struct CudaBackend::Impl {
     const ModelConfig& c = model->config;
     return kvmath::layer_window(policy.window, c.layer_is_swa(il), c.sliding_window);
   }
+  // As CpuBackend::layer_sinks: a model's own sliding layer (Gemma 3) keeps its trained,
+  // sink-free window when the sinks are for the global layers only (--sinks-layers global).
+  int32_t layer_sinks(int32_t il) const {
+    const ModelConfig& c = model->config;
+    const bool own_window = c.layer_is_swa(il) && c.sliding_window > 0;
+    return own_window && !policy.sinks_in_sliding_layers ? 0 : policy.sinks;
+  }
 
   int64_t act_row_bytes_per_token() const {
     const ModelConfig& c = model->config;
@@ -704,20 +711,20 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   if (I.kivi()) geom.res_of_block = d32 + o_map;
 
   // Split-K partitions per window value (a model's SWA layers need fewer).
-  std::map<int32_t, int32_t> parts_for_window;
-  auto max_parts = [&](int32_t window) {
-    auto it = parts_for_window.find(window);
+  std::map<std::pair<int32_t, int32_t>, int32_t> parts_for_window;  // (window, sinks) -> partitions
+  auto max_parts = [&](int32_t window, int32_t sinks) {
+    auto it = parts_for_window.find({window, sinks});
     if (it != parts_for_window.end()) return it->second;
     int32_t m = 0;
     for (int32_t t : decode_tokens) {
-      const auto vr = kvmath::visible_range(batch.positions[static_cast<size_t>(t)], window, I.policy.sinks);
+      const auto vr = kvmath::visible_range(batch.positions[static_cast<size_t>(t)], window, sinks);
       m = std::max(m, kvmath::num_partitions(vr.count(), cuda::kDecodePartition));
     }
-    parts_for_window[window] = m;
+    parts_for_window[{window, sinks}] = m;
     return m;
   };
   int32_t part_stride = 0;
-  for (int32_t il = 0; il < c.n_layer; ++il) part_stride = std::max(part_stride, max_parts(I.layer_window(il)));
+  for (int32_t il = 0; il < c.n_layer; ++il) part_stride = std::max(part_stride, max_parts(I.layer_window(il), I.layer_sinks(il)));
 
   // Activation buffers.
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
@@ -782,7 +789,7 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     ap.kv = qp.kv;
     ap.n_head = c.n_head;
     ap.window = I.layer_window(il);
-    ap.sinks = I.policy.sinks;
+    ap.sinks = I.layer_sinks(il);
     ap.scale = c.attn_scale;
     if (I.sink_mode()) {
       ap.sink_rope = I.sink_rope.as<float>() + (c.layer_is_swa(il) ? I.sink_rope_rows * c.rope_dim : 0);
@@ -791,7 +798,7 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     }
     ap.step = sp;
     ap.part_stride = part_stride;
-    ap.max_parts = max_parts(ap.window);
+    ap.max_parts = max_parts(ap.window, ap.sinks);
     if (ws_floats > 0) {
       ap.part_ml = I.attn_ws.as<float>();
       ap.part_o = ap.part_ml + static_cast<int64_t>(n_dec) * c.n_head * part_stride * 2;
