@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "cpu/gemm_float.h"
 #include "cpu/gemm_kernels.h"
 #include "cpu/quant_dot_kernels.h"
@@ -32,7 +33,7 @@ GemmIsa detect_isa() {
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma"))
     return GemmIsa::Avx512Vnni;
   // F16C for the float-weight kernels (cpu/gemm_float.h); every AVX2 CPU has it.
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
     return GemmIsa::Avx2;
 #endif
   return GemmIsa::None;

@@ -5,6 +5,7 @@
 #include "gguf/ggml_types.h"
 
 #if defined(__x86_64__)
+#include "cpu/cpu_features.h"
 #include "cpu/x86_intrinsics.h"
 #define KVSCOPE_AVX2_FMA_F16C __attribute__((target("avx2,fma,f16c")))
 #endif
@@ -77,7 +78,7 @@ KVSCOPE_AVX2_FMA_F16C void channel_rows(const uint8_t* codes, int64_t code_strid
 }  // namespace
 
 bool available() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   return ok;
 }
 
