@@ -19,6 +19,7 @@
 #include "engine/kv_setup.h"
 #include "gguf/ggml_types.h"
 #include "cpu/kv_quant4.h"
+#include "cpu/kv_quant4_simd.h"
 #include "paged_harness.h"
 #include "run/perplexity.h"
 #include "test_support.h"
@@ -208,45 +209,90 @@ class TestKvQuant4 : public QObject {
 
   // The decoders attention uses (AVX2 where the CPU has it) give the scalar references' bits, for
   // every code width, group and head size the formats allow, extreme parameters included.
+  // Every SIMD level this CPU has (AVX-512, AVX2) against the scalar references, bit for bit,
+  // besides the dispatcher (which picks the widest level the shape fits).
   void simd_decoders_match_scalar() {
     std::mt19937 rng(9);
     auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
       return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
     };
-    for (int32_t d : {8, 16, 64, 256})
-      for (int32_t g : {8, 16, 32, 64}) {
-        if (g > d) continue;
-        std::vector<float> x = randn(static_cast<size_t>(d), rng, 2.0f);
-        x[0] = 70000.0f;  // clamped to the f16 maximum in the scale
-        std::vector<uint8_t> row(static_cast<size_t>(d / 2 + 4 * (d / g)));
-        kvq4::encode_int4_row(x.data(), d, g, row.data());
-        std::vector<float> fast(static_cast<size_t>(d)), ref(fast.size());
-        kvq4::decode_int4_row(row.data(), d, g, fast.data());
-        kvq4::decode_int4_row_scalar(row.data(), d, g, ref.data());
-        QVERIFY2(same(fast, ref), qPrintable(QString("int4 d %1 g %2").arg(d).arg(g)));
-        for (int32_t bits : {4, 2}) {
-          kvq4::encode_asym_row(x.data(), d, g, bits, row.data());
-          kvq4::decode_asym_row(row.data(), d, g, bits, fast.data());
-          kvq4::decode_asym_row_scalar(row.data(), d, g, bits, ref.data());
-          QVERIFY2(same(fast, ref), qPrintable(QString("asym%1 d %2 g %3").arg(bits).arg(d).arg(g)));
-          const int32_t n = 16;
-          const int64_t stride = d * bits / 8;
-          const std::vector<float> K = randn(static_cast<size_t>(n) * d, rng, 3.0f);
-          std::vector<uint8_t> codes(static_cast<size_t>(n * stride)), params(static_cast<size_t>(4 * d));
-          kvq4::encode_channel_tile(K.data(), n, d, bits, codes.data(), stride, params.data());
-          std::vector<float> kf(K.size()), kr(K.size());
-          kvq4::decode_channel_rows(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kf.data());
-          kvq4::decode_channel_rows_scalar(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kr.data());
-          QVERIFY2(same(kf, kr), qPrintable(QString("channel%1 d %2").arg(bits).arg(d)));
+    struct Level {
+      const char* name;
+      bool on;
+      int32_t lanes;
+      void (*int4)(const uint8_t*, int32_t, int32_t, float*);
+      void (*asym)(const uint8_t*, int32_t, int32_t, int32_t, float*);
+      void (*channel)(const uint8_t*, int64_t, const uint8_t*, int32_t, int32_t, int32_t, float*);
+      void (*f16)(const uint16_t*, int32_t, int32_t, float*);
+    };
+    const Level levels[] = {
+        {"dispatch", true, 1, kvq4::decode_int4_row, kvq4::decode_asym_row, kvq4::decode_channel_rows, kvq4::decode_f16_rows},
+        {"avx2", kvq4::simd::available(), 8, kvq4::simd::decode_int4_row, kvq4::simd::decode_asym_row,
+         kvq4::simd::decode_channel_rows, kvq4::simd::decode_f16_rows},
+        {"avx512", kvq4::avx512::available(), 16, kvq4::avx512::decode_int4_row, kvq4::avx512::decode_asym_row,
+         kvq4::avx512::decode_channel_rows, kvq4::avx512::decode_f16_rows},
+    };
+    int32_t checked = 0;
+    for (const Level& lv : levels) {
+      if (!lv.on) continue;
+      for (int32_t d : {8, 16, 64, 96, 256})
+        for (int32_t g : {8, 16, 32, 64}) {
+          if (g > d || d % g != 0 || g % lv.lanes != 0) continue;
+          const QString where = QString("%1 d %2 g %3").arg(lv.name).arg(d).arg(g);
+          std::vector<float> x = randn(static_cast<size_t>(d), rng, 2.0f);
+          x[0] = 70000.0f;  // clamped to the f16 maximum in the scale
+          std::vector<uint8_t> row(static_cast<size_t>(d / 2 + 4 * (d / g)));
+          kvq4::encode_int4_row(x.data(), d, g, row.data());
+          std::vector<float> fast(static_cast<size_t>(d)), ref(fast.size());
+          lv.int4(row.data(), d, g, fast.data());
+          kvq4::decode_int4_row_scalar(row.data(), d, g, ref.data());
+          QVERIFY2(same(fast, ref), qPrintable("int4 " + where));
+          for (int32_t bits : {4, 2}) {
+            kvq4::encode_asym_row(x.data(), d, g, bits, row.data());
+            lv.asym(row.data(), d, g, bits, fast.data());
+            kvq4::decode_asym_row_scalar(row.data(), d, g, bits, ref.data());
+            QVERIFY2(same(fast, ref), qPrintable(QString("asym%1 ").arg(bits) + where));
+            if (d % lv.lanes != 0) continue;
+            const int32_t n = 16;
+            const int64_t stride = d * bits / 8;
+            const std::vector<float> K = randn(static_cast<size_t>(n) * d, rng, 3.0f);
+            std::vector<uint8_t> codes(static_cast<size_t>(n * stride)), params(static_cast<size_t>(4 * d));
+            kvq4::encode_channel_tile(K.data(), n, d, bits, codes.data(), stride, params.data());
+            std::vector<float> kf(K.size()), kr(K.size());
+            lv.channel(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kf.data());
+            kvq4::decode_channel_rows_scalar(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kr.data());
+            QVERIFY2(same(kf, kr), qPrintable(QString("channel%1 ").arg(bits) + where));
+          }
+          std::vector<uint16_t> h(static_cast<size_t>(3 * d + 5));
+          for (size_t i = 0; i < h.size(); ++i) h[i] = fp32_to_fp16(x[i % x.size()] * float(i % 7));
+          h[1] = 0x0001;  // a subnormal
+          std::vector<float> hf(h.size()), hr(h.size());
+          lv.f16(h.data(), 1, static_cast<int32_t>(h.size()), hf.data());
+          kvq4::decode_f16_rows_scalar(h.data(), 1, static_cast<int32_t>(h.size()), hr.data());
+          QVERIFY2(same(hf, hr), qPrintable("f16 " + where));
+          ++checked;
         }
-        std::vector<uint16_t> h(static_cast<size_t>(3 * d + 5));
-        for (size_t i = 0; i < h.size(); ++i) h[i] = fp32_to_fp16(x[i % x.size()] * float(i % 7));
-        h[1] = 0x0001;  // a subnormal
-        std::vector<float> hf(h.size()), hr(h.size());
-        kvq4::decode_f16_rows(h.data(), 1, static_cast<int32_t>(h.size()), hf.data());
-        kvq4::decode_f16_rows_scalar(h.data(), 1, static_cast<int32_t>(h.size()), hr.data());
-        QVERIFY(same(hf, hr));
+    }
+    // The n-row forms (what attention calls) decode each row as the one-row scalar reference does.
+    for (int32_t bits : {0, 4, 2}) {  // 0: int4
+      const int32_t d = 64, g = 32, n = 5;
+      const int64_t stride = bits == 0 ? d / 2 + 2 * (d / g) : d * bits / 8 + 4 * (d / g);
+      std::vector<uint8_t> rows(static_cast<size_t>(n * stride));
+      for (int32_t r = 0; r < n; ++r) {
+        const std::vector<float> x = randn(static_cast<size_t>(d), rng, 1.5f);
+        bits == 0 ? kvq4::encode_int4_row(x.data(), d, g, rows.data() + r * stride)
+                  : kvq4::encode_asym_row(x.data(), d, g, bits, rows.data() + r * stride);
       }
+      std::vector<float> fast(static_cast<size_t>(n * d)), ref(fast.size());
+      bits == 0 ? kvq4::decode_int4_rows(rows.data(), stride, n, d, g, fast.data())
+                : kvq4::decode_asym_rows(rows.data(), stride, n, d, g, bits, fast.data());
+      for (int32_t r = 0; r < n; ++r)
+        bits == 0 ? kvq4::decode_int4_row_scalar(rows.data() + r * stride, d, g, ref.data() + r * d)
+                  : kvq4::decode_asym_row_scalar(rows.data() + r * stride, d, g, bits, ref.data() + r * d);
+      QVERIFY2(same(fast, ref), qPrintable(QString("rows, bits %1").arg(bits)));
+    }
+    qInfo("SIMD decoders checked: %d shapes (avx2 %s, avx512 %s)", checked, kvq4::simd::available() ? "on" : "absent",
+          kvq4::avx512::available() ? "on" : "absent");
   }
 
   // rotate() is the dense R x, R^T R = I, unrotate inverts it, dot products are kept, and the

@@ -66,8 +66,7 @@ void CpuKvStorage::decode_packed(int32_t layer, bool is_value, int32_t block, in
   const int32_t d = layout_.head_dim;
   const KvDtype t = layout_.dtype;
   if (t == KvDtype::INT4 || t == KvDtype::ROT4) {  // rot4 rows stay rotated: attention works in that basis
-    for (int32_t j = 0; j < n; ++j)
-      kvq4::decode_int4_row(tile_ptr(layer, is_value, block, head, slot + j), d, group_, dst + static_cast<int64_t>(j) * d);
+    kvq4::decode_int4_rows(tile_ptr(layer, is_value, block, head, slot), row_bytes_[is_value], n, d, group_, dst);
     return;
   }
   const int32_t bits = kv_code_bits(t);
@@ -83,8 +82,7 @@ void CpuKvStorage::decode_packed(int32_t layer, bool is_value, int32_t block, in
                               bits, dst);
     return;
   }
-  for (int32_t j = 0; j < n; ++j)
-    kvq4::decode_asym_row(tile_ptr(layer, true, block, head, slot + j), d, group_, bits, dst + static_cast<int64_t>(j) * d);
+  kvq4::decode_asym_rows(tile_ptr(layer, true, block, head, slot), row_bytes_[1], n, d, group_, bits, dst);
 }
 
 // A block copy (copy on write of a partly filled block) takes the residual along; a copy of a

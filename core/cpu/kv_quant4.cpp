@@ -1,5 +1,6 @@
 #include "cpu/kv_quant4.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -38,14 +39,53 @@ uint32_t get_code(const uint8_t* codes, int32_t i, int32_t bits) {
   return (codes[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
 }
 
+// The Walsh-Hadamard butterflies, stage by stage (len 1, 2, 4, ...), each pair (j, j + len) as
+// a + b, a - b. The first two stages run together per group of 4 elements and the others with a
+// contiguous inner loop the compiler vectorises: the same operations on the same pairs as the
+// plain stage loop, so the same bits (attention rotates every query head and output with this,
+// and the CUDA kernels hold their rotation to it).
 void fwht(float* x, int32_t d) {
-  for (int32_t len = 1; len < d; len <<= 1)
-    for (int32_t i = 0; i < d; i += len << 1)
-      for (int32_t j = i; j < i + len; ++j) {
-        const float a = x[j], b = x[j + len];
-        x[j] = a + b;
-        x[j + len] = a - b;
+  int32_t len = 1;
+  if (d >= 4) {
+    for (int32_t i = 0; i < d; i += 4) {
+      const float a0 = x[i] + x[i + 1], a1 = x[i] - x[i + 1], a2 = x[i + 2] + x[i + 3], a3 = x[i + 2] - x[i + 3];
+      x[i] = a0 + a2;
+      x[i + 1] = a1 + a3;
+      x[i + 2] = a0 - a2;
+      x[i + 3] = a1 - a3;
+    }
+    len = 4;
+  }
+  for (; len < d; len <<= 1)
+    for (int32_t i = 0; i < d; i += len << 1) {
+      float* __restrict lo = x + i;
+      float* __restrict hi = x + i + len;
+      for (int32_t j = 0; j < len; ++j) {
+        const float a = lo[j], b = hi[j];
+        lo[j] = a + b;
+        hi[j] = a - b;
       }
+    }
+}
+
+float splitmix_sign(int32_t i) {
+  // splitmix64 of the index: fixed, well mixed.
+  uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return ((z ^ (z >> 31)) & 1u) ? -1.0f : 1.0f;
+}
+
+constexpr int32_t kMaxRotationDim = 512;  // head_dim <= 512 (kv_format_problem)
+
+// D's diagonal for the head sizes attention uses, computed once.
+const float* sign_table() {
+  static const auto table = [] {
+    std::array<float, kMaxRotationDim> t{};
+    for (int32_t i = 0; i < kMaxRotationDim; ++i) t[static_cast<size_t>(i)] = splitmix_sign(i);
+    return t;
+  }();
+  return table.data();
 }
 
 // (scale, min) of values lo..hi on `levels` steps, both as stored (f16-rounded).
@@ -56,16 +96,11 @@ void asym_params(float lo, float hi, int32_t levels, float* scale, float* mn) {
 
 }  // namespace
 
-float rotation_sign(int32_t i) {
-  // splitmix64 of the index: fixed, well mixed, no table.
-  uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return ((z ^ (z >> 31)) & 1u) ? -1.0f : 1.0f;
-}
+float rotation_sign(int32_t i) { return i < kMaxRotationDim ? sign_table()[i] : splitmix_sign(i); }
 
 void rotate(float* x, int32_t d) {
-  for (int32_t i = 0; i < d; ++i) x[i] *= rotation_sign(i);
+  const float* sign = d <= kMaxRotationDim ? sign_table() : nullptr;
+  for (int32_t i = 0; i < d; ++i) x[i] *= sign ? sign[i] : splitmix_sign(i);
   fwht(x, d);
   const float s = 1.0f / std::sqrt(static_cast<float>(d));
   for (int32_t i = 0; i < d; ++i) x[i] *= s;
@@ -74,7 +109,8 @@ void rotate(float* x, int32_t d) {
 void unrotate(float* x, int32_t d) {
   fwht(x, d);  // H is symmetric and H H = d I
   const float s = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int32_t i = 0; i < d; ++i) x[i] *= s * rotation_sign(i);
+  const float* sign = d <= kMaxRotationDim ? sign_table() : nullptr;
+  for (int32_t i = 0; i < d; ++i) x[i] *= s * (sign ? sign[i] : splitmix_sign(i));
 }
 
 void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
@@ -162,22 +198,39 @@ void decode_f16_rows_scalar(const uint16_t* h, int32_t n, int32_t d, float* y) {
 }
 
 
-// The decoders attention calls, once per K/V row: the AVX2 forms (cpu/kv_quant4_avx2.cpp) where
-// the CPU has them and the shape fits their 8-lane steps, the scalar reference elsewhere.
+// The decoders attention calls, once per K/V row: the AVX-512 forms (cpu/kv_quant4_avx512.cpp)
+// or the AVX2 ones (cpu/kv_quant4_simd.cpp) where the CPU has them and the shape fits their
+// 16- or 8-lane steps, the scalar reference elsewhere.
 void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) {
+  if (avx512::available() && g % 16 == 0) return avx512::decode_int4_row(row, d, g, y);
   if (simd::available() && g % 8 == 0) return simd::decode_int4_row(row, d, g, y);
   decode_int4_row_scalar(row, d, g, y);
 }
 void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
+  if (avx512::available() && g % 16 == 0) return avx512::decode_asym_row(row, d, g, bits, y);
   if (simd::available() && g % 8 == 0) return simd::decode_asym_row(row, d, g, bits, y);
   decode_asym_row_scalar(row, d, g, bits, y);
 }
+void decode_int4_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, float* y) {
+  auto* decode = avx512::available() && g % 16 == 0 ? avx512::decode_int4_row
+                 : simd::available() && g % 8 == 0  ? simd::decode_int4_row
+                                                    : decode_int4_row_scalar;
+  for (int32_t r = 0; r < n; ++r) decode(rows + r * stride, d, g, y + static_cast<int64_t>(r) * d);
+}
+void decode_asym_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, int32_t bits, float* y) {
+  auto* decode = avx512::available() && g % 16 == 0 ? avx512::decode_asym_row
+                 : simd::available() && g % 8 == 0  ? simd::decode_asym_row
+                                                    : decode_asym_row_scalar;
+  for (int32_t r = 0; r < n; ++r) decode(rows + r * stride, d, g, bits, y + static_cast<int64_t>(r) * d);
+}
 void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
                          int32_t bits, float* y) {
+  if (avx512::available() && d % 16 == 0) return avx512::decode_channel_rows(codes, code_stride, params, n, d, bits, y);
   if (simd::available() && d % 8 == 0) return simd::decode_channel_rows(codes, code_stride, params, n, d, bits, y);
   decode_channel_rows_scalar(codes, code_stride, params, n, d, bits, y);
 }
 void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {
+  if (avx512::available()) return avx512::decode_f16_rows(h, n, d, y);
   if (simd::available()) return simd::decode_f16_rows(h, n, d, y);
   decode_f16_rows_scalar(h, n, d, y);
 }

@@ -34,6 +34,11 @@ void encode_channel_tile(const float* x, int32_t n, int32_t d, int32_t bits, uin
 void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
                          int32_t bits, float* y);
 
+// n rows of a tile at once (row r at rows + r * stride, decoded to y + r * d): the decoders
+// above, with the CPU dispatch done once for the n rows.
+void decode_int4_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, float* y);
+void decode_asym_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, int32_t bits, float* y);
+
 // f16 rows (the KIVI residual) to f32.
 void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y);
 

@@ -17,3 +17,17 @@ void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_
 void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y);
 
 }  // namespace kvscope::kvq4::simd
+
+// Internal to kv_quant4.cpp: the AVX-512 (F, BW, VL) forms, 16 channels per step
+// (cpu/kv_quant4_avx512.cpp); the same bits again. g a multiple of 16 for the row decoders, d a
+// multiple of 16 for the others.
+namespace kvscope::kvq4::avx512 {
+
+bool available();
+void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y);
+void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y);
+void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
+                         int32_t bits, float* y);
+void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y);
+
+}  // namespace kvscope::kvq4::avx512
