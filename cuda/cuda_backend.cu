@@ -220,8 +220,10 @@ struct CudaBackend::Impl {
     return r;
   }
   // A step's residual work: the slot every token's row goes to (res_slot[t]) and the blocks
-  // whose last slot the step writes (complete: block, slot pairs), quantized after each layer's
-  // store and read quantized by its attention; their slots are free again for the next step.
+  // whose last slot the step writes (complete: block, slot pairs). The step's attention reads
+  // those blocks from the residual in f16 (as KIVI's prefill attends in full precision, and as
+  // CpuKvStorage defers), each layer quantizes them after its attention, and release_completed()
+  // frees their slots once the step's block -> slot map is uploaded.
   void plan_residual(const BatchView& batch, std::vector<int32_t>* res_slot, std::vector<int32_t>* complete) {
     const int32_t bs = layout.block_size;
     res_slot->resize(batch.slot_mapping.size());
@@ -235,7 +237,9 @@ struct CudaBackend::Impl {
       for (size_t i = 0; i < complete->size(); i += 2) seen = seen || (*complete)[i] == b;
       if (slot % bs == bs - 1 && !seen) complete->insert(complete->end(), {b, r});
     }
-    for (size_t i = 0; i < complete->size(); i += 2) release_residual((*complete)[i]);
+  }
+  void release_completed(const std::vector<int32_t>& complete) {
+    for (size_t i = 0; i < complete.size(); i += 2) release_residual(complete[i]);
   }
   void release_residual(int32_t b) {
     int32_t& r = res_of_block[static_cast<size_t>(b)];
@@ -683,7 +687,8 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
   const size_t o_tiles = put(tiles.data(), tiles.size());
   const size_t o_res = put(res_slot.data(), n_res);
   const size_t o_complete = put(complete.data(), complete.size());
-  const size_t o_map = put(I.res_of_block.data(), n_map);
+  const size_t o_map = put(I.res_of_block.data(), n_map);  // completed blocks still at their slots
+  if (I.kivi()) I.release_completed(complete);
   KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(I.step_dev.p, I.step_host.p, bytes, cudaMemcpyHostToDevice, I.stream));
   const auto* d64 = I.step_dev.as<const int64_t>();
   const auto* d32 = reinterpret_cast<const int32_t*>(d64 + un);
@@ -777,7 +782,6 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     // Every token's K/V is stored before this layer's attention runs (stream order), so the
     // tokens of a prompt chunk see each other.
     cuda::launch_qkv_rope_store(qp, I.stream);
-    cuda::launch_kivi_complete(qp.kv, qp.k, qp.v, sp, I.stream);
 
     cuda::AttnParams ap;
     ap.q = qkv;
@@ -806,6 +810,8 @@ void CudaBackend::forward(const BatchView& batch, float* logits_out) {
     ap.error = err;
     if (I.packed != PackedKv::None) cuda::launch_attention_packed(I.act, ap, I.stream);
     else cuda::launch_attention(I.act, ap, I.stream);
+    // Blocks this step filled are quantized once its attention has read them in f16.
+    cuda::launch_kivi_complete(qp.kv, qp.k, qp.v, sp, I.stream);
 
     I.gemm(W.wo.p, E, Q, I.att.p, n, o);
     cuda::launch_residual_norm(I.act, x, o, W.post_attn_norm.as<float>(), W.ffn_norm.as<float>(), I.xn.p, nullptr, n,

@@ -502,6 +502,40 @@ class TestKvQuant4 : public QObject {
   // so KIVI blocks complete during the prompt and during decode), and rot4 / kivi4 in sink
   // mode (keys rotated back before RoPE) against f32 in the same mode. Tolerances about 2x the
   // measured values (printed).
+  // A step's tokens attend to the KIVI blocks they fill in f16 (quantized after the layer's
+  // attention), so a prompt prefilled in block-sized chunks gives the same distributions as one
+  // fed a token at a time (every token then sees the earlier blocks quantized and its own in
+  // f16), up to the float noise of batched vs single-token matmuls (which the f32 KV run shows;
+  // with KIVI it can flip a code's rounding, hence 1e-6 and not the f32 floor). Before, a
+  // chunk's tokens read the block they completed already quantized: KL max about 1e-2.
+  void kivi_chunked_prefill_matches_token_by_token() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
+    auto m = Model::load((test::models_dir() / "stories260K.gguf").string());
+    const std::vector<TokenId> toks = m->tokenizer->encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play with her ball in the park. One day she saw a "
+        "big dog. The dog was brown and it wanted to play too. Lily threw the ball and the dog ran after it.",
+        true, false);
+    QVERIFY(toks.size() >= 49);
+    auto run = [&](KvDtype t, int32_t chunk) {
+      EvalConfig cfg;
+      cfg.kv_dtype = t;
+      cfg.block_size = 16;
+      cfg.chunk = chunk;
+      cfg.threads = 2;
+      return eval_text(m, toks, cfg).logits;
+    };
+    const double floor = compare_logits(run(KvDtype::F32, 1), run(KvDtype::F32, 16)).kl_max;
+    for (KvDtype t : {KvDtype::KIVI4, KvDtype::KIVI2}) {
+      const auto one = run(t, 1);
+      const double same = compare_logits(one, run(t, 16)).kl_max;
+      const double wider = compare_logits(one, run(t, 32)).kl_max;  // a chunk of 2 blocks: block 1 read in f16 by block 2's tokens
+      qInfo("%s: KL max token-by-token vs 16-token chunks %.3g, vs 32-token chunks %.3g (f32 KV: %.3g)", kv_dtype_name(t),
+            same, wider, floor);
+      QVERIFY(same < 1e-6);
+      QVERIFY(wider > 1e-4);
+    }
+  }
+
   void paged_forward_close_to_f32() {
     KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
     auto m = Model::load((test::models_dir() / "stories260K.gguf").string());

@@ -61,7 +61,10 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
   // The old pools go first so a re-init never holds both; a failed init leaves empty pools.
   kv_.clear();
   kv_.resize(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) kv_[g].init(groups[g].layout);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    kv_[g].init(groups[g].layout);
+    kv_[g].defer_completion(true);  // KIVI: see attention_block
+  }
   layer_group_ = std::move(layer_group);
   layer_slot_ = std::move(layer_slot);
   set_policy(policy);
@@ -489,6 +492,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     }
   }
   attention(il, batch, q_.data(), att_.data());
+  kv.complete_deferred(kv_layer);  // KIVI: the blocks this step filled, read in f16 above, quantized now
   matmul_timed(L.wo, att_.data(), n, o_.data());
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];

@@ -36,8 +36,25 @@ void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int
   uint16_t* row = residual_rows(r, is_value, head) + static_cast<int64_t>(off) * d;
   for (int32_t i = 0; i < d; ++i) row[i] = fp32_to_fp16(x[i]);
   if (off != bs - 1) return;
+  if (defer_) return pending_.push_back({layer, block, head, is_value});
   complete_kivi_tile(layer, is_value, block, head, r);
   if (r.n_done == tiles) residual_.erase(it);
+}
+
+void CpuKvStorage::complete_deferred(int32_t layer) {
+  const int32_t tiles = 2 * layout_.n_head_kv;
+  size_t kept = 0;
+  for (const PendingTile& p : pending_) {
+    if (p.layer != layer) {
+      pending_[kept++] = p;
+      continue;
+    }
+    const auto it = residual_.find(residual_key(p.layer, p.block));
+    if (it == residual_.end() || it->second.done[static_cast<size_t>(p.is_value) * layout_.n_head_kv + p.head]) continue;
+    complete_kivi_tile(p.layer, p.is_value, p.block, p.head, it->second);
+    if (it->second.n_done == tiles) residual_.erase(it);
+  }
+  pending_.resize(kept);
 }
 
 // The block's last slot is in: quantize its keys per channel over the block's tokens and its

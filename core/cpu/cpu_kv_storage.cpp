@@ -88,6 +88,7 @@ void CpuKvStorage::init(const KvLayout& layout) {
     tile_bytes_[v] = row_bytes_[v] * layout.block_size + kv_tile_extra_bytes(layout.dtype, v, layout.head_dim, layout.block_size);
   }
   residual_.clear();
+  pending_.clear();
   residual_block_bytes_ = static_cast<int64_t>(layout.n_head_kv) *
                           kv_residual_bytes_per_block_head(layout.dtype, layout.head_dim, layout.block_size);
   peak_residual_bytes_ = 0;

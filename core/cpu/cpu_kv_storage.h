@@ -7,6 +7,10 @@
 // its tokens live in f16 in a side table keyed by (layer, block); when the block's last slot is
 // written the block is quantized (keys per channel over the block, values per token) and the
 // residual freed. Full blocks (the only ones the prefix cache shares) are never rewritten.
+// With defer_completion on (CpuBackend), that quantization waits for complete_deferred(layer),
+// which the backend calls after the layer's attention: the tokens of a step attend to the
+// blocks they fill in f16, as KIVI's prefill attends in full precision, and the result does not
+// depend on how a prompt is cut into chunks.
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -82,8 +86,13 @@ class CpuKvStorage {
   // KIVI: f16 bytes the residual holds now, and the most it held since init.
   int64_t residual_bytes() const { return static_cast<int64_t>(residual_.size()) * residual_block_bytes_; }
   int64_t peak_residual_bytes() const { return peak_residual_bytes_; }
-  // KIVI: whether (layer, block, head)'s K or V is still in the f16 residual (block not full).
+  // KIVI: whether (layer, block, head)'s K or V is still in the f16 residual (block not full,
+  // or full and its quantization deferred).
   bool in_residual(int32_t layer, bool is_value, int32_t block, int32_t head) const;
+  // KIVI: off (the default), a tile is quantized when its last slot is stored; on, it waits for
+  // complete_deferred(layer), which quantizes every full tile of that layer stored since.
+  void defer_completion(bool on) { defer_ = on; }
+  void complete_deferred(int32_t layer);
 
  private:
   const float* decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
@@ -119,6 +128,12 @@ class CpuKvStorage {
   int64_t row_bytes_[2] = {0, 0};            // [is_value] bytes of one slot in a tile
   int64_t tile_bytes_[2] = {0, 0};           // [is_value] bytes of one (block, head) tile
   std::unordered_map<int64_t, Residual> residual_;  // KIVI: blocks being filled
+  struct PendingTile {
+    int32_t layer, block, head;
+    bool is_value;
+  };
+  bool defer_ = false;
+  std::vector<PendingTile> pending_;  // KIVI, deferring: full tiles not yet quantized
   int64_t residual_block_bytes_ = 0, peak_residual_bytes_ = 0;
   std::vector<KvBuffer> k_, v_;       // [n_layer] each num_blocks * block bytes
   std::vector<std::vector<float>> k_scale_, v_scale_;  // [n_layer][block][kv_head][slot], scaled dtypes only

@@ -48,6 +48,7 @@ PagingProbe::PagingProbe(std::shared_ptr<const Model> model, int32_t ctx, int32_
             for (auto& e : x) e = nd(rng);
             st.store(l, is_v, static_cast<int64_t>(table_[static_cast<size_t>(p / bs)]) * bs + p % bs, h, x.data());
           }
+      st.complete_deferred(l);  // KIVI: quantize the full blocks (the backend defers it to after attention)
       continue;
     }
     k_.emplace_back(n_vec * static_cast<size_t>(vec_bytes));
