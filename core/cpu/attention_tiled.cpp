@@ -50,8 +50,8 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
                              float* out, Scratch& sc) const {
   const ModelConfig& c = model_->config;
   const int32_t group = layer_group_[static_cast<size_t>(layer)];
-  const CpuKvStorage& kv = kv_[static_cast<size_t>(group)];
-  const int32_t kv_layer = layer_slot_[static_cast<size_t>(layer)];
+  int32_t kv_layer = 0;
+  const CpuKvStorage& kv = kv_of(layer, &kv_layer);
   const int32_t bs = kv.layout().block_size, d = c.head_dim;
   const int32_t n_q = c.n_head / c.n_head_kv;
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(tile.first)])];
@@ -91,13 +91,8 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
       const int32_t n = std::min(bs - off, to - p);
       const BlockId b = table[static_cast<size_t>(lb)];
       assert(b != kNoBlock && "attention reached a dropped block");
-      const float* k = kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data() + static_cast<int64_t>(filled) * d);
-      const float* v = kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + static_cast<int64_t>(filled) * d);
-      if (n_runs > 0 && runs[n_runs - 1].k + static_cast<int64_t>(runs[n_runs - 1].n) * d == k &&
-          runs[n_runs - 1].v + static_cast<int64_t>(runs[n_runs - 1].n) * d == v)
-        runs[n_runs - 1].n += n;
-      else
-        runs[n_runs++] = {k, d, v, d, n};
+      const auto [k, v] = load_kv_rows(kv, kv_layer, b, g, off, n, sc, filled);
+      OnlineAttention::append_run(runs, n_runs, k, v, n, d);
       filled += n;
       p += n;
     }

@@ -188,12 +188,17 @@ int32_t CpuBackend::layer_sinks(int32_t layer) const {
 // dequantized) once for the whole group. Never assumes physical blocks are adjacent. In sink
 // mode the i-th visible key sits at cache position i and the query at the last one
 // (n_vis - 1); both are rotated here.
+const CpuKvStorage& CpuBackend::kv_of(int32_t layer, int32_t* kv_layer) const {
+  *kv_layer = layer_slot_[static_cast<size_t>(layer)];
+  return kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(layer)])];
+}
+
 void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, int32_t g, const float* q, float* out,
                               Scratch& sc, const AttendPart* part) const {
   const ModelConfig& c = model_->config;
   const int32_t group = layer_group_[static_cast<size_t>(layer)];
-  const CpuKvStorage& kv = kv_[static_cast<size_t>(group)];
-  const int32_t kv_layer = layer_slot_[static_cast<size_t>(layer)];
+  int32_t kv_layer = 0;
+  const CpuKvStorage& kv = kv_of(layer, &kv_layer);
   const int32_t bs = kv.layout().block_size, d = c.head_dim;
   const int32_t n_q = c.n_head / c.n_head_kv;
   // The query's cache row: its position unless token eviction compacted the table.
@@ -277,9 +282,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
           kv.prefetch_scales(kv_layer, next, g);
         }
       }
-      float* kdst = sc.k_tile.data() + static_cast<int64_t>(filled) * d;
-      const float* k = kv.load_rows(kv_layer, false, b, g, off, n, kdst);
-      const float* v = kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + static_cast<int64_t>(filled) * d);
+      auto [k, v] = load_kv_rows(kv, kv_layer, b, g, off, n, sc, filled);
       if (krot) {  // sink mode: keys are stored before RoPE, rotated to cache positions idx..
         float* kr0 = krot + static_cast<int64_t>(filled) * d;
         for (int32_t j = 0; j < n; ++j) {
@@ -290,13 +293,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
         }
         k = kr0;
       }
-      // Rows that continue the previous run in memory (dequantized rows gathered into the
-      // scratch tile, or physically adjacent blocks) extend it: fewer, longer runs for the kernel.
-      if (n_runs > 0 && runs[n_runs - 1].k + static_cast<int64_t>(runs[n_runs - 1].n) * d == k &&
-          runs[n_runs - 1].v + static_cast<int64_t>(runs[n_runs - 1].n) * d == v)
-        runs[n_runs - 1].n += n;
-      else
-        runs[n_runs++] = {k, d, v, d, n};
+      OnlineAttention::append_run(runs, n_runs, k, v, n, d);
       if (record)
         for (int32_t j = 0; j < n; ++j) sc.rec_slots.push_back(static_cast<int64_t>(b) * bs + off + j);
       filled += n;

@@ -15,6 +15,7 @@
 // key per query head, from a cos/sin table of sinks + window rows.
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_kv_storage.h"
@@ -110,6 +111,17 @@ class CpuBackend : public Backend {
   // Only for steps without sinks, holes or attention recording (attention() decides).
   void attend_tile(int32_t layer, const BatchView& batch, const QueryTile& tile, int32_t kv_head, const float* q,
                    float* out, Scratch& s) const;
+  // The KV pool `layer` is stored in, and the layer's index inside it.
+  const CpuKvStorage& kv_of(int32_t layer, int32_t* kv_layer) const;
+  // Rows [off, off + n) of block b's K and V tiles for KV head g as f32: the cache itself (f32
+  // KV) or decoded into the scratch tiles at row `at`. What attend_group and attend_tile load,
+  // once per block: inline, as CpuKvStorage::load_rows is, for the same reason.
+  std::pair<const float*, const float*> load_kv_rows(const CpuKvStorage& kv, int32_t kv_layer, BlockId b, int32_t g,
+                                                     int32_t off, int32_t n, Scratch& sc, int32_t at) const {
+    const int64_t row = static_cast<int64_t>(at) * model_->config.head_dim;
+    return {kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data() + row),
+            kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + row)};
+  }
   // Whether this step's layer runs query tiles (and plans them into tiles_).
   bool plan_tiles(const BatchView& batch);
   int64_t mean_visible_keys(int32_t layer, const BatchView& batch) const;

@@ -46,6 +46,17 @@ class OnlineAttention {
     int32_t n;
   };
 
+  // Appends n rows (key row j at k + j * d, value row j at v + j * d) to a chunk's runs; rows
+  // that continue the previous run in memory (rows decoded one after the other into a scratch
+  // tile, or physically adjacent blocks) extend it: fewer, longer runs for the kernel.
+  static void append_run(Rows* runs, int32_t& n_runs, const float* k, const float* v, int32_t n, int32_t d) {
+    if (n_runs > 0 && runs[n_runs - 1].k + static_cast<int64_t>(runs[n_runs - 1].n) * d == k &&
+        runs[n_runs - 1].v + static_cast<int64_t>(runs[n_runs - 1].n) * d == v)
+      runs[n_runs - 1].n += n;
+    else
+      runs[n_runs++] = {k, d, v, d, n};
+  }
+
   // n (<= kMaxChunk) positions in one run.
   [[gnu::always_inline]] void add(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int32_t n) {
     const Rows r{k, k_stride, v, v_stride, n};
