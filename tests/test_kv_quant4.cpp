@@ -506,8 +506,9 @@ class TestKvQuant4 : public QObject {
   // attention), so a prompt prefilled in block-sized chunks gives the same distributions as one
   // fed a token at a time (every token then sees the earlier blocks quantized and its own in
   // f16), up to the float noise of batched vs single-token matmuls (which the f32 KV run shows;
-  // with KIVI it can flip a code's rounding, hence 1e-6 and not the f32 floor). Before, a
-  // chunk's tokens read the block they completed already quantized: KL max about 1e-2.
+  // with KIVI it can flip a code's rounding: 1e-8 in the native build, 4e-6 in the sanitizer
+  // build's kernels, hence 1e-4 and not the f32 floor). Before, a chunk's tokens read the block
+  // they completed already quantized: KL max 0.053 here.
   void kivi_chunked_prefill_matches_token_by_token() {
     KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
     auto m = Model::load((test::models_dir() / "stories260K.gguf").string());
@@ -531,8 +532,8 @@ class TestKvQuant4 : public QObject {
       const double wider = compare_logits(one, run(t, 32)).kl_max;  // a chunk of 2 blocks: block 1 read in f16 by block 2's tokens
       qInfo("%s: KL max token-by-token vs 16-token chunks %.3g, vs 32-token chunks %.3g (f32 KV: %.3g)", kv_dtype_name(t),
             same, wider, floor);
-      QVERIFY(same < 1e-6);
-      QVERIFY(wider > 1e-4);
+      QVERIFY(same < 1e-4);
+      QVERIFY(wider > 1e-3);
     }
   }
 
