@@ -182,17 +182,17 @@ int32_t CpuBackend::layer_sinks(int32_t layer) const {
   return own_window && !policy_.sinks_in_sliding_layers ? 0 : policy_.sinks;
 }
 
+const CpuKvStorage& CpuBackend::kv_of(int32_t layer, int32_t* kv_layer) const {
+  *kv_layer = layer_slot_[static_cast<size_t>(layer)];
+  return kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(layer)])];
+}
+
 // The query heads of one token that share KV head g, against the keys their sequence can see:
 // the last `window` positions (all when 0), plus the first `sinks` positions. One pass over the
 // block table with online softmax (cpu/online_attention.h): each visible K/V row is read (and
 // dequantized) once for the whole group. Never assumes physical blocks are adjacent. In sink
 // mode the i-th visible key sits at cache position i and the query at the last one
 // (n_vis - 1); both are rotated here.
-const CpuKvStorage& CpuBackend::kv_of(int32_t layer, int32_t* kv_layer) const {
-  *kv_layer = layer_slot_[static_cast<size_t>(layer)];
-  return kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(layer)])];
-}
-
 void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, int32_t g, const float* q, float* out,
                               Scratch& sc, const AttendPart* part) const {
   const ModelConfig& c = model_->config;

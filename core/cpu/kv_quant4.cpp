@@ -98,9 +98,23 @@ void asym_params(float lo, float hi, int32_t levels, float* scale, float* mn) {
 
 float rotation_sign(int32_t i) { return i < kMaxRotationDim ? sign_table()[i] : splitmix_sign(i); }
 
+namespace {
+
+// x[i] *= factor * D_i, D from the table up to kMaxRotationDim (a loop the compiler vectorises;
+// factor 1 multiplies by the signs alone, exactly).
+void multiply_signs(float* x, int32_t d, float factor) {
+  if (d > kMaxRotationDim) {
+    for (int32_t i = 0; i < d; ++i) x[i] *= factor * splitmix_sign(i);
+    return;
+  }
+  const float* sign = sign_table();
+  for (int32_t i = 0; i < d; ++i) x[i] *= factor * sign[i];
+}
+
+}  // namespace
+
 void rotate(float* x, int32_t d) {
-  const float* sign = d <= kMaxRotationDim ? sign_table() : nullptr;
-  for (int32_t i = 0; i < d; ++i) x[i] *= sign ? sign[i] : splitmix_sign(i);
+  multiply_signs(x, d, 1.0f);
   fwht(x, d);
   const float s = 1.0f / std::sqrt(static_cast<float>(d));
   for (int32_t i = 0; i < d; ++i) x[i] *= s;
@@ -108,9 +122,7 @@ void rotate(float* x, int32_t d) {
 
 void unrotate(float* x, int32_t d) {
   fwht(x, d);  // H is symmetric and H H = d I
-  const float s = 1.0f / std::sqrt(static_cast<float>(d));
-  const float* sign = d <= kMaxRotationDim ? sign_table() : nullptr;
-  for (int32_t i = 0; i < d; ++i) x[i] *= s * (sign ? sign[i] : splitmix_sign(i));
+  multiply_signs(x, d, 1.0f / std::sqrt(static_cast<float>(d)));
 }
 
 void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
@@ -201,26 +213,34 @@ void decode_f16_rows_scalar(const uint16_t* h, int32_t n, int32_t d, float* y) {
 // The decoders attention calls, once per K/V row: the AVX-512 forms (cpu/kv_quant4_avx512.cpp)
 // or the AVX2 ones (cpu/kv_quant4_simd.cpp) where the CPU has them and the shape fits their
 // 16- or 8-lane steps, the scalar reference elsewhere.
-void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) {
-  if (avx512::available() && g % 16 == 0) return avx512::decode_int4_row(row, d, g, y);
-  if (simd::available() && g % 8 == 0) return simd::decode_int4_row(row, d, g, y);
-  decode_int4_row_scalar(row, d, g, y);
+namespace {
+
+using Int4Decoder = void (*)(const uint8_t*, int32_t, int32_t, float*);
+using AsymDecoder = void (*)(const uint8_t*, int32_t, int32_t, int32_t, float*);
+
+Int4Decoder int4_decoder(int32_t g) {
+  if (avx512::available() && g % 16 == 0) return avx512::decode_int4_row;
+  if (simd::available() && g % 8 == 0) return simd::decode_int4_row;
+  return decode_int4_row_scalar;
 }
+AsymDecoder asym_decoder(int32_t g) {
+  if (avx512::available() && g % 16 == 0) return avx512::decode_asym_row;
+  if (simd::available() && g % 8 == 0) return simd::decode_asym_row;
+  return decode_asym_row_scalar;
+}
+
+}  // namespace
+
+void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y) { int4_decoder(g)(row, d, g, y); }
 void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, float* y) {
-  if (avx512::available() && g % 16 == 0) return avx512::decode_asym_row(row, d, g, bits, y);
-  if (simd::available() && g % 8 == 0) return simd::decode_asym_row(row, d, g, bits, y);
-  decode_asym_row_scalar(row, d, g, bits, y);
+  asym_decoder(g)(row, d, g, bits, y);
 }
 void decode_int4_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, float* y) {
-  auto* decode = avx512::available() && g % 16 == 0 ? avx512::decode_int4_row
-                 : simd::available() && g % 8 == 0  ? simd::decode_int4_row
-                                                    : decode_int4_row_scalar;
+  const Int4Decoder decode = int4_decoder(g);
   for (int32_t r = 0; r < n; ++r) decode(rows + r * stride, d, g, y + static_cast<int64_t>(r) * d);
 }
 void decode_asym_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, int32_t bits, float* y) {
-  auto* decode = avx512::available() && g % 16 == 0 ? avx512::decode_asym_row
-                 : simd::available() && g % 8 == 0  ? simd::decode_asym_row
-                                                    : decode_asym_row_scalar;
+  const AsymDecoder decode = asym_decoder(g);
   for (int32_t r = 0; r < n; ++r) decode(rows + r * stride, d, g, bits, y + static_cast<int64_t>(r) * d);
 }
 void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,

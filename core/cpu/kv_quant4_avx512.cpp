@@ -100,19 +100,17 @@ KVSCOPE_AVX512_F16C inline void fma_store(float* y, __m512i c, __m512 s, __m512 
 // A row of d codes with s[c] and mn[c] per channel c (KIVI's keys; d a multiple of 16).
 template <int Bits>
 KVSCOPE_AVX512_F16C inline void channel_row(const uint8_t* row, int32_t d, const float* s, const float* mn, float* y) {
-  auto scale = [&](int32_t c) { return _mm512_load_ps(s + c); };
-  auto minimum = [&](int32_t c) { return _mm512_load_ps(mn + c); };
-  const int32_t from = 0, to = d;
-  int32_t c = from;
+  int32_t c = 0;
   if constexpr (Bits == 4) {
-    for (; c + 32 <= to; c += 32) {
+    for (; c + 32 <= d; c += 32) {
       __m512i a, b;
       nibbles32(row, c, &a, &b);
-      fma_store(y + c, a, scale(c), minimum(c));
-      fma_store(y + c + 16, b, scale(c + 16), minimum(c + 16));
+      fma_store(y + c, a, _mm512_load_ps(s + c), _mm512_load_ps(mn + c));
+      fma_store(y + c + 16, b, _mm512_load_ps(s + c + 16), _mm512_load_ps(mn + c + 16));
     }
   }
-  for (; c < to; c += 16) fma_store(y + c, Bits == 4 ? nibbles16(row, c) : crumbs16(row, c), scale(c), minimum(c));
+  for (; c < d; c += 16)
+    fma_store(y + c, Bits == 4 ? nibbles16(row, c) : crumbs16(row, c), _mm512_load_ps(s + c), _mm512_load_ps(mn + c));
 }
 
 // Per group: table[k] = fma(k, scale, min), the scalar reference's value of code k.
