@@ -494,7 +494,8 @@ void ComparePanel::refreshTable() {
         vals << QStringLiteral("—") << QStringLiteral("—");
       } else {
         const EvictionSnap& e = snap->eviction;
-        vals << tr("%1 (%2 holes)").arg(e.tokens_evicted).arg(e.holes)
+        vals << (e.tokens_hidden > 0 ? tr("%1 (%2 holes) · %3 hidden per layer").arg(e.tokens_evicted).arg(e.holes).arg(e.tokens_hidden)
+                                     : tr("%1 (%2 holes)").arg(e.tokens_evicted).arg(e.holes))
              << tr("%1 · %2 (%3)").arg(e.blocks_freed).arg(e.compactions).arg(static_cast<double>(e.bytes_copied) / (1 << 20), 0, 'f', 3);
       }
       vals << qualityCell(s);

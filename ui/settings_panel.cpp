@@ -45,12 +45,15 @@ QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent)
 
 QString eviction_tooltip() {
   return QObject::tr(
-      "Token eviction, as <tt>--evict</tt>: <b>POLICY:BUDGET[:WINDOW]</b>, or empty / <tt>off</tt> for none.<br>"
+      "Token eviction, as <tt>--evict</tt>: <b>POLICY:BUDGET[:WINDOW][:layer]</b>, or empty / <tt>off</tt> for none.<br>"
       "BUDGET: tokens a sequence keeps, or a share of its prompt (<tt>20%</tt>).<br>"
       "<b>h2o</b> (Heavy-Hitter Oracle): after every step, drops the tokens with the least attention received so "
       "far, never the sinks or the WINDOW most recent tokens (default: half the budget).<br>"
       "<b>snapkv</b>: once, when the prompt is in, keeps the tokens the prompt's last WINDOW queries (default 32) "
       "attended to most; generation then grows the cache again.<br>"
+      "<b>:layer</b>: every layer keeps its own BUDGET tokens by its own attention (as the H2O paper); a slot is "
+      "freed only once no layer keeps it, so memory is the union of the layers' choices. Default: one choice per "
+      "sequence for all layers.<br>"
       "With eviction, Sinks are the first tokens never evicted and Sliding window is the recent window (when the "
       "spec names none), not an attention window. Needs the paged cache and a non-KIVI dtype.");
 }

@@ -43,6 +43,7 @@ nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
           {"evict", describe_evict(c.evict)},
           {"peak_kept_tokens", r.peak_kept_tokens},
           {"tokens_evicted", r.tokens_evicted},
+          {"tokens_hidden", r.tokens_hidden},
           {"compactions", r.compactions},
           {"compaction_bytes_copied", r.bytes_copied}};
 }
@@ -85,7 +86,7 @@ int cmd_eval(int argc, char** argv, int first) {
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
                  "  [--kv-group G] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
-                 "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window) [--snapkv-at N]\n"
+                 "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window; h2o:B:layer per layer) [--snapkv-at N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n"
                  "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"

@@ -134,7 +134,8 @@ int cmd_run(int argc, char** argv, int first) {
                  "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
                  "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
                  "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n"
-                 "  [--evict h2o:B[:R]|snapkv:B[:W]] (token eviction: B tokens or P% of the prompt kept; --window = recent window)\n";
+                 "  [--evict h2o:B[:R][:layer]|snapkv:B[:W][:layer]] (token eviction: B tokens or P% of the prompt kept; --window = recent window;\n"
+                 "   :layer = each layer chooses its own B tokens)\n";
     return a.has("help") ? 0 : 2;
   }
   const Workload wl = load_workload(a.str("workload"));

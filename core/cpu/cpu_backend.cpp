@@ -126,10 +126,14 @@ namespace {
 // < 0, the first -result rows are skipped (all n when the block was freed): holes, and rows
 // whose position is below min_pos (a layer's own sliding window, once compaction made rows and
 // positions differ).
-int32_t kept_run(const uint8_t* holes, const int32_t* slot_pos, int32_t min_pos, BlockId b, int32_t bs, int32_t off, int32_t n) {
+// layer_holes (per-layer eviction, may be null): this layer's own mask, skipped the same way.
+int32_t kept_run(const uint8_t* holes, const uint8_t* layer_holes, const int32_t* slot_pos, int32_t min_pos, BlockId b, int32_t bs,
+                 int32_t off, int32_t n) {
   if (b == kNoBlock) return -n;
   const int64_t s0 = static_cast<int64_t>(b) * bs + off;
-  auto kept = [&](int32_t j) { return !holes[s0 + j] && (!slot_pos || slot_pos[s0 + j] >= min_pos); };
+  auto kept = [&](int32_t j) {
+    return !holes[s0 + j] && (!layer_holes || !layer_holes[s0 + j]) && (!slot_pos || slot_pos[s0 + j] >= min_pos);
+  };
   const bool first = kept(0);
   int32_t k = 1;
   while (k < n && kept(k) == first) ++k;
@@ -157,22 +161,33 @@ void CpuBackend::finish_recording(const OnlineAttention& att, Scratch& sc) const
   }
 }
 
-void CpuBackend::merge_attention_mass() {
+// per_layer: also into layer_mass_'s row of this layer (per-layer eviction chooses from it).
+void CpuBackend::merge_attention_mass(int32_t layer, bool per_layer) {
   const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
   if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
+  if (per_layer && layer_mass_.size() != n_slots * model_->config.n_layer) layer_mass_.assign(n_slots * model_->config.n_layer, 0.0f);
+  float* lm = per_layer ? &layer_mass_[static_cast<size_t>(layer) * n_slots] : nullptr;
   for (Scratch& sc : scratch_) {
     for (int64_t slot : sc.touched) {
       mass_[static_cast<size_t>(slot)] += sc.mass[static_cast<size_t>(slot)];
+      if (lm) lm[slot] += sc.mass[static_cast<size_t>(slot)];
       sc.mass[static_cast<size_t>(slot)] = 0.0f;
     }
     sc.touched.clear();
   }
 }
 
+void CpuBackend::reset_mass(int64_t slot) {
+  mass_[static_cast<size_t>(slot)] = 0.0f;
+  for (size_t base = 0; base < layer_mass_.size(); base += mass_.size()) layer_mass_[base + static_cast<size_t>(slot)] = 0.0f;
+}
+
 void CpuBackend::copy_slots(std::span<const SlotCopy> copies) {
   for (const SlotCopy& cp : copies) {
     kv_[0].copy_slot(cp.src, cp.dst);
     if (!mass_.empty()) mass_[static_cast<size_t>(cp.dst)] = mass_[static_cast<size_t>(cp.src)];
+    const size_t n_slots = mass_.size();
+    for (size_t base = 0; base < layer_mass_.size(); base += n_slots) layer_mass_[base + static_cast<size_t>(cp.dst)] = layer_mass_[base + static_cast<size_t>(cp.src)];
   }
 }
 
@@ -232,6 +247,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   }
   OnlineAttention att(q, n_q, d, c.attn_scale, out);
   const uint8_t* holes = batch.holes.empty() ? nullptr : batch.holes.data();  // token eviction
+  const uint8_t* layer_holes = batch.layer_holes.empty() ? nullptr : batch.layer_holes.data() + static_cast<size_t>(layer) * batch.holes.size();
   const int32_t* slot_pos = window > 0 && !batch.slot_positions.empty() ? batch.slot_positions.data() : nullptr;
   const int32_t min_pos = batch.positions[static_cast<size_t>(t)] - window + 1;
   const bool record = !batch.record_attention.empty() && batch.record_attention[static_cast<size_t>(t)];
@@ -260,7 +276,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
       int32_t n = std::min({bs - off, to - p, kChunk - filled});
       const BlockId b = table[static_cast<size_t>(lb)];
       if (holes) {  // evicted slots (and freed blocks) are skipped like positions outside the window
-        const int32_t kept = kept_run(holes, slot_pos, min_pos, b, bs, off, n);
+        const int32_t kept = kept_run(holes, layer_holes, slot_pos, min_pos, b, bs, off, n);
         if (kept < 0) {
           p -= kept;
           idx -= kept;
@@ -367,7 +383,7 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
                                &split_l_[static_cast<size_t>(i * P * n_q)]};
     merge_attention_parts(parts, P, n_q, d, out + offset(i));
   }
-  if (!batch.record_attention.empty()) merge_attention_mass();
+  if (!batch.record_attention.empty()) merge_attention_mass(layer, !batch.layer_holes.empty());
   phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -425,6 +441,8 @@ void CpuBackend::prepare_eviction(const BatchView& batch) {
   if (kv_.size() != 1) throw std::invalid_argument("token eviction needs a single KV group (run with --hybrid-kv off)");
   const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
   if (!batch.holes.empty() && batch.holes.size() != n_slots) throw std::invalid_argument("hole mask does not match the KV pool");
+  if (!batch.layer_holes.empty() && (batch.holes.size() != n_slots || batch.layer_holes.size() != n_slots * model_->config.n_layer))
+    throw std::invalid_argument("per-layer hole masks do not match the KV pool and the model's layers");
   if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
 }
 
@@ -484,7 +502,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
       // Every token of the batch stores its K/V before any attention of this layer runs,
       // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
       kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
-      if (il == 0 && !mass_.empty()) mass_[static_cast<size_t>(slots[static_cast<size_t>(t)])] = 0.0f;  // a new token
+      if (il == 0 && !mass_.empty()) reset_mass(slots[static_cast<size_t>(t)]);  // a new token
       kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
     }
   }

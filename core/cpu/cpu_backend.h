@@ -42,6 +42,7 @@ class CpuBackend : public Backend {
   void copy_blocks(std::span<const BlockCopy> copies) override;
   bool supports_token_eviction() const override { return true; }
   std::span<const float> attention_mass() const override { return mass_; }
+  std::span<const float> layer_attention_mass() const override { return layer_mass_; }
   void copy_slots(std::span<const SlotCopy> copies) override;
   ThreadPool& pool() { return pool_; }
   // The KV pool of one group (benchmarks fill it directly to time attention alone).
@@ -83,7 +84,8 @@ class CpuBackend : public Backend {
   };
   void start_recording(OnlineAttention& att, Scratch& sc, int32_t n_q, int32_t max_rows) const;
   void finish_recording(const OnlineAttention& att, Scratch& sc) const;
-  void merge_attention_mass();
+  void merge_attention_mass(int32_t layer, bool per_layer);
+  void reset_mass(int64_t slot);  // a slot written with a new token: no weight yet, in any layer
   void prepare_eviction(const BatchView& batch);
   int32_t layer_window(int32_t layer) const;
   int32_t layer_sinks(int32_t layer) const;  // policy.sinks, or 0 in a sliding layer without sinks
@@ -139,6 +141,7 @@ class CpuBackend : public Backend {
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;
   std::vector<float> mass_;  // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
+  std::vector<float> layer_mass_;  // per-layer eviction: [layer][slot], the same per layer
   PhaseTimes phase_;
   int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
   int32_t query_tile_;          // see set_query_tile

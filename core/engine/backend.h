@@ -48,6 +48,7 @@ struct BatchView {
   std::vector<KvGroupBatch> groups_after_first;        // [n_groups - 1]: groups 1.. (hybrid KV cache)
   // Token eviction (one KV group only; all empty when it is off, and then cost nothing):
   std::span<const uint8_t> holes;          // [num_blocks * block_size]: 1 = evicted slot, attention skips it
+  std::span<const uint8_t> layer_holes;    // per-layer eviction: [n_layer][num_blocks * block_size], 1 = that layer skips it
   std::span<const int32_t> slot_positions; // [num_blocks * block_size]: the position in each slot
   std::vector<int32_t> rows;               // [n_tokens] the token's cache row (position - rows compacted away)
   std::vector<uint8_t> record_attention;   // [n_tokens] 1: add this query's softmax weights to attention_mass()
@@ -88,6 +89,8 @@ class Backend {
   // (K/V and accumulated weight, applied in order).
   virtual bool supports_token_eviction() const { return false; }
   virtual std::span<const float> attention_mass() const { return {}; }
+  // The same per layer, [n_layer][slot] (per-layer eviction; empty before the first recording).
+  virtual std::span<const float> layer_attention_mass() const { return {}; }
   virtual void copy_slots(std::span<const SlotCopy> copies);
 };
 

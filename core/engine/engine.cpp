@@ -19,8 +19,13 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   sched_ = std::make_unique<Scheduler>(cfg_.sched, *kv_);
   recorder_ = std::make_unique<BlockEventRecorder>(*kv_, cfg_.max_events);
   stories_ = std::make_unique<RequestStoryRecorder>(nullptr, story_kv_info(*model_, cfg_, *kv_));
-  if (cfg_.evict.on())
-    evictor_ = std::make_unique<TokenEvictor>(cfg_.evict, cfg_.window, cfg_.sinks, *dynamic_cast<KvCacheManager*>(kv_), *backend_);
+  if (cfg_.evict.on()) {
+    std::vector<int32_t> layer_windows;  // the model's own sliding-window layers (per-layer eviction)
+    const ModelConfig& mc = model_->config;
+    for (int32_t il = 0; il < mc.n_layer; ++il) layer_windows.push_back(mc.layer_is_swa(il) ? mc.sliding_window : 0);
+    evictor_ = std::make_unique<TokenEvictor>(cfg_.evict, cfg_.window, cfg_.sinks, *dynamic_cast<KvCacheManager*>(kv_), *backend_,
+                                              std::move(layer_windows));
+  }
   publish_snapshot();
 }
 

@@ -27,7 +27,7 @@ int32_t EvictConfig::recent_for(int32_t b) const {
 
 namespace {
 [[noreturn]] void bad(const std::string& spec, const std::string& why) {
-  throw std::invalid_argument("--evict '" + spec + "': " + why + " (e.g. h2o:512, h2o:20%, snapkv:10%, h2o:512:64, off)");
+  throw std::invalid_argument("--evict '" + spec + "': " + why + " (e.g. h2o:512, h2o:20%, snapkv:10%, h2o:512:64, h2o:20%:layer, off)");
 }
 
 int32_t parse_int(const std::string& spec, const std::string& s, const char* what) {
@@ -43,29 +43,40 @@ int32_t parse_int(const std::string& spec, const std::string& s, const char* wha
 }
 }  // namespace
 
-EvictConfig parse_evict(const std::string& spec) {
+EvictConfig parse_evict(const std::string& full) {
   EvictConfig e;
-  if (spec.empty() || spec == "off" || spec == "none") return e;
+  if (full.empty() || full == "off" || full == "none") return e;
+  // The scope is a trailing word, so "h2o:512:layer" and "h2o:512:64:layer" both read.
+  std::string spec = full;
+  const size_t last = spec.rfind(':');
+  if (last != std::string::npos) {
+    const std::string word = spec.substr(last + 1);
+    if (word == "layer" || word == "seq") {
+      e.scope = word == "layer" ? EvictScope::Layer : EvictScope::Sequence;
+      spec.resize(last);
+      if (spec.find(':') == std::string::npos) bad(full, "a budget is needed after the policy");
+    }
+  }
   const size_t c1 = spec.find(':');
-  if (c1 == std::string::npos) bad(spec, "a budget is needed after the policy");
+  if (c1 == std::string::npos) bad(full, "a budget is needed after the policy");
   const std::string name = spec.substr(0, c1);
   if (name == "h2o") e.policy = EvictPolicy::H2O;
   else if (name == "snapkv") e.policy = EvictPolicy::SnapKV;
-  else bad(spec, "unknown policy '" + name + "' (h2o or snapkv)");
+  else bad(full, "unknown policy '" + name + "' (h2o or snapkv)");
   const size_t c2 = spec.find(':', c1 + 1);
   std::string budget = spec.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
-  if (c2 != std::string::npos) e.recent = parse_int(spec, spec.substr(c2 + 1), "window");
+  if (c2 != std::string::npos) e.recent = parse_int(full, spec.substr(c2 + 1), "window");
   if (!budget.empty() && budget.back() == '%') {
     budget.pop_back();
     size_t used = 0;
     try {
       e.budget_pct = std::stod(budget, &used);
     } catch (const std::exception&) {
-      bad(spec, "budget '" + budget + "%' is not a percentage");
+      bad(full, "budget '" + budget + "%' is not a percentage");
     }
-    if (used != budget.size() || !(e.budget_pct > 0) || e.budget_pct > 100) bad(spec, "a percentage budget must be in (0, 100]");
+    if (used != budget.size() || !(e.budget_pct > 0) || e.budget_pct > 100) bad(full, "a percentage budget must be in (0, 100]");
   } else {
-    e.budget = parse_int(spec, budget, "budget");
+    e.budget = parse_int(full, budget, "budget");
   }
   return e;
 }
@@ -81,6 +92,7 @@ std::string describe_evict(const EvictConfig& e) {
     s += std::to_string(e.budget);
   }
   if (e.recent >= 0) s += ":" + std::to_string(e.recent);
+  if (e.per_layer()) s += ":layer";
   return s;
 }
 

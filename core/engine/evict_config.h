@@ -10,6 +10,13 @@ namespace kvscope {
 enum class EvictPolicy : uint8_t { None, H2O, SnapKV };
 const char* evict_policy_name(EvictPolicy p);  // "off", "h2o", "snapkv"
 
+// Who chooses. Sequence: one choice per sequence from the weights summed over every layer and
+// query head, so an evicted token is gone for every layer and its slot is free at once.
+// Layer: every layer keeps its own BUDGET tokens by its own weights (the H2O paper chooses per
+// layer and head); a layer's dropped tokens are hidden from that layer only, and a slot is
+// freed once no layer can read it any more, so memory is the union of the layers' choices.
+enum class EvictScope : uint8_t { Sequence, Layer };
+
 struct EvictConfig {
   EvictPolicy policy = EvictPolicy::None;
   int32_t budget = 0;         // tokens a sequence keeps (when budget_pct is 0)
@@ -24,6 +31,8 @@ struct EvictConfig {
   // SnapKV: select when this many tokens of the prompt are computed (0: the whole prompt).
   // `eval` sets it to score a text's continuation against a compressed beginning.
   int32_t select_at = 0;
+  EvictScope scope = EvictScope::Sequence;
+  bool per_layer() const { return scope == EvictScope::Layer; }
   bool on() const { return policy != EvictPolicy::None; }
   // The budget of a request with this prompt length.
   int32_t budget_for(int32_t prompt_len) const;
@@ -32,9 +41,10 @@ struct EvictConfig {
 };
 
 // "h2o:512", "h2o:20%", "snapkv:10%", with an optional third field for the recent /
-// observation window ("h2o:512:64"); "off" or "" for none. Throws std::invalid_argument with a
+// observation window ("h2o:512:64") and an optional last field for the scope ("h2o:20%:layer",
+// "h2o:512:64:layer"; "seq" is the default); "off" or "" for none. Throws std::invalid_argument with a
 // message naming the bad part.
 EvictConfig parse_evict(const std::string& spec);
-std::string describe_evict(const EvictConfig& e);  // "h2o:20%" style, "off"
+std::string describe_evict(const EvictConfig& e);  // "h2o:20%" style ("h2o:20%:layer"), "off"
 
 }  // namespace kvscope

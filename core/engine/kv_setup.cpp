@@ -132,7 +132,9 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     out.kv = std::make_unique<ContiguousKvManager>(static_cast<int64_t>(cfg.num_blocks) * cfg.block_size,
                                                    cfg.sched.max_model_len, cfg.baseline_reserve, cfg.block_size);
   } else {
-    out.kv = std::make_unique<KvCacheManager>(paged_config(cfg, cfg.num_blocks, cfg.window, cfg.sinks, salt));
+    KvCacheConfig kc = paged_config(cfg, cfg.num_blocks, cfg.window, cfg.sinks, salt);
+    if (cfg.evict.per_layer()) kc.evict_layers = mc.n_layer;  // one hole mask per layer
+    out.kv = std::make_unique<KvCacheManager>(kc);
   }
   return out;
 }

@@ -108,6 +108,8 @@ void fill_eviction(const SnapshotSources& src, const KvLayout& L, Snapshot& S) {
   E.rows_moved = c.rows_moved;
   E.bytes_copied = static_cast<int64_t>(c.rows_moved) * L.bytes_per_token();
   E.blocks_compacted_away = c.blocks_compacted_away;
+  E.tokens_hidden = c.tokens_hidden;
+  E.hidden_now = c.hidden_now;
 }
 
 }  // namespace

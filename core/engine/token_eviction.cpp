@@ -26,9 +26,11 @@ std::vector<float> max_pool(std::span<const float> score, std::span<const uint8_
   return out;
 }
 
-TokenEvictor::TokenEvictor(const EvictConfig& cfg, int32_t window, int32_t sinks, KvCacheManager& kv, Backend& backend)
-    : cfg_(cfg), sinks_(sinks), kv_(kv), backend_(backend) {
+TokenEvictor::TokenEvictor(const EvictConfig& cfg, int32_t window, int32_t sinks, KvCacheManager& kv, Backend& backend,
+                           std::vector<int32_t> layer_windows)
+    : cfg_(cfg), sinks_(sinks), layer_windows_(std::move(layer_windows)), kv_(kv), backend_(backend) {
   if (cfg_.recent < 0 && window > 0) cfg_.recent = window;
+  if (cfg_.per_layer()) layer_windows_.resize(static_cast<size_t>(kv_.evict_layers()), 0);
 }
 
 TokenEvictor::SeqPlan& TokenEvictor::plan(const Sequence& s) {
@@ -49,6 +51,7 @@ bool TokenEvictor::records(const SeqPlan& p, int32_t pos) const {
 void TokenEvictor::annotate(const SchedulerOutput& out, BatchView& v) {
   for (SeqId id : out.preempted) plans_.erase(id);  // recomputed from scratch: choose again
   v.holes = kv_.hole_mask();
+  v.layer_holes = kv_.layer_hole_mask();
   v.slot_positions = kv_.slot_positions();
   v.rows.clear();
   v.record_attention.clear();
@@ -75,9 +78,9 @@ void TokenEvictor::after_step(const SchedulerOutput& out) {
     }
     SeqPlan& p = plan(*ch.seq);
     const int32_t done = kv_.seq_len(id);
-    if (cfg_.policy == EvictPolicy::H2O) evict(id, p, false);
+    if (cfg_.policy == EvictPolicy::H2O) cfg_.per_layer() ? evict_per_layer(id, p, false) : evict(id, p, false);
     else if (!p.selected && done >= p.select_at) {
-      evict(id, p, true);
+      cfg_.per_layer() ? evict_per_layer(id, p, true) : evict(id, p, true);
       p.selected = true;
     }
     maybe_compact(id);
@@ -104,6 +107,47 @@ void TokenEvictor::evict(SeqId id, const SeqPlan& p, bool pool) {
   if (pool) score = max_pool(score, live, 7);
   const std::vector<int32_t> rows = lowest_scored_rows(score, may_go, n_live, p.budget);
   if (!rows.empty()) kv_.evict_rows(id, rows);
+}
+
+// Each layer keeps at most the budget of the rows it can still see (a sliding layer: those in
+// its window), choosing by its own weights; then a row every layer has dropped or can never see
+// again becomes a hole for all.
+void TokenEvictor::evict_per_layer(SeqId id, const SeqPlan& p, bool pool) {
+  const int32_t len = kv_.cache_rows(id), next_pos = kv_.seq_len(id);
+  const size_t n_slots = kv_.hole_mask().size();
+  const std::span<const float> mass = backend_.layer_attention_mass();
+  const std::span<const int32_t> slot_pos = kv_.slot_positions();
+  std::vector<int64_t> slot(static_cast<size_t>(len));
+  std::vector<uint8_t> may_go(static_cast<size_t>(len), 0), gone_everywhere(static_cast<size_t>(len), 1);
+  for (int32_t r = 0; r < len; ++r) {
+    slot[static_cast<size_t>(r)] = kv_.row_slot(id, r);
+    may_go[static_cast<size_t>(r)] = r >= sinks_ && r < len - p.recent && kv_.row_evictable(id, r);
+  }
+  std::vector<float> score(static_cast<size_t>(len));
+  std::vector<uint8_t> live(static_cast<size_t>(len)), cand(static_cast<size_t>(len));
+  for (int32_t l = 0; l < kv_.evict_layers(); ++l) {
+    const int32_t w = layer_windows_[static_cast<size_t>(l)];
+    int32_t n_live = 0;
+    for (int32_t r = 0; r < len; ++r) {
+      const auto i = static_cast<size_t>(r);
+      const bool reachable = slot[i] >= 0 && (w == 0 || slot_pos[static_cast<size_t>(slot[i])] > next_pos - w);
+      live[i] = reachable && !kv_.row_hidden(id, l, r);
+      n_live += live[i];
+      cand[i] = live[i] && may_go[i];
+      score[i] = live[i] && !mass.empty() ? mass[static_cast<size_t>(l) * n_slots + static_cast<size_t>(slot[i])] : 0.0f;
+    }
+    if (n_live > p.budget) {
+      if (pool) score = max_pool(score, live, 7);
+      const std::vector<int32_t> rows = lowest_scored_rows(score, cand, n_live, p.budget);
+      kv_.hide_rows(id, l, rows);
+      for (int32_t r : rows) live[static_cast<size_t>(r)] = 0;
+    }
+    for (int32_t r = 0; r < len; ++r) gone_everywhere[static_cast<size_t>(r)] &= !live[static_cast<size_t>(r)];
+  }
+  std::vector<int32_t> holes;
+  for (int32_t r = 0; r < len; ++r)
+    if (gone_everywhere[static_cast<size_t>(r)] && may_go[static_cast<size_t>(r)]) holes.push_back(r);
+  if (!holes.empty()) kv_.evict_rows(id, holes);
 }
 
 void TokenEvictor::maybe_compact(SeqId id) {

@@ -6,10 +6,15 @@
 // from the real attention kernel (Backend::attention_mass(): exact softmax weights of the
 // recorded queries), never from a second computation.
 //
-// Granularity: one choice per sequence, shared by every layer and KV head (weights summed over
-// layers and query heads). The H2O paper chooses per head; a per-head choice frees no memory in
-// a paged cache unless every head drops the same slot, and the point here is blocks returned to
-// the pool. Sinks (the first S tokens) and the recent window are never evicted.
+// Granularity (EvictConfig::scope): by default one choice per sequence, shared by every layer and
+// KV head (weights summed over layers and query heads), so every evicted slot is free at once.
+// With scope Layer every layer chooses its own BUDGET tokens by its own weights, as the H2O
+// paper does per layer (it also splits heads: a per-head choice would free a slot only when all
+// heads of all layers drop it, so we stop at layers). A token one layer dropped is hidden from
+// that layer only (KvCacheManager::hide_rows); its slot becomes a hole, and can be freed, once
+// every layer has dropped it or, for a model's own sliding-window layers (Gemma 3), can never
+// see it again. Memory is then the union of the layers' choices, which eval reports as peak
+// kept tokens. Sinks (the first S tokens) and the recent window are never evicted.
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -33,7 +38,10 @@ class TokenEvictor {
  public:
   // window: the engine's --window, which with eviction is the recent window (unless the
   // policy spec names one); sinks: positions never evicted.
-  TokenEvictor(const EvictConfig& cfg, int32_t window, int32_t sinks, KvCacheManager& kv, Backend& backend);
+  // layer_windows: each layer's own attention window (0: full attention; Gemma 3's sliding
+  // layers: 512), which per-layer eviction needs to know what a layer can still see.
+  TokenEvictor(const EvictConfig& cfg, int32_t window, int32_t sinks, KvCacheManager& kv, Backend& backend,
+               std::vector<int32_t> layer_windows = {});
   // Before the forward: the hole mask, each token's cache row, and which queries record their
   // attention weights (H2O: all; SnapKV: the observation window, until it has chosen).
   void annotate(const SchedulerOutput& out, BatchView& v);
@@ -49,10 +57,12 @@ class TokenEvictor {
   SeqPlan& plan(const Sequence& s);
   bool records(const SeqPlan& p, int32_t pos) const;
   void evict(SeqId id, const SeqPlan& p, bool pool);
+  void evict_per_layer(SeqId id, const SeqPlan& p, bool pool);
   void maybe_compact(SeqId id);
 
   EvictConfig cfg_;
   int32_t sinks_;
+  std::vector<int32_t> layer_windows_;
   KvCacheManager& kv_;
   Backend& backend_;
   std::unordered_map<SeqId, SeqPlan> plans_;

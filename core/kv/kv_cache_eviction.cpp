@@ -13,6 +13,35 @@ void KvCacheManager::fresh_block(BlockId b) {
   if (holes_.empty()) return;
   const auto bs = static_cast<size_t>(cfg_.block_size);
   std::fill_n(holes_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * bs), bs, uint8_t{0});
+  for (int32_t l = 0; l < cfg_.evict_layers; ++l) std::fill_n(&layer_hole(l, static_cast<int64_t>(b) * cfg_.block_size), bs, uint8_t{0});
+}
+
+bool KvCacheManager::row_hidden(SeqId seq, int32_t layer, int32_t row) const {
+  const int64_t s = row_slot(seq, row);
+  if (s < 0 || holes_[static_cast<size_t>(s)]) return true;
+  return cfg_.evict_layers > 0 && layer_holes_[static_cast<size_t>(layer) * holes_.size() + static_cast<size_t>(s)];
+}
+
+void KvCacheManager::hide_rows(SeqId seq, int32_t layer, std::span<const int32_t> rows) {
+  KV_CHECK(cfg_.evict_layers > 0 && layer >= 0 && layer < cfg_.evict_layers, "hide_rows() without per-layer eviction for layer " + std::to_string(layer));
+  for (int32_t row : rows) {
+    KV_CHECK(row_evictable(seq, row) && !row_hidden(seq, layer, row), "hide_rows(): row " + std::to_string(row) + " is not evictable in layer " + std::to_string(layer));
+    const int64_t s = row_slot(seq, row);
+    layer_hole(layer, s) = 1;
+    const BlockId b = static_cast<BlockId>(s / cfg_.block_size);
+    if (pool_.state(b).hashed) pool_.unhash(b);  // another reader would see a layer's hole
+  }
+  if (!rows.empty()) {
+    seqs_.at(seq).evicted = true;
+    note_evictions(seq);
+    evict_counters_.tokens_hidden += rows.size();
+  }
+}
+
+int64_t KvCacheManager::hidden_slots() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < layer_holes_.size(); ++i) n += layer_holes_[i] && !holes_[i % holes_.size()];
+  return n;
 }
 
 int64_t KvCacheManager::row_slot(SeqId seq, int32_t row) const {
@@ -48,6 +77,7 @@ KvCacheManager::EvictOutcome KvCacheManager::evict_rows(SeqId seq, std::span<con
     const int64_t s = row_slot(seq, row);
     const BlockId b = static_cast<BlockId>(s / bs);
     holes_[static_cast<size_t>(s)] = 1;
+    for (int32_t l = 0; l < cfg_.evict_layers; ++l) layer_hole(l, s) = 0;  // a hole hides it from every layer
     if (pool_.state(b).hashed) pool_.unhash(b);  // its bytes no longer match the hash chain
     pool_.set_holes(b, pool_.state(b).holes + 1);
     ++out.evicted;
@@ -88,10 +118,13 @@ int32_t KvCacheManager::compact(SeqId seq) {
       live.push_back(t.blocks[bi]);
     }
   int32_t k = 0, moved = 0;
+  const auto L = static_cast<size_t>(cfg_.evict_layers);
+  std::vector<uint8_t> hidden;  // survivor k's per-layer bits, written back after the blocks are cleared
   for (int32_t row = first * bs; row < t.len; ++row) {
     const int64_t src = row_slot(seq, row);
     if (src < 0 || holes_[static_cast<size_t>(src)]) continue;
     const int64_t dst = static_cast<int64_t>(live[static_cast<size_t>(k / bs)]) * bs + k % bs;
+    for (size_t l = 0; l < L; ++l) hidden.push_back(layer_hole(static_cast<int32_t>(l), src));
     if (dst != src) {
       pending_slot_copies_.push_back({src, dst});
       slot_pos_[static_cast<size_t>(dst)] = slot_pos_[static_cast<size_t>(src)];
@@ -108,6 +141,10 @@ int32_t KvCacheManager::compact(SeqId seq) {
     }
     pool_.set_holes(live[j], 0);
     pool_.set_filled(live[j], std::min(bs, k - static_cast<int32_t>(j) * bs));
+  }
+  for (int32_t i = 0; L > 0 && i < k; ++i) {
+    const int64_t dst = static_cast<int64_t>(live[static_cast<size_t>(i / bs)]) * bs + i % bs;
+    for (size_t l = 0; l < L; ++l) layer_hole(static_cast<int32_t>(l), dst) = hidden[static_cast<size_t>(i) * L + l];
   }
   t.blocks.resize(static_cast<size_t>(first));
   t.blocks.insert(t.blocks.end(), live.begin(), live.begin() + static_cast<std::ptrdiff_t>(keep));
@@ -126,7 +163,13 @@ void KvCacheManager::validate_holes(SeqId id, const SeqTable& t) const {
     if (b == kNoBlock) continue;
     const BlockState& st = pool_.state(b);
     int32_t n = 0;
-    for (int32_t o = 0; o < bs; ++o) n += holes_[static_cast<size_t>(b) * bs + o];
+    for (int32_t o = 0; o < bs; ++o) {
+      const int64_t slot = static_cast<int64_t>(b) * bs + o;
+      n += holes_[static_cast<size_t>(slot)];
+      for (int32_t l = 0; l < cfg_.evict_layers && holes_[static_cast<size_t>(slot)]; ++l)
+        if (layer_holes_[static_cast<size_t>(l) * holes_.size() + static_cast<size_t>(slot)])
+          throw std::logic_error("KvCacheManager invariant (seq " + std::to_string(id) + "): slot " + std::to_string(slot) + " is a hole and still hidden per layer");
+    }
     if (n != st.holes) throw std::logic_error("KvCacheManager invariant (seq " + std::to_string(id) + "): block " + std::to_string(b) + " hole count disagrees with its mask");
     if (n > 0 && st.hashed) throw std::logic_error("KvCacheManager invariant (seq " + std::to_string(id) + "): block " + std::to_string(b) + " has holes but is in the prefix cache");
   }

@@ -28,6 +28,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& cfg)
   if (cfg.token_eviction) {
     holes_.assign(static_cast<size_t>(cfg.num_blocks) * cfg.block_size, 0);
     slot_pos_.assign(holes_.size(), 0);
+    layer_holes_.assign(holes_.size() * static_cast<size_t>(std::max(0, cfg.evict_layers)), 0);
   }
 }
 

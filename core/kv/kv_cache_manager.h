@@ -23,6 +23,7 @@ struct KvCacheConfig {
   int32_t sink_tokens = 0;       // with a window: the first S tokens are kept forever (StreamingLLM)
   uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
   bool token_eviction = false;   // keep a per-slot hole mask (kv_cache_eviction.cpp)
+  int32_t evict_layers = 0;      // > 0 (with token_eviction): per-layer eviction, one more mask per layer
 };
 
 
@@ -101,8 +102,20 @@ class KvCacheManager : public KvSlotAllocator {
   // order before the next forward). Returns the rows moved, 0 (nothing done) when some block
   // from there on is shared.
   int32_t compact(SeqId seq);
+  // Per-layer eviction (KvCacheConfig::evict_layers): a row hidden from one layer only. Its slot
+  // stays (other layers still read it) until evict_rows() makes it a hole for all; compaction
+  // moves a survivor's per-layer bits with it. [evict_layers][num_blocks * block_size].
+  std::span<const uint8_t> layer_hole_mask() const { return layer_holes_; }
+  int32_t evict_layers() const { return cfg_.evict_layers; }
+  bool row_hidden(SeqId seq, int32_t layer, int32_t row) const;  // hidden from that layer (or a hole)
+  void hide_rows(SeqId seq, int32_t layer, std::span<const int32_t> rows);  // every row evictable, not hidden
+  int64_t hidden_slots() const;  // (layer, slot) pairs hidden now, holes not counted
   std::vector<SlotCopy> take_pending_slot_copies() { return std::exchange(pending_slot_copies_, {}); }
-  EvictionCounters eviction_counters() const override { return evict_counters_; }
+  EvictionCounters eviction_counters() const override {
+    EvictionCounters c = evict_counters_;
+    c.hidden_now = static_cast<uint64_t>(hidden_slots());
+    return c;
+  }
 
   // Read-only view (KvSlotAllocator): one group.
   int32_t num_blocks(int32_t group) const override;
@@ -149,6 +162,8 @@ class KvCacheManager : public KvSlotAllocator {
   std::unordered_map<SeqId, SeqTable> seqs_;
   std::vector<BlockCopy> pending_copies_;
   std::vector<uint8_t> holes_;                 // token eviction: per slot, 1 = evicted
+  std::vector<uint8_t> layer_holes_;           // per-layer eviction: [layer][slot], 1 = hidden from that layer
+  uint8_t& layer_hole(int32_t layer, int64_t slot) { return layer_holes_[static_cast<size_t>(layer) * holes_.size() + static_cast<size_t>(slot)]; }
   std::vector<int32_t> slot_pos_;              // token eviction: per slot, its position
   std::vector<SlotCopy> pending_slot_copies_;  // compaction's work for the backend
   EvictionCounters evict_counters_;

@@ -70,6 +70,8 @@ struct EvictionCounters {
   uint64_t compactions = 0;
   uint64_t rows_moved = 0;       // slots copied by compactions (x bytes per token = bytes copied)
   uint64_t blocks_compacted_away = 0;  // blocks compaction emptied and returned to the pool
+  uint64_t tokens_hidden = 0;    // per-layer eviction: (layer, token) pairs hidden from one layer
+  uint64_t hidden_now = 0;       // per-layer eviction: such pairs now whose slot is not (yet) a hole (a state, not a counter)
 };
 
 // One block whose state may have changed, with its state now.

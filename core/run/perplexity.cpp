@@ -74,6 +74,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
     run.peak_kv_bytes = std::max(run.peak_kv_bytes, snap->memory.kv_used_bytes);  // every KV group's blocks
     run.peak_kept_tokens = std::max<int32_t>(run.peak_kept_tokens, static_cast<int32_t>(snap->memory.slots_filled - snap->eviction.holes));
     run.tokens_evicted = snap->eviction.tokens_evicted;
+    run.tokens_hidden = snap->eviction.tokens_hidden;
     run.compactions = snap->eviction.compactions;
     run.bytes_copied = snap->eviction.bytes_copied;
     if (progress && !progress(std::min(engine.sequence(id).num_computed, n), n)) throw EvalStopped();

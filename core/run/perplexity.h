@@ -42,6 +42,7 @@ struct EvalRun {
   int64_t peak_residual_bytes = 0;    // KIVI: the f16 residual's part of peak_kv_bytes
   int32_t peak_kept_tokens = 0;       // token eviction: most slots held minus holes
   uint64_t tokens_evicted = 0, compactions = 0;
+  uint64_t tokens_hidden = 0;         // per-layer eviction: (layer, token) pairs one layer dropped
   int64_t bytes_copied = 0;           // by compactions
   std::vector<float> nll;             // [n_predicted]: -log p(token i + 1 | tokens 0..i), nats
   std::vector<std::vector<float>> logits;  // [n_predicted][n_vocab]: row i predicts token i + 1 (keep_logits)

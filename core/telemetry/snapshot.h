@@ -80,6 +80,10 @@ struct EvictionSnap {
   uint64_t rows_moved = 0;            // slots compaction copied
   int64_t bytes_copied = 0;           // rows_moved x KV bytes per token (every layer, K and V)
   uint64_t blocks_compacted_away = 0; // blocks compaction emptied
+  // Per-layer eviction ("h2o:20%:layer"): (layer, token) pairs one layer dropped, since the start
+  // and now (while some other layer still keeps the token, its slot is not a hole).
+  uint64_t tokens_hidden = 0;
+  uint64_t hidden_now = 0;
 };
 
 // One KV group of the hybrid KV cache (layers sharing a block pool and block tables).
