@@ -180,6 +180,28 @@ class TestCompareEvict : public QObject {
     QVERIFY(s->evictEdit()->text().isEmpty());
     QVERIFY(s->config() && !s->config()->evict.on());
   }
+
+  // Per-layer eviction from the same field: ":layer" applies, the engine's snapshot names it, a
+  // chat turn hides tokens per layer, and a scope word the parser does not know is refused.
+  void settingsPerLayerEviction() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    SettingsPanel* s = w.settingsPanel();
+    s->evictEdit()->setText(QStringLiteral("h2o:8:heads"));
+    QVERIFY(!s->applyButton()->isEnabled());
+    QVERIFY(!s->fieldNote(QStringLiteral("evict")).isEmpty());
+    s->evictEdit()->setText(QStringLiteral("h2o:8:layer"));
+    QVERIFY2(s->applyButton()->isEnabled(), qPrintable(s->validationMessage()));
+    QVERIFY(s->config()->evict.per_layer());
+    s->applyButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->latest() && w.host()->latest()->eviction.policy == "h2o:8:layer", kTimeoutMs);
+    ConversationWidget* chat = w.chatPanel()->current();
+    chat->send(QStringLiteral("Once upon a time"));
+    QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->latest()->eviction.tokens_hidden > 0, kTimeoutMs);
+  }
 };
 
 QTEST_MAIN(TestCompareEvict)
