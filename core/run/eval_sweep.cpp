@@ -149,6 +149,7 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
   nlohmann::json j = {{"label", sweep_point_label(c)},
                       {"kv_dtype", kv_dtype_name(c.kv_dtype)},
                       {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
+                      {"kivi_residual", kivi_residual_for(c)},
                       {"window", c.window},
                       {"sinks", c.sinks},
                       {"sinks_layers", c.sinks_in_sliding_layers ? "all" : "global"},
