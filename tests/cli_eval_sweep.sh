@@ -101,4 +101,7 @@ grep -q "kivi4 or kivi2 only" "$tmp/err" || fail "generate --kivi-residual with 
 "$cli" generate --model "$model" --prompt "Once upon a time" -n 40 --kv-dtype kivi4 --kivi-residual 32 --threads 2 >/dev/null 2>"$tmp/err" ||
   fail "generate with kivi4 --kivi-residual 32: exit code $?"
 grep -q "KIVI residual 32 tokens in f16" "$tmp/err" || fail "the start-up line does not name the residual"
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --kivi-residual 16 \
+  --sweep dtype=kivi4 residual=0,16 >/dev/null 2>"$tmp/err"
+[ "$?" = 2 ] || fail "--kivi-residual beside the residual axis must be a usage error"
 echo "cli_eval_sweep: ok"

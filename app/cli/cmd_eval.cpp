@@ -105,8 +105,9 @@ int cmd_eval(int argc, char** argv, int first) {
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n"
                  "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
+                 "  [residual=0,64,128] (KIVI dtypes only)\n"
                  "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
-                 "The grid (dtype x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
+                 "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
                  "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
                  "tokens evicted, Pareto frontier (peak KV vs KL).\n"
                  "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
@@ -149,7 +150,10 @@ int cmd_eval(int argc, char** argv, int first) {
   if (a.has("sweep")) {
     // One way to name eviction in a sweep: its axis (a flag beside it would be a second, silent axis).
     if (a.has("evict")) throw UsageError("with --sweep, name token eviction as an axis (evict=off,h2o:20%,...), not --evict");
-    if (residuals.size() > 1) throw UsageError("with --sweep, --kivi-residual takes one value (it applies to the sweep's KIVI points)");
+    if (residuals.size() > 1) throw UsageError("with --sweep, name several KIVI residuals as an axis (residual=0,64,...), not --kivi-residual");
+    for (const std::string& w : a.positional())
+      if (a.has("kivi-residual") && w.rfind("residual=", 0) == 0)
+        throw UsageError("--kivi-residual beside the sweep's residual axis: give one of them");
     cfg.evict.select_at = evicts[0].select_at;  // --snapkv-at, for the axis' snapkv points
     return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
   }
