@@ -139,6 +139,90 @@ class TestKiviResidual : public QObject {
     QVERIFY(checked_final > 50);  // the walk was exercised well past the residual
   }
 
+  // The paged backend's attention (layer 0 of stories260K: 8 query heads over 4 KV heads,
+  // head_dim 8) over 45 stored random tokens in 8-token blocks with R = 16, the blocks ending at
+  // or before 45 - 16 completed as the backend does: equal to a reference computed here in
+  // double from f16-rounded K/V for the blocks within the residual (tokens 24..44) and from a
+  // separate R = 0 storage's quantized rows for the older ones; and visibly not equal to the
+  // reference where every full block is quantized.
+  void attention_reads_recent_blocks_in_f16() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
+    auto m = stories();
+    const ModelConfig& c = m->config;
+    const int32_t d = c.head_dim, Hkv = c.n_head_kv, nq = c.n_head / c.n_head_kv, bs = 8, n = 45, R = 16;
+    KvLayout L{c.n_layer, Hkv, d, bs, 8, KvDtype::KIVI4};
+    CpuBackend be(m, 1);
+    L.kivi_residual = R;
+    be.init_kv(L, {});
+    CpuKvStorage zero;  // R = 0: each block quantized at its last slot
+    L.kivi_residual = 0;
+    zero.init(L);
+    const std::vector<BlockId> table = {5, 2, 7, 0, 3, 6};
+    std::mt19937 rng(9);
+    const std::vector<float> K = randn(static_cast<size_t>(n) * Hkv * d, rng), V = randn(K.size(), rng);
+    auto at = [&](const std::vector<float>& X, int32_t p, int32_t g) { return &X[(static_cast<size_t>(p) * Hkv + g) * d]; };
+    for (int32_t p = 0; p < n; ++p) {
+      const int64_t slot = int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs;
+      for (int32_t g = 0; g < Hkv; ++g)
+        for (CpuKvStorage* st : {&be.kv_storage(), &zero}) {
+          st->store(0, false, slot, g, at(K, p, g));
+          st->store(0, true, slot, g, at(V, p, g));
+        }
+    }
+    for (int32_t bi = 0; (bi + 1) * bs <= n - R; ++bi) be.kv_storage().complete_block(0, table[static_cast<size_t>(bi)]);
+    // K/V as the reference reads them: block bi quantized (from `zero`) when bi < quantized_below.
+    auto reference = [&](const std::vector<float>& q, int32_t quantized_below) {
+      std::vector<double> out(static_cast<size_t>(c.n_head) * d, 0.0);
+      std::vector<float> kr(static_cast<size_t>(d)), vr(kr.size());
+      for (int32_t h = 0; h < c.n_head; ++h) {
+        const int32_t g = h / nq;
+        std::vector<double> w(static_cast<size_t>(n));
+        std::vector<std::vector<float>> vals(static_cast<size_t>(n));
+        double mx = -1e300;
+        for (int32_t p = 0; p < n; ++p) {
+          const int32_t bi = p / bs;
+          const float *k = kr.data(), *v = vr.data();
+          if (bi < quantized_below) {
+            k = zero.load_rows(0, false, table[static_cast<size_t>(bi)], g, p % bs, 1, kr.data());
+            v = zero.load_rows(0, true, table[static_cast<size_t>(bi)], g, p % bs, 1, vr.data());
+          } else {
+            for (int32_t i = 0; i < d; ++i) kr[static_cast<size_t>(i)] = f16r(at(K, p, g)[i]), vr[static_cast<size_t>(i)] = f16r(at(V, p, g)[i]);
+          }
+          double dot = 0;
+          for (int32_t i = 0; i < d; ++i) dot += static_cast<double>(q[static_cast<size_t>(h * d + i)]) * k[i];
+          w[static_cast<size_t>(p)] = dot / std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, w[static_cast<size_t>(p)]);
+          vals[static_cast<size_t>(p)].assign(v, v + d);
+        }
+        double sum = 0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int32_t p = 0; p < n; ++p)
+          for (int32_t i = 0; i < d; ++i)
+            out[static_cast<size_t>(h * d + i)] += w[static_cast<size_t>(p)] / sum * vals[static_cast<size_t>(p)][static_cast<size_t>(i)];
+      }
+      return out;
+    };
+    const std::vector<float> q = randn(static_cast<size_t>(c.n_head) * d, rng);
+    BatchView b;
+    b.tokens = {1};
+    b.positions = {n - 1};
+    b.slot_mapping = {int64_t{table.back()} * bs + (n - 1) % bs};
+    b.seq_index = {0};
+    b.block_tables.push_back(std::span<const BlockId>(table));
+    b.logits_rows = {0};
+    std::vector<float> out(q.size());
+    be.attention(0, b, q.data(), out.data());
+    auto max_err = [&](const std::vector<double>& want) {
+      double e = 0;
+      for (size_t i = 0; i < out.size(); ++i) e = std::max(e, std::fabs(out[i] - want[i]));
+      return e;
+    };
+    const double mixed = max_err(reference(q, (n - R) / bs)), all = max_err(reference(q, n / bs));
+    qInfo("max |attention - reference|: blocks 0-2 quantized, 3-5 f16 %.3g; blocks 0-4 quantized %.3g", mixed, all);
+    QVERIFY(mixed < 1e-5);
+    QVERIFY(all > 100 * mixed && all > 1e-3);
+  }
+
   // With R longer than the text no block is ever quantized, so every key and value is read from
   // the f16 residual: the logits equal those of f16 KV (the same f16 values, decoded exactly).
   // This is the read path of a full block still in the residual, end to end.
