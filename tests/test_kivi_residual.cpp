@@ -62,6 +62,59 @@ class NoResidualBackend : public CpuBackend {
   bool supports_kivi_residual() const override { return false; }
 };
 
+// Steps `e` until idle; after every step, in every KV group: no block of the prefix cache is
+// pending, no block with R tokens after it in a running sequence's table is pending, and a
+// pending block that no running sequence holds is gone (or taken again) one step later.
+struct PendingStats {
+  int steps = 0, pending = 0, orphans = 0;
+};
+// (A void function with an out parameter: QFAIL returns.)
+void step_checking_pending(Engine& e, int32_t bs, int32_t R, PendingStats& st) {
+  auto& cpu = dynamic_cast<CpuBackend&>(e.backend());
+  const int32_t n_groups = static_cast<int32_t>(cpu.kv_group_layouts().size());
+  std::vector<std::set<BlockId>> orphans(static_cast<size_t>(n_groups));  // per group, after the last step
+  while (e.step()) {
+    ++st.steps;
+    const SnapshotPtr S = e.snapshot();
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const CpuKvStorage& kv = cpu.kv_storage(g);
+      const int32_t n_layer = kv.layout().n_layer;
+      std::set<BlockId> held;
+      for (const SeqSnap& q : S->seqs) {
+        if (q.state != SeqState::Running) continue;
+        const std::vector<BlockId>& table = q.group_table(g);
+        for (size_t bi = 0; bi < table.size(); ++bi) {
+          const BlockId b = table[bi];
+          if (b == kNoBlock) continue;
+          held.insert(b);
+          if (static_cast<int32_t>(bi + 1) * bs <= q.num_computed - R)
+            for (int32_t l = 0; l < n_layer; ++l)
+              if (kv.block_pending(l, b)) {
+                QFAIL("a block R tokens old is still in f16");
+              }
+        }
+      }
+      std::set<BlockId> now_orphans;
+      const std::vector<BlockSnap>& blocks = S->group_blocks(g);
+      for (BlockId b = 0; b < static_cast<BlockId>(blocks.size()); ++b)
+        for (int32_t l = 0; l < n_layer; ++l) {
+          if (!kv.block_pending(l, b)) continue;
+          ++st.pending;
+          if (blocks[static_cast<size_t>(b)].hashed) {
+            QFAIL("a block in the prefix cache is still pending");
+          }
+          if (held.contains(b)) continue;
+          if (orphans[static_cast<size_t>(g)].contains(b)) {
+            QFAIL("a pending block outlived its sequences by more than a step");
+          }
+          now_orphans.insert(b);
+        }
+      st.orphans += static_cast<int>(now_orphans.size());
+      orphans[static_cast<size_t>(g)] = std::move(now_orphans);
+    }
+  }
+}
+
 }  // namespace
 
 class TestKiviResidual : public QObject {
@@ -306,8 +359,6 @@ class TestKiviResidual : public QObject {
     cfg.kivi_residual = 16;
     cfg.sched.max_batched_tokens = 32;
     Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
-    auto& cpu = dynamic_cast<CpuBackend&>(e.backend());
-    CpuKvStorage& kv = cpu.kv_storage();
     Request r;
     r.prompt.assign(toks.begin(), toks.begin() + 30);
     r.max_new_tokens = 40;
@@ -321,40 +372,39 @@ class TestKiviResidual : public QObject {
       s.max_new_tokens = 20 + 7 * i;
       e.submit(s);
     }
-    const int32_t n_layer = m->config.n_layer;
-    std::set<BlockId> orphans;  // pending after the last step though no running sequence held them
-    int steps = 0, pending_seen = 0, orphans_seen = 0;
-    while (e.step()) {
-      ++steps;
-      const SnapshotPtr S = e.snapshot();
-      std::set<BlockId> held;
-      for (const SeqSnap& q : S->seqs) {
-        if (q.state != SeqState::Running) continue;
-        for (size_t bi = 0; bi < q.block_table.size(); ++bi) {
-          const BlockId b = q.block_table[bi];
-          if (b == kNoBlock) continue;
-          held.insert(b);
-          if (static_cast<int32_t>(bi + 1) * 8 <= q.num_computed - 16)
-            for (int32_t l = 0; l < n_layer; ++l) QVERIFY2(!kv.block_pending(l, b), "a block R tokens old is still in f16");
-        }
-      }
-      std::set<BlockId> now_orphans;
-      for (BlockId b = 0; b < static_cast<BlockId>(S->blocks.size()); ++b)
-        for (int32_t l = 0; l < n_layer; ++l) {
-          if (!kv.block_pending(l, b)) continue;
-          ++pending_seen;
-          QVERIFY2(!S->blocks[static_cast<size_t>(b)].hashed, "a block in the prefix cache is still pending");
-          if (held.contains(b)) continue;
-          QVERIFY2(!orphans.contains(b), "a pending block outlived its sequences by more than a step");
-          now_orphans.insert(b);
-        }
-      orphans_seen += static_cast<int>(now_orphans.size());
-      orphans = std::move(now_orphans);
-    }
+    PendingStats st;
+    step_checking_pending(e, 8, 16, st);
+    const int steps = st.steps, pending_seen = st.pending, orphans_seen = st.orphans;
     QVERIFY(S_preempted(e) > 0);  // the pool was small enough to preempt
     QVERIFY(pending_seen > 0 && steps > 40);
     qInfo("%d steps, %d pending (block, layer) seen, %d freed while pending", steps, pending_seen, orphans_seen);
     QVERIFY(orphans_seen > 0);  // sequences did end or get preempted with blocks in f16
+  }
+
+  // The same rules on the hybrid KV cache (the synthetic gemma3: a global group and a sliding
+  // group with window 32), R = 40 > the window, so sliding blocks leave the window (dropped,
+  // released) while still pending; the prefix cache on, a repeated prompt hitting it.
+  void hybrid_groups_follow_the_same_rules() {
+    KVSCOPE_REQUIRE_FILE(test::models_dir() / "synthetic/synth-gemma3-f32.gguf");
+    auto m = Model::load((test::models_dir() / "synthetic/synth-gemma3-f32.gguf").string());
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.kv_dtype = KvDtype::KIVI4;
+    cfg.kivi_residual = 40;
+    cfg.sched.max_batched_tokens = 32;
+    Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
+    QVERIFY(e.hybrid_kv() != nullptr);
+    Request r;
+    for (int i = 0; i < 70; ++i) r.prompt.push_back(static_cast<TokenId>(1 + (i * 37) % 500));
+    r.max_new_tokens = 50;
+    r.ignore_eos = true;
+    e.submit(r);
+    e.submit_parallel(r, 2);
+    PendingStats st;
+    step_checking_pending(e, 8, 40, st);
+    qInfo("%d steps, %d pending (block, layer) seen, %d freed while pending", st.steps, st.pending, st.orphans);
+    QVERIFY(st.pending > 0 && st.orphans > 0);
+    QVERIFY(e.snapshot()->counters.prefix_hits_tokens > 0);
   }
 
   // peak_residual_bytes, exactly: fed one token per step, a layer holds at most R / bs full
