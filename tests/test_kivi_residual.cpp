@@ -1,11 +1,12 @@
 // KIVI's residual of R tokens (EngineConfig::kivi_residual): a full block stays in the f16 side
 // table until R tokens of its sequence follow it. Checked here: the storage keeps a full block
 // in f16 until completed (then the same codes as R = 0), releases drop an entry; the paged
-// backend quantizes each block at exactly the step R tokens follow it; a KIVI run that never
-// completes a block reads what f16 KV reads; the prefix cache registers a block only once it is
-// quantized; preemption, forks and finishing leave no pending block behind and never let a
-// shared (hashed) block be pending; exact peak residual bytes; config validation; and quality
-// on stories260K (longer R, lower KL).
+// backend's attention reads the residual's blocks in f16 and older ones quantized, and
+// quantizes each block at exactly the step R tokens follow it; a KIVI run that never completes
+// a block reads what f16 KV reads; the prefix cache registers a block only once it is
+// quantized; preemption, forks, finishing and window drops (one KV group and the hybrid two)
+// leave no pending block behind and never let a shared (hashed) block be pending; exact peak
+// residual bytes; config validation; and quality on stories260K (longer R, lower KL).
 #include <QtTest>
 
 #include <cmath>
