@@ -470,6 +470,9 @@ void CudaBackend::init_kv(const KvLayout& layout_in, const AttentionPolicy& poli
   if (layout_in.n_layer != c.n_layer || layout_in.n_head_kv != c.n_head_kv || layout_in.head_dim != c.head_dim)
     throw std::invalid_argument("KV layout does not match the model");
   if (layout_in.block_size <= 0) throw std::invalid_argument("KV layout: block_size must be positive");
+  // supports_kivi_residual() is false (the engine refuses it first); this guards direct callers.
+  if (layout_in.kivi_residual > 0)
+    throw std::invalid_argument("the CUDA backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
   // As CpuBackend: sinks need a window, and switch RoPE to cache positions (StreamingLLM).
   if (policy.window < 0 || policy.sinks < 0) throw std::invalid_argument("window and sinks must not be negative");
   if (policy.sinks > 0 && policy.window == 0) throw std::invalid_argument("attention sinks need a sliding window");

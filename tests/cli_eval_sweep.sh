@@ -2,7 +2,7 @@
 # `kvscope-cli eval --sweep` end to end on stories260K: the JSON has every documented field per
 # point, the f32 full point has KL 0 and top-1 1, a frontier is marked, --nll gives one NLL per
 # prediction, --recompute-window its rows; bad axes are usage errors (exit 2) naming the word;
-# benchmarks/plot_sweep.py's table reads the file. Usage: cli_eval_sweep.sh KVSCOPE_CLI SHARED_DIR SOURCE_DIR
+# benchmarks/plot_sweep.py's table reads the file; eval --kivi-residual lists and refusals. Usage: cli_eval_sweep.sh KVSCOPE_CLI SHARED_DIR SOURCE_DIR
 set -u
 cli="$1"
 model="$2/models/stories260K.gguf"
@@ -81,4 +81,27 @@ grep -q "evict=h2o:x" "$tmp/err" || fail "a bad eviction spec's word not named"
 grep -q "as an axis" "$tmp/err" || fail "--evict beside --sweep: no hint to the axis"
 "$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 window=4 >/dev/null 2>"$tmp/err"
 [ "$?" = 2 ] || fail "axes without --sweep must be a usage error"
+# --kivi-residual: a list runs each KIVI dtype once per R (others once, with 0), the JSON names
+# R per run and the residual's bytes grow with it; a bad value is a usage error; an engine
+# command refuses R with a non-KIVI dtype and says why.
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 120 --threads 2 \
+  --kv-dtype int8,kivi4 --kivi-residual 0,32 --json >"$tmp/r.json" 2>"$tmp/err" || fail "eval --kivi-residual exit code $?"
+python3 - "$tmp/r.json" <<'PY' || fail "eval --kivi-residual JSON checks"
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+assert [(r["kv_dtype"], r["kivi_residual"]) for r in runs] == [("int8", 0), ("kivi4", 0), ("kivi4", 32)], runs
+assert runs[2]["peak_residual_bytes"] > runs[1]["peak_residual_bytes"] > 0 == runs[0]["peak_residual_bytes"]
+assert runs[2]["kl_mean"] < runs[1]["kl_mean"], (runs[1]["kl_mean"], runs[2]["kl_mean"])
+PY
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --kivi-residual=-3 >/dev/null 2>"$tmp/err"
+[ "$?" = 2 ] || fail "a negative --kivi-residual must be a usage error"
+"$cli" generate --model "$model" --prompt "Once" -n 4 --kv-dtype int8 --kivi-residual 32 >/dev/null 2>"$tmp/err"
+[ "$?" != 0 ] || fail "generate accepted --kivi-residual with int8"
+grep -q "kivi4 or kivi2 only" "$tmp/err" || fail "generate --kivi-residual with int8: no reason given"
+"$cli" generate --model "$model" --prompt "Once upon a time" -n 40 --kv-dtype kivi4 --kivi-residual 32 --threads 2 >/dev/null 2>"$tmp/err" ||
+  fail "generate with kivi4 --kivi-residual 32: exit code $?"
+grep -q "KIVI residual 32 tokens in f16" "$tmp/err" || fail "the start-up line does not name the residual"
+"$cli" eval --model "$model" --text "$src/resources/texts/long-story.txt" --max-tokens 40 --kivi-residual 16 \
+  --sweep dtype=kivi4 residual=0,16 >/dev/null 2>"$tmp/err"
+[ "$?" = 2 ] || fail "--kivi-residual beside the residual axis must be a usage error"
 echo "cli_eval_sweep: ok"

@@ -85,6 +85,25 @@ class TestEvalSweep : public QObject {
     QCOMPARE(pts[1].threads, 2);  // the rest of the config comes from the base
   }
 
+  // The KIVI residual axis: for KIVI dtypes only (int8 runs once, with 0), the base config's
+  // --kivi-residual when the axis is not named, and the label naming R.
+  void residual_axis() {
+    EvalConfig base = base_config();
+    const auto pts = sweep_points(parse_sweep_axes({"dtype=int8,kivi4", "residual=0,64"}), base);
+    QCOMPARE(pts.size(), size_t{3});
+    QCOMPARE(pts[0].kv_dtype, KvDtype::INT8);
+    QCOMPARE(kivi_residual_for(pts[0]), 0);
+    QCOMPARE(pts[2].kivi_residual, 64);
+    QCOMPARE(sweep_point_label(pts[2]), std::string("kivi4 R 64 full"));
+    QCOMPARE(sweep_point_label(pts[1]), std::string("kivi4 full"));
+    base.kivi_residual = 32;
+    const auto from_base = sweep_points(parse_sweep_axes({"dtype=int8,kivi2"}), base);
+    QCOMPARE(from_base.size(), size_t{2});
+    QCOMPARE(kivi_residual_for(from_base[0]), 0);
+    QCOMPARE(kivi_residual_for(from_base[1]), 32);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"residual=-4"}));
+  }
+
   void pareto_frontier() {
     std::vector<SweepPoint> p = {point(100, 0.0), point(50, 0.01), point(50, 0.02), point(40, 0.5), point(60, 0.01)};
     mark_pareto(p);

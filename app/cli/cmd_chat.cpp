@@ -58,7 +58,7 @@ int cmd_chat(int argc, char** argv, int first) {
                  "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
                  "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
                  "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
-                 "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] ...\n"
+                 "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] [--kivi-residual R] ...\n"
                  "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
                  "  /reset        start a new conversation (cached blocks stay until evicted)\n"
                  "  /stats        KV cache usage and prefix-cache reuse\n"

@@ -3,6 +3,7 @@
 // reference run (f32 KV, full attention) on the same text, through the real engine.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -32,6 +33,7 @@ std::string read_text(const std::string& path) {
 nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
   return {{"kv_dtype", kv_dtype_name(c.kv_dtype)},
           {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
+          {"kivi_residual", kivi_residual_for(c)},
           {"window", c.window},
           {"sinks", c.sinks},
           {"perplexity", r.perplexity},
@@ -77,21 +79,36 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
   return out;
 }
 
+// --kivi-residual R or R1,R2,...: every KIVI dtype of the list runs once per R, the others once.
+std::vector<int32_t> parse_residual_list(const std::string& list) {
+  std::vector<int32_t> out;
+  std::stringstream ss(list);
+  for (std::string r; std::getline(ss, r, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(r.c_str(), &end, 10);
+    if (r.empty() || *end != '\0' || v < 0 || v > (1 << 24)) throw UsageError("--kivi-residual '" + r + "' is not a token count >= 0");
+    out.push_back(static_cast<int32_t>(v));
+  }
+  if (out.empty()) throw UsageError("--kivi-residual needs at least one value");
+  return out;
+}
+
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
+  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
                 "recompute-window", "recompute-rows", "sinks-layers", "evict", "snapkv-at"},
                {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
-                 "  [--kv-group G] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+                 "  [--kv-group G] [--kivi-residual R[,R2,...]] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
                  "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window; h2o:B:layer per layer) [--snapkv-at N]\n"
                  "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
                  "the next-token distributions against the f32-KV full-attention run on the same text.\n"
                  "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
+                 "  [residual=0,64,128] (KIVI dtypes only)\n"
                  "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
-                 "The grid (dtype x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
+                 "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
                  "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
                  "tokens evicted, Pareto frontier (peak KV vs KL).\n"
                  "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
@@ -116,6 +133,8 @@ int cmd_eval(int argc, char** argv, int first) {
   const std::vector<KvDtype> dtypes = parse_dtype_list(a.str("kv-dtype", "f32"));
   cfg.kv_dtype = dtypes[0];
   cfg.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
+  const std::vector<int32_t> residuals = parse_residual_list(a.str("kivi-residual", "0"));
+  cfg.kivi_residual = residuals[0];
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
   const std::string sinks_layers = a.str("sinks-layers", "all");
@@ -132,6 +151,10 @@ int cmd_eval(int argc, char** argv, int first) {
   if (a.has("sweep")) {
     // One way to name eviction in a sweep: its axis (a flag beside it would be a second, silent axis).
     if (a.has("evict")) throw UsageError("with --sweep, name token eviction as an axis (evict=off,h2o:20%,...), not --evict");
+    if (residuals.size() > 1) throw UsageError("with --sweep, name several KIVI residuals as an axis (residual=0,64,...), not --kivi-residual");
+    for (const std::string& w : a.positional())
+      if (a.has("kivi-residual") && w.rfind("residual=", 0) == 0)
+        throw UsageError("--kivi-residual beside the sweep's residual axis: give one of them");
     cfg.evict.select_at = evicts[0].select_at;  // --snapkv-at, for the axis' snapkv points
     return run_eval_sweep(a, lm, tokens, cfg, text_tokens);
   }
@@ -149,14 +172,16 @@ int cmd_eval(int argc, char** argv, int first) {
   try {
     ref = eval_text(lm.model, tokens, ref_cfg);
     for (KvDtype t : dtypes)
-      for (const EvictConfig& e : evicts) {
-        cfgs.push_back(cfg);
-        cfgs.back().kv_dtype = t;
-        cfgs.back().evict = e;
-        runs.push_back(eval_text(lm.model, tokens, cfgs.back()));
-        ags.push_back(compare_logits(ref.logits, runs.back().logits));
-        runs.back().logits.clear();  // only the reference's are needed from here on
-      }
+      for (size_t ri = 0; ri < (kv_dtype_kivi(t) ? residuals.size() : 1); ++ri)
+        for (const EvictConfig& e : evicts) {
+          cfgs.push_back(cfg);
+          cfgs.back().kv_dtype = t;
+          cfgs.back().kivi_residual = residuals[ri];
+          cfgs.back().evict = e;
+          runs.push_back(eval_text(lm.model, tokens, cfgs.back()));
+          ags.push_back(compare_logits(ref.logits, runs.back().logits));
+          runs.back().logits.clear();  // only the reference's are needed from here on
+        }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -192,7 +217,8 @@ int cmd_eval(int argc, char** argv, int first) {
   row("reference: f32, full attention", ref, 0.0, 0.0, 1.0);
   for (size_t i = 0; i < runs.size(); ++i) {
     char name[96];
-    std::snprintf(name, sizeof name, "%s window %d sinks %d%s%s", kv_dtype_name(cfgs[i].kv_dtype), cfg.window, cfg.sinks,
+    const std::string res = kivi_residual_for(cfgs[i]) > 0 ? " R " + std::to_string(kivi_residual_for(cfgs[i])) : "";
+    std::snprintf(name, sizeof name, "%s%s window %d sinks %d%s%s", kv_dtype_name(cfgs[i].kv_dtype), res.c_str(), cfg.window, cfg.sinks,
                   cfgs[i].evict.on() ? " " : "", cfgs[i].evict.on() ? describe_evict(cfgs[i].evict).c_str() : "");
     row(name, runs[i], ags[i].kl_mean, ags[i].kl_p99, ags[i].top1);
   }

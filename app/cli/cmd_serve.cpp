@@ -27,7 +27,7 @@ int cmd_serve(int argc, char** argv, int first) {
   if (a.has("help")) {
     std::cout << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
                  "  [--served-model-name NAME] [--chat-template NAME] [--max-queued N] [--http-threads N] [--max-n N]\n"
-                 "  [engine options as run/chat: --threads --block-size --kv-blocks | --kv-memory --kv-dtype\n"
+                 "  [engine options as run/chat: --threads --block-size --kv-blocks | --kv-memory --kv-dtype --kv-group --kivi-residual\n"
                  "   --prefix-caching --max-running --max-batched-tokens --max-model-len --backend ...]\n"
                  "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
                  "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"

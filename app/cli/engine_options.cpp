@@ -10,7 +10,7 @@ namespace kvscope::cli {
 
 const std::set<std::string>& engine_option_names() {
   static const std::set<std::string> names = {
-      "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "kv-group", "prefix-caching", "window",
+      "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "kv-group", "kivi-residual", "prefix-caching", "window",
       "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
       "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv", "snapshots", "evict"};
   return names;
@@ -66,6 +66,7 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
   c.kv_dtype = *parsed;
   c.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
+  c.kivi_residual = static_cast<int32_t>(a.i64("kivi-residual", 0));  // validate() explains a bad value
   const std::string pc = a.str("prefix-caching", "on");
   if (pc != "on" && pc != "off") throw UsageError("--prefix-caching takes on or off");
   c.prefix_caching = pc == "on";

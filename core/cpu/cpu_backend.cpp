@@ -114,6 +114,38 @@ void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
   }
 }
 
+void CpuBackend::release_blocks(std::span<const BlockRelease> released) {
+  for (const BlockRelease& r : released) {
+    if (r.group < 0 || r.group >= static_cast<int32_t>(kv_.size())) throw std::invalid_argument("block release for an unknown KV group");
+    kv_[static_cast<size_t>(r.group)].release_block(r.block);
+  }
+}
+
+// KIVI with a residual of R tokens: after a layer's attention, every block of a batch sequence
+// with at least R of the sequence's tokens after it (those written this step included) is
+// quantized. Walks each table back from the newest such block and stops at the first one
+// already quantized: blocks are quantized oldest first, so everything before it is too
+// (dropped window blocks, kNoBlock, are skipped; prefix-cache hits are final, so the walk
+// stops there). Rows are positions: KIVI excludes token eviction.
+void CpuBackend::complete_aged_blocks(CpuKvStorage& kv, int32_t kv_layer, int32_t group, const BatchView& batch) const {
+  const int32_t bs = kv.layout().block_size, R = kv.layout().kivi_residual;
+  const auto& tables = batch.group_tables(group);
+  std::vector<int32_t> len(tables.size(), 0);  // tokens of each sequence once this step is done
+  for (int32_t t = 0; t < batch.n_tokens(); ++t) {
+    int32_t& n = len[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
+    n = std::max(n, batch.positions[static_cast<size_t>(t)] + 1);
+  }
+  for (size_t s = 0; s < tables.size(); ++s) {
+    const int32_t final_blocks = std::min<int32_t>(std::max(0, len[s] - R) / bs, static_cast<int32_t>(tables[s].size()));
+    for (int32_t bi = final_blocks - 1; bi >= 0; --bi) {
+      const BlockId b = tables[s][static_cast<size_t>(bi)];
+      if (b == kNoBlock) continue;
+      if (!kv.block_pending(kv_layer, b)) break;
+      kv.complete_block(kv_layer, b);
+    }
+  }
+}
+
 int32_t CpuBackend::layer_window(int32_t layer) const {
   const ModelConfig& c = model_->config;
   int32_t w = policy_.window;
@@ -507,7 +539,12 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     }
   }
   attention(il, batch, q_.data(), att_.data());
-  kv.complete_deferred(kv_layer);  // KIVI: the blocks this step filled, read in f16 above, quantized now
+  // KIVI: the blocks this step filled (R = 0), or that R tokens now follow, were read in f16
+  // above and are quantized now.
+  if (kv.layout().kivi_residual > 0)
+    complete_aged_blocks(kv, kv_layer, layer_group_[static_cast<size_t>(il)], batch);
+  else
+    kv.complete_deferred(kv_layer);
   matmul_timed(L.wo, att_.data(), n, o_.data());
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];

@@ -40,6 +40,8 @@ class CpuBackend : public Backend {
   void forward(const BatchView& batch, float* logits) override;
   int64_t kv_residual_peak_bytes() const override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
+  bool supports_kivi_residual() const override { return true; }
+  void release_blocks(std::span<const BlockRelease> released) override;
   bool supports_token_eviction() const override { return true; }
   std::span<const float> attention_mass() const override { return mass_; }
   std::span<const float> layer_attention_mass() const override { return layer_mass_; }
@@ -88,6 +90,7 @@ class CpuBackend : public Backend {
   void reset_mass(int64_t slot);  // a slot written with a new token: no weight yet, in any layer
   void prepare_eviction(const BatchView& batch);
   int32_t layer_window(int32_t layer) const;
+  void complete_aged_blocks(CpuKvStorage& kv, int32_t kv_layer, int32_t group, const BatchView& batch) const;
   int32_t layer_sinks(int32_t layer) const;  // policy.sinks, or 0 in a sliding layer without sinks
   void set_policy(const AttentionPolicy& policy);
   // forward()'s steps; activations live in the x_ ... up_ buffers below.

@@ -35,7 +35,7 @@ void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int
   }
   uint16_t* row = residual_rows(r, is_value, head) + static_cast<int64_t>(off) * d;
   for (int32_t i = 0; i < d; ++i) row[i] = fp32_to_fp16(x[i]);
-  if (off != bs - 1) return;
+  if (off != bs - 1 || layout_.kivi_residual > 0) return;  // R > 0: complete_block decides when
   if (defer_) return pending_.push_back({layer, block, head, is_value});
   complete_kivi_tile(layer, is_value, block, head, r);
   if (r.n_done == tiles) residual_.erase(it);
@@ -55,6 +55,19 @@ void CpuKvStorage::complete_deferred(int32_t layer) {
     if (it->second.n_done == tiles) residual_.erase(it);
   }
   pending_.resize(kept);
+}
+
+void CpuKvStorage::complete_block(int32_t layer, int32_t block) {
+  const auto it = residual_.find(residual_key(layer, block));
+  if (it == residual_.end()) return;
+  for (int is_v = 0; is_v < 2; ++is_v)
+    for (int32_t h = 0; h < layout_.n_head_kv; ++h)
+      if (!it->second.done[static_cast<size_t>(is_v) * layout_.n_head_kv + h]) complete_kivi_tile(layer, is_v, block, h, it->second);
+  residual_.erase(it);
+}
+
+void CpuKvStorage::release_block(int32_t block) {
+  for (int32_t l = 0; l < layout_.n_layer; ++l) residual_.erase(residual_key(l, block));
 }
 
 // The block's last slot is in: quantize its keys per channel over the block's tokens and its

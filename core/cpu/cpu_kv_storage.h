@@ -11,6 +11,10 @@
 // which the backend calls after the layer's attention: the tokens of a step attend to the
 // blocks they fill in f16, as KIVI's prefill attends in full precision, and the result does not
 // depend on how a prompt is cut into chunks.
+// With layout.kivi_residual R > 0 a full block is not quantized at its last slot at all: the
+// backend calls complete_block() once R tokens of the sequence lie after it (it knows the
+// sequences, the storage does not), and release_block() when the pool frees a block that is
+// still in the residual, so a stale entry is never counted or read.
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -93,6 +97,12 @@ class CpuKvStorage {
   // complete_deferred(layer), which quantizes every full tile of that layer stored since.
   void defer_completion(bool on) { defer_ = on; }
   void complete_deferred(int32_t layer);
+  // KIVI with kivi_residual > 0: whether (layer, block) still has an entry in the residual, and
+  // quantizing a full one (every tile of it not yet quantized; the caller knows it is full).
+  bool block_pending(int32_t layer, int32_t block) const { return residual_.contains(residual_key(layer, block)); }
+  void complete_block(int32_t layer, int32_t block);
+  // The pool freed `block` (no reader left): drop its residual in every layer. No-op otherwise.
+  void release_block(int32_t block);
 
  private:
   const float* decode_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,

@@ -80,6 +80,12 @@ class Backend {
   int64_t kv_bytes_per_token() const;
   // KIVI's f16 residual (blocks being filled) at its largest since init_kv; 0 for other dtypes.
   virtual int64_t kv_residual_peak_bytes() const { return 0; }
+  // KIVI's residual longer than the block being filled (KvLayout::kivi_residual > 0): a backend
+  // that cannot keep full blocks in f16 says no, and the engine refuses the setting.
+  virtual bool supports_kivi_residual() const { return false; }
+  // Blocks freed since the last step, applied before copy_blocks and forward (a freed block may
+  // be taken again and written in this step). Default: nothing kept per block, nothing to do.
+  virtual void release_blocks(std::span<const BlockRelease> released) { (void)released; }
   // logits: [batch.logits_rows.size()][n_vocab]
   virtual void forward(const BatchView& batch, float* logits) = 0;
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write (BlockCopy::group)

@@ -82,6 +82,21 @@ void check_evict(const EngineConfig& c, const ModelConfig& model, Problems& p) {
   if (kv_dtype_kivi(c.kv_dtype)) p.add("evict", "token eviction cannot move single slots of KIVI blocks (keys quantized per block): use another --kv-dtype");
 }
 
+// KIVI's residual R: a KIVI setting, on the paged cache, shorter than the context.
+void check_kivi_residual(const EngineConfig& c, const ModelConfig& model, Problems& p) {
+  const int32_t R = c.kivi_residual;
+  if (R < 0) return p.add("kivi_residual", "the KIVI residual must be >= 0 tokens (0: only the block being filled stays in f16)");
+  if (R == 0) return;
+  if (!kv_dtype_kivi(c.kv_dtype))
+    return p.add("kivi_residual", std::string("the KIVI residual (") + std::to_string(R) + " tokens) applies to --kv-dtype kivi4 or kivi2 only, not " +
+                                      kv_dtype_name(c.kv_dtype) + ": use --kivi-residual 0");
+  const int64_t ctx = c.sched.max_model_len > 0 ? c.sched.max_model_len : model.n_ctx_train;
+  if (ctx > 0 && R >= ctx)
+    p.add("kivi_residual", "the KIVI residual (" + std::to_string(R) + " tokens) must be smaller than the context (" + std::to_string(ctx) +
+                               " tokens): no block would ever be quantized");
+  if (c.contiguous_baseline) p.add("kivi_residual", "the KIVI residual needs the paged cache, not the contiguous baseline");
+}
+
 }  // namespace
 
 std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& model) {
@@ -98,6 +113,7 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
   check_scheduler(cfg, p);
   check_modes(cfg, p);
   check_evict(cfg, model, p);
+  check_kivi_residual(cfg, model, p);
   return p.list;
 }
 

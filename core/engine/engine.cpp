@@ -147,6 +147,7 @@ void Engine::apply_scheduler_verdicts(const SchedulerOutput& out) {
 }
 
 std::vector<float> Engine::forward(const SchedulerOutput& out, StepBatch& batch) {
+  backend_->release_blocks(out.released);  // first: a released block may be a copy's destination now
   backend_->copy_blocks(out.copies);
   std::vector<float> logits(batch.view.logits_rows.size() * static_cast<size_t>(model_->config.n_vocab));
   if (batch.view.n_tokens() > 0) backend_->forward(batch.view, logits.data());

@@ -24,6 +24,11 @@ struct EngineConfig {
   // Channels per scale of the packed 4/2-bit KV dtypes (int4, rot4, kivi values); 0 = the default
   // kDefaultKvGroup (32), capped at head_dim. KIVI's keys are grouped by the block instead.
   int32_t kv_quant_group = 0;
+  // KIVI (kivi4/kivi2) only: tokens of each sequence kept in f16 beyond the block being filled.
+  // A full block is quantized once at least this many tokens of its sequence follow it, so the
+  // newest R to R + block_size - 1 tokens are always in f16 (KIVI's residual; its paper uses
+  // 128). 0: a block is quantized as soon as it is full (the block being filled is the residual).
+  int32_t kivi_residual = 0;
   bool prefix_caching = true;
   int32_t window = 0;
   int32_t sinks = 0;

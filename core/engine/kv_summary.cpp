@@ -5,6 +5,26 @@
 
 namespace kvscope {
 
+namespace {
+
+// KIVI with a residual R > 0: what the f16 side table adds per sequence at most (the block being
+// filled and the full blocks fewer than R tokens old, in every group). Empty otherwise, so the
+// line of every other setting is unchanged.
+std::string residual_note(const std::vector<KvLayout>& groups) {
+  const KvLayout& L = groups[0];
+  if (!kv_dtype_kivi(L.dtype) || L.kivi_residual <= 0) return {};
+  const int64_t blocks = (L.kivi_residual + L.block_size - 1) / L.block_size + 1;
+  int64_t bytes = 0;
+  for (const KvLayout& g : groups)
+    bytes += blocks * g.n_layer * g.n_head_kv * kv_residual_bytes_per_block_head(g.dtype, g.head_dim, g.block_size);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; KIVI residual %d tokens in f16 (+ the block being filled): up to %.1f KiB per sequence",
+                L.kivi_residual, static_cast<double>(bytes) / 1024);
+  return buf;
+}
+
+}  // namespace
+
 std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int32_t sliding_window,
                               int32_t sliding_blocks_per_seq) {
   const std::vector<KvLayout> G = backend.kv_group_layouts();
@@ -20,7 +40,7 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
                   static_cast<long long>(G[0].bytes_per_token()), G[1].num_blocks, static_cast<double>(G[1].total_bytes()) / (1 << 20),
                   G[1].n_layer, sliding_window, static_cast<long long>(G[1].bytes_per_token()),
                   static_cast<double>(backend.kv_total_bytes()) / (1 << 20), concurrency, max_model_len);
-    return buf;
+    return buf + residual_note(G);
   }
   const KvLayout& L = backend.kv_layout();
   const int64_t tokens = static_cast<int64_t>(L.num_blocks) * L.block_size;
@@ -29,7 +49,7 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
                 L.num_blocks, static_cast<long long>(tokens), static_cast<double>(L.total_bytes()) / (1 << 20),
                 kv_dtype_name(L.dtype), static_cast<long long>(L.bytes_per_token()),
                 static_cast<double>(tokens) / max_model_len, max_model_len);
-  return buf;
+  return buf + residual_note(G);
 }
 
 }  // namespace kvscope

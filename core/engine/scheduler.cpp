@@ -205,6 +205,7 @@ SchedulerOutput Scheduler::schedule() {
   admit_waiting(budget, out);
 
   out.copies = kv_.take_pending_copies();
+  out.released = kv_.take_released_blocks();
   return out;
 }
 

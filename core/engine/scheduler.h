@@ -49,6 +49,7 @@ struct SchedulerOutput {
   std::vector<SeqId> preempted;       // this step
   std::vector<SeqId> rejected;        // can never fit; state Rejected with error set
   std::vector<BlockCopy> copies;      // copy-on-write block copies to perform before the forward
+  std::vector<BlockRelease> released;  // blocks freed since the last step (KIVI), applied before the copies
   std::vector<SeqId> length_capped;   // reached max_model_len: state Finished, FinishReason::Length
   std::vector<AdmissionInfo> admitted;
   std::vector<PreemptionInfo> preemption_info;  // parallel to preempted

@@ -124,6 +124,7 @@ std::shared_ptr<Snapshot> build_snapshot(const SnapshotSources& src, std::vector
   S.backend = src.backend.name();
   S.block_size = L.block_size;
   S.kv_dtype = kv_dtype_name(L.dtype);
+  S.kivi_residual = L.kivi_residual;
   S.window = src.cfg.window;
   S.sinks = src.cfg.sinks;
   S.prefix_caching = src.cfg.prefix_caching;

@@ -83,6 +83,7 @@ void BlockPool::unref(BlockId b) {
   ++counters_.frees;
   lru_pos_[b] = lru_.insert(lru_.end(), b);  // most recently freed: evicted last
   if (st.hashed) ++evictable_;
+  else if (track_releases_) released_.push_back(b);
 }
 
 void BlockPool::set_filled(BlockId b, int32_t filled) {

@@ -73,6 +73,10 @@ class BlockPool {
     bool orphaned;
   };
   std::vector<DroppedHash> take_dropped() { return std::exchange(dropped_, {}); }
+  // With tracking on (KIVI's residual needs it), the blocks whose last ref went while not in the
+  // prefix cache since the last call: their contents are dead. Off: nothing is collected.
+  void track_releases(bool on) { track_releases_ = on; }
+  std::vector<BlockId> take_released() { return std::exchange(released_, {}); }
   void validate() const;  // throws std::logic_error naming the broken invariant
 
  private:
@@ -91,6 +95,8 @@ class BlockPool {
   int32_t used_ = 0;
   std::vector<BlockId> changed_;                            // see take_changed()
   std::vector<uint8_t> is_changed_;                         // per block: already in changed_
+  bool track_releases_ = false;
+  std::vector<BlockId> released_;                            // see take_released()
   std::vector<DroppedHash> dropped_;                        // see take_dropped()
 };
 

@@ -89,6 +89,16 @@ std::vector<BlockCopy> HybridKvManager::take_pending_copies() {
   return out;
 }
 
+std::vector<BlockRelease> HybridKvManager::take_released_blocks() {
+  std::vector<BlockRelease> out;
+  for (int g = 0; g < kGroups; ++g)
+    for (BlockRelease r : groups_[static_cast<size_t>(g)].take_released_blocks()) {
+      r.group = g;
+      out.push_back(r);
+    }
+  return out;
+}
+
 void HybridKvManager::take_evictions(std::vector<EvictionRecord>& out) {
   for (int g = 0; g < kGroups; ++g) {
     const size_t first = out.size();

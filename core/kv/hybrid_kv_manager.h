@@ -53,6 +53,7 @@ class HybridKvManager : public KvSlotAllocator {
   void fork(SeqId parent, SeqId child) override;
   void free(SeqId seq) override;
   std::vector<BlockCopy> take_pending_copies() override;  // each copy tagged with its group
+  std::vector<BlockRelease> take_released_blocks() override;  // each tagged with its group
   void take_evictions(std::vector<EvictionRecord>& out) override;  // each tagged with its group
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
   std::vector<int32_t> peek_cached_prefix_by_group(std::span<const TokenId> prompt) const override {

@@ -25,6 +25,7 @@ const KvCacheConfig& checked(const KvCacheConfig& cfg) {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& cfg)
     : cfg_(checked(cfg)), pool_(cfg.num_blocks, cfg.block_size) {
+  pool_.track_releases(cfg.report_released);
   if (cfg.token_eviction) {
     holes_.assign(static_cast<size_t>(cfg.num_blocks) * cfg.block_size, 0);
     slot_pos_.assign(holes_.size(), 0);
@@ -211,7 +212,10 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
     slot_pos_[static_cast<size_t>(t.blocks[row / bs]) * bs + row % bs] = row + t.shift;
   // Full blocks are registered now, before their forward runs (as vLLM v1): the engine writes
   // every chunk's K/V of a layer before any attention of that layer reads the cache.
-  if (cfg_.prefix_caching && !t.evicted) register_full_blocks(t.blocks, tokens, len / bs, new_len / bs);
+  // With a register lag (KIVI's residual) a block waits until that many tokens follow it.
+  const int32_t lag = cfg_.register_lag;
+  if (cfg_.prefix_caching && !t.evicted)
+    register_full_blocks(t.blocks, tokens, std::max(0, len - lag) / bs, std::max(0, new_len - lag) / bs);
   t.len = new_len;
   return true;
 }
@@ -220,6 +224,8 @@ void KvCacheManager::register_full_blocks(std::vector<BlockId>& table, std::span
                                           int32_t first, int32_t end) {
   const int32_t bs = cfg_.block_size;
   for (int32_t bi = first; bi < end; ++bi) {
+    // Only a lagged range reaches back over prefix-cache hits (hashed) or dropped blocks.
+    if (table[bi] == kNoBlock || pool_.state(table[bi]).hashed) continue;
     const auto toks = tokens.subspan(static_cast<size_t>(bi) * bs, bs);
     BlockId parent = kNoBlock;
     BlockHash parent_hash = kRootBlockHash;
@@ -278,6 +284,12 @@ void KvCacheManager::note_evictions(SeqId by) {
 void KvCacheManager::take_evictions(std::vector<EvictionRecord>& out) {
   out.insert(out.end(), evictions_.begin(), evictions_.end());
   evictions_.clear();
+}
+
+std::vector<BlockRelease> KvCacheManager::take_released_blocks() {
+  std::vector<BlockRelease> out;
+  for (BlockId b : pool_.take_released()) out.push_back(BlockRelease{b, 0});
+  return out;
 }
 
 std::vector<BlockCopy> KvCacheManager::take_pending_copies() {

@@ -24,6 +24,13 @@ struct KvCacheConfig {
   uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
   bool token_eviction = false;   // keep a per-slot hole mask (kv_cache_eviction.cpp)
   int32_t evict_layers = 0;      // > 0 (with token_eviction): per-layer eviction, one more mask per layer
+  // KIVI's residual (KvLayout::kivi_residual): a full block enters the prefix cache only once
+  // this many tokens of its sequence follow it, the step in which the backend quantizes it, so
+  // no other sequence ever finds a block that will still change. 0: as soon as it is full.
+  int32_t register_lag = 0;
+  // Collect blocks freed outside the prefix cache for take_released_blocks() (KIVI: the backend
+  // drops their residual). Off: nothing is collected.
+  bool report_released = false;
 };
 
 
@@ -67,6 +74,7 @@ class KvCacheManager : public KvSlotAllocator {
   void fork(SeqId parent, SeqId child) override;
   void free(SeqId seq) override;  // finished, cancelled or preempted: every block ref--
   std::vector<BlockCopy> take_pending_copies() override;
+  std::vector<BlockRelease> take_released_blocks() override;
   void take_evictions(std::vector<EvictionRecord>& out) override;
   std::vector<SeqId> sequences() const;
   const SeqCacheStats& stats(SeqId seq) const;

@@ -32,6 +32,10 @@ struct KvLayout {
   int32_t num_blocks = 0;
   KvDtype dtype = KvDtype::F32;
   int32_t quant_group = 0;  // channel group of the packed (4/2-bit) dtypes; 0 = kDefaultKvGroup
+  // KIVI only: a full block stays in the f16 residual until at least this many tokens of its
+  // sequence follow it (0: quantized as soon as it is full). Not in bytes_per_token: the
+  // residual is per sequence (CpuKvStorage::residual_bytes).
+  int32_t kivi_residual = 0;
 
   // Exact: codes, scales, zero points and padding (kv/kv_dtype.h), for every dtype.
   int64_t bytes_per_token() const {

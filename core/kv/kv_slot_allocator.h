@@ -35,6 +35,9 @@ class KvSlotAllocator {
   virtual void fork(SeqId parent, SeqId child) = 0;
   virtual void free(SeqId seq) = 0;  // no-op for an unknown sequence (cancel may race admission)
   virtual std::vector<BlockCopy> take_pending_copies() = 0;
+  // Blocks freed outside the prefix cache since the last call (kv/kv_types.h BlockRelease);
+  // empty unless the allocator was asked to report them (KIVI's residual).
+  virtual std::vector<BlockRelease> take_released_blocks() { return {}; }
   // Prefix-cache hashes evicted since the last call, with the sequence whose allocation did it
   // (none for an allocator without a prefix cache).
   virtual void take_evictions(std::vector<EvictionRecord>& out) { (void)out; }

@@ -17,6 +17,10 @@ constexpr BlockId kNoBlock = -1;  // a block-table entry whose block was dropped
 // group: the KV layer group whose pool holds both blocks (0 unless the hybrid KV cache is on).
 struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; int32_t group = 0; };
 
+// A block whose last reference went and that is not in the prefix cache: nobody reads its K/V
+// again. A backend keeping per-block state beside the pool (KIVI's f16 residual) drops it.
+struct BlockRelease { BlockId block; int32_t group = 0; };
+
 // Token eviction's compaction: copy one slot's K/V (every layer) from src to dst (physical slots
 // block * block_size + offset). Applied in order: a later copy may overwrite an earlier source.
 struct SlotCopy { int64_t src; int64_t dst; };

@@ -40,7 +40,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
     const size_t eq = w.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw std::invalid_argument("--sweep '" + w + "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict");
+      throw std::invalid_argument("--sweep '" + w + "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual");
     const std::string name = w.substr(0, eq);
     const std::vector<std::string> values = split_commas(w.substr(eq + 1));
     if (values.empty()) throw std::invalid_argument("--sweep '" + w + "': no values");
@@ -56,6 +56,8 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       axes.windows = parse_counts(w, values);
     } else if (name == "sinks") {
       axes.sinks = parse_counts(w, values);
+    } else if (name == "residual") {
+      axes.residuals = parse_counts(w, values);
     } else if (name == "evict") {
       axes.evicts.clear();
       for (const std::string& v : values) {
@@ -66,7 +68,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
         }
       }
     } else {
-      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name + "' (dtype, window, sinks, evict)");
+      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name + "' (dtype, window, sinks, evict, residual)");
     }
   }
   return axes;
@@ -74,25 +76,29 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
 
 std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& base) {
   std::vector<EvalConfig> out;
+  const std::vector<int32_t> base_residual{base.kivi_residual}, none{0};
   for (KvDtype t : axes.dtypes)
-    for (int32_t w : axes.windows)
-      for (int32_t s : axes.sinks)
-        for (const EvictConfig& e : axes.evicts) {
-          // With eviction `window` would be the policy's recent window (sweep_points' comment).
-          if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
-          EvalConfig c = base;
-          c.kv_dtype = t;
-          c.window = w;
-          c.sinks = s;
-          c.evict = e;
-          c.evict.select_at = e.on() ? base.evict.select_at : 0;
-          out.push_back(c);
-        }
+    for (int32_t r : !kv_dtype_kivi(t) ? none : axes.residuals.empty() ? base_residual : axes.residuals)
+      for (int32_t w : axes.windows)
+        for (int32_t s : axes.sinks)
+          for (const EvictConfig& e : axes.evicts) {
+            // With eviction `window` would be the policy's recent window (sweep_points' comment).
+            if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
+            EvalConfig c = base;
+            c.kv_dtype = t;
+            c.kivi_residual = r;
+            c.window = w;
+            c.sinks = s;
+            c.evict = e;
+            c.evict.select_at = e.on() ? base.evict.select_at : 0;
+            out.push_back(c);
+          }
   return out;
 }
 
 std::string sweep_point_label(const EvalConfig& c) {
   std::string s = kv_dtype_name(c.kv_dtype);
+  if (kivi_residual_for(c) > 0) s += " R " + std::to_string(kivi_residual_for(c));
   s += c.window > 0 ? " window " + std::to_string(c.window) : " full";
   if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks) + (c.sinks_in_sliding_layers ? "" : " (global layers)");
   if (c.evict.on()) s += " " + describe_evict(c.evict);
@@ -149,6 +155,7 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
   nlohmann::json j = {{"label", sweep_point_label(c)},
                       {"kv_dtype", kv_dtype_name(c.kv_dtype)},
                       {"kv_group", kv_dtype_packed(c.kv_dtype) ? c.kv_quant_group : 0},
+                      {"kivi_residual", kivi_residual_for(c)},
                       {"window", c.window},
                       {"sinks", c.sinks},
                       {"sinks_layers", c.sinks_in_sliding_layers ? "all" : "global"},

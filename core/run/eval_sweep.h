@@ -1,6 +1,6 @@
 #pragma once
 // `kvscope-cli eval --sweep`: one quality yardstick over a grid of KV configurations. The axes
-// (dtype x window x sinks x token eviction) expand to points; the f32 full-attention reference runs once, every
+// (dtype x KIVI residual x window x sinks x token eviction) expand to points; the f32 full-attention reference runs once, every
 // point is scored against it (perplexity, mean / p99 KL, top-1 agreement, peak KV bytes), and
 // the points that no other point beats on both peak KV bytes and mean KL are marked as the
 // Pareto frontier.
@@ -24,16 +24,19 @@ struct SweepAxes {
   std::vector<int32_t> windows{0};
   std::vector<int32_t> sinks{0};
   std::vector<EvictConfig> evicts{EvictConfig{}};  // `--evict` specs; off by default
+  // KIVI residuals (EvalConfig::kivi_residual), for the KIVI dtypes only (the others run once
+  // with 0); empty: the base config's (`--kivi-residual`).
+  std::vector<int32_t> residuals;
 };
 
 // Axes from "name=v1,v2,..." words: dtype=f16,int8,kivi4 window=0,512 sinks=0,4
-// evict=off,h2o:20%,snapkv:20%. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
+// evict=off,h2o:20%,snapkv:20% residual=0,64,128. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
 // std::invalid_argument naming the bad word (unknown axis, repeated axis, bad or negative
 // value, a bad eviction spec, empty list).
 SweepAxes parse_sweep_axes(const std::vector<std::string>& words);
 
-// The grid in dtype-major order (evict innermost), each point `base` with that dtype / window /
-// sinks / eviction. Left out, as not configurations: sinks with no window or sinks >= window
+// The grid in dtype-major order (then residual; evict innermost), each point `base` with that
+// dtype / KIVI residual / window / sinks / eviction. Left out, as not configurations: sinks with no window or sinks >= window
 // (without eviction); an eviction policy with a window > 0 (with eviction the engine reads
 // --window as the policy's recent window, not an attention window, so the point would be a
 // different thing than its label says; eviction points pair with window 0, and their sinks are

@@ -41,6 +41,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.num_blocks = (n + 1 + cfg.block_size - 1) / cfg.block_size + 2;  // the whole text fits; window mode frees early
   ec.kv_dtype = cfg.kv_dtype;
   ec.kv_quant_group = cfg.kv_quant_group;
+  ec.kivi_residual = kivi_residual_for(cfg);
   ec.prefix_caching = false;  // every position must be computed to have its logits
   ec.window = cfg.window;
   ec.sinks = cfg.sinks;

@@ -23,6 +23,9 @@ struct EvalConfig {
   bool sinks_in_sliding_layers = true;  // EngineConfig::sinks_in_sliding_layers (Gemma 3's own SWA layers)
   int32_t block_size = 16;
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
+  // EngineConfig::kivi_residual, applied to kivi4/kivi2 only (other dtypes run with 0, so one
+  // setting serves a list or sweep of dtypes): kivi_residual_for() is what a run uses.
+  int32_t kivi_residual = 0;
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
   int threads = 0;        // 0: all cores
   EvictConfig evict;      // token eviction (one KV group: the hybrid KV cache is off then)
@@ -30,6 +33,8 @@ struct EvalConfig {
   // Off, only the per-position NLL is kept: what a long text's perplexity needs on a big vocabulary.
   bool keep_logits = true;
 };
+
+inline int32_t kivi_residual_for(const EvalConfig& c) { return kv_dtype_kivi(c.kv_dtype) ? c.kivi_residual : 0; }
 
 struct EvalRun {
   int32_t n_tokens = 0;               // text length, BOS included

@@ -41,6 +41,7 @@ RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std
   ec.num_blocks = (window + 1 + cfg.block_size - 1) / cfg.block_size + 2;  // one window and its sampled token
   ec.kv_dtype = cfg.kv_dtype;
   ec.kv_quant_group = cfg.kv_quant_group;
+  ec.kivi_residual = kivi_residual_for(cfg);
   ec.prefix_caching = false;  // from scratch: nothing is reused between windows
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;

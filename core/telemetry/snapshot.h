@@ -103,6 +103,7 @@ struct Snapshot {
   std::string backend;
   int32_t block_size = 16;
   std::string kv_dtype = "f32";
+  int32_t kivi_residual = 0;          // KIVI: tokens kept in f16 beyond the block being filled (EngineConfig)
   int32_t window = 0, sinks = 0;
   bool prefix_caching = true;
   std::vector<BlockSnap> blocks;      // [num_blocks] of KV group 0
