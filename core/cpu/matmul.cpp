@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "cpu/gemv.h"
 #include "cpu/quant_dot.h"
 #include "cpu/thread_pool.h"
 
@@ -49,6 +50,12 @@ void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y
       gemm(isa, w, xb, x_row_bytes, n_tokens, y, pool);
       return;
     }
+  }
+
+  // One token (decode): the multi-row GEMV, bit for bit the vec-dot below on a native build.
+  if (allow_gemm && n_tokens == 1 && gemv_handles(type)) {
+    gemv(w, xb, y, pool);
+    return;
   }
 
   const int64_t n_tiles = (n_out + kTileRows - 1) / kTileRows;
