@@ -8,6 +8,7 @@
 // (tests/test_gemv.cpp states and checks the bound).
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "gguf/gguf_file.h"
 
@@ -22,5 +23,14 @@ bool gemv_handles(GgmlType type);
 // y[r] = W[r] . x for one token, r < w.rows(); xc is x converted by convert_activations
 // (Q8_0 blocks). Requires gemv_handles(w.type()).
 void gemv(const TensorView& w, const uint8_t* xc, float* y, ThreadPool& pool);
+
+// Several matrices against the same one-token input (Q, K and V; gate and up) in one pool
+// call: one hand-off and one activation unpacking instead of one per matrix. All targets have
+// the same ne(0) and gemv_handles(type); the results are those of gemv() on each.
+struct GemvTarget {
+  TensorView w;
+  float* y;
+};
+void gemv_multi(std::span<const GemvTarget> targets, const uint8_t* xc, ThreadPool& pool);
 
 }  // namespace kvscope
