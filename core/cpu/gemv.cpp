@@ -35,8 +35,12 @@ bool available() {
 // Offset that makes the weight's levels unsigned bytes (see gemv_kernels.h).
 int32_t level_offset(GgmlType t) { return t == GgmlType::Q8_0 ? 128 : t == GgmlType::Q4_0 ? 8 : 16; }
 
-// Rows per pool chunk: enough that the claim and the row-group prefetch warm-up are noise.
+// Rows per unit of work: enough that the row-group prefetch warm-up is noise.
 constexpr int64_t kRowsPerChunk = 64;
+// Pool claims per thread. gemma's output matrix is 4096 units: 4 claims per thread (the pool's
+// default) would be 22 MB each, and a thread descheduled in its last one on a shared machine
+// leaves the other waiting for all of it.
+constexpr int kClaimsPerThread = 16;
 
 }  // namespace
 
@@ -101,7 +105,7 @@ void gemv_multi(std::span<const GemvTarget> targets, const uint8_t* xc, ThreadPo
       gemv_q8_family_avx512(type, targets[i].w.data, targets[i].w.row_bytes(), r0, r1, x, targets[i].y + r0);
       c0 = e;
     }
-  });
+  }, kClaimsPerThread);
   for (size_t i = n_t; i < targets.size(); ++i) gemv_multi(targets.subspan(i, 1), xc, pool);  // > 8: rare, correct
 }
 
