@@ -128,33 +128,36 @@ class TestGemv : public QObject {
     // Q, K, V (or gate, up) in one call, mixed types and row counts as in gemma's layers, plus a
     // K-quant target that sends the whole call down the one-by-one path: every output is
     // bit-equal to matmul() on that weight alone, for 1 token (fused) and 3 (not fused).
-    ThreadPool two(2);
+    // One thread runs the whole call as one chunk range spanning every target; two threads
+    // claim ranges that cross from one target into the next (36 units of 64 rows, 32 claims).
+    ThreadPool one(1), two(2);
     const int64_t in = 640;
-    const Weights wq = make_weights(GgmlType::Q5_0, in, 133, 1), wk = make_weights(GgmlType::Q8_0, in, 67, 2),
+    const Weights wq = make_weights(GgmlType::Q5_0, in, 2100, 1), wk = make_weights(GgmlType::Q8_0, in, 67, 2),
                   wv = make_weights(GgmlType::Q4_0, in, 5, 3), wkq = make_weights(GgmlType::Q4_K, in, 9, 4);
-    for (bool with_k_quant : {false, true})
-      for (int64_t n_tokens : {1, 3}) {
-        const auto x = random_normal(static_cast<size_t>(in * n_tokens), 9, 1.0f);
-        std::vector<const Weights*> ws = {&wq, &wk, &wv};
-        if (with_k_quant) ws.push_back(&wkq);
-        std::vector<TensorView> views;
-        for (const Weights* w : ws) views.push_back(w->view());
-        std::vector<std::vector<float>> got, want;
-        std::vector<MatmulTarget> targets;
-        for (size_t i = 0; i < ws.size(); ++i) {
-          got.emplace_back(static_cast<size_t>(views[i].rows() * n_tokens), -1.0f);
-          want.emplace_back(got.back().size());
+    for (ThreadPool* pool : {&one, &two})
+      for (bool with_k_quant : {false, true})
+        for (int64_t n_tokens : {1, 3}) {
+          const auto x = random_normal(static_cast<size_t>(in * n_tokens), 9, 1.0f);
+          std::vector<const Weights*> ws = {&wq, &wk, &wv};
+          if (with_k_quant) ws.push_back(&wkq);
+          std::vector<TensorView> views;
+          for (const Weights* w : ws) views.push_back(w->view());
+          std::vector<std::vector<float>> got, want;
+          std::vector<MatmulTarget> targets;
+          for (size_t i = 0; i < ws.size(); ++i) {
+            got.emplace_back(static_cast<size_t>(views[i].rows() * n_tokens), -1.0f);
+            want.emplace_back(got.back().size());
+          }
+          for (size_t i = 0; i < ws.size(); ++i) targets.push_back({&views[i], got[i].data()});
+          matmul_shared_input(targets, x.data(), n_tokens, *pool);
+          for (size_t i = 0; i < ws.size(); ++i) {
+            matmul(views[i], x.data(), n_tokens, want[i].data(), *pool);
+            for (size_t j = 0; j < want[i].size(); ++j)
+              if (bits(got[i][j]) != bits(want[i][j]))
+                QFAIL(qPrintable(QString("target %1 tokens %2 k-quant %3: y[%4] %5 vs %6").arg(i).arg(n_tokens).arg(with_k_quant)
+                                     .arg(j).arg(double(got[i][j]), 0, 'g', 9).arg(double(want[i][j]), 0, 'g', 9)));
+          }
         }
-        for (size_t i = 0; i < ws.size(); ++i) targets.push_back({&views[i], got[i].data()});
-        matmul_shared_input(targets, x.data(), n_tokens, two);
-        for (size_t i = 0; i < ws.size(); ++i) {
-          matmul(views[i], x.data(), n_tokens, want[i].data(), two);
-          for (size_t j = 0; j < want[i].size(); ++j)
-            if (bits(got[i][j]) != bits(want[i][j]))
-              QFAIL(qPrintable(QString("target %1 tokens %2 k-quant %3: y[%4] %5 vs %6").arg(i).arg(n_tokens).arg(with_k_quant)
-                                   .arg(j).arg(double(got[i][j]), 0, 'g', 9).arg(double(want[i][j]), 0, 'g', 9)));
-        }
-      }
   }
 
   void other_types_stay_on_vec_dot() {
