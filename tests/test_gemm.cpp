@@ -11,7 +11,8 @@
 //     adds the blocks in a different order, so there the bound is the float summation error of
 //     the two orders: |gemm - vec_dot| <= (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i|;
 //   * thread count and ISA do not change a bit;
-//   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on and stays on vec_dot below;
+//   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on, the GEMV (cpu/gemv.h,
+//     tests/test_gemv.cpp) for one token of its types, and stays on vec_dot otherwise;
 //   * F32 / F16 / BF16 weights (any K, no blocks): bit for bit the sequential fma chain over the
 //     widened weight and the ggml-rounded activation, and within the float summation bound
 //     |gemm - vec_dot| <= (K + 32) * 2^-24 * sum_i |w_i * x_i| of the 32-lane SIMD vec_dot.
@@ -25,6 +26,7 @@
 
 #include "cpu/ffn_activation.h"
 #include "cpu/gemm.h"
+#include "cpu/gemv.h"
 #include "cpu/matmul.h"
 #include "cpu/quant_dot.h"
 #include "cpu/thread_pool.h"
@@ -236,6 +238,12 @@ class TestGemm : public QObject {
         const auto xc = convert(t, x, in, n_tokens);
         const size_t xb = vec_dot_row_bytes(t, in);
         const bool via_gemm = n_tokens >= kMatmulGemmMinTokens && gemm_best_isa() != GemmIsa::None;
+        if (n_tokens == 1 && gemv_handles(t)) {
+          std::vector<float> want(y.size());
+          gemv(w.view(), xc.data(), want.data(), pool);
+          for (int64_t r = 0; r < out; ++r) QCOMPARE(bits(y[static_cast<size_t>(r)]), bits(want[static_cast<size_t>(r)]));
+          continue;
+        }
         for (int64_t k = 0; k < n_tokens; ++k)
           for (int64_t r = 0; r < out; ++r) {
             const float want = via_gemm ? vec_dot_scalar(t, in, w.row(r), xc.data() + k * xb)

@@ -3,7 +3,9 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "engine/sampler.h"
 
@@ -28,6 +30,32 @@ class TestSampler : public QObject {
     QCOMPARE(argmax_token(std::vector<float>{1, 3, 3, 2}), 1);
     Sampler s(SamplingParams{});
     QCOMPARE(s.sample(std::vector<float>{0.5f, -1, 7, 7}, {}), 2);
+  }
+
+  void argmax_is_the_running_scan() {
+    // The 16-lane argmax against the one-compare-per-element scan it replaced: ties, NaNs
+    // (at 0 and elsewhere), -0 / +0, every length around the lane count, and a vocabulary.
+    auto scan = [](const std::vector<float>& v) {
+      TokenId best = 0;
+      for (size_t i = 1; i < v.size(); ++i)
+        if (v[i] > v[static_cast<size_t>(best)]) best = static_cast<TokenId>(i);
+      return best;
+    };
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> level(-4, 4);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t n : {1, 2, 15, 16, 17, 31, 33, 100, 262144})
+      for (int trial = 0; trial < 40; ++trial) {
+        std::vector<float> v(n);
+        for (float& x : v) x = static_cast<float>(level(rng));  // many ties
+        if (trial % 4 == 1) v[rng() % n] = nan;
+        if (trial % 4 == 2) v[0] = nan;
+        if (trial % 4 == 3) {
+          for (float& x : v) x = x > 0 ? 0.0f : x;
+          v[rng() % n] = -0.0f;
+        }
+        QCOMPARE(argmax_token(v), scan(v));
+      }
   }
 
   void top_k_keeps_only_k_best() {

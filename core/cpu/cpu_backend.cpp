@@ -436,6 +436,12 @@ void CpuBackend::matmul_timed(const TensorView& w, const float* x, int64_t n_tok
   phase_.matmul_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void CpuBackend::matmul_shared_timed(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  matmul_shared_input(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool_);
+  phase_.matmul_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // One forward pass: embed, then per layer the attention and the FFN block (residuals in x_),
 // then the logits of the wanted rows.
 void CpuBackend::forward(const BatchView& batch, float* logits) {
@@ -506,9 +512,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
   const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
   for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
-  matmul_timed(L.wq, xn_.data(), n, q_.data());
-  matmul_timed(L.wk, xn_.data(), n, k_.data());
-  matmul_timed(L.wv, xn_.data(), n, v_.data());
+  matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
   const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
   // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
   const bool rope_now = !sink_mode();
@@ -560,8 +564,7 @@ void CpuBackend::ffn_block(int32_t il, int32_t n) {
   const ModelConfig& c = model_->config;
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int64_t E = c.n_embd, F = c.n_ff;
-  matmul_timed(L.w_gate, xn_.data(), n, gate_.data());
-  matmul_timed(L.w_up, xn_.data(), n, up_.data());
+  matmul_shared_timed({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
   ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
   matmul_timed(L.w_down, gate_.data(), n, o_.data());
   for (int32_t t = 0; t < n; ++t) {

@@ -14,11 +14,13 @@
 // is what lets generation stream on with bounded memory. The cost is one rotation per visible
 // key per query head, from a cos/sin table of sinks + window rows.
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "cpu/cpu_kv_storage.h"
+#include "cpu/matmul.h"
 #include "cpu/query_tiles.h"
 #include "cpu/thread_pool.h"
 #include "engine/backend.h"
@@ -131,6 +133,8 @@ class CpuBackend : public Backend {
   bool plan_tiles(const BatchView& batch);
   int64_t mean_visible_keys(int32_t layer, const BatchView& batch) const;
   void matmul_timed(const TensorView& w, const float* x, int64_t n_tokens, float* y);
+  // Several weights against the same x (cpu/matmul.h: one pool hand-off per decode step).
+  void matmul_shared_timed(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens);
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "cpu/gemv.h"
 #include "cpu/quant_dot.h"
 #include "cpu/thread_pool.h"
 
@@ -51,6 +52,12 @@ void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y
     }
   }
 
+  // One token (decode): the multi-row GEMV, bit for bit the vec-dot below on a native build.
+  if (allow_gemm && n_tokens == 1 && gemv_handles(type)) {
+    gemv(w, xb, y, pool);
+    return;
+  }
+
   const int64_t n_tiles = (n_out + kTileRows - 1) / kTileRows;
   pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
@@ -69,6 +76,25 @@ void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y
 
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   matmul_impl(w, x, n_tokens, y, pool, true);
+}
+
+void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  bool fused = n_tokens == 1 && targets.size() > 1 && targets.size() <= 8;
+  for (const MatmulTarget& t : targets)
+    fused = fused && gemv_handles(t.w->type()) && t.w->ne(0) == targets[0].w->ne(0);
+  if (!fused) {
+    for (const MatmulTarget& t : targets) matmul(*t.w, x, n_tokens, t.y, pool);
+    return;
+  }
+  // Every GEMV type rounds its activations to Q8_0 blocks: one conversion serves all.
+  const GgmlType type = targets[0].w->type();
+  const int64_t n_in = targets[0].w->ne(0);
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(vec_dot_row_bytes(type, n_in));
+  convert_activations(type, x, buffer.data(), n_in);
+  GemvTarget g[8];
+  for (size_t i = 0; i < targets.size(); ++i) g[i] = {*targets[i].w, targets[i].y};
+  gemv_multi(std::span<const GemvTarget>(g, targets.size()), buffer.data(), pool);
 }
 
 void matmul_vec_dot(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -36,7 +36,7 @@ void ThreadPool::run_chunks(uint32_t gen, const Job& job, int participant) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int chunks_per_thread) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, n, 0);
@@ -44,7 +44,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   uint32_t gen;
   // A few chunks per thread balances uneven rows without much claiming overhead.
-  const Job job{&fn, n, static_cast<uint32_t>(std::min<int64_t>(n, 4LL * n_threads_))};
+  const Job job{&fn, n, static_cast<uint32_t>(std::min<int64_t>(n, static_cast<int64_t>(std::max(1, chunks_per_thread)) * n_threads_))};
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = job;

@@ -24,7 +24,10 @@ class ThreadPool {
   // fn(begin, end, participant) over disjoint chunks covering [0, n); participant is in
   // [0, size()) and unique among concurrent calls (for per-thread scratch). Returns when all
   // chunks are done. Not reentrant: one parallel_for at a time per pool.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
+  // chunks_per_thread: how finely [0, n) is cut for claiming (at most n chunks). More chunks
+  // cost one atomic claim each and shorten the wait for the last one, which matters when a
+  // participant is descheduled mid-chunk on a busy machine.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int chunks_per_thread = 4);
 
  private:
   // One parallel_for call. Each participant works from its own copy, taken under mu_, so a

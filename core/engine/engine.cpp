@@ -125,7 +125,7 @@ bool Engine::step() {
   build_batch(out, *kv_, requests_, batch);
   if (evictor_) evictor_->annotate(out, batch.view);
   counters_.tokens_prefilled += batch.prefilled_tokens;
-  const std::vector<float> logits = forward(out, batch);
+  const std::vector<float>& logits = forward(out, batch);
   sched_->on_step_done(out);
   ++counters_.steps;
   postprocess(out, batch, logits);
@@ -146,12 +146,18 @@ void Engine::apply_scheduler_verdicts(const SchedulerOutput& out) {
   counters_.preemptions += out.preempted.size();
 }
 
-std::vector<float> Engine::forward(const SchedulerOutput& out, StepBatch& batch) {
+const std::vector<float>& Engine::forward(const SchedulerOutput& out, StepBatch& batch) {
   backend_->release_blocks(out.released);  // first: a released block may be a copy's destination now
   backend_->copy_blocks(out.copies);
-  std::vector<float> logits(batch.view.logits_rows.size() * static_cast<size_t>(model_->config.n_vocab));
-  if (batch.view.n_tokens() > 0) backend_->forward(batch.view, logits.data());
-  return logits;
+  // One buffer across steps: a fresh zeroed 1 MB vector per decode step (gemma's 262144
+  // logits) was an mmap, page faults and a memset every token. The backend writes every row
+  // it is asked for. A buffer grown by a prompt-logits prefill is given back once steps need
+  // far less.
+  const size_t n = batch.view.logits_rows.size() * static_cast<size_t>(model_->config.n_vocab);
+  if (logits_.capacity() > 4 * n + (size_t{1} << 20)) logits_ = std::vector<float>();
+  logits_.resize(n);
+  if (batch.view.n_tokens() > 0) backend_->forward(batch.view, logits_.data());
+  return logits_;
 }
 
 void Engine::postprocess(const SchedulerOutput& out, const StepBatch& batch, const std::vector<float>& logits) {

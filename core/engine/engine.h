@@ -94,7 +94,7 @@ class Engine {
   using Requests = std::unordered_map<SeqId, std::unique_ptr<RequestRecord>>;
   // step(), in order:
   void apply_scheduler_verdicts(const SchedulerOutput& out);  // rejections, length caps, preemptions
-  std::vector<float> forward(const SchedulerOutput& out, StepBatch& batch);
+  const std::vector<float>& forward(const SchedulerOutput& out, StepBatch& batch);  // into logits_
   void postprocess(const SchedulerOutput& out, const StepBatch& batch, const std::vector<float>& logits);
   void sample_next(RequestRecord& rt, std::span<const float> logits, Clock::time_point now);
   void record_scheduler_events(const SchedulerOutput& out);
@@ -125,6 +125,7 @@ class Engine {
   SeqId next_id_ = 1;
   uint64_t arrival_counter_ = 0;
   EngineCounters counters_;
+  std::vector<float> logits_;  // the last step's logits (forward), reused across steps
   EngineCallbacks callbacks_;
   Clock::time_point start_;
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s

@@ -2,15 +2,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <unordered_set>
 
 namespace kvscope {
 
+// The first index holding the largest value (NaN never wins, except that a NaN at index 0
+// is returned when nothing compares greater, as in a running "greater than best" scan). The
+// running scan is one dependent compare per element (262144 a step on gemma); here the maximum
+// comes from 16 independent lanes (each starting at element 0, so a NaN there poisons them all,
+// and no other NaN is ever taken), then one pass finds its first occurrence (-0 == +0).
 TokenId argmax_token(std::span<const float> logits) {
-  TokenId best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<TokenId>(i);
-  return best;
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  // A GCC/Clang vector type: one zmm (or 2-4 narrower registers in a portable build).
+  constexpr size_t kLanes = 16;
+  typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+  Lanes acc;
+  for (size_t j = 0; j < kLanes; ++j) acc[j] = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Lanes v;
+    std::memcpy(&v, logits.data() + i, sizeof v);
+    acc = v > acc ? v : acc;
+  }
+  float lane[kLanes];
+  std::memcpy(lane, &acc, sizeof lane);
+  float m = lane[0];
+  for (size_t j = 1; j < kLanes; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = logits[i] > m ? logits[i] : m;
+  for (size_t k = 0; k < n; ++k)
+    if (logits[k] == m) return static_cast<TokenId>(k);
+  return 0;  // logits[0] is NaN
 }
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
