@@ -33,7 +33,9 @@ kvscope is timed with `kvscope-cli bench --reps 1` (a warm-up run, then a timed 
 
 Beyond the two engines (issue 14), in the same script and the same alternation:
   * kvscope's previous matmul path (one vec-dot per weight row and token) as a third engine,
-    `kvscope-vecdot`: the same binary with KVSCOPE_GEMM=off, so old and new are side by side;
+    `kvscope-vecdot`: the same binary with KVSCOPE_GEMM=off and KVSCOPE_GEMV=off (prefill and
+    decode both on the one-row vec-dot, the fused Q/K/V hand-off off too), so old and new are
+    side by side;
   * several prompt lengths (--prompt-len 128,512);
   * batched decode (`kvscope-cli bench --no-single --no-paging --batches 1,16`), new and old path
     alternating, tokens/s and the batch-16 / batch-1 ratio (--batch-model: which models);
@@ -453,7 +455,7 @@ def bench_model(args, model: Path, bandwidth_gbs: float | None) -> list[dict]:
     engines = [("kvscope", kv)]
     if args.old_path:
         engines.append(("kvscope_vecdot", KvscopeEngine(args.kvscope_cli, model, args.threads, args.kvscope_timing,
-                                                         env={"KVSCOPE_GEMM": "off"}, name="kvscope-vecdot")))
+                                                         env={"KVSCOPE_GEMM": "off", "KVSCOPE_GEMV": "off"}, name="kvscope-vecdot")))
     info = kv.describe()
     n_vocab, bos = int(info["n_vocab"]), int(info["bos"])
     max_len = max(args.prompt_lens)
@@ -568,7 +570,7 @@ def main() -> int:
                          "medians use the quiet samples when at least half (and >= 3) are quiet")
     ap.add_argument("--out", type=Path, default=None, help="JSON output (default benchmarks/results/<date>.json)")
     ap.add_argument("--old-path", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time kvscope's vec-dot matmul path (KVSCOPE_GEMM=off) as engine kvscope_vecdot")
+                    help="also time kvscope's vec-dot matmul path (KVSCOPE_GEMM=off KVSCOPE_GEMV=off) as engine kvscope_vecdot")
     ap.add_argument("--gemm-bench", type=Path, default=None, help="benchmarks/gemm_bench binary: GEMM GOP/s, int8 peak, bandwidth")
     ap.add_argument("--batch-model", action="append", default=[],
                     help="run batched decode on models whose file name contains this (repeatable)")
