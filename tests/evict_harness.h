@@ -80,6 +80,10 @@ struct Driven {
   // Computes toks [from, to) as one batch (allocating their slots) and returns the last logits.
   std::vector<float> feed(int32_t from, int32_t to, bool record = false) {
     if (!kv.allocate_slots(1, toks, to - from)) throw std::runtime_error("pool full");
+    return compute(from, to, record);
+  }
+  // Computes toks [from, to) again in the slots and rows they hold now (after a compaction).
+  std::vector<float> compute(int32_t from, int32_t to, bool record = false) {
     BatchView b;
     const auto table = kv.block_table(1);
     b.block_tables.push_back(table);

@@ -258,17 +258,7 @@ class TestEvict : public QObject {
     QCOMPARE(dr.kv.seq_holes(1), 0);
     QVERIFY(dr.kv.cache_row(1, 60) < 60);
     // Re-feed position 60 at its new row (the table now ends at it).
-    BatchView b;
-    b.block_tables.push_back(dr.kv.block_table(1));
-    b.tokens = {dr.toks[60]};
-    b.positions = {60};
-    b.rows = {dr.kv.cache_row(1, 60)};
-    b.slot_mapping = {dr.kv.slot(1, 60)};
-    b.seq_index = {0};
-    b.holes = dr.kv.hole_mask();
-    b.logits_rows = {0};
-    std::vector<float> after(before.size());
-    dr.be.forward(b, after.data());
+    const std::vector<float> after = dr.compute(60, 61);
     QVERIFY(before == after);
   }
 
