@@ -14,7 +14,9 @@ EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
 
   frameClock_.setInterval(kFrameMs);
   connect(&frameClock_, &QTimer::timeout, this, [this] { worker_->requestFrame(); });
-  connect(worker_, &EngineWorker::snapshotReady, this, [this](const SnapshotPtr& s, const EventBatch& ev) {
+  connect(worker_, &EngineWorker::snapshotReady, this, [this] {
+    auto [s, ev] = worker_->takeSnapshot();
+    if (!s) return;
     latest_ = s;
     emit snapshot(s, ev);  // panels only store the pointer and schedule a repaint
   });

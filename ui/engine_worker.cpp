@@ -487,7 +487,19 @@ void EngineWorker::deliverSnapshot(bool force) {
   flushText();  // the text of the steps this snapshot shows
   // The published snapshot, or a fresh one if a command (submit, cancel) changed the state
   // since the last step.
-  emit snapshotReady(engine_->snapshot(), batch);
+  {
+    std::lock_guard<std::mutex> lk(framesMu_);
+    frames_.emplace_back(engine_->snapshot(), std::move(batch));
+  }
+  emit snapshotReady();
+}
+
+std::pair<SnapshotPtr, EventBatch> EngineWorker::takeSnapshot() {
+  std::lock_guard<std::mutex> lk(framesMu_);
+  if (frames_.empty()) return {};
+  auto frame = std::move(frames_.front());
+  frames_.pop_front();
+  return frame;
 }
 
 void EngineWorker::queueText(SeqId id, std::string text) {

@@ -1,9 +1,9 @@
 #pragma once
 // The engine's home thread. EngineWorker owns the Model and the Engine and is the only code that
 // touches them; it lives on its own QThread (see EngineHost), takes commands as queued calls and
-// sends immutable snapshots, streamed tokens and finished turns out as queued signals — the
-// Mandelbrot-example pattern: no shared mutable state but two atomic flags (stop, frame wanted),
-// the UI thread never waits on a step.
+// sends immutable snapshots (through a mutex-guarded queue, see frames_), streamed tokens and
+// finished turns out as queued signals — the Mandelbrot-example pattern: no shared mutable state
+// but two atomic flags (stop, frame wanted) and that queue; the UI thread never waits on a step.
 //
 // Stepping is driven by a zero-interval timer instead of a loop so that commands (cancel, pause,
 // a new chat message) interleave with steps: each timer tick runs exactly one Engine::step()
@@ -13,7 +13,9 @@
 #include <QObject>
 #include <QTimer>
 #include <atomic>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,6 +43,9 @@ class EngineWorker : public QObject {
   // Thread-safe: the UI is ready for its next frame; the step that comes next sends the newest
   // snapshot (with the events and text of every step since the previous one).
   void requestFrame() { frameWanted_.store(true); }
+  // Thread-safe: the oldest snapshot (with its block events) that snapshotReady announced and
+  // nobody took yet; empty pointers when none is waiting.
+  std::pair<SnapshotPtr, EventBatch> takeSnapshot();
 
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
@@ -82,7 +87,8 @@ class EngineWorker : public QObject {
   // snapshot (sent with each one and when the sequence finishes), not one signal per token.
   void tokenStreamed(qint64 seq, const QString& piece);
   void requestFinished(const kvscope::ui::TurnStats& stats);
-  void snapshotReady(const kvscope::SnapshotPtr& snap, const kvscope::ui::EventBatch& events);
+  // One per snapshot put in the hand-off queue: the receiver takes it with takeSnapshot().
+  void snapshotReady();
   void workloadProgress(int done, int total);
   void runningChanged(bool stepping);                 // the step loop started / went idle
   void pausedChanged(bool paused);
@@ -109,6 +115,13 @@ class EngineWorker : public QObject {
   void servingWake();                                  // an HTTP thread submitted or cancelled
 
   std::shared_ptr<serve::ServingQueue> serving_;
+
+  // Snapshots cross to the UI thread through this queue, not as queued signal arguments: Qt
+  // orders a queued argument's copy with a futex that ThreadSanitizer cannot see, so the GUI's
+  // read of the pointer was reported as a race now and then (the copying side's stack lost);
+  // a std::mutex is visible to it. A FIFO, so snapshots and streamed text keep their order.
+  std::mutex framesMu_;
+  std::deque<std::pair<SnapshotPtr, EventBatch>> frames_;
 
   int nThreads_;
   BackendChoice backend_ = BackendChoice::Auto;
