@@ -111,6 +111,8 @@ KvCodecId codec_for(KvDtype t) {
   if (n == "fp8_e4m3") return KvCodecId::FP8_E4M3;
   if (n == "fp8_e5m2") return KvCodecId::FP8_E5M2;
   if (packed_for(t) != PackedKv::None) return KvCodecId::F32;
+  if (n == "rot4c")  // block centering needs the residual and a completion kernel the device does not have yet
+    throw std::invalid_argument("CUDA backend: --kv-dtype rot4c runs on the CPU backend only (rot4 is the CUDA form)");
   throw std::invalid_argument("CUDA backend: unsupported KV dtype " + n + " (supported: " + kv_dtype_choices() + ")");
 }
 

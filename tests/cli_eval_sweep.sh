@@ -97,7 +97,7 @@ PY
 [ "$?" = 2 ] || fail "a negative --kivi-residual must be a usage error"
 "$cli" generate --model "$model" --prompt "Once" -n 4 --kv-dtype int8 --kivi-residual 32 >/dev/null 2>"$tmp/err"
 [ "$?" != 0 ] || fail "generate accepted --kivi-residual with int8"
-grep -q "kivi4 or kivi2 only" "$tmp/err" || fail "generate --kivi-residual with int8: no reason given"
+grep -q "kivi4, kivi2 or rot4c only" "$tmp/err" || fail "generate --kivi-residual with int8: no reason given"
 "$cli" generate --model "$model" --prompt "Once upon a time" -n 40 --kv-dtype kivi4 --kivi-residual 32 --threads 2 >/dev/null 2>"$tmp/err" ||
   fail "generate with kivi4 --kivi-residual 32: exit code $?"
 grep -q "KIVI residual 32 tokens in f16" "$tmp/err" || fail "the start-up line does not name the residual"

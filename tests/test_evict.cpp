@@ -322,7 +322,9 @@ class TestEvict : public QObject {
     c.sinks = 2;
     QVERIFY(problem(c).empty());  // sinks without a window: fine with eviction
     c.kv_dtype = KvDtype::KIVI4;
-    QVERIFY(problem(c).find("KIVI") != std::string::npos);
+    QVERIFY(problem(c).find("single slots of kivi4 blocks") != std::string::npos);
+    c.kv_dtype = KvDtype::ROT4C;  // centered per block: a moved slot would keep another block's center
+    QVERIFY(problem(c).find("single slots of rot4c blocks") != std::string::npos);
     c.kv_dtype = KvDtype::F32;
     c.contiguous_baseline = true;
     QVERIFY(problem(c).find("paged cache") != std::string::npos);

@@ -455,7 +455,7 @@ class TestKiviResidual : public QObject {
     QVERIFY(problems().find("smaller than the context (512 tokens)") != std::string::npos);
     cfg.kivi_residual = 64;
     cfg.kv_dtype = KvDtype::INT4;
-    QVERIFY(problems().find("applies to --kv-dtype kivi4 or kivi2 only, not int4") != std::string::npos);
+    QVERIFY(problems().find("applies to --kv-dtype kivi4, kivi2 or rot4c only (formats quantized per block), not int4") != std::string::npos);
     cfg.kv_dtype = KvDtype::KIVI2;
     cfg.contiguous_baseline = true;
     QVERIFY(problems().find("needs the paged cache") != std::string::npos);

@@ -102,7 +102,8 @@ void round_trip(KvDtype t, const std::vector<float>& x, std::vector<float>& y) {
     case KvDtype::INT4:
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
-    case KvDtype::ROT4: QFAIL("per-tile formats: tests/test_kv_quant4.cpp"); break;
+    case KvDtype::ROT4:
+    case KvDtype::ROT4C: QFAIL("per-tile formats: tests/test_kv_quant4.cpp"); break;
   }
 }
 

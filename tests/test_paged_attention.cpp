@@ -172,7 +172,7 @@ class TestPagedAttention : public QObject {
     auto m = load("synthetic/synth-gemma3-f32.gguf");
     PagingProbe ref(m, 300, 16, KvDtype::F32, 2, 3);
     std::vector<float> want(static_cast<size_t>(ref.q_dim())), got(want.size());
-    for (KvDtype dt : {KvDtype::INT4, KvDtype::ROT4, KvDtype::KIVI4, KvDtype::KIVI2}) {
+    for (KvDtype dt : {KvDtype::INT4, KvDtype::ROT4, KvDtype::ROT4C, KvDtype::KIVI4, KvDtype::KIVI2}) {
       PagingProbe probe(m, 300, 16, dt, 2, 3);
       QVERIFY(!probe.has_contiguous());
       QVERIFY_THROWS_EXCEPTION(std::logic_error, probe.contiguous(0, got.data()));

@@ -89,11 +89,11 @@ QList<Lesson> make_lessons() {
   l.push_back({.number = 8, .title = tr("Quantization"), .settings = {{QStringLiteral("kv-dtype"), QStringLiteral("int8")}}, .scenario = QStringLiteral("tiny-completions"),
                .steps = {tr("Storing keys and values in fewer bits fits more tokens in the same memory."),
                 tr("int8 and fp8 use 1 byte per element plus one scale per vector: about a quarter of f32. The 4-bit "
-                   "formats go further: int4, rot4 (rotated first, so outlier channels hurt less), kivi4 and kivi2 "
-                   "(keys per channel, values per token)."),
+                   "formats go further: int4, rot4 (rotated first, so outlier channels hurt less), rot4c (rot4 with "
+                   "each block's keys centered first), kivi4 and kivi2 (keys per channel, values per token)."),
                 tr("Hover the KV dtype list in Settings for each format's bytes per token on the loaded model."),
                 tr("Fewer bits cost accuracy. Compare is set to B = kivi4 with a quality run: Run it for bytes against "
-                   "KL. Try B = f32, rot4 or kivi2 too.")},
+                   "KL. Try B = f32, rot4, rot4c or kivi2 too.")},
                .lookAt = QStringLiteral("compareDock"), .compareB = {{QStringLiteral("dtype"), QStringLiteral("kivi4")}, {QStringLiteral("quality"), QStringLiteral("on")}}});
   return l;
 }

@@ -73,6 +73,10 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
     case KvDtype::ROT4:
       what = QObject::tr("4 bits per element after a fixed Walsh-Hadamard rotation (spreads outlier channels), f16 scale per group");
       break;
+    case KvDtype::ROT4C:
+      what = QObject::tr("rot4 with each block's keys centered on their mean first and scales fitted to the least error; "
+                         "a filling block stays in f16 (CPU backend)");
+      break;
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
       what = QObject::tr("KIVI, %1 bits: keys per channel over each block, values per token; a filling block stays in f16")

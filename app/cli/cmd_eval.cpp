@@ -79,7 +79,7 @@ std::vector<KvDtype> parse_dtype_list(const std::string& list) {
   return out;
 }
 
-// --kivi-residual R or R1,R2,...: every KIVI dtype of the list runs once per R, the others once.
+// --kivi-residual R or R1,R2,...: every block-quantized dtype (kivi4, kivi2, rot4c) of the list runs once per R, the others once.
 std::vector<int32_t> parse_residual_list(const std::string& list) {
   std::vector<int32_t> out;
   std::stringstream ss(list);
@@ -172,7 +172,7 @@ int cmd_eval(int argc, char** argv, int first) {
   try {
     ref = eval_text(lm.model, tokens, ref_cfg);
     for (KvDtype t : dtypes)
-      for (size_t ri = 0; ri < (kv_dtype_kivi(t) ? residuals.size() : 1); ++ri)
+      for (size_t ri = 0; ri < (kv_dtype_block_quantized(t) ? residuals.size() : 1); ++ri)
         for (const EvictConfig& e : evicts) {
           cfgs.push_back(cfg);
           cfgs.back().kv_dtype = t;

@@ -35,7 +35,7 @@ int cmd_generate(int argc, char** argv, int first) {
     std::cout << "kvscope-cli generate [--model M] [--prompt TEXT | --prompt-ids 1,2,3] [-n N] [--json]\n"
                  "  [--ignore-eos] [--logits-out FILE] [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S]\n"
                  "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D]\n"
-                 "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2: the newest R tokens beyond the filling block stay f16)\n";
+                 "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n";
     return 0;
   }
   LoadedModel lm = load_model(a);

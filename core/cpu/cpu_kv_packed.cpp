@@ -1,4 +1,4 @@
-// CpuKvStorage's store and decode for the packed 4/2-bit dtypes (int4, rot4, kivi4, kivi2):
+// CpuKvStorage's store and decode for the packed 4/2-bit dtypes (int4, rot4, rot4c, kivi4, kivi2):
 // codecs in cpu/kv_quant4.h, tile geometry in kv/kv_dtype.h, the KIVI residual in cpu_kv_storage.h.
 #include <algorithm>
 #include <cstring>
@@ -19,7 +19,14 @@ void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int
     kvq4::rotate(r, d);
     return kvq4::encode_int4_row(r, d, group_, tile_ptr(layer, is_value, block, head, off));
   }
-  // KIVI: into the f16 residual; the block is quantized when its last slot arrives.
+  // KIVI and rot4c (rotated first): into the f16 residual; the block is quantized when its last
+  // slot arrives.
+  float rotated[512];
+  if (t == KvDtype::ROT4C) {
+    std::copy(x, x + d, rotated);
+    kvq4::rotate(rotated, d);
+    x = rotated;
+  }
   const int32_t bs = layout_.block_size, tiles = 2 * layout_.n_head_kv;
   auto [it, fresh] = residual_.try_emplace(residual_key(layer, block));
   Residual& r = it->second;
@@ -37,7 +44,7 @@ void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int
   for (int32_t i = 0; i < d; ++i) row[i] = fp32_to_fp16(x[i]);
   if (off != bs - 1 || layout_.kivi_residual > 0) return;  // R > 0: complete_block decides when
   if (defer_) return pending_.push_back({layer, block, head, is_value});
-  complete_kivi_tile(layer, is_value, block, head, r);
+  complete_tile(layer, is_value, block, head, r);
   if (r.n_done == tiles) residual_.erase(it);
 }
 
@@ -51,7 +58,7 @@ void CpuKvStorage::complete_deferred(int32_t layer) {
     }
     const auto it = residual_.find(residual_key(p.layer, p.block));
     if (it == residual_.end() || it->second.done[static_cast<size_t>(p.is_value) * layout_.n_head_kv + p.head]) continue;
-    complete_kivi_tile(p.layer, p.is_value, p.block, p.head, it->second);
+    complete_tile(p.layer, p.is_value, p.block, p.head, it->second);
     if (it->second.n_done == tiles) residual_.erase(it);
   }
   pending_.resize(kept);
@@ -62,7 +69,7 @@ void CpuKvStorage::complete_block(int32_t layer, int32_t block) {
   if (it == residual_.end()) return;
   for (int is_v = 0; is_v < 2; ++is_v)
     for (int32_t h = 0; h < layout_.n_head_kv; ++h)
-      if (!it->second.done[static_cast<size_t>(is_v) * layout_.n_head_kv + h]) complete_kivi_tile(layer, is_v, block, h, it->second);
+      if (!it->second.done[static_cast<size_t>(is_v) * layout_.n_head_kv + h]) complete_tile(layer, is_v, block, h, it->second);
   residual_.erase(it);
 }
 
@@ -70,14 +77,19 @@ void CpuKvStorage::release_block(int32_t block) {
   for (int32_t l = 0; l < layout_.n_layer; ++l) residual_.erase(residual_key(l, block));
 }
 
-// The block's last slot is in: quantize its keys per channel over the block's tokens and its
-// values per token, from the f16 residual.
-void CpuKvStorage::complete_kivi_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r) {
+// The block's last slot is in: quantize it from the f16 residual. KIVI: keys per channel over
+// the block's tokens, values per token. rot4c (rows already rotated): keys centered on the
+// block's mean, then every row with fitted per-group scales.
+void CpuKvStorage::complete_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r) {
   const int32_t d = layout_.head_dim, bs = layout_.block_size, bits = kv_code_bits(layout_.dtype);
   std::vector<float> rows(static_cast<size_t>(bs) * d);
   kvq4::decode_f16_rows(residual_rows(r, is_value, head), bs, d, rows.data());
   uint8_t* base = tile_ptr(layer, is_value, block, head, 0);
-  if (!is_value) {
+  if (layout_.dtype == KvDtype::ROT4C) {
+    if (!is_value) kvq4::center_rows(rows.data(), bs, d, base + bs * row_bytes_[0]);
+    for (int32_t s = 0; s < bs; ++s)
+      kvq4::encode_int4_row_fitted(rows.data() + static_cast<int64_t>(s) * d, d, group_, base + s * row_bytes_[is_value]);
+  } else if (!is_value) {
     kvq4::encode_channel_tile(rows.data(), bs, d, bits, base, row_bytes_[0], base + bs * row_bytes_[0]);
   } else {
     for (int32_t s = 0; s < bs; ++s) kvq4::encode_asym_row(rows.data() + static_cast<int64_t>(s) * d, d, group_, bits, base + s * row_bytes_[1]);
@@ -104,6 +116,12 @@ void CpuKvStorage::decode_packed(int32_t layer, bool is_value, int32_t block, in
       it != residual_.end() && !it->second.done[static_cast<size_t>(is_value) * layout_.n_head_kv + head]) {
     auto& r = const_cast<Residual&>(it->second);  // residual_rows hands out a mutable pointer; only read here
     kvq4::decode_f16_rows(residual_rows(r, is_value, head) + static_cast<int64_t>(slot) * d, n, d, dst);
+    return;
+  }
+  if (t == KvDtype::ROT4C) {  // rotated basis, as rot4; keys get their block's center back
+    const uint8_t* base = tile_ptr(layer, is_value, block, head, 0);
+    kvq4::decode_int4_rows(base + slot * row_bytes_[is_value], row_bytes_[is_value], n, d, group_, dst);
+    if (!is_value) kvq4::add_center(base + layout_.block_size * row_bytes_[0], n, d, dst);
     return;
   }
   if (!is_value) {

@@ -151,6 +151,7 @@ float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst) {
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
     case KvDtype::ROT4:
+    case KvDtype::ROT4C:
       break;  // tile formats: CpuKvStorage::store_packed
   }
   throw std::invalid_argument(std::string("kv_encode_vector: ") + kv_dtype_name(dtype) +
@@ -210,6 +211,7 @@ void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, co
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
     case KvDtype::ROT4:
+    case KvDtype::ROT4C:
       break;
   }
   throw std::invalid_argument(std::string("kv_decode_vectors: ") + kv_dtype_name(dtype) +
@@ -249,12 +251,12 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
           std::memcpy(scale_ptr(l, is_v, dst_block, h, 0), scale_ptr(l, is_v, src_block, h, 0),
                       sizeof(float) * static_cast<size_t>(n_slots));
       }
-  if (kv_dtype_kivi(layout_.dtype))
+  if (kv_dtype_block_quantized(layout_.dtype))
     for (int32_t l = 0; l < layout_.n_layer; ++l) copy_residual(l, src_block, dst_block);
 }
 
 void CpuKvStorage::copy_slot(int64_t src_slot, int64_t dst_slot) {
-  if (kv_dtype_kivi(layout_.dtype)) throw std::invalid_argument("KIVI blocks cannot move single slots (keys are quantized per block)");
+  if (kv_dtype_block_quantized(layout_.dtype)) throw std::invalid_argument(std::string(kv_dtype_name(layout_.dtype)) + " blocks cannot move single slots (keys are quantized per block)");
   const int64_t bs = layout_.block_size;
   const auto sb = static_cast<int32_t>(src_slot / bs), so = static_cast<int32_t>(src_slot % bs);
   const auto db = static_cast<int32_t>(dst_slot / bs), dof = static_cast<int32_t>(dst_slot % bs);

@@ -3,7 +3,8 @@
 // plus, for the scaled 8-bit dtypes, parallel f32 scale arrays [block][kv_head][slot] (one scale
 // per stored head vector, see kv/kv_quant.h). The packed 4/2-bit dtypes (cpu/kv_quant4.h) keep
 // their f16 parameters inside the tile: a tile is block_size rows of kv_row_bytes, then
-// kv_tile_extra_bytes (KIVI keys' per-channel parameters). KIVI's residual: while a block fills,
+// kv_tile_extra_bytes (KIVI keys' per-channel parameters, rot4c keys' center). KIVI's residual
+// (rot4c uses it the same way, kv_dtype_block_quantized): while a block fills,
 // its tokens live in f16 in a side table keyed by (layer, block); when the block's last slot is
 // written the block is quantized (keys per channel over the block, values per token) and the
 // residual freed. Full blocks (the only ones the prefix cache shares) are never rewritten.
@@ -120,7 +121,7 @@ class CpuKvStorage {
   };
   void store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head, const float* x);
   void decode_packed(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n, float* dst) const;
-  void complete_kivi_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r);
+  void complete_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r);
   void copy_residual(int32_t layer, int32_t src_block, int32_t dst_block);
   int64_t residual_key(int32_t layer, int32_t block) const { return static_cast<int64_t>(layer) * layout_.num_blocks + block; }
   uint16_t* residual_rows(Residual& r, bool is_value, int32_t head) const {

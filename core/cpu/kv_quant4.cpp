@@ -125,6 +125,51 @@ void unrotate(float* x, int32_t d) {
   multiply_signs(x, d, 1.0f / std::sqrt(static_cast<float>(d)));
 }
 
+void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row) {
+  uint8_t* scales = row + d / 2;
+  std::memset(row, 0, static_cast<size_t>(d / 2));
+  for (int32_t g0 = 0; g0 < d; g0 += g) {
+    float amax = 0.0f;
+    for (int32_t i = g0; i < g0 + g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    float best = 0.0f, best_err = INFINITY;
+    for (int32_t step = 0; step <= 12 && amax > 0.0f; ++step)
+      for (const float sign : {1.0f, -1.0f}) {  // -1: the -8 code lands on the positive side
+        const float s = sign * fp16_to_fp32(f16_of(amax / (static_cast<float>(kInt4Max) + 0.25f * static_cast<float>(step))));
+        if (s == 0.0f) continue;
+        float err = 0.0f;
+        for (int32_t i = g0; i < g0 + g; ++i) {
+          const float e = x[i] - s * static_cast<float>(round_clamp(x[i] / s, -8, kInt4Max));
+          err += e * e;
+        }
+        if (err < best_err) best_err = err, best = s;
+      }
+    put_f16(scales + 2 * (g0 / g), best);
+    for (int32_t i = g0; i < g0 + g; ++i) {
+      const int32_t q = best != 0.0f ? round_clamp(x[i] / best, -8, kInt4Max) : 0;
+      put_code(row, i, 4, static_cast<uint32_t>(q + 8));
+    }
+  }
+}
+
+void center_rows(float* x, int32_t n, int32_t d, uint8_t* center) {
+  for (int32_t c = 0; c < d; ++c) {
+    double sum = 0.0;
+    for (int32_t r = 0; r < n; ++r) sum += x[static_cast<int64_t>(r) * d + c];
+    put_f16(center + 2 * c, std::fmax(static_cast<float>(sum / n), -kF16Max));
+    const float m = f32_of(center + 2 * c);
+    for (int32_t r = 0; r < n; ++r) x[static_cast<int64_t>(r) * d + c] -= m;
+  }
+}
+
+void add_center(const uint8_t* center, int32_t n, int32_t d, float* y) {
+  float m[kMaxRotationDim];
+  for (int32_t c = 0; c < d; ++c) m[c] = f32_of(center + 2 * c);
+  for (int32_t r = 0; r < n; ++r) {
+    float* __restrict row = y + static_cast<int64_t>(r) * d;
+    for (int32_t c = 0; c < d; ++c) row[c] += m[c];
+  }
+}
+
 void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
   uint8_t* scales = row + d / 2;
   std::memset(row, 0, static_cast<size_t>(d / 2));

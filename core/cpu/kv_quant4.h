@@ -20,6 +20,17 @@ float rotation_sign(int32_t i);      // D's i-th entry, +1 or -1
 // Symmetric 4-bit, one f16 scale per group of g channels. row: [d/2 code bytes][d/g f16 scales].
 void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row);
 void decode_int4_row(const uint8_t* row, int32_t d, int32_t g, float* y);
+// The same row format with each group's scale fitted (rot4c): of the scales +-amax/r, r = 7 to
+// 10 in steps of 1/4, the one whose codes (-8..7: the 16th level int4 leaves unused) give the
+// least squared error. r = +7 is encode_int4_row's scale with the same codes, so the error is
+// never larger than its. Decodes with decode_int4_row(s).
+void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row);
+
+// rot4c's key centering over the n rows x[n][d] of a block: the per-channel mean, stored as d
+// f16 values at `center`, is subtracted from every row as stored (f16-rounded), so decoding adds
+// back exactly what was taken away.
+void center_rows(float* x, int32_t n, int32_t d, uint8_t* center);
+void add_center(const uint8_t* center, int32_t n, int32_t d, float* y);  // y[n][d] += center
 
 // Asymmetric `bits`-bit (4 or 2) per token, f16 scale and f16 min per group of g channels (KIVI's
 // values). row: [d*bits/8 code bytes][d/g x (f16 scale, f16 min)].

@@ -79,7 +79,8 @@ void check_evict(const EngineConfig& c, const ModelConfig& model, Problems& p) {
   if (c.contiguous_baseline) p.add("evict", "token eviction needs the paged cache (holes inside blocks), not the contiguous baseline");
   if (c.no_kv_cache) p.add("evict", "token eviction needs a KV cache (the no-KV-cache mode keeps nothing to evict)");
   if (c.hybrid_kv == HybridKvMode::On) p.add("evict", "token eviction runs on one KV group: use --hybrid-kv off (or auto)");
-  if (kv_dtype_kivi(c.kv_dtype)) p.add("evict", "token eviction cannot move single slots of KIVI blocks (keys quantized per block): use another --kv-dtype");
+  if (kv_dtype_block_quantized(c.kv_dtype)) p.add("evict", std::string("token eviction cannot move single slots of ") + kv_dtype_name(c.kv_dtype) +
+                                             " blocks (keys quantized per block): use another --kv-dtype");
 }
 
 // KIVI's residual R: a KIVI setting, on the paged cache, shorter than the context.
@@ -87,8 +88,8 @@ void check_kivi_residual(const EngineConfig& c, const ModelConfig& model, Proble
   const int32_t R = c.kivi_residual;
   if (R < 0) return p.add("kivi_residual", "the KIVI residual must be >= 0 tokens (0: only the block being filled stays in f16)");
   if (R == 0) return;
-  if (!kv_dtype_kivi(c.kv_dtype))
-    return p.add("kivi_residual", std::string("the KIVI residual (") + std::to_string(R) + " tokens) applies to --kv-dtype kivi4 or kivi2 only, not " +
+  if (!kv_dtype_block_quantized(c.kv_dtype))
+    return p.add("kivi_residual", std::string("the KIVI residual (") + std::to_string(R) + " tokens) applies to --kv-dtype kivi4, kivi2 or rot4c only (formats quantized per block), not " +
                                       kv_dtype_name(c.kv_dtype) + ": use --kivi-residual 0");
   const int64_t ctx = c.sched.max_model_len > 0 ? c.sched.max_model_len : model.n_ctx_train;
   if (ctx > 0 && R >= ctx)

@@ -32,8 +32,8 @@ KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t 
   kc.hash_salt = salt;
   kc.token_eviction = cfg.evict.on();
   // KIVI: a block enters the prefix cache once quantized, and freed blocks drop their residual.
-  kc.register_lag = kv_dtype_kivi(cfg.kv_dtype) ? cfg.kivi_residual : 0;
-  kc.report_released = kv_dtype_kivi(cfg.kv_dtype);
+  kc.register_lag = kv_dtype_block_quantized(cfg.kv_dtype) ? cfg.kivi_residual : 0;
+  kc.report_released = kv_dtype_block_quantized(cfg.kv_dtype);
   return kc;
 }
 
@@ -104,7 +104,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   layout.block_size = cfg.block_size;
   layout.dtype = cfg.kv_dtype;
   layout.quant_group = cfg.kv_quant_group;
-  layout.kivi_residual = kv_dtype_kivi(cfg.kv_dtype) ? cfg.kivi_residual : 0;
+  layout.kivi_residual = kv_dtype_block_quantized(cfg.kv_dtype) ? cfg.kivi_residual : 0;
   if (layout.kivi_residual > 0 && !backend.supports_kivi_residual())
     throw std::invalid_argument("the " + backend.name() + " backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
   const uint64_t salt = kv_cache_salt(model.file->path(), cfg.kv_dtype, cfg.kv_quant_group);

@@ -12,7 +12,7 @@ namespace {
 // line of every other setting is unchanged.
 std::string residual_note(const std::vector<KvLayout>& groups) {
   const KvLayout& L = groups[0];
-  if (!kv_dtype_kivi(L.dtype) || L.kivi_residual <= 0) return {};
+  if (!kv_dtype_block_quantized(L.dtype) || L.kivi_residual <= 0) return {};
   const int64_t blocks = (L.kivi_residual + L.block_size - 1) / L.block_size + 1;
   int64_t bytes = 0;
   for (const KvLayout& g : groups)

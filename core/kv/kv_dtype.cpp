@@ -14,6 +14,7 @@ const char* kv_dtype_name(KvDtype t) {
     case KvDtype::KIVI4: return "kivi4";
     case KvDtype::KIVI2: return "kivi2";
     case KvDtype::ROT4: return "rot4";
+    case KvDtype::ROT4C: return "rot4c";
   }
   return "?";
 }
@@ -26,7 +27,7 @@ std::optional<KvDtype> parse_kv_dtype(const std::string& s) {
 }
 
 const char* kv_dtype_choices() {
-  return "f32, f16, bf16, int8, fp8_e4m3 (alias fp8), fp8_e5m2, int4, kivi4, kivi2, rot4";
+  return "f32, f16, bf16, int8, fp8_e4m3 (alias fp8), fp8_e5m2, int4, kivi4, kivi2, rot4, rot4c";
 }
 
 int32_t kv_code_bits(KvDtype t) {
@@ -39,7 +40,8 @@ int32_t kv_code_bits(KvDtype t) {
     case KvDtype::FP8_E5M2: return 8;
     case KvDtype::INT4:
     case KvDtype::KIVI4:
-    case KvDtype::ROT4: return 4;
+    case KvDtype::ROT4:
+    case KvDtype::ROT4C: return 4;
     case KvDtype::KIVI2: return 2;
   }
   return 0;
@@ -52,7 +54,8 @@ bool kv_dtype_scaled(KvDtype t) {
 }
 bool kv_dtype_packed(KvDtype t) { return kv_code_bits(t) < 8; }
 bool kv_dtype_kivi(KvDtype t) { return t == KvDtype::KIVI4 || t == KvDtype::KIVI2; }
-bool kv_dtype_rotated(KvDtype t) { return t == KvDtype::ROT4; }
+bool kv_dtype_block_quantized(KvDtype t) { return kv_dtype_kivi(t) || t == KvDtype::ROT4C; }
+bool kv_dtype_rotated(KvDtype t) { return t == KvDtype::ROT4 || t == KvDtype::ROT4C; }
 
 int32_t kv_effective_group(int32_t group, int32_t head_dim) {
   const int32_t g = group > 0 ? group : kDefaultKvGroup;
@@ -67,9 +70,10 @@ std::string kv_format_problem(KvDtype t, int32_t head_dim, int32_t block_size, i
     return "the KV quantization group " + std::to_string(g) + " does not divide head_dim " + std::to_string(head_dim);
   if ((static_cast<int64_t>(head_dim) * kv_code_bits(t)) % 8 != 0)
     return std::string(kv_dtype_name(t)) + " needs head_dim * bits to be a whole number of bytes";
-  if (t == KvDtype::ROT4 && (head_dim & (head_dim - 1)) != 0)
-    return "rot4 needs a power-of-two head_dim (Walsh-Hadamard rotation), this model has " + std::to_string(head_dim);
-  if (block_size < 2 && kv_dtype_kivi(t)) return "kivi needs blocks of at least 2 tokens";
+  if (kv_dtype_rotated(t) && (head_dim & (head_dim - 1)) != 0)
+    return std::string(kv_dtype_name(t)) + " needs a power-of-two head_dim (Walsh-Hadamard rotation), this model has " + std::to_string(head_dim);
+  if (block_size < 2 && kv_dtype_block_quantized(t))
+    return std::string(kv_dtype_name(t)) + " needs blocks of at least 2 tokens (it quantizes whole blocks)";
   if (head_dim > 512) return std::string(kv_dtype_name(t)) + " supports head_dim up to 512";
   return {};
 }
@@ -78,13 +82,13 @@ int64_t kv_row_bytes(KvDtype t, bool is_value, int32_t head_dim, int32_t group) 
   const int64_t codes = static_cast<int64_t>(head_dim) * kv_code_bits(t) / 8;
   if (!kv_dtype_packed(t)) return codes;
   const int64_t groups = head_dim / kv_effective_group(group, head_dim);
-  if (t == KvDtype::INT4 || t == KvDtype::ROT4) return codes + 2 * groups;  // f16 scale per group
+  if (t == KvDtype::INT4 || kv_dtype_rotated(t)) return codes + 2 * groups;  // f16 scale per group
   return is_value ? codes + 4 * groups : codes;  // KIVI values: f16 scale + f16 min per group
 }
 
 int64_t kv_tile_extra_bytes(KvDtype t, bool is_value, int32_t head_dim, int32_t block_size) {
-  if (!kv_dtype_kivi(t) || is_value) return 0;
-  const int64_t params = 4LL * head_dim;  // f16 scale + f16 min per channel
+  if (!kv_dtype_block_quantized(t) || is_value) return 0;
+  const int64_t params = (kv_dtype_kivi(t) ? 4LL : 2LL) * head_dim;  // KIVI: f16 scale + min per channel; rot4c: f16 center
   return (params + block_size - 1) / block_size * block_size;
 }
 
@@ -96,7 +100,7 @@ int64_t kv_bytes_per_token_head(KvDtype t, int32_t head_dim, int32_t block_size,
 }
 
 int64_t kv_residual_bytes_per_block_head(KvDtype t, int32_t head_dim, int32_t block_size) {
-  return kv_dtype_kivi(t) ? 2LL * block_size * head_dim * 2 : 0;
+  return kv_dtype_block_quantized(t) ? 2LL * block_size * head_dim * 2 : 0;
 }
 
 int64_t kv_bytes_per_head_vector(KvDtype t, int32_t head_dim) {

@@ -78,7 +78,7 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
   std::vector<EvalConfig> out;
   const std::vector<int32_t> base_residual{base.kivi_residual}, none{0};
   for (KvDtype t : axes.dtypes)
-    for (int32_t r : !kv_dtype_kivi(t) ? none : axes.residuals.empty() ? base_residual : axes.residuals)
+    for (int32_t r : !kv_dtype_block_quantized(t) ? none : axes.residuals.empty() ? base_residual : axes.residuals)
       for (int32_t w : axes.windows)
         for (int32_t s : axes.sinks)
           for (const EvictConfig& e : axes.evicts) {

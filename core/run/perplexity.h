@@ -34,7 +34,7 @@ struct EvalConfig {
   bool keep_logits = true;
 };
 
-inline int32_t kivi_residual_for(const EvalConfig& c) { return kv_dtype_kivi(c.kv_dtype) ? c.kivi_residual : 0; }
+inline int32_t kivi_residual_for(const EvalConfig& c) { return kv_dtype_block_quantized(c.kv_dtype) ? c.kivi_residual : 0; }
 
 struct EvalRun {
   int32_t n_tokens = 0;               // text length, BOS included
