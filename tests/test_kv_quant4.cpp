@@ -426,6 +426,15 @@ class TestKvQuant4 : public QObject {
       for (int32_t r = 0; r < n; ++r) mean += C[static_cast<size_t>(r) * d + c], raw += X[static_cast<size_t>(r) * d + c];
       QVERIFY(std::fabs(mean / n) <= std::fabs(raw / n) * 1e-3 + 1e-5);  // only the f16 rounding of the mean is left
     }
+    // What attention reads: the fused decoder gives decode_int4_rows + add_center's bits.
+    const int64_t stride = d / 2 + 2 * (d / 32);
+    std::vector<uint8_t> rows(static_cast<size_t>(n * stride));
+    for (int32_t r = 0; r < n; ++r) kvq4::encode_int4_row_fitted(C.data() + r * d, d, 32, rows.data() + r * stride);
+    std::vector<float> fused(X.size()), apart(X.size());
+    kvq4::decode_int4_rows_centered(rows.data(), stride, n, d, 32, center.data(), fused.data());
+    kvq4::decode_int4_rows(rows.data(), stride, n, d, 32, apart.data());
+    kvq4::add_center(center.data(), n, d, apart.data());
+    QVERIFY(std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)) == 0);
     kvq4::add_center(center.data(), n, d, C.data());
     for (size_t i = 0; i < X.size(); ++i) QVERIFY(std::fabs(C[i] - X[i]) <= 1e-5f * (std::fabs(X[i]) + 1));
   }

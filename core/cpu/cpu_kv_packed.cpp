@@ -120,8 +120,8 @@ void CpuKvStorage::decode_packed(int32_t layer, bool is_value, int32_t block, in
   }
   if (t == KvDtype::ROT4C) {  // rotated basis, as rot4; keys get their block's center back
     const uint8_t* base = tile_ptr(layer, is_value, block, head, 0);
-    kvq4::decode_int4_rows(base + slot * row_bytes_[is_value], row_bytes_[is_value], n, d, group_, dst);
-    if (!is_value) kvq4::add_center(base + layout_.block_size * row_bytes_[0], n, d, dst);
+    if (is_value) return kvq4::decode_int4_rows(base + slot * row_bytes_[1], row_bytes_[1], n, d, group_, dst);
+    kvq4::decode_int4_rows_centered(base + slot * row_bytes_[0], row_bytes_[0], n, d, group_, base + layout_.block_size * row_bytes_[0], dst);
     return;
   }
   if (!is_value) {

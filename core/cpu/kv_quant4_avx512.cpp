@@ -175,6 +175,22 @@ KVSCOPE_AVX512_F16C void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d
   for (; i < total; ++i) y[i] = fp16_to_fp32(h[i]);
 }
 
+// decode_int4_row's values plus m[c] per channel, added before the store (rot4c's keys: the same
+// bits as decoding, then adding, without a second pass over the rows).
+KVSCOPE_AVX512_F16C void decode_int4_rows_plus(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g,
+                                               const float* m, float* y) {
+  const __m512 centred = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  for (int32_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * stride;
+    float* yr = y + static_cast<int64_t>(r) * d;
+    for (int32_t g0 = 0; g0 < d; g0 += g) {
+      const __m512 table = _mm512_mul_ps(centred, _mm512_set1_ps(f16_at(row + d / 2 + 2 * (g0 / g))));
+      for (int32_t c = g0; c < g0 + g; c += 16)
+        _mm512_storeu_ps(yr + c, _mm512_add_ps(_mm512_permutexvar_ps(nibble_indices16(row, c), table), _mm512_loadu_ps(m + c)));
+    }
+  }
+}
+
 #else
 
 bool available() { return false; }
@@ -182,6 +198,7 @@ void decode_int4_row(const uint8_t*, int32_t, int32_t, float*) {}
 void decode_asym_row(const uint8_t*, int32_t, int32_t, int32_t, float*) {}
 void decode_channel_rows(const uint8_t*, int64_t, const uint8_t*, int32_t, int32_t, int32_t, float*) {}
 void decode_f16_rows(const uint16_t*, int32_t, int32_t, float*) {}
+void decode_int4_rows_plus(const uint8_t*, int64_t, int32_t, int32_t, int32_t, const float*, float*) {}
 
 #endif
 
