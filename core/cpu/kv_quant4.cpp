@@ -125,12 +125,30 @@ void unrotate(float* x, int32_t d) {
   multiply_signs(x, d, 1.0f / std::sqrt(static_cast<float>(d)));
 }
 
+namespace {
+
+float group_amax(const float* x, int32_t g0, int32_t g) {
+  float amax = 0.0f;
+  for (int32_t i = g0; i < g0 + g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  return amax;
+}
+
+// The 4-bit codes of x[g0, g0 + g) at scale s (of either sign), clamped to lo..7, into the row's
+// code bytes (zeroed before). A zero (or NaN) scale stores code 0 for every element.
+void put_int4_group(const float* x, int32_t g0, int32_t g, float s, int32_t lo, uint8_t* row) {
+  const bool any = s > 0.0f || s < 0.0f;
+  for (int32_t i = g0; i < g0 + g; ++i) {
+    const int32_t q = any ? round_clamp(x[i] / s, lo, kInt4Max) : 0;
+    put_code(row, i, 4, static_cast<uint32_t>(q + 8));
+  }
+}
+
+}  // namespace
+
 void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row) {
-  uint8_t* scales = row + d / 2;
   std::memset(row, 0, static_cast<size_t>(d / 2));
   for (int32_t g0 = 0; g0 < d; g0 += g) {
-    float amax = 0.0f;
-    for (int32_t i = g0; i < g0 + g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float amax = group_amax(x, g0, g);
     float best = 0.0f, best_err = INFINITY;
     for (int32_t step = 0; step <= 12 && amax > 0.0f; ++step)
       for (const float sign : {1.0f, -1.0f}) {  // -1: the -8 code lands on the positive side
@@ -143,11 +161,8 @@ void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row) 
         }
         if (err < best_err) best_err = err, best = s;
       }
-    put_f16(scales + 2 * (g0 / g), best);
-    for (int32_t i = g0; i < g0 + g; ++i) {
-      const int32_t q = best != 0.0f ? round_clamp(x[i] / best, -8, kInt4Max) : 0;
-      put_code(row, i, 4, static_cast<uint32_t>(q + 8));
-    }
+    put_int4_group(x, g0, g, best, -8, row);
+    put_f16(row + d / 2 + 2 * (g0 / g), best);
   }
 }
 
@@ -171,17 +186,11 @@ void add_center(const uint8_t* center, int32_t n, int32_t d, float* y) {
 }
 
 void encode_int4_row(const float* x, int32_t d, int32_t g, uint8_t* row) {
-  uint8_t* scales = row + d / 2;
   std::memset(row, 0, static_cast<size_t>(d / 2));
   for (int32_t g0 = 0; g0 < d; g0 += g) {
-    float amax = 0.0f;
-    for (int32_t i = g0; i < g0 + g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-    const float s = fp16_to_fp32(f16_of(amax / kInt4Max));
-    put_f16(scales + 2 * (g0 / g), s);
-    for (int32_t i = g0; i < g0 + g; ++i) {
-      const int32_t q = s > 0.0f ? round_clamp(x[i] / s, -kInt4Max, kInt4Max) : 0;
-      put_code(row, i, 4, static_cast<uint32_t>(q + 8));
-    }
+    const float s = fp16_to_fp32(f16_of(group_amax(x, g0, g) / kInt4Max));
+    put_int4_group(x, g0, g, s, -kInt4Max, row);
+    put_f16(row + d / 2 + 2 * (g0 / g), s);
   }
 }
 
