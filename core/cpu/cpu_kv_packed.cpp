@@ -12,21 +12,14 @@ namespace kvscope {
 void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head, const float* x) {
   const int32_t d = layout_.head_dim;
   const KvDtype t = layout_.dtype;
-  if (t == KvDtype::INT4) return kvq4::encode_int4_row(x, d, group_, tile_ptr(layer, is_value, block, head, off));
-  if (t == KvDtype::ROT4) {
-    float r[512];  // head_dim <= 512 (kv_format_problem)
-    std::copy(x, x + d, r);
-    kvq4::rotate(r, d);
-    return kvq4::encode_int4_row(r, d, group_, tile_ptr(layer, is_value, block, head, off));
-  }
-  // KIVI and rot4c (rotated first): into the f16 residual; the block is quantized when its last
-  // slot arrives.
-  float rotated[512];
-  if (t == KvDtype::ROT4C) {
+  float rotated[512];  // head_dim <= 512 (kv_format_problem)
+  if (kv_dtype_rotated(t)) {  // rot4, rot4c: stored as R x
     std::copy(x, x + d, rotated);
     kvq4::rotate(rotated, d);
     x = rotated;
   }
+  if (t == KvDtype::INT4 || t == KvDtype::ROT4) return kvq4::encode_int4_row(x, d, group_, tile_ptr(layer, is_value, block, head, off));
+  // KIVI and rot4c: into the f16 residual; the block is quantized when its last slot arrives.
   const int32_t bs = layout_.block_size, tiles = 2 * layout_.n_head_kv;
   auto [it, fresh] = residual_.try_emplace(residual_key(layer, block));
   Residual& r = it->second;

@@ -295,17 +295,15 @@ void decode_int4_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d,
 }
 void decode_int4_rows_centered(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g,
                                const uint8_t* center, float* y) {
+  if (!(avx512::available() && g % 16 == 0)) {
+    decode_int4_rows(rows, stride, n, d, g, y);
+    return add_center(center, n, d, y);
+  }
   uint16_t h[kMaxRotationDim];
   std::memcpy(h, center, sizeof(uint16_t) * static_cast<size_t>(d));
   float m[kMaxRotationDim];
   decode_f16_rows(h, 1, d, m);
-  if (avx512::available() && g % 16 == 0) return avx512::decode_int4_rows_plus(rows, stride, n, d, g, m, y);
-  const Int4Decoder decode = int4_decoder(g);
-  for (int32_t r = 0; r < n; ++r) {
-    float* yr = y + static_cast<int64_t>(r) * d;
-    decode(rows + r * stride, d, g, yr);
-    for (int32_t c = 0; c < d; ++c) yr[c] += m[c];
-  }
+  avx512::decode_int4_rows_plus(rows, stride, n, d, g, m, y);
 }
 
 void decode_asym_rows(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, int32_t bits, float* y) {

@@ -31,7 +31,8 @@ void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row);
 // back exactly what was taken away.
 void center_rows(float* x, int32_t n, int32_t d, uint8_t* center);
 void add_center(const uint8_t* center, int32_t n, int32_t d, float* y);  // y[n][d] += center
-// decode_int4_rows, then add_center, one row at a time while the row is in L1 (rot4c's keys).
+// decode_int4_rows, then add_center (rot4c's keys); with AVX-512 in one pass, the center added
+// before each store.
 void decode_int4_rows_centered(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g,
                                const uint8_t* center, float* y);
 

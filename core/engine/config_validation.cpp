@@ -83,7 +83,8 @@ void check_evict(const EngineConfig& c, const ModelConfig& model, Problems& p) {
                                              " blocks (keys quantized per block): use another --kv-dtype");
 }
 
-// KIVI's residual R: a KIVI setting, on the paged cache, shorter than the context.
+// KIVI's residual R: a setting of the block-quantized dtypes (kivi4, kivi2, rot4c), on the paged
+// cache, shorter than the context.
 void check_kivi_residual(const EngineConfig& c, const ModelConfig& model, Problems& p) {
   const int32_t R = c.kivi_residual;
   if (R < 0) return p.add("kivi_residual", "the KIVI residual must be >= 0 tokens (0: only the block being filled stays in f16)");

@@ -31,7 +31,7 @@ KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t 
   kc.sink_tokens = cfg.evict.on() ? 0 : sinks;
   kc.hash_salt = salt;
   kc.token_eviction = cfg.evict.on();
-  // KIVI: a block enters the prefix cache once quantized, and freed blocks drop their residual.
+  // KIVI and rot4c: a block enters the prefix cache once quantized, and freed blocks drop their residual.
   kc.register_lag = kv_dtype_block_quantized(cfg.kv_dtype) ? cfg.kivi_residual : 0;
   kc.report_released = kv_dtype_block_quantized(cfg.kv_dtype);
   return kc;
