@@ -72,17 +72,12 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S "$REPO" -B "$BUILD_DIR" -DKVSCOPE_GUI=OFF -DKVSCOPE_CUDA=OFF -G Ninja
 fi
 log "building kvscope-cli in $BUILD_DIR"
-if ! cmake --build "$BUILD_DIR" --target kvscope-cli kvscope_core -j"$JOBS"; then
+if ! cmake --build "$BUILD_DIR" --target kvscope-cli gemm_bench -j"$JOBS"; then
   [ -x "$CLI" ] || { echo "kvscope-cli does not build" >&2; exit 1; }
   log "WARNING: build failed, benchmarking the existing $CLI (older than the tree)"
 fi
-
-# 2b. the matrix-kernel benchmark, linked against the same core library
-GEMM_BENCH="$BUILD_DIR/gemm_bench"
-log "building $GEMM_BENCH"
-NATIVE=$(grep -q '^KVSCOPE_NATIVE:BOOL=OFF' "$BUILD_DIR/CMakeCache.txt" && echo "" || echo "-march=native")
-"${CXX:-c++}" -O2 -std=c++20 $NATIVE -I"$REPO/core" "$HERE/gemm_bench.cpp" "$BUILD_DIR/core/libkvscope_core.a" -pthread \
-  -o "$GEMM_BENCH"
+# The matrix-kernel benchmark, built by the same tree (benchmarks/CMakeLists.txt).
+GEMM_BENCH="$BUILD_DIR/benchmarks/gemm_bench"
 
 # 3. the synthetic ~110M-parameter Q8_0 llama (random weights, 32000 vocab)
 mkdir -p "$WORK"

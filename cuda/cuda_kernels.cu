@@ -1,6 +1,6 @@
 // Element-wise and per-row kernels of the CUDA forward: embedding lookup, residual add + RMSNorm,
 // bias + q/k norm + RoPE + KV cache write, gated activation, copy-on-write of KV blocks.
-// Math mirrors core/cpu/ops.cpp: RMSNorm sums squares in double, RoPE angles by the same f32
+// Math mirrors cpu/ops.cpp: RMSNorm sums squares in double, RoPE angles by the same f32
 // recurrence (kv_math.h), SiLU and tanh-GELU in f32.
 #include <cmath>
 

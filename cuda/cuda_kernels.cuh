@@ -60,7 +60,7 @@ struct KvArray {
   uint16_t* residual = nullptr;  // KIVI: this layer's K or V part of residual slot 0 (f16 bits)
 };
 
-// The packed 4/2-bit formats (core/cpu/kv_quant4.h, math in kv_quant4_math.h) are not element
+// The packed 4/2-bit formats (cpu/kv_quant4.h, math in kv_quant4_math.h) are not element
 // codecs: codes and f16 parameters live inside each (block, kv head) tile of tile_bytes, rows of
 // row_bytes (kv/kv_dtype.h kv_row_bytes / kv_tile_extra_bytes), so they have their own store and
 // attention kernels (cuda_packed.cu) selected by `packed`.

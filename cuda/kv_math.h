@@ -72,7 +72,7 @@ KVSCOPE_HD inline int64_t tile_offset(int32_t block, int32_t head, int32_t slot_
 // ---- RoPE --------------------------------------------------------------------------------
 
 // Angle of rotation pair i (0 <= i < n_rot/2) at position pos. Same recurrence as ggml's rope
-// cache and core/cpu/ops.cpp: theta starts at pos and is multiplied by base^(-2/n_rot) i times,
+// cache and cpu/ops.cpp: theta starts at pos and is multiplied by base^(-2/n_rot) i times,
 // in f32, so the angles round identically.
 KVSCOPE_HD inline float rope_angle(int32_t pos, int32_t i, int32_t n_rot, float base, float freq_scale) {
 #if defined(__CUDA_ARCH__)

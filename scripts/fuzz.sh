@@ -11,7 +11,7 @@
 #                                  (tests/fuzz/kv_events_seeds/), corpus in build-fuzz/corpus-kv_events
 #
 # Builds with clang++ (a standalone ninja file, no CMake: the target needs
-# -fsanitize=fuzzer on every core object) into build-fuzz/, writes a seed corpus into a
+# -fsanitize=fuzzer on every core and cpu object) into build-fuzz/, writes a seed corpus into a
 # temporary folder at fuzz time (copies of ../shared/models/*.gguf, vocab/ and synthetic/ files
 # up to 2 MiB, plus small files made by tests/fuzz/make_seeds with kvscope's own GgufWriter),
 # and keeps what the fuzzer finds in build-fuzz/corpus (ignored by git, reused by later runs).
@@ -62,7 +62,7 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
     obj="obj/${src//\//_}.o"
     echo "build $obj: cxx $root/$src"
     objs="$objs $obj"
-  done < <(cd "$root" && find core -name '*.cpp' | sort)
+  done < <(cd "$root" && find core cpu -name '*.cpp' | sort)
   echo "build obj/fuzz_gguf_model.o: cxx $root/tests/fuzz/fuzz_gguf_model.cpp"
   echo "build obj/make_seeds.o: cxx $root/tests/fuzz/make_seeds.cpp"
   echo "build fuzz_gguf_model: link_fuzzer obj/fuzz_gguf_model.o$objs"

@@ -2,7 +2,7 @@
 # Installs what kvscope needs to build, test and run, from Debian's packages (run as root).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH the CUDA backend builds too.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config
+pkgs=(build-essential cmake ninja-build pkg-config ccache
       qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6 nlohmann-json3-dev
       libgl-dev xvfb xauth
       libcpp-httplib-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-venv)

@@ -334,7 +334,7 @@ class TestCudaHostMath : public QObject {
         for (float base : {10000.0f, 500000.0f, 1000000.0f})
           for (float fs : {1.0f, 0.25f})
             for (int32_t pos : {0, 1, 7, 100, 4095, 32767}) {
-              // The recurrence of core/cpu/ops.cpp rope_inplace, copied.
+              // The recurrence of cpu/ops.cpp rope_inplace, copied.
               const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
               float theta = static_cast<float>(pos);
               for (int32_t i = 0; i < n_rot / 2; ++i) {

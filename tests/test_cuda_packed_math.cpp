@@ -1,5 +1,5 @@
 // The __host__ __device__ math of the CUDA backend's packed KV formats (cuda/kv_quant4_math.h),
-// run on the CPU against the CPU backend's own codecs (core/cpu/kv_quant4.h): the same bytes
+// run on the CPU against the CPU backend's own codecs (cpu/kv_quant4.h): the same bytes
 // (codes, f16 parameters, packing order) from the same rows, and the same decoded floats, for
 // int4, rot4, kivi4 and kivi2, over random rows with odd row counts, groups and head dims where
 // the layout allows, plus rows with ties, zeros, huge and non-finite values. Built everywhere

@@ -1,5 +1,5 @@
-// `kvscope-cli eval --sweep` and the StreamingLLM baselines (core/run/eval_sweep.*,
-// core/run/recompute_window.*): grid parsing and expansion, the JSON's fields, the f32 full
+// `kvscope-cli eval --sweep` and the StreamingLLM baselines (run/eval_sweep.*,
+// run/recompute_window.*): grid parsing and expansion, the JSON's fields, the f32 full
 // point against the reference (KL exactly 0, top-1 exactly 1), the Pareto frontier, per-position
 // NLL without kept logits, and recompute-window against the scalar reference forward.
 #include <QtTest>

@@ -1,6 +1,6 @@
 // The CUDA kernels of the packed 4/2-bit KV formats against the CPU codecs, at the kernel level:
 //  * device_codecs_match_cpu: kv_quant4_math.h run on the device (launch_packed_selftest) gives
-//    the CPU encoders' bytes and decoders' floats (core/cpu/kv_quant4.h), bit for bit;
+//    the CPU encoders' bytes and decoders' floats (cpu/kv_quant4.h), bit for bit;
 //  * store_read_back_matches_cpu: launch_qkv_rope_store (+ launch_kivi_complete) writes K/V rows
 //    into a device pool; the tiles read back are byte-identical to what the CPU codecs make of
 //    the same rows, and decode (with the CPU's decoders) to exactly what CpuKvStorage::load_rows

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cpu/cpu_backend.h"
+#include "backend_factory.h"
 #include "engine/engine.h"
 
 namespace kvscope {
@@ -46,7 +46,7 @@ RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = window + 1;
-  Engine engine(model, std::make_unique<CpuBackend>(model, cfg.threads), ec);
+  Engine engine(model, make_backend(cfg.backend, model, cfg.threads), ec);
   RecomputeRun run;
   run.window = window;
   double sum = 0;

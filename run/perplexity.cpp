@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "cpu/cpu_backend.h"
+#include "backend_factory.h"
 #include "engine/engine.h"
 
 namespace kvscope {
@@ -50,7 +50,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context
-  Engine engine(model, std::make_unique<CpuBackend>(model, cfg.threads), ec);
+  Engine engine(model, make_backend(cfg.backend, model, cfg.threads), ec);
 
   Request req;
   req.prompt = tokens;

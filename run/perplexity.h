@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backend_factory.h"
 #include "engine/evict_config.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
@@ -27,7 +28,10 @@ struct EvalConfig {
   // setting serves a list or sweep of dtypes): kivi_residual_for() is what a run uses.
   int32_t kivi_residual = 0;
   int32_t chunk = 64;     // max batched tokens per step: long texts are prefilled in chunks
-  int threads = 0;        // 0: all cores
+  int threads = 0;        // CPU threads, 0: all cores
+  // From the one backend factory. The CPU by default: evals compare KV settings, and the CUDA
+  // backend refuses some of them (rot4c, token eviction).
+  BackendKind backend = BackendKind::Cpu;
   EvictConfig evict;      // token eviction (one KV group: the hybrid KV cache is off then)
   // Keep every next-token distribution in EvalRun::logits (needed for KL against a reference).
   // Off, only the per-position NLL is kept: what a long text's perplexity needs on a big vocabulary.

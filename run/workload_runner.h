@@ -6,8 +6,8 @@
 // snapshots. The one replay core of `kvscope-cli run` (run_to_completion) and of the GUI's
 // EngineWorker (step() from its own loop, hooks to follow what was submitted).
 //
-// core/run is the layer above the engine and the backends: it may include engine/, kv/,
-// workload/ and model/, and nothing below it includes run/.
+// run/ is the layer above the engine and the backends (built from backends/' factory): it may
+// include core/, cpu/ and backends/, and nothing below it includes run/.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
