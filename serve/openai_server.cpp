@@ -138,12 +138,21 @@ struct OpenAiServer::Impl {
   }
 
   void routes();
+  void configure_transport();  // threads, limits, timeouts, socket options
+  void install_guards();       // header limit, API key, OpenAI-shaped errors, error counts
+  void install_endpoints();
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
   void answer_whole(httplib::Response& res, const ParsedRequest& pr, const std::shared_ptr<RequestChannel>& ch);
   void answer_stream(httplib::Response& res, const ParsedRequest& pr, const std::shared_ptr<RequestChannel>& ch);
 };
 
 void OpenAiServer::Impl::routes() {
+  configure_transport();
+  install_guards();
+  install_endpoints();
+}
+
+void OpenAiServer::Impl::configure_transport() {
   svr.new_task_queue = [n = opt.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   svr.set_payload_max_length(opt.max_body_bytes);
   svr.set_read_timeout(opt.read_timeout_s, 0);
@@ -156,7 +165,9 @@ void OpenAiServer::Impl::routes() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+}
 
+void OpenAiServer::Impl::install_guards() {
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.headers.size() > opt.max_headers) {
       send_error(res, ApiError(431, "too many request headers (" + std::to_string(req.headers.size()) + ", at most " +
@@ -204,7 +215,9 @@ void OpenAiServer::Impl::routes() {
     std::lock_guard<std::mutex> lk(errors_mu);
     ++errors[res.status];
   });
+}
 
+void OpenAiServer::Impl::install_endpoints() {
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json m = {{"id", model.name},
@@ -297,7 +310,70 @@ struct StreamState {
   Accumulated a;
   std::vector<ChannelItem> first;  // taken before the headers went out
   bool finished = false;           // [DONE] sent
+
+  json chunk(json choices) const {
+    return json{{"id", id},
+                {"object", pr.chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", pr.model},
+                {"choices", std::move(choices)}};
+  }
+  // The server-sent events for one item from the engine ("" when there is nothing to show yet).
+  std::string events_for(const ChannelItem& it);
+  // The usage chunk (when asked for) and [DONE] once every choice has finished, else "".
+  std::string closing_events() const;
 };
+
+std::string StreamState::events_for(const ChannelItem& it) {
+  const bool lp = pr.job.logprobs >= 0;
+  ChoiceAcc& c = a.choices.at(static_cast<size_t>(it.index));
+  const bool fin = it.kind == ChannelItem::Kind::Finish;
+  if (fin) {
+    c.done = true;
+    ++a.finished;
+    a.prompt_tokens = it.prompt_tokens;
+    a.completion_tokens += it.completion_tokens;
+    if (it.index == 0) a.cached_tokens = it.cached_tokens;
+  }
+  if (!fin && it.text.empty() && !lp) return "";  // nothing to show yet (a partial UTF-8 character)
+  std::string out;
+  json choice = {{"index", it.index}};
+  if (fin && it.finish_reason == "error") {
+    // Headers are out: the error travels as an event, as vLLM sends it.
+    const int status = it.error_status ? it.error_status : 400;
+    out += "data: " + dump(error_json(status, it.error, ApiError::default_type(status), "")) + "\n\n";
+    choice["finish_reason"] = "error";
+  } else {
+    choice["finish_reason"] = fin ? json(it.finish_reason) : json(nullptr);
+  }
+  if (pr.chat) {
+    json delta = json::object();
+    if (!c.role_sent) {
+      delta["role"] = "assistant";
+      c.role_sent = true;
+    }
+    if (!it.text.empty() || !fin) delta["content"] = it.text;
+    choice["delta"] = delta;
+    choice["logprobs"] = lp && !fin ? json{{"content", json::array({chat_logprob_entry(it)})}} : json(nullptr);
+  } else {
+    choice["text"] = it.text;
+    choice["logprobs"] = lp && !fin ? completion_logprobs(it, c.text.size()) : json(nullptr);
+  }
+  c.text += it.text;
+  out += "data: " + dump(chunk(json::array({choice}))) + "\n\n";
+  return out;
+}
+
+std::string StreamState::closing_events() const {
+  if (!a.all_done()) return "";
+  std::string out;
+  if (pr.include_usage) {
+    json u = chunk(json::array());
+    u["usage"] = usage_json(a);
+    out += "data: " + dump(u) + "\n\n";
+  }
+  return out + "data: [DONE]\n\n";
+}
 
 }  // namespace
 
@@ -317,64 +393,14 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
       return;
     }
   ServingQueue& w = worker;
-  auto chunk = [st](json choices) {
-    return json{{"id", st->id},
-                {"object", st->pr.chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", st->created},
-                {"model", st->pr.model},
-                {"choices", std::move(choices)}};
-  };
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, chunk, &w](size_t, httplib::DataSink& sink) {
+      [st, &w](size_t, httplib::DataSink& sink) {
         std::vector<ChannelItem> items = st->first.empty() ? st->ch->take(std::chrono::milliseconds(200)) : std::exchange(st->first, {});
         std::string out;
-        const bool lp = st->pr.job.logprobs >= 0;
-        for (ChannelItem& it : items) {
-          ChoiceAcc& c = st->a.choices.at(static_cast<size_t>(it.index));
-          const bool fin = it.kind == ChannelItem::Kind::Finish;
-          if (fin) {
-            c.done = true;
-            ++st->a.finished;
-            st->a.prompt_tokens = it.prompt_tokens;
-            st->a.completion_tokens += it.completion_tokens;
-            if (it.index == 0) st->a.cached_tokens = it.cached_tokens;
-          }
-          if (!fin && it.text.empty() && !lp) continue;  // nothing to show yet (a partial UTF-8 character)
-          json choice = {{"index", it.index}};
-          if (fin && it.finish_reason == "error") {
-            // Headers are out: the error travels as an event, as vLLM sends it.
-            const int status = it.error_status ? it.error_status : 400;
-            out += "data: " + dump(error_json(status, it.error, ApiError::default_type(status), "")) + "\n\n";
-            choice["finish_reason"] = "error";
-          } else {
-            choice["finish_reason"] = fin ? json(it.finish_reason) : json(nullptr);
-          }
-          if (st->pr.chat) {
-            json delta = json::object();
-            if (!c.role_sent) {
-              delta["role"] = "assistant";
-              c.role_sent = true;
-            }
-            if (!it.text.empty() || !fin) delta["content"] = it.text;
-            choice["delta"] = delta;
-            choice["logprobs"] = lp && !fin ? json{{"content", json::array({chat_logprob_entry(it)})}} : json(nullptr);
-          } else {
-            choice["text"] = it.text;
-            choice["logprobs"] = lp && !fin ? completion_logprobs(it, c.text.size()) : json(nullptr);
-          }
-          c.text += it.text;
-          out += "data: " + dump(chunk(json::array({choice}))) + "\n\n";
-        }
-        if (st->a.all_done()) {
-          if (st->pr.include_usage) {
-            json u = chunk(json::array());
-            u["usage"] = usage_json(st->a);
-            out += "data: " + dump(u) + "\n\n";
-          }
-          out += "data: [DONE]\n\n";
-        }
+        for (const ChannelItem& it : items) out += st->events_for(it);
+        out += st->closing_events();
         if (!out.empty()) {
           // A client that went away fails the write (or is no longer writable): cancel its
           // request now so its blocks go back to the pool at once.
