@@ -123,6 +123,7 @@ json device_info(double* peak_bw, double* copy_bw, cudaStream_t s) {
 }
 
 // Paged-attention decode kernel alone on one layer's pool.
+// long-function: one measurement as a script (set up, warm, time, report), like the others here.
 json bench_attention(KvCodecId codec, int32_t ctx, int32_t batch, double peak_bw, double copy_bw, cudaStream_t s,
                      bool quick) {
   const int32_t n_head = 32, n_kv = 8, D = 128, bs = 16;
@@ -359,6 +360,7 @@ json bench_e2e(const std::shared_ptr<const Model>& model, CudaBackend& be, int32
 
 }  // namespace
 
+// long-function: the benchmark's plan, one measurement after another, in the order of its JSON.
 int main(int argc, char** argv) {
   std::string out_path = "kvscope-cuda-bench.json";
   std::string model_path = (std::filesystem::temp_directory_path() / "kvscope-synth-llama-1b-f16.gguf").string();

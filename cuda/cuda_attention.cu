@@ -116,6 +116,7 @@ __device__ inline void rope_chunk(float* x, int32_t lk, int32_t lane, const floa
   }
 }
 
+// long-function: one fused kernel, kept whole until a GPU can check a split (no device here).
 template <KvCodecId C, ActType A, int GMAX>
 __global__ void __launch_bounds__(kAttnThreads) attn_decode_kernel(AttnParams p) {
   using Cd = Codec<C>;
@@ -378,6 +379,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_reduce_kernel(AttnParams p)
 
 constexpr int32_t kPrefillKeys = 16;  // keys staged per chunk
 
+// long-function: one fused kernel, kept whole until a GPU can check a split (no device here).
 template <KvCodecId C, ActType A>
 __global__ void __launch_bounds__(kAttnThreads) attn_prefill_kernel(AttnParams p) {
   using Cd = Codec<C>;

@@ -1,5 +1,5 @@
 // Kernels of the packed 4/2-bit KV formats (int4, rot4, kivi4, kivi2), the CUDA counterpart of
-// core/cpu/cpu_kv_packed.cpp and of CpuBackend::attend_group's packed path:
+// cpu/cpu_kv_packed.cpp and of CpuBackend::attend_group's packed path:
 //  * KIVI block completion: keys per channel over the block, values per token, from the f16
 //    residual (the store itself is in cuda_kernels.cu's qkv_rope_store, via cuda_packed.cuh);
 //  * paged attention for every token of a step, dequantizing inside the online-softmax loop;
@@ -103,6 +103,7 @@ __device__ inline void rope_rows(float* rows, int32_t n, int32_t stride, CsOfRow
 // grid (n_tokens, n_kv); the G = n_head / n_kv q heads of kv head kvh. Visible keys (window and
 // sinks, kv_math visible_range) in chunks of kKeys: decode K and V elements into shared memory,
 // scores, online-softmax update, output accumulation.
+// long-function: one fused kernel, kept whole until a GPU can check a split (no device here).
 template <ActType A>
 __global__ void __launch_bounds__(kThreads) attn_packed_kernel(AttnParams p) {
   const KvGeometry& g = p.kv;

@@ -161,8 +161,9 @@ void Tokenizer::load_tokens(const GgufFile& file) {
   }
 }
 
-// 81 lines, kept whole: the special-token ids, the add-BOS/EOS flags, the detected control tokens
-// and the end-of-generation set, in llama.cpp's order (each step reads what the previous set).
+// The special-token ids, the add-BOS/EOS flags, the detected control tokens and the
+// end-of-generation set, in llama.cpp's order (each step reads what the previous set).
+// long-function: kept whole, in llama.cpp's order, so the two can be read side by side.
 void Tokenizer::load_special(const GgufFile& file) {
   const auto n = static_cast<int64_t>(tokens_.size());
   // A key overrides the default set by configure(); 0xFFFFFFFF, negative or out-of-range ids mean none.
