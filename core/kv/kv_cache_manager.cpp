@@ -26,8 +26,9 @@ const KvCacheConfig& checked(const KvCacheConfig& cfg) {
 KvCacheManager::KvCacheManager(const KvCacheConfig& cfg)
     : cfg_(checked(cfg)),
       pool_(cfg.num_blocks, cfg.block_size),
+      register_lag_(cfg.register_lag, cfg.report_released),
       token_holes_({cfg.block_size, cfg.num_blocks, cfg.token_eviction, cfg.hole_layers}, pool_, seqs_, evictions_) {
-  pool_.track_releases(cfg.report_released);
+  register_lag_.attach(pool_);
 }
 
 const SeqTable& KvCacheManager::table_of(SeqId seq) const {
@@ -209,9 +210,10 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
   // Full blocks are registered now, before their forward runs (as vLLM v1): the engine writes
   // every chunk's K/V of a layer before any attention of that layer reads the cache.
   // With a register lag (KIVI's residual) a block waits until that many tokens follow it.
-  const int32_t lag = cfg_.register_lag;
-  if (cfg_.prefix_caching && !t.token_evicted)
-    register_full_blocks(t.blocks, tokens, std::max(0, len - lag) / bs, std::max(0, new_len - lag) / bs);
+  if (cfg_.prefix_caching && !t.token_evicted) {
+    const RegisterLag::Range r = register_lag_.registrable(len, new_len, bs);
+    register_full_blocks(t.blocks, tokens, r.first, r.end);
+  }
   t.len = new_len;
   return true;
 }
@@ -272,11 +274,7 @@ void KvCacheManager::free(SeqId seq) {
 
 void KvCacheManager::take_evictions(std::vector<EvictionRecord>& out) { evictions_.take(out); }
 
-std::vector<BlockRelease> KvCacheManager::take_released_blocks() {
-  std::vector<BlockRelease> out;
-  for (BlockId b : pool_.take_released()) out.push_back(BlockRelease{b, 0});
-  return out;
-}
+std::vector<BlockRelease> KvCacheManager::take_released_blocks() { return register_lag_.take_released(pool_); }
 
 std::vector<BlockCopy> KvCacheManager::take_pending_copies() {
   std::vector<BlockCopy> out;

@@ -14,6 +14,7 @@
 #include "kv/block_pool.h"
 #include "kv/eviction_log.h"
 #include "kv/kv_slot_allocator.h"
+#include "kv/register_lag.h"
 #include "kv/seq_table.h"
 #include "kv/token_holes.h"
 
@@ -28,9 +29,8 @@ struct KvCacheConfig {
   uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
   bool token_eviction = false;   // keep a per-slot hole mask (kv/token_holes.h)
   int32_t hole_layers = 0;       // > 0 (with token_eviction): per-layer token eviction, one more mask per layer
-  // KIVI's residual (KvLayout::kivi_residual): a full block enters the prefix cache only once
-  // this many tokens of its sequence follow it, the step in which the backend quantizes it, so
-  // no other sequence ever finds a block that will still change. 0: as soon as it is full.
+  // KIVI's residual (kv/register_lag.h): a full block enters the prefix cache only once this
+  // many tokens of its sequence follow it. 0: as soon as it is full.
   int32_t register_lag = 0;
   // Collect blocks freed outside the prefix cache for take_released_blocks() (KIVI: the backend
   // drops their residual). Off: nothing is collected.
@@ -131,6 +131,7 @@ class KvCacheManager : public KvSlotAllocator {
   BlockPool pool_;
   SeqTables seqs_;
   std::vector<BlockCopy> pending_copies_;
+  RegisterLag register_lag_;    // KIVI's residual: when a full block may be registered
   EvictionLog evictions_;       // prefix-cache evictions, attributed (before token_holes_: it refers to it)
   TokenHoles token_holes_;
   uint64_t queries_tokens_ = 0;
