@@ -113,6 +113,16 @@ class CpuBackend : public Backend {
   // Attention of the query heads of `token` that share KV head kv_head; q, out: those heads' rows.
   void attend_group(int32_t layer, const BatchView& batch, int32_t token, int32_t kv_head, const float* q, float* out,
                     Scratch& s, const AttendPart* part = nullptr) const;
+  // attend_group's steps (cpu/cpu_attend_group.cpp). The keys one query sees: cache positions
+  // [0, n_sink) then [lo, pos]; this call takes visible keys [v0, v1) of them (a split part).
+  struct VisibleKeys {
+    int32_t pos = 0, window = 0, lo = 0, n_sink = 0, n_vis = 0, v0 = 0, v1 = 0;
+  };
+  VisibleKeys visible_keys(int32_t layer, const BatchView& batch, int32_t token, const AttendPart* part) const;
+  // The query rows to score with: q, or q turned (rot4's rotation, sink mode's RoPE) into
+  // s.rot; *krot: where sink mode's re-roped keys go (null otherwise).
+  const float* turn_queries(int32_t layer, const float* q, int32_t n_vis, bool rotated, Scratch& s, float** krot) const;
+  class KeyWalk;  // the walk over the visible keys, block by block, into the online softmax
   // Attention of the queries of `tile` (consecutive tokens of one sequence) that share KV head
   // kv_head, in one walk over their keys (cpu/query_tiles.h); q, out: the whole batch's rows.
   // Only for steps without sinks, holes or attention recording (attention() decides).

@@ -71,7 +71,7 @@ struct Driven {
           c.num_blocks = n_blocks;
           c.prefix_caching = false;
           c.token_eviction = true;
-          c.evict_layers = evict_layers;
+          c.hole_layers = evict_layers;
           return c;
         }()),
         be(m, 1) {
@@ -92,11 +92,11 @@ struct Driven {
       b.positions.push_back(p);
       b.slot_mapping.push_back(kv.slot(1, p));
       b.seq_index.push_back(0);
-      b.rows.push_back(kv.cache_row(1, p));
+      b.rows.push_back(kv.token_holes().cache_row(1, p));
       b.record_attention.push_back(record ? 1 : 0);
     }
-    b.holes = kv.hole_mask();
-    b.layer_holes = kv.layer_hole_mask();
+    b.holes = kv.token_holes().hole_mask();
+    b.layer_holes = kv.token_holes().layer_hole_mask();
     if (!record) b.record_attention.clear();
     b.logits_rows.push_back(b.n_tokens() - 1);
     std::vector<float> logits(static_cast<size_t>(m->config.n_vocab));

@@ -2,6 +2,7 @@
 // The oracle: a plain, obviously-correct forward pass. Contiguous per-sequence KV cache,
 // weights dequantized to f32 once, scalar loops with double accumulation, no batching, no
 // paging, no threads. Every optimisation of the real engine is compared against this.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -10,10 +11,19 @@
 
 namespace kvscope::test {
 
+// Where RoPE turns a head vector. TextPosition: q and k at their text positions, keys cached
+// rotated (the plain forward). CachePosition (StreamingLLM's attention sinks): keys are cached
+// un-rotated; for a query at text position pos the visible positions are
+// vis = [0, min(S, lo)) ++ [lo, pos] with lo = pos - W + 1; the key vis[t] is rotated to position
+// t and the query to position vis.size() - 1, in double.
+enum class RopeAt { TextPosition, CachePosition };
+
 class ReferenceForward {
  public:
-  explicit ReferenceForward(std::shared_ptr<const Model> m, int32_t window = 0, int32_t sinks = 0)
-      : m_(std::move(m)), window_(window), sinks_(sinks) {
+  // sliding_sinks false: a model's own sliding-window layers see no sinks (--sinks-layers global).
+  explicit ReferenceForward(std::shared_ptr<const Model> m, int32_t window = 0, int32_t sinks = 0,
+                            RopeAt rope_at = RopeAt::TextPosition, bool sliding_sinks = true)
+      : m_(std::move(m)), window_(window), sinks_(sinks), rope_at_(rope_at), sliding_sinks_(sliding_sinks) {
     const ModelConfig& c = m_->config;
     k_.resize(static_cast<size_t>(c.n_layer));
     v_.resize(static_cast<size_t>(c.n_layer));
@@ -37,38 +47,14 @@ class ReferenceForward {
       if (c.traits.qkv_bias)
         for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
       const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-      for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base);
-      for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base);
+      const bool rope_now = rope_at_ == RopeAt::TextPosition;
+      for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
+      for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
       auto& K = k_[static_cast<size_t>(il)];
       auto& V = v_[static_cast<size_t>(il)];
       K.insert(K.end(), k.begin(), k.end());
       V.insert(V.end(), v.begin(), v.end());
-      int32_t win = window_;
-      if (c.layer_is_swa(il) && c.sliding_window > 0) win = win == 0 ? c.sliding_window : std::min(win, c.sliding_window);
-      std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
-      for (int32_t h = 0; h < c.n_head; ++h) {
-        const int32_t g = h / (c.n_head / c.n_head_kv);
-        std::vector<int32_t> vis;
-        const int32_t lo = win > 0 ? std::max(0, pos - win + 1) : 0;
-        for (int32_t j = 0; j < (win > 0 ? std::min(sinks_, lo) : 0); ++j) vis.push_back(j);
-        for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
-        std::vector<double> s(vis.size());
-        double mx = -1e300;
-        for (size_t t = 0; t < vis.size(); ++t) {
-          double d = 0;
-          for (int32_t i = 0; i < D; ++i)
-            d += static_cast<double>(q[static_cast<size_t>(h * D + i)]) * K[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D + i)];
-          s[t] = d * c.attn_scale;
-          mx = std::max(mx, s[t]);
-        }
-        double sum = 0;
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int32_t i = 0; i < D; ++i) {
-          double acc = 0;
-          for (size_t t = 0; t < vis.size(); ++t) acc += s[t] / sum * V[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D + i)];
-          att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
-        }
-      }
+      const std::vector<float> att = attend(il, pos, q, base);
       std::vector<float> o = matvec(L.wo, att);
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
@@ -89,6 +75,66 @@ class ReferenceForward {
   }
 
  private:
+  // Attention of every query head of the token at pos against layer il's cached keys.
+  std::vector<float> attend(int32_t il, int32_t pos, const std::vector<float>& q, float base) const {
+    const ModelConfig& c = m_->config;
+    const int32_t D = c.head_dim;
+    const auto& K = k_[static_cast<size_t>(il)];
+    const auto& V = v_[static_cast<size_t>(il)];
+    int32_t win = window_;
+    if (c.layer_is_swa(il) && c.sliding_window > 0) win = win == 0 ? c.sliding_window : std::min(win, c.sliding_window);
+    std::vector<int32_t> vis;
+    const int32_t lo = win > 0 ? std::max(0, pos - win + 1) : 0;
+    const int32_t sinks = c.layer_is_swa(il) && c.sliding_window > 0 && !sliding_sinks_ ? 0 : sinks_;
+    for (int32_t j = 0; j < (win > 0 ? std::min(sinks, lo) : 0); ++j) vis.push_back(j);
+    for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
+    const int32_t n = static_cast<int32_t>(vis.size());
+    const bool at_cache = rope_at_ == RopeAt::CachePosition;
+    std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
+    for (int32_t h = 0; h < c.n_head; ++h) {
+      const int32_t g = h / (c.n_head / c.n_head_kv);
+      const float* qh = &q[static_cast<size_t>(h * D)];
+      const std::vector<double> qr = at_cache ? rotated(qh, n - 1, base) : std::vector<double>();
+      std::vector<double> s(vis.size());
+      double mx = -1e300;
+      for (int32_t t = 0; t < n; ++t) {
+        const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D)];
+        double d = 0;
+        if (at_cache) {
+          const std::vector<double> kr = rotated(kh, t, base);
+          for (int32_t i = 0; i < D; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
+        } else {
+          for (int32_t i = 0; i < D; ++i) d += static_cast<double>(qh[i]) * kh[i];
+        }
+        s[static_cast<size_t>(t)] = d * c.attn_scale;
+        mx = std::max(mx, s[static_cast<size_t>(t)]);
+      }
+      double sum = 0;
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int32_t i = 0; i < D; ++i) {
+        double acc = 0;
+        for (int32_t t = 0; t < n; ++t)
+          acc += s[static_cast<size_t>(t)] / sum * V[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D + i)];
+        att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
+      }
+    }
+    return att;
+  }
+  // RoPE of one head vector to position p, in double, from the definition (CachePosition).
+  std::vector<double> rotated(const float* h, int32_t p, float base) const {
+    const ModelConfig& c = m_->config;
+    std::vector<double> r(h, h + c.head_dim);
+    const int32_t half = c.rope_dim / 2;
+    for (int32_t i = 0; i < half; ++i) {
+      const double theta = p * static_cast<double>(c.rope_freq_scale) * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
+      const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
+      const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
+      const double x0 = h[a], x1 = h[b];
+      r[static_cast<size_t>(a)] = x0 * std::cos(theta) - x1 * std::sin(theta);
+      r[static_cast<size_t>(b)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+    return r;
+  }
   std::vector<float> row(const TensorView& t, int64_t r) const {
     std::vector<float> out(static_cast<size_t>(t.ne(0)));
     dequantize_row(t.type(), t.row(r), out.data(), t.ne(0));
@@ -113,7 +159,8 @@ class ReferenceForward {
     for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * w[i]);
     return y;
   }
-  void head_prep(float* h, const std::vector<float>& qk_norm, int32_t pos, float base) const {
+  // q/k norm, then (rope) RoPE to pos.
+  void head_prep(float* h, const std::vector<float>& qk_norm, int32_t pos, float base, bool rope) const {
     const ModelConfig& c = m_->config;
     const int32_t D = c.head_dim;
     if (c.traits.qk_norm) {
@@ -121,6 +168,7 @@ class ReferenceForward {
       v = norm(v, qk_norm);
       std::copy(v.begin(), v.end(), h);
     }
+    if (!rope) return;
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
       const double factor = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[static_cast<size_t>(i)];
@@ -135,8 +183,10 @@ class ReferenceForward {
 
   std::shared_ptr<const Model> m_;
   int32_t window_, sinks_;
+  RopeAt rope_at_;
+  bool sliding_sinks_;
   int32_t n_past_ = 0;
-  std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim]
+  std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim] (CachePosition: before RoPE)
 };
 
 }  // namespace kvscope::test

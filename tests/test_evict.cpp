@@ -131,10 +131,10 @@ class TestEvict : public QObject {
     while (e.step()) {
       e.validate_kv();
       if (!kv.has_seq(id)) break;
-      const int32_t len = kv.cache_rows(id);
+      const int32_t len = kv.token_holes().cache_rows(id);
       std::vector<int32_t> live;
       for (int32_t row = 0; row < len; ++row)
-        if (const int64_t s = kv.row_slot(id, row); s >= 0 && !kv.hole_mask()[static_cast<size_t>(s)]) live.push_back(row);
+        if (const int64_t s = kv.token_holes().row_slot(id, row); s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)]) live.push_back(row);
       QCOMPARE(static_cast<int32_t>(live.size()), std::min(24, kv.seq_len(id)));
       if (kv.seq_len(id) <= 24) continue;
       for (int32_t s = 0; s < 2; ++s) QVERIFY(std::count(live.begin(), live.end(), s) == 1);     // sinks
@@ -166,7 +166,7 @@ class TestEvict : public QObject {
     dr.feed(0, 40, /*record=*/true);
     const auto mass = dr.be.attention_mass();
     std::vector<std::pair<float, int32_t>> cand;  // rows that may go: not sinks (2), not recent (6)
-    for (int32_t row = 2; row < 40 - 6; ++row) cand.push_back({mass[static_cast<size_t>(dr.kv.row_slot(1, row))], row});
+    for (int32_t row = 2; row < 40 - 6; ++row) cand.push_back({mass[static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
     std::sort(cand.begin(), cand.end());
     EvictConfig cfg = parse_evict("h2o:20:6");
     cfg.compact_at = 1.0;  // keep the holes where they are, to compare them
@@ -179,9 +179,9 @@ class TestEvict : public QObject {
     out.chunks.push_back(ScheduledChunk{&s, 39, 1, true});
     ev.after_step(out);
     std::set<int32_t> evicted;
-    for (int32_t row = 0; row < dr.kv.cache_rows(1); ++row)
-      if (const int64_t sl = dr.kv.row_slot(1, row); sl < 0 || dr.kv.hole_mask()[static_cast<size_t>(sl)]) evicted.insert(row);
-    QCOMPARE(dr.kv.eviction_counters().compactions, uint64_t{0});
+    for (int32_t row = 0; row < dr.kv.token_holes().cache_rows(1); ++row)
+      if (const int64_t sl = dr.kv.token_holes().row_slot(1, row); sl < 0 || dr.kv.token_holes().hole_mask()[static_cast<size_t>(sl)]) evicted.insert(row);
+    QCOMPARE(dr.kv.token_eviction_counters().compactions, uint64_t{0});
     std::set<int32_t> want;  // 40 live, budget 20: the 20 lowest of the 32 candidates go
     for (int32_t i = 0; i < 20; ++i) want.insert(cand[static_cast<size_t>(i)].second);
     QCOMPARE(evicted, want);
@@ -200,14 +200,14 @@ class TestEvict : public QObject {
     const BlockId b1 = kv.block_table(7)[1];
     QVERIFY(kv.pool().state(b1).hashed);
     const std::vector<int32_t> rows = {4, 5, 6};
-    auto r = kv.evict_rows(7, rows);
+    auto r = kv.token_holes().punch_rows(7, rows);
     QCOMPARE(r.blocks_freed, 0);
     QCOMPARE(kv.pool().state(b1).holes, 3);
     QVERIFY(!kv.pool().state(b1).hashed);  // holes: out of the prefix cache (and its descendants)
     QVERIFY(!kv.pool().state(kv.block_table(7)[2]).hashed);
     kv.validate();
     const std::vector<int32_t> last = {7};
-    r = kv.evict_rows(7, last);
+    r = kv.token_holes().punch_rows(7, last);
     QCOMPARE(r.blocks_freed, 1);
     QCOMPARE(kv.block_table(7)[1], kNoBlock);
     QCOMPARE(kv.pool().num_free(), free_before + 1);
@@ -215,24 +215,24 @@ class TestEvict : public QObject {
     kv.validate();
     // Compaction: the freed block's table entry goes, rows 8..13 become rows 4..9 without a
     // copy (they stay in their blocks).
-    QCOMPARE(kv.compact(7), 0);
-    QCOMPARE(kv.cache_rows(7), 10);
+    QCOMPARE(kv.token_holes().compact(7), 0);
+    QCOMPARE(kv.token_holes().cache_rows(7), 10);
     QCOMPARE(kv.seq_len(7), 14);  // positions are unchanged
-    QCOMPARE(kv.cache_row(7, 13), 9);
+    QCOMPARE(kv.token_holes().cache_row(7, 13), 9);
     QCOMPARE(kv.blocks_held(7), 3);
-    QVERIFY(kv.take_pending_slot_copies().empty());
+    QVERIFY(kv.token_holes().take_pending_slot_copies().empty());
     kv.validate();
     // A hole at row 1: rows 2..9 each move down one slot, in order (8 copies); 9 rows still
     // need 3 blocks.
     const std::vector<int32_t> one = {1};
-    kv.evict_rows(7, one);
-    QCOMPARE(kv.compact(7), 8);
-    QCOMPARE(kv.cache_rows(7), 9);
+    kv.token_holes().punch_rows(7, one);
+    QCOMPARE(kv.token_holes().compact(7), 8);
+    QCOMPARE(kv.token_holes().cache_rows(7), 9);
     QCOMPARE(kv.blocks_held(7), 3);
-    const auto copies = kv.take_pending_slot_copies();
+    const auto copies = kv.token_holes().take_pending_slot_copies();
     QCOMPARE(copies.size(), size_t{8});
     for (size_t i = 0; i < copies.size(); ++i) QCOMPARE(copies[i].dst + 1 == copies[i].src || copies[i].dst % 4 == 3, true);
-    QCOMPARE(kv.eviction_counters().rows_moved, uint64_t{8});
+    QCOMPARE(kv.token_eviction_counters().rows_moved, uint64_t{8});
     QCOMPARE(kv.pool().num_free(), free_before + 1);
     kv.validate();
   }
@@ -247,16 +247,16 @@ class TestEvict : public QObject {
     std::vector<int32_t> rows;
     for (int32_t row = 3; row < 55; ++row)
       if (row % 3 != 0 || (row >= 16 && row < 24)) rows.push_back(row);
-    dr.kv.evict_rows(1, rows);
+    dr.kv.token_holes().punch_rows(1, rows);
     const int32_t held_before = dr.kv.blocks_held(1);
     const std::vector<float> before = dr.feed(60, 61);
     // Recompute the same last token after compaction: it goes to its new row.
-    dr.kv.compact(1);
-    dr.be.copy_slots(dr.kv.take_pending_slot_copies());
+    dr.kv.token_holes().compact(1);
+    dr.be.copy_slots(dr.kv.token_holes().take_pending_slot_copies());
     dr.kv.validate();
     QVERIFY(dr.kv.blocks_held(1) < held_before);
-    QCOMPARE(dr.kv.seq_holes(1), 0);
-    QVERIFY(dr.kv.cache_row(1, 60) < 60);
+    QCOMPARE(dr.kv.token_holes().seq_holes(1), 0);
+    QVERIFY(dr.kv.token_holes().cache_row(1, 60) < 60);
     // Re-feed position 60 at its new row (the table now ends at it).
     const std::vector<float> after = dr.compute(60, 61);
     QVERIFY(before == after);
@@ -273,19 +273,19 @@ class TestEvict : public QObject {
     const auto t = tokens(12, 5);
     QVERIFY(kv.allocate_slots(1, t, 12));
     kv.fork(1, 2);
-    for (int32_t row = 0; row < 12; ++row) QVERIFY(!kv.row_evictable(1, row));
+    for (int32_t row = 0; row < 12; ++row) QVERIFY(!kv.token_holes().row_punchable(1, row));
     const std::vector<int32_t> rows = {5};
-    QVERIFY_THROWS_EXCEPTION(std::logic_error, kv.evict_rows(1, rows));
-    QCOMPARE(kv.compact(1), 0);
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, kv.token_holes().punch_rows(1, rows));
+    QCOMPARE(kv.token_holes().compact(1), 0);
     // A prefix-cache hit: seq 3 attaches seq 1's first two blocks; those stay, its own go.
     const auto hit = kv.attach_cached_prefix(3, t);
     QCOMPARE(hit, 8);
     QVERIFY(kv.allocate_slots(3, t, 4));
-    QVERIFY(!kv.row_evictable(3, 0) && !kv.row_evictable(3, 7));
-    QVERIFY(kv.row_evictable(3, 8));
+    QVERIFY(!kv.token_holes().row_punchable(3, 0) && !kv.token_holes().row_punchable(3, 7));
+    QVERIFY(kv.token_holes().row_punchable(3, 8));
     kv.free(1);
     kv.free(2);
-    QVERIFY(kv.row_evictable(3, 0));  // seq 3 alone holds them now: private, so evictable (and un-hashed if so)
+    QVERIFY(kv.token_holes().row_punchable(3, 0));  // seq 3 alone holds them now: private, so evictable (and un-hashed if so)
     kv.validate();
     // The engine: two requests sharing a prompt with prefix caching, H2O on; every step valid.
     const auto m = synthetic(7);

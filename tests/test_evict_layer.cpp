@@ -42,10 +42,10 @@ std::shared_ptr<const Model> sliding_model(int32_t window) {
 std::set<int32_t> visible_rows(const KvCacheManager& kv, SeqId id, int32_t layer, int32_t window) {
   std::set<int32_t> out;
   const int32_t next = kv.seq_len(id);
-  for (int32_t row = 0; row < kv.cache_rows(id); ++row) {
-    if (kv.row_hidden(id, layer, row)) continue;
-    const int64_t s = kv.row_slot(id, row);
-    if (window > 0 && kv.slot_positions()[static_cast<size_t>(s)] <= next - window) continue;
+  for (int32_t row = 0; row < kv.token_holes().cache_rows(id); ++row) {
+    if (kv.token_holes().row_hidden(id, layer, row)) continue;
+    const int64_t s = kv.token_holes().row_slot(id, row);
+    if (window > 0 && kv.token_holes().slot_positions()[static_cast<size_t>(s)] <= next - window) continue;
     out.insert(row);
   }
   return out;
@@ -53,8 +53,8 @@ std::set<int32_t> visible_rows(const KvCacheManager& kv, SeqId id, int32_t layer
 
 std::set<int32_t> live_rows(const KvCacheManager& kv, SeqId id) {
   std::set<int32_t> out;
-  for (int32_t row = 0; row < kv.cache_rows(id); ++row)
-    if (const int64_t s = kv.row_slot(id, row); s >= 0 && !kv.hole_mask()[static_cast<size_t>(s)]) out.insert(row);
+  for (int32_t row = 0; row < kv.token_holes().cache_rows(id); ++row)
+    if (const int64_t s = kv.token_holes().row_slot(id, row); s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)]) out.insert(row);
   return out;
 }
 
@@ -176,12 +176,12 @@ class TestEvictLayer : public QObject {
     dr.toks = tokens(40, 7);
     dr.feed(0, 40, /*record=*/true);
     const auto lm = dr.be.layer_attention_mass();
-    const size_t n_slots = dr.kv.hole_mask().size();
+    const size_t n_slots = dr.kv.token_holes().hole_mask().size();
     std::set<int32_t> want[2];
     for (int32_t l = 0; l < 2; ++l) {
       std::vector<std::pair<float, int32_t>> cand;  // not sinks (2), not recent (6)
       for (int32_t row = 2; row < 40 - 6; ++row)
-        cand.push_back({lm[static_cast<size_t>(l) * n_slots + static_cast<size_t>(dr.kv.row_slot(1, row))], row});
+        cand.push_back({lm[static_cast<size_t>(l) * n_slots + static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
       std::stable_sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (int32_t i = 0; i < 20; ++i) want[l].insert(cand[static_cast<size_t>(i)].second);
     }
@@ -202,7 +202,7 @@ class TestEvictLayer : public QObject {
     for (int32_t l = 0; l < 2; ++l) {
       std::set<int32_t> hidden;
       for (int32_t row = 0; row < 40; ++row)
-        if (dr.kv.row_hidden(1, l, row)) hidden.insert(row);
+        if (dr.kv.token_holes().row_hidden(1, l, row)) hidden.insert(row);
       QCOMPARE(hidden, want[l]);
       QCOMPARE(static_cast<int32_t>(visible_rows(dr.kv, 1, l, 0).size()), 20);
     }
@@ -210,7 +210,7 @@ class TestEvictLayer : public QObject {
     for (int32_t row = 0; row < 40; ++row)
       if (!live_rows(dr.kv, 1).count(row)) holes.insert(row);
     QCOMPARE(holes, both);
-    const EvictionCounters c = dr.kv.eviction_counters();
+    const TokenEvictionCounters c = dr.kv.token_eviction_counters();
     QCOMPARE(c.tokens_evicted, static_cast<uint64_t>(both.size()));
     QCOMPARE(c.tokens_hidden, uint64_t{40});
     QCOMPARE(c.hidden_now, static_cast<uint64_t>(40 - 2 * both.size()));
@@ -230,17 +230,17 @@ class TestEvictLayer : public QObject {
       else if (row % 4 == 1) hide0.push_back(row);
       else if (row % 4 == 2) hide1.push_back(row);
     }
-    dr.kv.hide_rows(1, 0, hide0);
-    dr.kv.hide_rows(1, 1, hide1);
-    dr.kv.evict_rows(1, gone);
+    dr.kv.token_holes().hide_rows(1, 0, hide0);
+    dr.kv.token_holes().hide_rows(1, 1, hide1);
+    dr.kv.token_holes().punch_rows(1, gone);
     const std::vector<float> before = dr.feed(60, 61);
-    const uint64_t hidden = dr.kv.eviction_counters().hidden_now;
-    dr.kv.compact(1);
-    dr.be.copy_slots(dr.kv.take_pending_slot_copies());
+    const uint64_t hidden = dr.kv.token_eviction_counters().hidden_now;
+    dr.kv.token_holes().compact(1);
+    dr.be.copy_slots(dr.kv.token_holes().take_pending_slot_copies());
     dr.kv.validate();
-    QCOMPARE(dr.kv.seq_holes(1), 0);
-    QCOMPARE(dr.kv.eviction_counters().hidden_now, hidden);
-    QVERIFY(dr.kv.cache_row(1, 60) < 60);
+    QCOMPARE(dr.kv.token_holes().seq_holes(1), 0);
+    QCOMPARE(dr.kv.token_eviction_counters().hidden_now, hidden);
+    QVERIFY(dr.kv.token_holes().cache_row(1, 60) < 60);
     const std::vector<float> after = dr.compute(60, 61);
     QVERIFY(before == after);
   }
@@ -268,12 +268,12 @@ class TestEvictLayer : public QObject {
     r.ignore_eos = true;
     const SeqId id = e.submit(r);
     const KvCacheManager& kv = *e.paged_kv();
-    QCOMPARE(kv.evict_layers(), 3);
+    QCOMPARE(kv.token_holes().layers(), 3);
     int checked = 0, union_larger = 0;
     while (e.step()) {
       e.validate_kv();
       if (!kv.has_seq(id)) break;
-      const int32_t len = kv.cache_rows(id);
+      const int32_t len = kv.token_holes().cache_rows(id);
       std::set<int32_t> expect;
       for (int32_t l = 0; l < 3; ++l) {
         const std::set<int32_t> vis = visible_rows(kv, id, l, m->config.layer_is_swa(l) ? window : 0);
@@ -316,7 +316,7 @@ class TestEvictLayer : public QObject {
     while (e.step()) {
       e.validate_kv();
       if (!kv.has_seq(id)) break;
-      const uint64_t h = kv.eviction_counters().tokens_hidden;
+      const uint64_t h = kv.token_eviction_counters().tokens_hidden;
       if (hidden_at_choice == 0 && h > 0) {
         hidden_at_choice = h;
         for (int32_t l = 0; l < 2; ++l) QCOMPARE(static_cast<int32_t>(visible_rows(kv, id, l, 0).size()), 16);

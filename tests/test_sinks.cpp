@@ -1,5 +1,5 @@
-// Attention sinks (StreamingLLM): (a) the CPU backend's rotation by cache position matches a
-// brute-force reference that recomputes attention with explicit cache positions; window-only
+// Attention sinks (StreamingLLM): (a) the CPU backend's rotation by cache position matches the
+// shared reference (tests/reference_forward.h) in its cache-position mode; window-only
 // attention keeps absolute positions (checked against the shared reference); (b) the engine
 // generates past the model's trained context with a bounded number of KV blocks.
 #include <QtTest>
@@ -31,140 +31,8 @@ std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
   return t;
 }
 
-// The StreamingLLM definition, written out plainly (the math of tests/reference_forward.h, f64
-// accumulation, one token at a time): keys are kept un-rotated; for a query at text position
-// pos the visible positions are vis = [0, min(S, lo)) ++ [lo, pos] with lo = pos - W + 1; the
-// key vis[t] is rotated to position t and the query to position vis.size() - 1.
-class CachePositionReference {
- public:
-  // sliding_sinks false: a model's own sliding-window layers see no sinks (--sinks-layers global).
-  CachePositionReference(std::shared_ptr<const Model> m, int32_t window, int32_t sinks, bool sliding_sinks = true)
-      : m_(std::move(m)), window_(window), sinks_(sinks), sliding_sinks_(sliding_sinks), k_(m_->config.n_layer), v_(m_->config.n_layer) {}
-
-  std::vector<float> step(TokenId tok) {
-    const ModelConfig& c = m_->config;
-    const ModelWeights& W = m_->weights;
-    const int32_t pos = n_past_++;
-    const int32_t E = c.n_embd, D = c.head_dim;
-    std::vector<float> x = row(W.token_embd, tok);
-    if (c.traits.embed_scale)
-      for (auto& v : x) v *= std::sqrt(static_cast<float>(E));
-    for (int32_t il = 0; il < c.n_layer; ++il) {
-      const LayerWeights& L = W.layers[static_cast<size_t>(il)];
-      std::vector<float> xn = norm(x, L.attn_norm);
-      std::vector<float> q = matvec(L.wq, xn), k = matvec(L.wk, xn), v = matvec(L.wv, xn);
-      if (c.traits.qkv_bias) {
-        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
-        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
-      }
-      if (c.traits.qk_norm) {
-        for (int32_t h = 0; h < c.n_head; ++h) head_norm(&q[static_cast<size_t>(h * D)], L.q_norm);
-        for (int32_t h = 0; h < c.n_head_kv; ++h) head_norm(&k[static_cast<size_t>(h * D)], L.k_norm);
-      }
-      auto& K = k_[static_cast<size_t>(il)];
-      auto& V = v_[static_cast<size_t>(il)];
-      K.insert(K.end(), k.begin(), k.end());
-      V.insert(V.end(), v.begin(), v.end());
-      int32_t win = window_;
-      if (c.layer_is_swa(il) && c.sliding_window > 0) win = win == 0 ? c.sliding_window : std::min(win, c.sliding_window);
-      const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-      std::vector<int32_t> vis;
-      const int32_t lo = win > 0 ? std::max(0, pos - win + 1) : 0;
-      const int32_t sinks = c.layer_is_swa(il) && c.sliding_window > 0 && !sliding_sinks_ ? 0 : sinks_;
-      for (int32_t j = 0; j < (win > 0 ? std::min(sinks, lo) : 0); ++j) vis.push_back(j);
-      for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
-      const int32_t n = static_cast<int32_t>(vis.size());
-      std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
-      for (int32_t h = 0; h < c.n_head; ++h) {
-        const int32_t g = h / (c.n_head / c.n_head_kv);
-        const std::vector<double> qr = rotated(&q[static_cast<size_t>(h * D)], n - 1, base);
-        std::vector<double> s(vis.size());
-        double mx = -1e300;
-        for (int32_t t = 0; t < n; ++t) {
-          const std::vector<double> kr = rotated(&K[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D)], t, base);
-          double d = 0;
-          for (int32_t i = 0; i < D; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
-          s[static_cast<size_t>(t)] = d * c.attn_scale;
-          mx = std::max(mx, s[static_cast<size_t>(t)]);
-        }
-        double sum = 0;
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int32_t i = 0; i < D; ++i) {
-          double acc = 0;
-          for (int32_t t = 0; t < n; ++t) acc += s[static_cast<size_t>(t)] / sum * V[static_cast<size_t>((vis[t] * c.n_head_kv + g) * D + i)];
-          att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
-        }
-      }
-      std::vector<float> o = matvec(L.wo, att);
-      if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
-      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
-      xn = norm(x, L.ffn_norm);
-      std::vector<float> gt = matvec(L.w_gate, xn), up = matvec(L.w_up, xn);
-      for (size_t i = 0; i < gt.size(); ++i) {
-        const double gv = gt[i];
-        const double a = c.traits.act == FfnActivation::Silu
-                             ? gv / (1.0 + std::exp(-gv))
-                             : 0.5 * gv * (1.0 + std::tanh(0.7978845608028654 * gv * (1.0 + 0.044715 * gv * gv)));
-        gt[i] = static_cast<float>(a * up[i]);
-      }
-      o = matvec(L.w_down, gt);
-      if (c.traits.post_norms) o = norm(o, L.post_ffw_norm);
-      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
-    }
-    return matvec(W.output, norm(x, W.output_norm));
-  }
-
- private:
-  // RoPE of one head vector to position p, in double, from the definition.
-  std::vector<double> rotated(const float* h, int32_t p, float base) const {
-    const ModelConfig& c = m_->config;
-    std::vector<double> r(h, h + c.head_dim);
-    const int32_t half = c.rope_dim / 2;
-    for (int32_t i = 0; i < half; ++i) {
-      const double theta = p * static_cast<double>(c.rope_freq_scale) * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
-      const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
-      const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
-      const double x0 = h[a], x1 = h[b];
-      r[static_cast<size_t>(a)] = x0 * std::cos(theta) - x1 * std::sin(theta);
-      r[static_cast<size_t>(b)] = x0 * std::sin(theta) + x1 * std::cos(theta);
-    }
-    return r;
-  }
-  std::vector<float> row(const TensorView& t, int64_t r) const {
-    std::vector<float> out(static_cast<size_t>(t.ne(0)));
-    dequantize_row(t.type(), t.row(r), out.data(), t.ne(0));
-    return out;
-  }
-  std::vector<float> matvec(const TensorView& w, const std::vector<float>& x) const {
-    std::vector<float> y(static_cast<size_t>(w.ne(1))), r(static_cast<size_t>(w.ne(0)));
-    for (int64_t o = 0; o < w.ne(1); ++o) {
-      dequantize_row(w.type(), w.row(o), r.data(), w.ne(0));
-      double acc = 0;
-      for (int64_t i = 0; i < w.ne(0); ++i) acc += static_cast<double>(r[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
-      y[static_cast<size_t>(o)] = static_cast<float>(acc);
-    }
-    return y;
-  }
-  std::vector<float> norm(const std::vector<float>& x, const std::vector<float>& w) const {
-    double ss = 0;
-    for (float v : x) ss += static_cast<double>(v) * v;
-    const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + m_->config.rms_eps);
-    std::vector<float> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * w[i]);
-    return y;
-  }
-  void head_norm(float* h, const std::vector<float>& w) const {
-    std::vector<float> v(h, h + m_->config.head_dim);
-    v = norm(v, w);
-    std::copy(v.begin(), v.end(), h);
-  }
-
-  std::shared_ptr<const Model> m_;
-  int32_t window_, sinks_;
-  bool sliding_sinks_;
-  int32_t n_past_ = 0;
-  std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim], before RoPE
-};
+// The StreamingLLM definition is the oracle's CachePosition mode (tests/reference_forward.h):
+// keys cached un-rotated, the key vis[t] rotated to position t and the query to vis.size() - 1.
 
 // Backend run: the prompt as one batch (every token with its own visible set), then decode
 // steps; logits after the prompt and after every decode step.
@@ -239,7 +107,7 @@ class TestSinks : public QObject {
     const size_t n_prompt = static_cast<size_t>(window + 7);  // the prompt batch already slides the window
     for (int32_t bs : {8, 16}) {
       const auto got = backend_rows(m, toks, n_prompt, AttentionPolicy{window, sinks}, bs);
-      CachePositionReference ref(m, window, sinks);
+      test::ReferenceForward ref(m, window, sinks, test::RopeAt::CachePosition);
       const auto want = reference_rows(ref, toks, n_prompt);
       QCOMPARE(got.size(), want.size());
       const float d = worst_diff(want, got);
@@ -282,7 +150,7 @@ class TestSinks : public QObject {
       ec.threads = 2;
       ec.keep_logits = false;
       const EvalRun run = eval_text(m, toks, ec);
-      CachePositionReference ref(m, w, s, k.sliding_sinks);
+      test::ReferenceForward ref(m, w, s, test::RopeAt::CachePosition, k.sliding_sinks);
       double worst = 0;
       for (size_t i = 0; i + 1 < toks.size(); ++i) {
         const std::vector<float> lg = ref.step(toks[i]);

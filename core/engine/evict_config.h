@@ -1,7 +1,7 @@
 #pragma once
 // Token eviction as an engine setting (`--evict h2o:BUDGET` / `snapkv:BUDGET`): which policy,
 // how many tokens a sequence keeps, and when compaction moves survivors together. The policies
-// themselves are in engine/token_eviction.h; the hole books in kv/kv_cache_manager.h.
+// themselves are in engine/token_eviction.h; the hole books in kv/token_holes.h.
 #include <cstdint>
 #include <string>
 

@@ -139,7 +139,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
                                                    cfg.sched.max_model_len, cfg.baseline_reserve, cfg.block_size);
   } else {
     KvCacheConfig kc = paged_config(cfg, cfg.num_blocks, cfg.window, cfg.sinks, salt);
-    if (cfg.evict.per_layer()) kc.evict_layers = mc.n_layer;  // one hole mask per layer
+    if (cfg.evict.per_layer()) kc.hole_layers = mc.n_layer;  // one hole mask per layer
     out.kv = std::make_unique<KvCacheManager>(kc);
   }
   return out;

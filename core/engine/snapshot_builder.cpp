@@ -99,7 +99,7 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
 void fill_eviction(const SnapshotSources& src, const KvLayout& L, Snapshot& S) {
   if (!src.cfg.evict.on()) return;
   EvictionSnap& E = S.eviction;
-  const EvictionCounters c = src.kv.eviction_counters();
+  const TokenEvictionCounters c = src.kv.token_eviction_counters();
   E.policy = describe_evict(src.cfg.evict);
   for (const BlockSnap& b : S.blocks) E.holes += b.holes;
   E.tokens_evicted = c.tokens_evicted;

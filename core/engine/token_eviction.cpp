@@ -30,7 +30,7 @@ TokenEvictor::TokenEvictor(const EvictConfig& cfg, int32_t window, int32_t sinks
                            std::vector<int32_t> layer_windows)
     : cfg_(cfg), sinks_(sinks), layer_windows_(std::move(layer_windows)), kv_(kv), backend_(backend) {
   if (cfg_.recent < 0 && window > 0) cfg_.recent = window;
-  if (cfg_.per_layer()) layer_windows_.resize(static_cast<size_t>(kv_.evict_layers()), 0);
+  if (cfg_.per_layer()) layer_windows_.resize(static_cast<size_t>(kv_.token_holes().layers()), 0);
 }
 
 TokenEvictor::SeqPlan& TokenEvictor::plan(const Sequence& s) {
@@ -50,9 +50,9 @@ bool TokenEvictor::records(const SeqPlan& p, int32_t pos) const {
 
 void TokenEvictor::annotate(const SchedulerOutput& out, BatchView& v) {
   for (SeqId id : out.preempted) plans_.erase(id);  // recomputed from scratch: choose again
-  v.holes = kv_.hole_mask();
-  v.layer_holes = kv_.layer_hole_mask();
-  v.slot_positions = kv_.slot_positions();
+  v.holes = kv_.token_holes().hole_mask();
+  v.layer_holes = kv_.token_holes().layer_hole_mask();
+  v.slot_positions = kv_.token_holes().slot_positions();
   v.rows.clear();
   v.record_attention.clear();
   std::vector<uint8_t> rec;
@@ -61,7 +61,7 @@ void TokenEvictor::annotate(const SchedulerOutput& out, BatchView& v) {
     const SeqPlan& p = plan(*ch.seq);
     for (int32_t i = 0; i < ch.n_tokens; ++i) {
       const int32_t pos = ch.first_pos + i;
-      v.rows.push_back(kv_.cache_row(ch.seq->id, pos));
+      v.rows.push_back(kv_.token_holes().cache_row(ch.seq->id, pos));
       rec.push_back(records(p, pos) ? 1 : 0);
       any = any || rec.back();
     }
@@ -90,48 +90,48 @@ void TokenEvictor::after_step(const SchedulerOutput& out) {
 // Scores of the live rows (accumulated weight of their slot), which may go (not a sink, not in
 // the recent window, in a block only this sequence holds), and the selection.
 void TokenEvictor::evict(SeqId id, const SeqPlan& p, bool pool) {
-  const int32_t len = kv_.cache_rows(id);
+  const int32_t len = kv_.token_holes().cache_rows(id);
   const std::span<const float> mass = backend_.attention_mass();
   std::vector<float> score(static_cast<size_t>(len), 0.0f);
   std::vector<uint8_t> live(static_cast<size_t>(len), 0), may_go(static_cast<size_t>(len), 0);
   int32_t n_live = 0;
   for (int32_t r = 0; r < len; ++r) {
-    const int64_t slot = kv_.row_slot(id, r);
-    if (slot < 0 || kv_.hole_mask()[static_cast<size_t>(slot)]) continue;
+    const int64_t slot = kv_.token_holes().row_slot(id, r);
+    if (slot < 0 || kv_.token_holes().hole_mask()[static_cast<size_t>(slot)]) continue;
     live[static_cast<size_t>(r)] = 1;
     ++n_live;
     score[static_cast<size_t>(r)] = mass.empty() ? 0.0f : mass[static_cast<size_t>(slot)];
-    may_go[static_cast<size_t>(r)] = r >= sinks_ && r < len - p.recent && kv_.row_evictable(id, r);
+    may_go[static_cast<size_t>(r)] = r >= sinks_ && r < len - p.recent && kv_.token_holes().row_punchable(id, r);
   }
   if (n_live <= p.budget) return;
   if (pool) score = max_pool(score, live, 7);
   const std::vector<int32_t> rows = lowest_scored_rows(score, may_go, n_live, p.budget);
-  if (!rows.empty()) kv_.evict_rows(id, rows);
+  if (!rows.empty()) kv_.token_holes().punch_rows(id, rows);
 }
 
 // Each layer keeps at most the budget of the rows it can still see (a sliding layer: those in
 // its window), choosing by its own weights; then a row every layer has dropped or can never see
 // again becomes a hole for all.
 void TokenEvictor::evict_per_layer(SeqId id, const SeqPlan& p, bool pool) {
-  const int32_t len = kv_.cache_rows(id), next_pos = kv_.seq_len(id);
-  const size_t n_slots = kv_.hole_mask().size();
+  const int32_t len = kv_.token_holes().cache_rows(id), next_pos = kv_.seq_len(id);
+  const size_t n_slots = kv_.token_holes().hole_mask().size();
   const std::span<const float> mass = backend_.layer_attention_mass();
-  const std::span<const int32_t> slot_pos = kv_.slot_positions();
+  const std::span<const int32_t> slot_pos = kv_.token_holes().slot_positions();
   std::vector<int64_t> slot(static_cast<size_t>(len));
   std::vector<uint8_t> may_go(static_cast<size_t>(len), 0), gone_everywhere(static_cast<size_t>(len), 1);
   for (int32_t r = 0; r < len; ++r) {
-    slot[static_cast<size_t>(r)] = kv_.row_slot(id, r);
-    may_go[static_cast<size_t>(r)] = r >= sinks_ && r < len - p.recent && kv_.row_evictable(id, r);
+    slot[static_cast<size_t>(r)] = kv_.token_holes().row_slot(id, r);
+    may_go[static_cast<size_t>(r)] = r >= sinks_ && r < len - p.recent && kv_.token_holes().row_punchable(id, r);
   }
   std::vector<float> score(static_cast<size_t>(len));
   std::vector<uint8_t> live(static_cast<size_t>(len)), cand(static_cast<size_t>(len));
-  for (int32_t l = 0; l < kv_.evict_layers(); ++l) {
+  for (int32_t l = 0; l < kv_.token_holes().layers(); ++l) {
     const int32_t w = layer_windows_[static_cast<size_t>(l)];
     int32_t n_live = 0;
     for (int32_t r = 0; r < len; ++r) {
       const auto i = static_cast<size_t>(r);
       const bool reachable = slot[i] >= 0 && (w == 0 || slot_pos[static_cast<size_t>(slot[i])] > next_pos - w);
-      live[i] = reachable && !kv_.row_hidden(id, l, r);
+      live[i] = reachable && !kv_.token_holes().row_hidden(id, l, r);
       n_live += live[i];
       cand[i] = live[i] && may_go[i];
       score[i] = live[i] && !mass.empty() ? mass[static_cast<size_t>(l) * n_slots + static_cast<size_t>(slot[i])] : 0.0f;
@@ -139,7 +139,7 @@ void TokenEvictor::evict_per_layer(SeqId id, const SeqPlan& p, bool pool) {
     if (n_live > p.budget) {
       if (pool) score = max_pool(score, live, 7);
       const std::vector<int32_t> rows = lowest_scored_rows(score, cand, n_live, p.budget);
-      kv_.hide_rows(id, l, rows);
+      kv_.token_holes().hide_rows(id, l, rows);
       for (int32_t r : rows) live[static_cast<size_t>(r)] = 0;
     }
     for (int32_t r = 0; r < len; ++r) gone_everywhere[static_cast<size_t>(r)] &= !live[static_cast<size_t>(r)];
@@ -147,15 +147,15 @@ void TokenEvictor::evict_per_layer(SeqId id, const SeqPlan& p, bool pool) {
   std::vector<int32_t> holes;
   for (int32_t r = 0; r < len; ++r)
     if (gone_everywhere[static_cast<size_t>(r)] && may_go[static_cast<size_t>(r)]) holes.push_back(r);
-  if (!holes.empty()) kv_.evict_rows(id, holes);
+  if (!holes.empty()) kv_.token_holes().punch_rows(id, holes);
 }
 
 void TokenEvictor::maybe_compact(SeqId id) {
   const int32_t bs = kv_.config().block_size;
-  const int32_t holes = kv_.seq_holes(id), held = kv_.blocks_held(id) * bs;
+  const int32_t holes = kv_.token_holes().seq_holes(id), held = kv_.blocks_held(id) * bs;
   if (cfg_.compact_at >= 1.0 || holes < bs || holes <= cfg_.compact_at * held) return;
-  kv_.compact(id);  // a no-op (no copies) when a block from the first hole on is shared
-  backend_.copy_slots(kv_.take_pending_slot_copies());
+  kv_.token_holes().compact(id);  // a no-op (no copies) when a block from the first hole on is shared
+  backend_.copy_slots(kv_.token_holes().take_pending_slot_copies());
 }
 
 }  // namespace kvscope

@@ -11,7 +11,7 @@
 // With scope Layer every layer chooses its own BUDGET tokens by its own weights, as the H2O
 // paper does per layer (it also splits heads: a per-head choice would free a slot only when all
 // heads of all layers drop it, so we stop at layers). A token one layer dropped is hidden from
-// that layer only (KvCacheManager::hide_rows); its slot becomes a hole, and can be freed, once
+// that layer only (TokenHoles::hide_rows, kv/token_holes.h); its slot becomes a hole, and can be freed, once
 // every layer has dropped it or, for a model's own sliding-window layers (Gemma 3), can never
 // see it again. Memory is then the union of the layers' choices, which eval reports as peak
 // kept tokens. Sinks (the first S tokens) and the recent window are never evicted.

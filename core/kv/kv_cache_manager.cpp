@@ -24,16 +24,14 @@ const KvCacheConfig& checked(const KvCacheConfig& cfg) {
 }  // namespace
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& cfg)
-    : cfg_(checked(cfg)), pool_(cfg.num_blocks, cfg.block_size) {
-  pool_.track_releases(cfg.report_released);
-  if (cfg.token_eviction) {
-    holes_.assign(static_cast<size_t>(cfg.num_blocks) * cfg.block_size, 0);
-    slot_pos_.assign(holes_.size(), 0);
-    layer_holes_.assign(holes_.size() * static_cast<size_t>(std::max(0, cfg.evict_layers)), 0);
-  }
+    : cfg_(checked(cfg)),
+      pool_(cfg.num_blocks, cfg.block_size),
+      register_lag_(cfg.register_lag, cfg.report_released),
+      token_holes_({cfg.block_size, cfg.num_blocks, cfg.token_eviction, cfg.hole_layers}, pool_, seqs_, evictions_) {
+  register_lag_.attach(pool_);
 }
 
-const KvCacheManager::SeqTable& KvCacheManager::table_of(SeqId seq) const {
+const SeqTable& KvCacheManager::table_of(SeqId seq) const {
   auto it = seqs_.find(seq);
   KV_CHECK(it != seqs_.end(), "unknown sequence " + std::to_string(seq));
   return it->second;
@@ -193,7 +191,7 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
     const BlockId src = t.blocks.back();
     const auto dst = pool_.allocate();
     KV_CHECK(dst.has_value(), "pool ran dry after the plan said it would not");
-    fresh_block(*dst);
+    token_holes_.fresh_block(*dst);
     pool_.set_filled(*dst, len % bs);
     pending_copies_.push_back(BlockCopy{src, *dst, len % bs});
     t.blocks.back() = *dst;
@@ -202,20 +200,20 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
   while (static_cast<int32_t>(t.blocks.size()) < ceil_div(new_len, bs)) {
     const auto b = pool_.allocate();
     KV_CHECK(b.has_value(), "pool ran dry after the plan said it would not");
-    fresh_block(*b);
+    token_holes_.fresh_block(*b);
     t.blocks.push_back(*b);
   }
-  note_evictions(seq);
+  evictions_.note(pool_, seq);
   for (int32_t bi = len / bs; bi < ceil_div(new_len, bs); ++bi)
     pool_.set_filled(t.blocks[bi], std::min(bs, new_len - bi * bs));
-  for (int32_t row = len; row < new_len && !slot_pos_.empty(); ++row)
-    slot_pos_[static_cast<size_t>(t.blocks[row / bs]) * bs + row % bs] = row + t.shift;
+  token_holes_.note_positions(t, len, new_len);
   // Full blocks are registered now, before their forward runs (as vLLM v1): the engine writes
   // every chunk's K/V of a layer before any attention of that layer reads the cache.
   // With a register lag (KIVI's residual) a block waits until that many tokens follow it.
-  const int32_t lag = cfg_.register_lag;
-  if (cfg_.prefix_caching && !t.evicted)
-    register_full_blocks(t.blocks, tokens, std::max(0, len - lag) / bs, std::max(0, new_len - lag) / bs);
+  if (cfg_.prefix_caching && !t.token_evicted) {
+    const RegisterLag::Range r = register_lag_.registrable(len, new_len, bs);
+    register_full_blocks(t.blocks, tokens, r.first, r.end);
+  }
   t.len = new_len;
   return true;
 }
@@ -247,7 +245,7 @@ int64_t KvCacheManager::slot(SeqId seq, int32_t pos) const {
   const int32_t row = pos - t.shift;  // == pos unless token eviction compacted the table
   KV_CHECK(row >= 0 && row < t.len, "slot(): position " + std::to_string(pos) + " has no slot");
   const BlockId b = t.blocks[row / cfg_.block_size];
-  KV_CHECK(b != kNoBlock, "slot(): position " + std::to_string(pos) + " was dropped (outside the window or evicted)");
+  KV_CHECK(b != kNoBlock, "slot(): position " + std::to_string(pos) + " was dropped (outside the window or token-evicted)");
   return static_cast<int64_t>(b) * cfg_.block_size + row % cfg_.block_size;
 }
 
@@ -257,7 +255,7 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
   t.blocks = table_of(parent).blocks;
   t.len = table_of(parent).len;
   t.shift = table_of(parent).shift;
-  t.evicted = table_of(parent).evicted;
+  t.token_evicted = table_of(parent).token_evicted;
   for (BlockId b : t.blocks)
     if (b != kNoBlock) pool_.ref(b);
   seqs_.emplace(child, std::move(t));
@@ -274,23 +272,9 @@ void KvCacheManager::free(SeqId seq) {
   seqs_.erase(it);
 }
 
-void KvCacheManager::note_evictions(SeqId by) {
-  for (const BlockPool::DroppedHash& d : pool_.take_dropped()) evictions_.push_back({0, d.hash, by, d.orphaned});
-  // Bounded for owners that never read them (tests, tools): the oldest go first.
-  constexpr size_t kMaxKept = 1 << 16;
-  if (evictions_.size() > kMaxKept) evictions_.erase(evictions_.begin(), evictions_.begin() + static_cast<std::ptrdiff_t>(kMaxKept / 2));
-}
+void KvCacheManager::take_evictions(std::vector<EvictionRecord>& out) { evictions_.take(out); }
 
-void KvCacheManager::take_evictions(std::vector<EvictionRecord>& out) {
-  out.insert(out.end(), evictions_.begin(), evictions_.end());
-  evictions_.clear();
-}
-
-std::vector<BlockRelease> KvCacheManager::take_released_blocks() {
-  std::vector<BlockRelease> out;
-  for (BlockId b : pool_.take_released()) out.push_back(BlockRelease{b, 0});
-  return out;
-}
+std::vector<BlockRelease> KvCacheManager::take_released_blocks() { return register_lag_.take_released(pool_); }
 
 std::vector<BlockCopy> KvCacheManager::take_pending_copies() {
   std::vector<BlockCopy> out;
@@ -307,7 +291,7 @@ void KvCacheManager::validate() const {
     for (int32_t bi = 0; bi < static_cast<int32_t>(t.blocks.size()); ++bi) {
       const BlockId b = t.blocks[bi];
       if (b == kNoBlock) {
-        if (!t.evicted && !block_outside_window(bi, t.len)) broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
+        if (!t.token_evicted && !block_outside_window(bi, t.len)) broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
         continue;
       }
       if (b < 0 || b >= n) broken(id, "table holds out-of-range block " + std::to_string(b));
@@ -315,7 +299,7 @@ void KvCacheManager::validate() const {
       if (pool_.state(b).filled != std::min(bs, t.len - bi * bs))
         broken(id, "block " + std::to_string(b) + " fill disagrees with the sequence length");
     }
-    validate_holes(id, t);
+    token_holes_.validate(id, t);
   }
   for (BlockId b = 0; b < n; ++b) {
     const BlockState& st = pool_.state(b);

@@ -2,7 +2,8 @@
 // Block tables for the sequences of one KV group (a set of layers with the same attention
 // type). Owns the BlockPool. Allocates on demand, shares blocks through the prefix cache and
 // fork(), copies a shared partial block on write, and drops blocks that fall wholly outside a
-// sliding window (keeping the sink blocks). All answers are plain structs.
+// sliding window (keeping the sink blocks). All answers are plain structs. Token eviction's
+// holes and compaction live in TokenHoles (kv/token_holes.h), which the manager owns.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -11,7 +12,11 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/eviction_log.h"
 #include "kv/kv_slot_allocator.h"
+#include "kv/register_lag.h"
+#include "kv/seq_table.h"
+#include "kv/token_holes.h"
 
 namespace kvscope {
 
@@ -22,11 +27,10 @@ struct KvCacheConfig {
   int32_t sliding_window = 0;    // 0: full attention; else attention sees the last W positions
   int32_t sink_tokens = 0;       // with a window: the first S tokens are kept forever (StreamingLLM)
   uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
-  bool token_eviction = false;   // keep a per-slot hole mask (kv_cache_eviction.cpp)
-  int32_t evict_layers = 0;      // > 0 (with token_eviction): per-layer eviction, one more mask per layer
-  // KIVI's residual (KvLayout::kivi_residual): a full block enters the prefix cache only once
-  // this many tokens of its sequence follow it, the step in which the backend quantizes it, so
-  // no other sequence ever finds a block that will still change. 0: as soon as it is full.
+  bool token_eviction = false;   // keep a per-slot hole mask (kv/token_holes.h)
+  int32_t hole_layers = 0;       // > 0 (with token_eviction): per-layer token eviction, one more mask per layer
+  // KIVI's residual (kv/register_lag.h): a full block enters the prefix cache only once this
+  // many tokens of its sequence follow it. 0: as soon as it is full.
   int32_t register_lag = 0;
   // Collect blocks freed outside the prefix cache for take_released_blocks() (KIVI: the backend
   // drops their residual). Off: nothing is collected.
@@ -36,13 +40,13 @@ struct KvCacheConfig {
 
 // BlockCopy (copy-on-write work for the backend) lives in kv/kv_types.h, shared with the baseline.
 
-struct SeqCacheStats {
-  int32_t cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache at admission
-};
+// SeqCacheStats and SeqTable live in kv/seq_table.h, shared with TokenHoles.
 
 class KvCacheManager : public KvSlotAllocator {
  public:
   explicit KvCacheManager(const KvCacheConfig& cfg);
+  KvCacheManager(const KvCacheManager&) = delete;  // token_holes_ refers to the pool and tables
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
   const KvCacheConfig& config() const { return cfg_; }
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -85,45 +89,10 @@ class KvCacheManager : public KvSlotAllocator {
 
   void validate() const override;  // ref counts == table references, free + used + evictable == total...
 
-  // --- token eviction (engine/token_eviction.h decides what; this keeps the books) ---
-  // A sequence's cache rows are its table's slots in order: row = position - rows removed by
-  // compaction (so rows == positions until a compaction). Evicted rows are holes: their slot's
-  // byte in hole_mask() is 1 and attention skips it. Holes are only ever punched into blocks
-  // the sequence holds alone (ref count 1); a holed block leaves the prefix cache (with its
-  // cached descendants) and an evicting sequence registers nothing more, so no other reader
-  // ever sees a hole, and a block still referenced by anyone else is never freed.
-  std::span<const uint8_t> hole_mask() const { return holes_; }  // [num_blocks * block_size]
-  // [num_blocks * block_size] the position each slot holds: once compaction moved rows, a layer
-  // with its own sliding window (Gemma 3) still needs positions to know what it may see.
-  std::span<const int32_t> slot_positions() const { return slot_pos_; }
-  int32_t cache_rows(SeqId seq) const { return table_of(seq).len; }
-  int32_t cache_row(SeqId seq, int32_t pos) const { return pos - table_of(seq).shift; }
-  int64_t row_slot(SeqId seq, int32_t row) const;        // -1 when the row's block was freed
-  bool row_evictable(SeqId seq, int32_t row) const;      // a live slot of a block only seq holds
-  int32_t seq_holes(SeqId seq) const;                    // holes in seq's blocks now
-  struct EvictOutcome {
-    int32_t evicted = 0, blocks_freed = 0;
-  };
-  EvictOutcome evict_rows(SeqId seq, std::span<const int32_t> rows);  // every row must be evictable
-  // Moves seq's surviving rows together from its first block with a hole, so that its table
-  // has no holes and fewer blocks; the copies wait in take_pending_slot_copies() (apply them in
-  // order before the next forward). Returns the rows moved, 0 (nothing done) when some block
-  // from there on is shared.
-  int32_t compact(SeqId seq);
-  // Per-layer eviction (KvCacheConfig::evict_layers): a row hidden from one layer only. Its slot
-  // stays (other layers still read it) until evict_rows() makes it a hole for all; compaction
-  // moves a survivor's per-layer bits with it. [evict_layers][num_blocks * block_size].
-  std::span<const uint8_t> layer_hole_mask() const { return layer_holes_; }
-  int32_t evict_layers() const { return cfg_.evict_layers; }
-  bool row_hidden(SeqId seq, int32_t layer, int32_t row) const;  // hidden from that layer (or a hole)
-  void hide_rows(SeqId seq, int32_t layer, std::span<const int32_t> rows);  // every row evictable, not hidden
-  int64_t hidden_slots() const;  // (layer, slot) pairs hidden now, holes not counted
-  std::vector<SlotCopy> take_pending_slot_copies() { return std::exchange(pending_slot_copies_, {}); }
-  EvictionCounters eviction_counters() const override {
-    EvictionCounters c = evict_counters_;
-    c.hidden_now = static_cast<uint64_t>(hidden_slots());
-    return c;
-  }
+  // Token eviction's books (holes, per-layer hiding, compaction): kv/token_holes.h.
+  TokenHoles& token_holes() { return token_holes_; }
+  const TokenHoles& token_holes() const { return token_holes_; }
+  TokenEvictionCounters token_eviction_counters() const override { return token_holes_.counters(); }
 
   // Read-only view (KvSlotAllocator): one group.
   int32_t num_blocks(int32_t group) const override;
@@ -141,13 +110,6 @@ class KvCacheManager : public KvSlotAllocator {
   int32_t blocks_held(SeqId seq) const;
 
  private:
-  struct SeqTable {
-    std::vector<BlockId> blocks;
-    int32_t len = 0;                // cache rows (holes included)
-    int32_t shift = 0;              // rows removed by compaction: position = row + shift
-    bool evicted = false;           // token eviction touched it: nothing more enters the prefix cache
-    SeqCacheStats stats;
-  };
   const SeqTable& table_of(SeqId seq) const;  // checks the sequence exists
   struct AllocationPlan {
     std::vector<int32_t> drops;   // table indices leaving the window, highest first
@@ -167,19 +129,11 @@ class KvCacheManager : public KvSlotAllocator {
 
   KvCacheConfig cfg_;
   BlockPool pool_;
-  std::unordered_map<SeqId, SeqTable> seqs_;
+  SeqTables seqs_;
   std::vector<BlockCopy> pending_copies_;
-  std::vector<uint8_t> holes_;                 // token eviction: per slot, 1 = evicted
-  std::vector<uint8_t> layer_holes_;           // per-layer eviction: [layer][slot], 1 = hidden from that layer
-  uint8_t& layer_hole(int32_t layer, int64_t slot) { return layer_holes_[static_cast<size_t>(layer) * holes_.size() + static_cast<size_t>(slot)]; }
-  std::vector<int32_t> slot_pos_;              // token eviction: per slot, its position
-  std::vector<SlotCopy> pending_slot_copies_;  // compaction's work for the backend
-  EvictionCounters evict_counters_;
-  void fresh_block(BlockId b);                 // a block just taken: no holes
-  void validate_holes(SeqId id, const SeqTable& t) const;
-  int32_t first_holed_block(const SeqTable& t) const;
-  std::vector<EvictionRecord> evictions_;
-  void note_evictions(SeqId by);  // the pool's dropped hashes, attributed to `by`
+  RegisterLag register_lag_;    // KIVI's residual: when a full block may be registered
+  EvictionLog evictions_;       // prefix-cache evictions, attributed (before token_holes_: it refers to it)
+  TokenHoles token_holes_;
   uint64_t queries_tokens_ = 0;
   uint64_t hits_tokens_ = 0;
   std::vector<uint8_t> scratch_changed_;  // take_block_changes: per block

@@ -88,7 +88,7 @@ class KvSlotAllocator {
   // allocator without one reports every block).
   virtual void take_block_changes(int32_t group, std::vector<BlockChange>& out) = 0;
   virtual KvAllocatorCounters allocator_counters() const = 0;
-  virtual EvictionCounters eviction_counters() const { return {}; }  // token eviction (paged only)
+  virtual TokenEvictionCounters token_eviction_counters() const { return {}; }  // token eviction (paged only)
   // The shape of the free space (and, for the baseline, its reservation counters).
   virtual AllocatorSnap allocator_snap() const = 0;
   virtual void validate() const = 0;  // every invariant; throws std::logic_error naming it

@@ -58,20 +58,21 @@ struct AllocatorSnap {
 struct KvAllocatorCounters {
   uint64_t allocations = 0;           // blocks taken (baseline: contiguous reservations made)
   uint64_t frees = 0;                 // blocks given back (baseline: reservations released)
-  uint64_t evictions = 0;
+  uint64_t evictions = 0;             // prefix-cache evictions: a cached block reused (kv/eviction_log.h)
   uint64_t prefix_queries_tokens = 0;
   uint64_t prefix_hits_tokens = 0;
 };
 
-// Token eviction's books, monotonic since the start.
-struct EvictionCounters {
+// Token eviction's books (kv/token_holes.h), monotonic since the start. Not the prefix
+// cache's evictions (KvAllocatorCounters::evictions, kv/eviction_log.h).
+struct TokenEvictionCounters {
   uint64_t tokens_evicted = 0;   // slots turned into holes
-  uint64_t blocks_freed = 0;     // blocks whose every slot was evicted, back in the pool
+  uint64_t blocks_freed = 0;     // blocks whose every slot became a hole, back in the pool
   uint64_t compactions = 0;
   uint64_t rows_moved = 0;       // slots copied by compactions (x bytes per token = bytes copied)
   uint64_t blocks_compacted_away = 0;  // blocks compaction emptied and returned to the pool
-  uint64_t tokens_hidden = 0;    // per-layer eviction: (layer, token) pairs hidden from one layer
-  uint64_t hidden_now = 0;       // per-layer eviction: such pairs now whose slot is not (yet) a hole (a state, not a counter)
+  uint64_t tokens_hidden = 0;    // per-layer token eviction: (layer, token) pairs hidden from one layer
+  uint64_t hidden_now = 0;       // per-layer token eviction: such pairs now whose slot is not (yet) a hole (a state, not a counter)
 };
 
 // One block whose state may have changed, with its state now.
