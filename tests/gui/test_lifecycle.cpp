@@ -15,11 +15,11 @@
 #include <QtTest>
 #include <fstream>
 
-#include "chat_panel.h"
-#include "main_window.h"
+#include "panels/chat_panel.h"
+#include "shell/main_window.h"
 #include "model/synthetic_model.h"
 #include "gui_test_support.h"
-#include "workload_panel.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

@@ -13,14 +13,14 @@
 #include <QTextBrowser>
 #include <QtTest>
 
-#include "block_map_panel.h"
-#include "block_map_widget.h"
-#include "chat_panel.h"
+#include "panels/block_map_panel.h"
+#include "widgets/block_map_widget.h"
+#include "panels/chat_panel.h"
 #include "gui_test_support.h"
-#include "main_window.h"
-#include "request_story_panel.h"
-#include "settings_panel.h"
-#include "workload_panel.h"
+#include "shell/main_window.h"
+#include "panels/request_story_panel.h"
+#include "controls/settings_panel.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

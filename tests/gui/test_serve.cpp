@@ -20,14 +20,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "block_map_panel.h"
-#include "chat_panel.h"
+#include "panels/block_map_panel.h"
+#include "panels/chat_panel.h"
 #include "gui_test_support.h"
-#include "main_window.h"
-#include "serve_controller.h"
-#include "serve_dialog.h"
-#include "serve_menu.h"
-#include "settings_panel.h"
+#include "shell/main_window.h"
+#include "serving/serve_controller.h"
+#include "serving/serve_dialog.h"
+#include "serving/serve_menu.h"
+#include "controls/settings_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

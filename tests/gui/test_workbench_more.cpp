@@ -19,12 +19,12 @@
 #include <QtTest>
 #include <time.h>
 
-#include "chat_panel.h"
-#include "compare_panel.h"
+#include "panels/chat_panel.h"
+#include "controls/compare_panel.h"
 #include "run/perplexity.h"
-#include "frame_bench.h"
-#include "main_window.h"
-#include "settings_panel.h"
+#include "devtools/frame_bench.h"
+#include "shell/main_window.h"
+#include "controls/settings_panel.h"
 #include "gui_test_support.h"
 #include "timed_workload.h"
 
