@@ -28,7 +28,6 @@
 #include "kv/kv_layout.h"
 #include "widgets/block_map_widget.h"
 #include "panels/memory_panel.h"
-#include "controls/settings_panel.h"
 #include "widgets/theme.h"
 
 namespace kvscope::ui {
@@ -77,7 +76,7 @@ QStringList quality_texts() {
 
 }  // namespace
 
-ComparePanel::ComparePanel(SettingsPanel* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
+ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
   scenario_ = new QComboBox;
   for (const ScenarioEntry& e : scenario_entries()) scenario_->addItem(e.name, e.key);
 
@@ -226,6 +225,13 @@ void ComparePanel::shutdown() {
   for (Side& s : sides_)
     if (s.host) s.host->shutdown();
   if (agreementThread_) agreementThread_->wait();
+}
+
+void ComparePanel::presetB(const EngineConfigEdit& b, std::optional<bool> quality) {
+  if (b.kvDtype) bDtype_->setCurrentIndex(std::max(0, bDtype_->findData(QString::fromLatin1(kv_dtype_name(*b.kvDtype)))));
+  if (b.window) bWindow_->setText(QString::number(*b.window));
+  if (b.sinks) bSinks_->setText(QString::number(*b.sinks));
+  if (quality) quality_->setChecked(*quality);
 }
 
 void ComparePanel::setKvShape(const KvShape& shape, int blockSize) { set_kv_dtype_tooltips(bDtype_, shape, blockSize); }

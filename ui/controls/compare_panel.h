@@ -13,9 +13,11 @@
 #include <memory>
 #include <optional>
 
+#include "engine_bridge/config_edit.h"
 #include "engine_bridge/engine_host.h"
-#include "controls/settings_panel.h"
+#include "engine_bridge/engine_settings_source.h"
 #include "engine_bridge/workload_source.h"
+#include "widgets/kv_dtype_tooltips.h"
 
 class QCheckBox;
 class QComboBox;
@@ -30,12 +32,12 @@ namespace kvscope::ui {
 
 class BlockMapPanel;
 class MemoryPanel;
-class SettingsPanel;
 
 class ComparePanel : public QWidget {
   Q_OBJECT
  public:
-  explicit ComparePanel(SettingsPanel* settings, QWidget* parent = nullptr);
+  // Configuration A is what `settings` (the Settings panel) holds.
+  explicit ComparePanel(const EngineSettingsSource* settings, QWidget* parent = nullptr);
   ~ComparePanel() override;
   // Starts both engines on `scenario` (built-in name or file). False with *why if it cannot.
   bool start(const QString& scenario, QString* why = nullptr);
@@ -51,6 +53,9 @@ class ComparePanel : public QWidget {
   QLineEdit* poolB() const { return bPool_; }
   QLineEdit* evictB() const { return bEvict_; }   // B's token eviction: a `--evict` spec, "off", or empty = A's
   QLabel* statusLabel() const { return status_; }
+  // Presets B (not started): the KV dtype, window and sinks of `b` (its other fields are not B's
+  // to change here), and the quality run when `quality` is set.
+  void presetB(const EngineConfigEdit& b, std::optional<bool> quality);
   SnapshotPtr lastSnapshot(int side) const { return sides_[static_cast<size_t>(side)].last; }
   QCheckBox* qualityRun() const { return quality_; }
   QComboBox* qualityText() const { return qualityText_; }   // editable: a path to any text file
@@ -91,7 +96,7 @@ class ComparePanel : public QWidget {
   void refreshTable();
   std::optional<EngineConfig> configB(const EngineConfig& a, QString* why) const;
 
-  SettingsPanel* settings_;
+  const EngineSettingsSource* settings_;
   QComboBox *scenario_, *bBlock_, *bDtype_, *bAlloc_;
   QCheckBox* bPrefix_;
   QLineEdit *bWindow_, *bSinks_, *bPool_, *bEvict_;

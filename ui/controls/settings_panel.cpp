@@ -31,8 +31,6 @@ namespace kvscope::ui {
 
 namespace {
 
-constexpr int kMaxRecent = 8;
-
 QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent) {
   auto* e = new QLineEdit;
   // The validator makes the field refuse anything that is not a whole number in range.
@@ -42,81 +40,6 @@ QLineEdit* int_edit(int lo, int hi, const QString& placeholder, QObject* parent)
 }
 
 }  // namespace
-
-QString eviction_tooltip() {
-  return QObject::tr(
-      "Token eviction, as <tt>--evict</tt>: <b>POLICY:BUDGET[:WINDOW][:layer]</b>, or empty / <tt>off</tt> for none.<br>"
-      "BUDGET: tokens a sequence keeps, or a share of its prompt (<tt>20%</tt>).<br>"
-      "<b>h2o</b> (Heavy-Hitter Oracle): after every step, drops the tokens with the least attention received so "
-      "far, never the sinks or the WINDOW most recent tokens (default: half the budget).<br>"
-      "<b>snapkv</b>: once, when the prompt is in, keeps the tokens the prompt's last WINDOW queries (default 32) "
-      "attended to most; generation then grows the cache again.<br>"
-      "<b>:layer</b>: every layer keeps its own BUDGET tokens by its own attention (as the H2O paper); a slot is "
-      "freed only once no layer keeps it, so memory is the union of the layers' choices. Default: one choice per "
-      "sequence for all layers.<br>"
-      "With eviction, Sinks are the first tokens never evicted and Sliding window is the recent window (when the "
-      "spec names none), not an attention window. Needs the paged cache and a non-KIVI dtype.");
-}
-
-QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
-  QString what;
-  switch (d) {
-    case KvDtype::F32: what = QObject::tr("4 bytes per element, exact"); break;
-    case KvDtype::F16: what = QObject::tr("2 bytes per element (IEEE half precision)"); break;
-    case KvDtype::BF16: what = QObject::tr("2 bytes per element (bfloat16: f32's range, 8 mantissa bits)"); break;
-    case KvDtype::INT8: what = QObject::tr("1 byte per element plus one f32 scale per (token, KV head) vector"); break;
-    case KvDtype::FP8_E4M3: what = QObject::tr("1 byte per element (FP8 E4M3) plus one f32 scale per (token, KV head) vector"); break;
-    case KvDtype::FP8_E5M2:
-      what = QObject::tr("1 byte per element (FP8 E5M2: more range, less precision) plus one f32 scale per (token, KV head) vector");
-      break;
-    case KvDtype::INT4: what = QObject::tr("4 bits per element, symmetric, one f16 scale per group of channels"); break;
-    case KvDtype::ROT4:
-      what = QObject::tr("4 bits per element after a fixed Walsh-Hadamard rotation (spreads outlier channels), f16 scale per group");
-      break;
-    case KvDtype::ROT4C:
-      what = QObject::tr("rot4 with each block's keys centered on their mean first and scales fitted to the least error; "
-                         "a filling block stays in f16 (CPU backend)");
-      break;
-    case KvDtype::KIVI4:
-    case KvDtype::KIVI2:
-      what = QObject::tr("KIVI, %1 bits: keys per channel over each block, values per token; a filling block stays in f16")
-                 .arg(kv_code_bits(d));
-      break;
-  }
-  QString tip = QStringLiteral("<b>%1</b>: %2.").arg(QString::fromLatin1(kv_dtype_name(d)), what);
-  if (!shape.valid()) return tip + QObject::tr("<br>Load a model to see its bytes per token.");
-  KvLayout l;
-  l.n_layer = shape.nLayer;
-  l.n_head_kv = shape.nHeadKv;
-  l.head_dim = shape.headDim;
-  l.block_size = std::max(1, blockSize);
-  l.dtype = d;
-  KvLayout f32 = l;
-  f32.dtype = KvDtype::F32;
-  const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)").arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
-                      : kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
-                                           : QStringLiteral("%1 × %2").arg(shape.headDim).arg(kv_elem_bytes(d));
-  tip += QObject::tr("<br>Loaded model: 2 (K and V) × %1 layers × %2 KV heads × %3 bytes = <b>%4 bytes per token</b>")
-             .arg(shape.nLayer)
-             .arg(shape.nHeadKv)
-             .arg(vec)
-             .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_token())));
-  if (blockSize > 0)
-    tip += QObject::tr(", %1 bytes per %2-token block")
-               .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_block())))
-               .arg(blockSize);
-  if (d != KvDtype::F32)
-    tip += QObject::tr(" (%1% of f32)").arg(100.0 * static_cast<double>(l.bytes_per_token()) / static_cast<double>(f32.bytes_per_token()), 0, 'f', 1);
-  return tip + QLatin1Char('.');
-}
-
-void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize) {
-  for (int i = 0; i < box->count(); ++i) {
-    const QString name = box->itemData(i).isValid() ? box->itemData(i).toString() : box->itemText(i);
-    const auto d = parse_kv_dtype(name.toStdString());
-    box->setItemData(i, d ? kv_dtype_tooltip(*d, shape, blockSize) : QVariant(), Qt::ToolTipRole);
-  }
-}
 
 int default_gui_threads() { return std::max(1, QThread::idealThreadCount()); }
 
@@ -548,111 +471,6 @@ void SettingsPanel::revalidate() {
                     : found.size() == 1  ? tr("1 setting to fix: see the note above.")
                                          : tr("%1 settings to fix: see the notes above.").arg(found.size()));
   apply_->setEnabled(found.empty());
-}
-
-QStringList SettingsPanel::recentModels() const { return QSettings().value(QStringLiteral("recentModels")).toStringList(); }
-
-void SettingsPanel::addRecentModel(const QString& path) {
-  QStringList r = recentModels();
-  r.removeAll(path);
-  r.prepend(path);
-  while (r.size() > kMaxRecent) r.removeLast();
-  QSettings().setValue(QStringLiteral("recentModels"), r);
-  rebuildRecentMenu();
-}
-
-void SettingsPanel::rebuildRecentMenu() {
-  QMenu* m = recent_->menu();
-  m->clear();
-  for (const QString& p : recentModels()) m->addAction(p, this, [this, p] { setModelPath(p); });
-  recent_->setEnabled(!m->isEmpty());
-}
-
-bool SettingsPanel::setOverride(const QString& key, const QString& value) {
-  if (key == QLatin1String("block-size")) blockSize_->setCurrentIndex(blockSize_->findData(value.toInt()));
-  else if (key == QLatin1String("kv-blocks")) {
-    poolUnit_->setCurrentIndex(0);
-    pool_->setText(value);
-  } else if (key == QLatin1String("kv-dtype")) {
-    // Through the engine's parser, so aliases such as "fp8" select their dtype.
-    if (const auto d = parse_kv_dtype(value.trimmed().toLower().toStdString())) dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(*d)));
-  }
-  else if (key == QLatin1String("window")) window_->setText(value);
-  else if (key == QLatin1String("sinks")) sinks_->setText(value);
-  else if (key == QLatin1String("evict"))  // "off" as the empty field shows it; a bad spec shows its note
-    evict_->setText(value.trimmed() == QLatin1String("off") ? QString() : value.trimmed());
-  else if (key == QLatin1String("prefix-caching")) prefix_->setChecked(value != QLatin1String("off"));
-  else if (key == QLatin1String("baseline")) baseline_->setChecked(value == QLatin1String("on"));
-  else if (key == QLatin1String("baseline-reserve")) {
-    // The combo's item data is the text parse_baseline_reserve() reads; a number is the fixed guess.
-    const auto r = parse_baseline_reserve(value.trimmed().toStdString());
-    if (!r) return false;
-    const bool fixed = r->kind == BaselineReserveKind::Fixed;
-    reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed") : value.trimmed()));
-    if (fixed) reserveGuess_->setText(QString::number(r->fixed_slots));
-  }
-  else if (key == QLatin1String("threads")) {
-    bool ok = false;
-    const int n = value.toInt(&ok);
-    if (!ok || n < 1) return false;
-    threads_->setValue(n);
-  }
-  else if (key == QLatin1String("backend")) {
-    const auto c = parse_backend_choice(value);
-    if (!c) return false;
-    setBackendChoice(*c);
-  } else return false;
-  revalidate();
-  return true;
-}
-
-void SettingsPanel::load() {
-  QSettings s;
-  s.beginGroup(QStringLiteral("engine"));
-  if (s.contains(QStringLiteral("blockSize"))) {
-    blockSize_->setCurrentIndex(std::max(0, blockSize_->findData(s.value(QStringLiteral("blockSize")).toInt())));
-    poolUnit_->setCurrentIndex(s.value(QStringLiteral("poolUnit")).toInt());
-    pool_->setText(s.value(QStringLiteral("pool")).toString());
-    dtype_->setCurrentText(s.value(QStringLiteral("dtype")).toString());
-    window_->setText(s.value(QStringLiteral("window")).toString());
-    sinks_->setText(s.value(QStringLiteral("sinks")).toString());
-    evict_->setText(s.value(QStringLiteral("evict")).toString());
-    prefix_->setChecked(s.value(QStringLiteral("prefix"), true).toBool());
-    baseline_->setChecked(s.value(QStringLiteral("baseline"), false).toBool());
-    if (const int i = reserve_->findData(s.value(QStringLiteral("baselineReserve")).toString()); i >= 0) reserve_->setCurrentIndex(i);
-    if (s.contains(QStringLiteral("baselineGuess"))) reserveGuess_->setText(s.value(QStringLiteral("baselineGuess")).toString());
-    maxRunning_->setValue(s.value(QStringLiteral("maxRunning"), 64).toInt());
-    maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
-    maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
-  }
-  threads_->setValue(s.value(QStringLiteral("threads"), default_gui_threads()).toInt());
-  // A saved CUDA choice on a machine without CUDA is refused the same way (and says so).
-  if (const auto c = parse_backend_choice(s.value(QStringLiteral("backend"), QStringLiteral("auto")).toString())) setBackendChoice(*c);
-  s.endGroup();
-  rebuildRecentMenu();
-  revalidate();
-}
-
-void SettingsPanel::save() const {
-  QSettings s;
-  s.beginGroup(QStringLiteral("engine"));
-  s.setValue(QStringLiteral("blockSize"), blockSize_->currentData().toInt());
-  s.setValue(QStringLiteral("poolUnit"), poolUnit_->currentIndex());
-  s.setValue(QStringLiteral("pool"), pool_->text());
-  s.setValue(QStringLiteral("dtype"), dtype_->currentText());
-  s.setValue(QStringLiteral("window"), window_->text());
-  s.setValue(QStringLiteral("sinks"), sinks_->text());
-  s.setValue(QStringLiteral("evict"), evict_->text());
-  s.setValue(QStringLiteral("prefix"), prefix_->isChecked());
-  s.setValue(QStringLiteral("baseline"), baseline_->isChecked());
-  s.setValue(QStringLiteral("baselineReserve"), reserve_->currentData().toString());
-  s.setValue(QStringLiteral("baselineGuess"), reserveGuess_->text());
-  s.setValue(QStringLiteral("maxRunning"), maxRunning_->value());
-  s.setValue(QStringLiteral("maxBatched"), maxBatched_->value());
-  s.setValue(QStringLiteral("maxLen"), maxLen_->text());
-  s.setValue(QStringLiteral("threads"), threads_->value());
-  s.setValue(QStringLiteral("backend"), backend_choice_key(backendChoice()));
-  s.endGroup();
 }
 
 }  // namespace kvscope::ui

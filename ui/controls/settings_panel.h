@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "engine_bridge/backend_choice.h"
-#include "panels/chat_panel.h"
+#include "engine_bridge/config_edit.h"
+#include "engine_bridge/engine_settings_source.h"
+#include "engine_bridge/sampling_defaults.h"
+#include "widgets/kv_dtype_tooltips.h"
 
 class QCheckBox;
 class QComboBox;
@@ -27,29 +30,16 @@ EngineConfig default_gui_config();
 // CPU threads of a fresh install: every core (README "Threads default": measured on 2 cores).
 int default_gui_threads();
 
-// The KV shape of the loaded model (0s: none loaded), enough to price any KV dtype.
-struct KvShape {
-  int nLayer = 0, nHeadKv = 0, headDim = 0;
-  bool valid() const { return nLayer > 0 && nHeadKv > 0 && headDim > 0; }
-};
-// Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a
-// KV dtype choice costs on the loaded model. Without a model, the per-element cost only.
-QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize);
-// What a token-eviction spec is and what the two policies do (Settings and Compare fields).
-QString eviction_tooltip();
-// Sets every item's tooltip of a KV dtype combo box whose item data or text is the dtype name.
-void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize);
-
-class SettingsPanel : public QWidget {
+class SettingsPanel : public QWidget, public EngineSettingsSource {
   Q_OBJECT
  public:
   explicit SettingsPanel(QWidget* parent = nullptr);
 
-  QString modelPath() const;
+  QString modelPath() const override;
   void setModelPath(const QString& path);
   void showConfig(const EngineConfig& cfg);   // what the running engine actually uses
   // The validated config, or nullopt with the reason (the first problem) in *why.
-  std::optional<EngineConfig> config(QString* why = nullptr) const;
+  std::optional<EngineConfig> config(QString* why = nullptr) const override;
   // One problem with the settings as entered: `field` is the EngineConfig member it is about
   // ("block_size", "window", ...; "model" for the model path), shown beside that field.
   struct Problem {
@@ -70,12 +60,12 @@ class SettingsPanel : public QWidget {
   // The loaded model: the settings are validated against its config (core validate()), and
   // the KV dtype list shows what each dtype costs per token with its KV shape.
   void setModel(const ModelConfig& model, const KvShape& shape);
-  const ModelConfig& modelConfig() const { return modelConfig_; }
-  // Command-line style override: block-size, kv-blocks, kv-dtype, window, sinks, evict (a
-  // `--evict` spec, checked as the field is), prefix-caching
-  // (on/off), baseline (on/off: the contiguous allocator), baseline-reserve (max-model-len,
-  // request or N), backend (auto/cpu/cuda), threads (N >= 1). The panel's own validation still
-  // applies. False for an unknown key or a value it cannot read.
+  const ModelConfig& modelConfig() const override { return modelConfig_; }
+  // Shows a typed settings change in the fields (what is not set stays as entered) and
+  // revalidates; the panel's own rules still apply (config() says what they refuse).
+  void applyEdit(const EngineConfigEdit& edit);
+  // Command-line style override (parse_config_override's keys), read once into a typed edit
+  // and shown with applyEdit. False for an unknown key or a value it cannot read.
   bool setOverride(const QString& key, const QString& value);
   void load();   // from QSettings
   void save() const;

@@ -8,10 +8,15 @@
 #include <QPair>
 #include <QString>
 #include <QStringList>
+#include <optional>
+
+#include "engine_bridge/config_edit.h"
 
 namespace kvscope::ui {
 
-using LessonSettings = QList<QPair<QString, QString>>;  // (SettingsPanel::setOverride key, value)
+// (key, value) as the command line writes them (parse_config_override's keys): read once, into
+// one typed EngineConfigEdit, when the lesson is applied.
+using LessonSettings = QList<QPair<QString, QString>>;
 
 struct Lesson {
   int number = 0;
@@ -22,9 +27,10 @@ struct Lesson {
   QStringList steps;      // short paragraphs, shown together
   QString lookAt;         // dock objectName ("fragDock"...) or "blockMap" for the central map
   QString lookAtWidget;   // objectName of a widget inside it to highlight instead ("" = the panel)
-  // The Compare panel's configuration B, preset but not started (keys: dtype, window, sinks,
-  // quality on/off): the quality cost of the lesson's setting is one Run away.
-  LessonSettings compareB;
+  // The Compare panel's configuration B, preset but not started (its KV dtype, window and
+  // sinks), and its quality run: the quality cost of the lesson's setting is one Run away.
+  EngineConfigEdit compareB;
+  std::optional<bool> compareQuality;
   bool runNoCacheComparison = false;  // start the No-KV-cache panel's two runs
 };
 

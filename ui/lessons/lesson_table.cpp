@@ -84,8 +84,7 @@ QList<Lesson> make_lessons() {
                    "first block stays."),
                 tr("The quality cost: Compare is set to B = full attention with a quality run. Run it for perplexity and "
                    "KL of the windowed model against full attention.")},
-               .lookAt = QStringLiteral("blockMap"), .compareB = {{QStringLiteral("window"), QStringLiteral("0")}, {QStringLiteral("sinks"), QStringLiteral("0")},
-                                               {QStringLiteral("quality"), QStringLiteral("on")}}});
+               .lookAt = QStringLiteral("blockMap"), .compareB = {.window = 0, .sinks = 0}, .compareQuality = true});
   l.push_back({.number = 8, .title = tr("Quantization"), .settings = {{QStringLiteral("kv-dtype"), QStringLiteral("int8")}}, .scenario = QStringLiteral("tiny-completions"),
                .steps = {tr("Storing keys and values in fewer bits fits more tokens in the same memory."),
                 tr("int8 and fp8 use 1 byte per element plus one scale per vector: about a quarter of f32. The 4-bit "
@@ -94,7 +93,7 @@ QList<Lesson> make_lessons() {
                 tr("Hover the KV dtype list in Settings for each format's bytes per token on the loaded model."),
                 tr("Fewer bits cost accuracy. Compare is set to B = kivi4 with a quality run: Run it for bytes against "
                    "KL. Try B = f32, rot4, rot4c or kivi2 too.")},
-               .lookAt = QStringLiteral("compareDock"), .compareB = {{QStringLiteral("dtype"), QStringLiteral("kivi4")}, {QStringLiteral("quality"), QStringLiteral("on")}}});
+               .lookAt = QStringLiteral("compareDock"), .compareB = {.kvDtype = KvDtype::KIVI4}, .compareQuality = true});
   return l;
 }
 

@@ -11,15 +11,9 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include "panels/block_map_panel.h"
 #include "panels/captions_panel.h"
-#include "controls/compare_panel.h"
 #include "widgets/highlight_frame.h"
-#include "shell/main_window.h"
-#include "panels/no_cache_panel.h"
-#include "controls/settings_panel.h"
 #include "widgets/theme.h"
-#include "panels/workload_panel.h"
 
 namespace kvscope::ui {
 
@@ -37,7 +31,7 @@ QLabel* wrapped_label() {
 
 }  // namespace
 
-LessonsPanel::LessonsPanel(MainWindow* window, QWidget* parent) : QWidget(parent), win_(window) {
+LessonsPanel::LessonsPanel(LessonStage* stage, QWidget* parent) : QWidget(parent), stage_(stage) {
   pick_ = new QComboBox;
   for (const Lesson& l : builtin_lessons()) pick_->addItem(tr("%1. %2").arg(l.number).arg(l.title), l.number);
   pick_->setToolTip(tr("Choose a lesson: it applies its settings and scenario at once."));
@@ -90,13 +84,13 @@ LessonsPanel::LessonsPanel(MainWindow* window, QWidget* parent) : QWidget(parent
   connect(nextBtn_, &QPushButton::clicked, this, &LessonsPanel::next);
   connect(resetBtn_, &QPushButton::clicked, this, &LessonsPanel::reset);
   connect(stepBtn_, &QPushButton::clicked, this, &LessonsPanel::step);
-  connect(playBtn_, &QPushButton::toggled, win_->host(), [this](bool on) { win_->host()->setPaused(!on); });
-  connect(win_->host()->worker(), &EngineWorker::pausedChanged, this, [this](bool p) {
+  connect(playBtn_, &QPushButton::toggled, stage_->host(), [this](bool on) { stage_->host()->setPaused(!on); });
+  connect(stage_->host()->worker(), &EngineWorker::pausedChanged, this, [this](bool p) {
     const QSignalBlocker b(playBtn_);
     playBtn_->setChecked(!p);
     playBtn_->setText(p ? tr("Play") : tr("Pause"));
   });
-  connect(win_->host(), &EngineHost::error, this, [this](const QString& msg) {
+  connect(stage_->host(), &EngineHost::error, this, [this](const QString& msg) {
     if (!awaiting_) return;
     awaiting_ = false;  // the engine refused what the panel let through: say so here too
     setStatus(tr("The engine refused this lesson's settings: %1").arg(msg.toHtmlEscaped()), true);
@@ -113,7 +107,7 @@ bool LessonsPanel::showLesson(int number) {
     setStatus(tr("There is no lesson %1: the lessons are 1 to %2.").arg(number).arg(builtin_lessons().size()), true);
     return false;
   }
-  if (!win_->host()->hasEngine()) {
+  if (!stage_->host()->hasEngine()) {
     lesson_ = *l;
     showText(lesson_);
     queued_ = number;  // applied by resetForEngine when the model has loaded
@@ -130,25 +124,25 @@ bool LessonsPanel::applyLesson(const Lesson& l) {
   stepping_ = false;
   steppedTo_ = 0;
   showText(l);
-  SettingsPanel* s = win_->settingsPanel();
+  EngineConfigEdit edit;  // the base settings, then the lesson's own on top
   for (const LessonSettings* list : {&lesson_base_settings(), &l.settings})
     for (const auto& [key, value] : *list)
-      if (!s->setOverride(key, value)) {
+      if (!parse_config_override(key, value, &edit)) {
         setStatus(tr("Refused: the setting %1 = %2 is not one the Settings panel takes.").arg(key, value).toHtmlEscaped(), true);
         emit refused(key);
         return false;
       }
   QString why;
-  if (!s->config(&why)) {
+  if (!stage_->stageEngineConfig(edit, &why)) {
     // The Settings panel shows the same reason beside the field; the running engine stays.
     setStatus(tr("Refused by the Settings panel: %1").arg(why.toHtmlEscaped()), true);
     emit refused(why);
     return false;
   }
-  win_->host()->setPaused(true);  // a lesson starts at its first step
+  stage_->host()->setPaused(true);  // a lesson starts at its first step
   awaiting_ = true;
   setStatus(tr("Building the engine with this lesson's settings…"), false);
-  s->applyButton()->click();  // the one path every settings change takes
+  stage_->applyStagedEngineConfig();  // the one path every settings change takes
   return true;
 }
 
@@ -165,14 +159,14 @@ void LessonsPanel::resetForEngine(const ModelInfo&) {
 }
 
 void LessonsPanel::finishApply() {
-  win_->host()->setPaused(true);
-  if (!lesson_.scenario.isEmpty() && !win_->workloadPanel()->run(lesson_.scenario)) {
+  stage_->host()->setPaused(true);
+  if (!lesson_.scenario.isEmpty() && !stage_->runScenario(lesson_.scenario)) {
     setStatus(tr("The scenario %1 could not be started.").arg(lesson_.scenario.toHtmlEscaped()), true);
     return;
   }
-  presetCompare(lesson_);
-  if (lesson_.runNoCacheComparison && !win_->noCachePanel()->isRunning()) win_->noCachePanel()->runButton()->click();
-  if (CaptionsPanel* c = win_->captionsPanel()) c->clear();
+  stage_->presetCompareB(lesson_.compareB, lesson_.compareQuality);
+  if (lesson_.runNoCacheComparison) stage_->startNoCacheComparison();
+  stage_->clearCaptions();
   lookAt(lesson_);
   ready_ = true;
   captions_.clear();
@@ -184,26 +178,16 @@ void LessonsPanel::finishApply() {
   emit lessonReady(lesson_.number);
 }
 
-void LessonsPanel::presetCompare(const Lesson& l) {
-  ComparePanel* c = win_->comparePanel();
-  for (const auto& [key, value] : l.compareB) {
-    if (key == QLatin1String("dtype")) c->dtypeB()->setCurrentIndex(std::max(0, c->dtypeB()->findData(value)));
-    else if (key == QLatin1String("window")) c->windowB()->setText(value);
-    else if (key == QLatin1String("sinks")) c->sinksB()->setText(value);
-    else if (key == QLatin1String("quality")) c->qualityRun()->setChecked(value == QLatin1String("on"));
-  }
-}
-
 QWidget* LessonsPanel::lookAtTarget(const Lesson& l) const {
   QWidget* panel = nullptr;
-  if (l.lookAt == QLatin1String("blockMap")) panel = win_->blockMapPanel();
-  else if (QDockWidget* d = win_->panelDock(l.lookAt)) panel = d->widget();
+  if (l.lookAt == QLatin1String("blockMap")) panel = stage_->centralPanel();
+  else if (QDockWidget* d = stage_->panelDock(l.lookAt)) panel = d->widget();
   if (!panel || l.lookAtWidget.isEmpty()) return panel;
   return panel->findChild<QWidget*>(l.lookAtWidget);
 }
 
 void LessonsPanel::lookAt(const Lesson& l) {
-  if (QDockWidget* d = win_->panelDock(l.lookAt)) {
+  if (QDockWidget* d = stage_->panelDock(l.lookAt)) {
     d->show();
     d->raise();
   }
@@ -220,7 +204,7 @@ void LessonsPanel::showText(const Lesson& l) {
   for (const QString& s : l.steps) html += QStringLiteral("<li>%1</li>").arg(s.toHtmlEscaped());
   steps_->setText(html + QStringLiteral("</ol>"));
   QString where = l.lookAt == QLatin1String("blockMap") ? tr("Block map") : l.lookAt;
-  if (QDockWidget* d = win_->panelDock(l.lookAt)) where = d->windowTitle();
+  if (QDockWidget* d = stage_->panelDock(l.lookAt)) where = d->windowTitle();
   look_->setText(tr("<b>Look at:</b> %1 (framed in orange).").arg(where.toHtmlEscaped()));
   const int n = static_cast<int>(builtin_lessons().size());
   prevBtn_->setEnabled(l.number > 1);
@@ -228,11 +212,11 @@ void LessonsPanel::showText(const Lesson& l) {
 }
 
 void LessonsPanel::step() {
-  if (!win_->host()->hasEngine()) return;
+  if (!stage_->host()->hasEngine()) return;
   // Clicked again before the last one's snapshot came: one step further than that one.
   stepTarget_ = (stepping_ ? stepTarget_ : (engineSnap_ ? engineSnap_->step : 0)) + 1;
   stepping_ = true;
-  win_->host()->singleStep();
+  stage_->host()->singleStep();
 }
 
 void LessonsPanel::reset() { applyLesson(lesson_); }

@@ -1,7 +1,7 @@
 #pragma once
 // The Lessons panel (Help > Lessons, `kvscope --lesson N`): walks through the eight guided
-// lessons of lesson_table.cpp on the real engine. Applying a lesson sets its preset in the
-// Settings panel and presses Apply there (so the panel's validation refuses what it refuses for
+// lessons of lesson_table.cpp on the real engine. Applying a lesson reads its preset into one
+// typed EngineConfigEdit, shows it in the Settings panel and presses Apply there (so the panel's validation refuses what it refuses for
 // anyone, and the engine is rebuilt the usual way), queues the lesson's scenario with the
 // engine paused, and raises and frames the panel to look at. Step runs one engine step and
 // shows the teaching captions of that step's block events; Reset re-applies the lesson from
@@ -11,6 +11,7 @@
 #include <QWidget>
 
 #include "lessons/lesson.h"
+#include "lessons/lesson_stage.h"
 #include "panels/snapshot_view.h"
 
 class QComboBox;
@@ -19,12 +20,10 @@ class QPushButton;
 
 namespace kvscope::ui {
 
-class MainWindow;
-
 class LessonsPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
-  explicit LessonsPanel(MainWindow* window, QWidget* parent = nullptr);
+  explicit LessonsPanel(LessonStage* stage, QWidget* parent = nullptr);
 
   // Shows and applies lesson `number` (1-based); before the first engine exists it is applied
   // as soon as one does. False for an unknown number.
@@ -66,13 +65,12 @@ class LessonsPanel : public QWidget, public SnapshotView {
  private:
   void showText(const Lesson& l);
   void finishApply();
-  void presetCompare(const Lesson& l);
   void lookAt(const Lesson& l);
   void showStepCaptions(const SnapshotPtr& snap, const EventBatch& events);
   void showEngineFacts(const Snapshot& s);
   void setStatus(const QString& text, bool problem);
 
-  MainWindow* win_;
+  LessonStage* stage_;
   Lesson lesson_;
   int queued_ = 0;          // a lesson to apply once the first engine exists
   bool awaiting_ = false;   // Apply was pressed for the lesson; waiting for the rebuilt engine

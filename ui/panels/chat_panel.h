@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "engine_bridge/engine_host.h"
+#include "engine_bridge/sampling_defaults.h"
 
 class QCheckBox;
 class QDoubleSpinBox;
@@ -20,11 +21,6 @@ class QTabWidget;
 class QTextBrowser;
 
 namespace kvscope::ui {
-
-struct SamplingDefaults {
-  SamplingParams sampling = chat_sampling_defaults();  // local-chat style; greedy is a toggle
-  int maxNewTokens = 64;
-};
 
 class ConversationWidget : public QWidget {
   Q_OBJECT

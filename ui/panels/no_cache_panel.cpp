@@ -17,7 +17,6 @@
 #include <algorithm>
 
 #include "widgets/live_label.h"
-#include "controls/settings_panel.h"
 #include "widgets/theme.h"
 
 namespace kvscope::ui {
@@ -31,7 +30,7 @@ QString fmt_count(qint64 n) { return QLocale(QLocale::English).toString(n); }
 
 }  // namespace
 
-NoCachePanel::NoCachePanel(SettingsPanel* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
+NoCachePanel::NoCachePanel(const EngineSettingsSource* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
   prompt_ = new QLineEdit(QStringLiteral("Once upon a time there was a little dog named Spot."));
   prompt_->setToolTip(tr("The prompt both runs generate from (BOS is added)."));
   tokens_ = new QSpinBox;

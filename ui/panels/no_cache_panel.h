@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine_bridge/engine_host.h"
+#include "engine_bridge/engine_settings_source.h"
 
 class QCustomPlot;
 class QCPAxisRect;
@@ -28,7 +29,6 @@ class QTimer;
 namespace kvscope::ui {
 
 class LiveLabel;
-class SettingsPanel;
 
 class NoCachePanel : public QWidget {
   Q_OBJECT
@@ -41,7 +41,7 @@ class NoCachePanel : public QWidget {
   };
   enum RunIndex { Cached = 0, NoCache = 1 };
 
-  explicit NoCachePanel(SettingsPanel* settings, QWidget* parent = nullptr);
+  explicit NoCachePanel(const EngineSettingsSource* settings, QWidget* parent = nullptr);
   ~NoCachePanel() override;
 
   // Builds both engines from the Settings panel's model, block size and KV dtype and runs
@@ -93,7 +93,7 @@ class NoCachePanel : public QWidget {
   void rescale();
   void requestReplot();
 
-  SettingsPanel* settings_;
+  const EngineSettingsSource* settings_;
   QLineEdit* prompt_;
   QSpinBox* tokens_;
   QPushButton* run_;

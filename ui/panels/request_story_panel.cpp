@@ -8,10 +8,6 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
-#include "panels/block_map_panel.h"
-#include "widgets/block_map_widget.h"
-#include "panels/chat_panel.h"
-#include "panels/workload_panel.h"
 
 namespace kvscope::ui {
 
@@ -114,22 +110,6 @@ void RequestStoryPanel::jumpTo(QListWidgetItem* item) {
                                     : tr("Block map: step %1, the nearest kept snapshot to step %2 (the window keeps the "
                                          "last %3 it received).").arg(snap->step).arg(step).arg(kMaxSnapshots));
   emit jumpRequested(snap);
-}
-
-void connect_story_sources(RequestStoryPanel* story, BlockMapPanel* map, WorkloadPanel* workload, ChatPanel* chat) {
-  QObject::connect(map->map(), &BlockMapWidget::blockClicked, story, [story](int, qint64 owner) {
-    if (owner >= 0) story->showRequest(owner);
-  });
-  // A row of the block map's sequence list carries its sequence id, as the table's first column does.
-  QObject::connect(map->sequenceList(), &QListWidget::itemClicked, story, [story](QListWidgetItem* it) {
-    story->showRequest(it->data(Qt::UserRole).toLongLong());
-  });
-  QObject::connect(story, &RequestStoryPanel::jumpRequested, map, [map](const SnapshotPtr& s) { map->showSnapshot(s, nullptr); });
-  if (workload)
-    QObject::connect(workload->requestsTable(), &QTableWidget::cellClicked, story, [story, workload](int row, int) {
-      if (const QTableWidgetItem* it = workload->requestsTable()->item(row, 0)) story->showRequest(it->data(Qt::UserRole).toLongLong());
-    });
-  if (chat) QObject::connect(chat, &ChatPanel::storyRequested, story, &RequestStoryPanel::showRequest);
 }
 
 }  // namespace kvscope::ui

@@ -21,9 +21,6 @@ class QPushButton;
 
 namespace kvscope::ui {
 
-class BlockMapPanel;
-class ChatPanel;
-class WorkloadPanel;
 
 class RequestStoryPanel : public QWidget, public SnapshotView {
   Q_OBJECT
@@ -61,9 +58,5 @@ class RequestStoryPanel : public QWidget, public SnapshotView {
   QElapsedTimer sinceRefresh_;
 };
 
-// Wires the places a request can be clicked (block map cells and its sequence list, requests
-// table, chat) to the story view,
-// and its jumps to the block map.
-void connect_story_sources(RequestStoryPanel* story, BlockMapPanel* map, WorkloadPanel* workload, ChatPanel* chat);
 
 }  // namespace kvscope::ui

@@ -37,6 +37,7 @@
 #include "panels/prefix_panel.h"
 #include "panels/request_story_panel.h"
 #include "serving/serve_controller.h"
+#include "shell/story_wiring.h"
 #include "serving/serve_menu.h"
 #include "controls/settings_panel.h"
 #include "telemetry/snapshot_json.h"
@@ -200,6 +201,27 @@ QDockWidget* MainWindow::addPanel(QWidget* w, const QString& title, const QStrin
 }
 
 QWidget* MainWindow::dockContent(QDockWidget* d) { return d->widget(); }
+
+bool MainWindow::stageEngineConfig(const EngineConfigEdit& edit, QString* why) {
+  settings_->applyEdit(edit);
+  return settings_->config(why).has_value();
+}
+
+void MainWindow::applyStagedEngineConfig() { settings_->applyButton()->click(); }
+
+bool MainWindow::runScenario(const QString& key) { return workloadPanel()->run(key); }
+
+void MainWindow::presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) { compare_->presetB(b, quality); }
+
+void MainWindow::startNoCacheComparison() {
+  if (!noCache_->isRunning()) noCache_->runButton()->click();
+}
+
+void MainWindow::clearCaptions() {
+  if (CaptionsPanel* c = captionsPanel()) c->clear();
+}
+
+QWidget* MainWindow::centralPanel() const { return blockMap_; }
 
 QDockWidget* MainWindow::panelDock(const QString& objectName) const {
   for (QDockWidget* d : docks_)

@@ -9,6 +9,7 @@
 #include <QPointer>
 
 #include "engine_bridge/engine_host.h"
+#include "lessons/lesson_stage.h"
 #include "panels/snapshot_view.h"
 
 class QDockWidget;
@@ -34,13 +35,13 @@ class ServeController;
 class ServeMenu;
 class WorkloadPanel;
 
-class MainWindow : public QMainWindow {
+class MainWindow : public QMainWindow, public LessonStage {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  EngineHost* host() const { return host_; }
+  EngineHost* host() const override { return host_; }
   // The docked panel of type T (null if none), e.g. panel<MemoryPanel>().
   template <class T>
   T* panel() const {
@@ -62,7 +63,16 @@ class MainWindow : public QMainWindow {
   ServeController* serveController() const { return serve_; }  // the Serve toggle's server
   ServeMenu* serveMenu() const { return serveMenu_; }
   QList<QDockWidget*> panelDocks() const { return docks_; }  // in registration order
-  QDockWidget* panelDock(const QString& objectName) const;   // null if no dock has that name
+  QDockWidget* panelDock(const QString& objectName) const override;   // null if no dock has that name
+
+  // LessonStage: what the Lessons panel asks of the workbench.
+  bool stageEngineConfig(const EngineConfigEdit& edit, QString* why) override;
+  void applyStagedEngineConfig() override;
+  bool runScenario(const QString& key) override;
+  void presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) override;
+  void startNoCacheComparison() override;
+  void clearCaptions() override;
+  QWidget* centralPanel() const override;
 
   // Loads `path` with the settings panel's current engine settings (or defaults if invalid).
   void openModel(const QString& path);
