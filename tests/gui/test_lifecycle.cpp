@@ -166,7 +166,7 @@ class TestLifecycle : public QObject {
   void closeWhileLoading() {
     auto w = std::make_unique<MainWindow>();
     w->show();
-    QPointer<EngineWorker> worker = w->host()->worker();
+    QPointer<EngineThreadWorker> worker = w->host()->worker();
     QThread* thread = worker->thread();
     w->openModel(big_model());
     QVERIFY(w->host()->isLoading());
@@ -192,7 +192,7 @@ class TestLifecycle : public QObject {
     QVERIFY(w->workloadPanel()->run(QStringLiteral("pool-pressure")));
     w->chatPanel()->current()->send(QStringLiteral("Once upon a time"));
     QTRY_VERIFY_WITH_TIMEOUT(w->host()->isRunning() && w->host()->latest() && w->host()->latest()->running > 0, kTimeoutMs);
-    QPointer<EngineWorker> worker = w->host()->worker();
+    QPointer<EngineThreadWorker> worker = w->host()->worker();
     QThread* thread = worker->thread();
     QVERIFY(thread->isRunning());
     QElapsedTimer t;

@@ -128,7 +128,7 @@ class TestServe : public QObject {
     QVERIFY(!j["choices"][0]["text"].get<std::string>().empty());
     // The same greedy prompt through the window's own engine (submitText: BOS + text, greedy)
     // gives the same text: one engine, one path.
-    QSignalSpy finished(w_->host()->worker(), &EngineWorker::requestFinished);
+    QSignalSpy finished(w_->host()->worker(), &EngineThreadWorker::requestFinished);
     w_->host()->submitText(QStringLiteral("Once upon a time"), 12, true, QStringLiteral("check"));
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeoutMs);
     const auto t = finished.at(0).at(0).value<TurnStats>();

@@ -77,7 +77,7 @@ class TestWorkbench : public QObject {
     // thread while this thread reads it (a data race ThreadSanitizer reports).
     int streamed = 0;
     QObject onGuiThread;
-    connect(w->host()->worker(), &EngineWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
+    connect(w->host()->worker(), &EngineThreadWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
             Qt::QueuedConnection);
     ConversationWidget* chat = w->chatPanel()->current();
     chat->send(QStringLiteral("Once upon a time"));

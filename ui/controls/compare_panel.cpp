@@ -298,19 +298,19 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
     connect(h, &EngineHost::error, this, [this, name](const QString& msg) {
       status_->setText(QStringLiteral("<span style='color:#c62828'>%1: %2</span>").arg(name, msg.toHtmlEscaped()));
     });
-    connect(h->worker(), &EngineWorker::workloadProgress, this, [this, sp](int done, int total) {
+    connect(h->worker(), &EngineThreadWorker::workloadProgress, this, [this, sp](int done, int total) {
       sp->done = done;
       sp->total = total;
       if (total > 0 && done >= total) maybeStartQuality(*sp);
       refreshTable();
     });
-    connect(h->worker(), &EngineWorker::qualityProgress, this, [this, sp](quint64 tag, int done, int total) {
+    connect(h->worker(), &EngineThreadWorker::qualityProgress, this, [this, sp](quint64 tag, int done, int total) {
       if (tag != sp->qualityTag) return;  // a run this panel has since replaced
       sp->qualityDone = done;
       sp->qualityTotal = total;
       refreshTable();
     });
-    connect(h->worker(), &EngineWorker::qualityFinished, this, [this, sp](const QualityResult& r) {
+    connect(h->worker(), &EngineThreadWorker::qualityFinished, this, [this, sp](const QualityResult& r) {
       if (r.tag != sp->qualityTag) return;
       sp->quality = r;
       if (!r.error.isEmpty())
@@ -318,7 +318,7 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
       maybeCompareQuality();
       refreshTable();
     });
-    connect(h->worker(), &EngineWorker::requestFinished, this, [sp](const TurnStats& t) {
+    connect(h->worker(), &EngineThreadWorker::requestFinished, this, [sp](const TurnStats& t) {
       if (t.ttftMs >= 0) {
         sp->ttftSum += t.ttftMs;
         ++sp->ttftN;

@@ -102,7 +102,7 @@ void FrameBench::begin() {
       haveFirstStep_ = true;
     }
   });
-  connect(h->worker(), &EngineWorker::workloadProgress, this, [this](int done, int total) {
+  connect(h->worker(), &EngineThreadWorker::workloadProgress, this, [this](int done, int total) {
     if (!running_ || total <= 0) return;
     requestsDone_ += std::max(0, done - lastDone_);
     lastDone_ = done;

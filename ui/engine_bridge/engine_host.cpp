@@ -7,44 +7,44 @@ constexpr int kFrameMs = 16;  // a 60 Hz display gains nothing from more snapsho
 }
 
 EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
-  worker_ = new EngineWorker(nThreads);
+  worker_ = new EngineThreadWorker(nThreads);
   worker_->moveToThread(&thread_);
   // The worker (and the Engine it owns) is destroyed on its own thread as the thread ends.
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
 
   frameClock_.setInterval(kFrameMs);
   connect(&frameClock_, &QTimer::timeout, this, [this] { worker_->requestFrame(); });
-  connect(worker_, &EngineWorker::snapshotReady, this, [this] {
+  connect(worker_, &EngineThreadWorker::snapshotReady, this, [this] {
     auto [s, ev] = worker_->takeSnapshot();
     if (!s) return;
     latest_ = s;
     emit snapshot(s, ev);  // panels only store the pointer and schedule a repaint
   });
-  connect(worker_, &EngineWorker::modelLoading, this, [this](const QString& what) {
+  connect(worker_, &EngineThreadWorker::modelLoading, this, [this](const QString& what) {
     loading_ = true;
     emit loadingChanged(true, what);
   });
-  connect(worker_, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+  connect(worker_, &EngineThreadWorker::modelLoaded, this, [this](const ModelInfo& info) {
     info_ = info;
     loading_ = false;
     emit loadingChanged(false, QString());
     emit modelLoaded(info);
   });
-  connect(worker_, &EngineWorker::engineError, this, [this](const QString& msg) {
+  connect(worker_, &EngineThreadWorker::engineError, this, [this](const QString& msg) {
     if (loading_) {
       loading_ = false;
       emit loadingChanged(false, QString());
     }
     emit error(msg);
   });
-  connect(worker_, &EngineWorker::runningChanged, this, [this](bool r) {
+  connect(worker_, &EngineThreadWorker::runningChanged, this, [this](bool r) {
     running_ = r;
     if (r) {
       worker_->requestFrame();  // the first frame of a run without waiting a tick
       frameClock_.start();
     } else frameClock_.stop();  // the worker sends the final state itself when it stops
   });
-  connect(worker_, &EngineWorker::pausedChanged, this, [this](bool p) { paused_ = p; });
+  connect(worker_, &EngineThreadWorker::pausedChanged, this, [this](bool p) { paused_ = p; });
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
   thread_.start();
 }

@@ -1,5 +1,5 @@
 #pragma once
-// The UI thread's handle on one EngineWorker: starts its QThread, forwards commands as queued
+// The UI thread's handle on one EngineThreadWorker: starts its QThread, forwards commands as queued
 // calls (so the caller never blocks on a step or a model load), keeps the newest snapshot for
 // panels that open late, and owns the UI's snapshot pace: while the engine steps, its frame
 // clock asks the worker for one snapshot per display frame (kFrameMs), so a faster engine is
@@ -10,7 +10,7 @@
 #include <QThread>
 #include <QTimer>
 
-#include "engine_bridge/engine_worker.h"
+#include "engine_bridge/engine_thread_worker.h"
 
 namespace kvscope::ui {
 
@@ -20,7 +20,7 @@ class EngineHost : public QObject {
   explicit EngineHost(QObject* parent = nullptr, int nThreads = 0);
   ~EngineHost() override;
 
-  EngineWorker* worker() const { return worker_; }  // for connecting to its signals only
+  EngineThreadWorker* worker() const { return worker_; }  // for connecting to its signals only
   SnapshotPtr latest() const { return latest_; }
   const ModelInfo& modelInfo() const { return info_; }
   bool hasEngine() const { return static_cast<bool>(info_.vocab); }
@@ -35,16 +35,16 @@ class EngineHost : public QObject {
   quint64 submit(const Request& r);
   quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp, int maxNewTokens);
   quint64 submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
-  quint64 evaluateText(const QString& text, int maxTokens);  // see EngineWorker::evaluateText
+  quint64 evaluateText(const QString& text, int maxTokens);  // see EngineThreadWorker::evaluateText
   void cancel(SeqId id);
   void cancelAll();
   void runWorkload(const Scenario& w);
   void setPaused(bool paused);
   void singleStep();
   void setStepDelay(int ms);
-  void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineWorker::setEveryStep)
-  void setServing(std::shared_ptr<serve::ServingQueue> queue);  // EngineWorker::setServing
-  void requestStory(SeqId id);  // EngineWorker::storyReady answers
+  void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineThreadWorker::setEveryStep)
+  void setServing(std::shared_ptr<serve::ServingQueue> queue);  // EngineThreadWorker::setServing
+  void requestStory(SeqId id);  // EngineThreadWorker::storyReady answers
   void shutdown();  // idempotent; also done by the destructor
 
  signals:
@@ -59,7 +59,7 @@ class EngineHost : public QObject {
   void post(F&& f);
 
   QThread thread_;
-  EngineWorker* worker_ = nullptr;
+  EngineThreadWorker* worker_ = nullptr;
   SnapshotPtr latest_;
   // Runs while the worker steps; each tick asks for the next snapshot (a flag the worker reads
   // after its step: the UI thread never waits on it). When the UI thread is busy the ticks

@@ -85,7 +85,7 @@ LessonsPanel::LessonsPanel(LessonStage* stage, QWidget* parent) : QWidget(parent
   connect(resetBtn_, &QPushButton::clicked, this, &LessonsPanel::reset);
   connect(stepBtn_, &QPushButton::clicked, this, &LessonsPanel::step);
   connect(playBtn_, &QPushButton::toggled, stage_->host(), [this](bool on) { stage_->host()->setPaused(!on); });
-  connect(stage_->host()->worker(), &EngineWorker::pausedChanged, this, [this](bool p) {
+  connect(stage_->host()->worker(), &EngineThreadWorker::pausedChanged, this, [this](bool p) {
     const QSignalBlocker b(playBtn_);
     playBtn_->setChecked(!p);
     playBtn_->setText(p ? tr("Play") : tr("Pause"));

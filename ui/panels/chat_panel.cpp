@@ -109,10 +109,10 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   connect(greedy_, &QPushButton::toggled, this, [this](bool on) {
     for (QWidget* f : std::initializer_list<QWidget*>{temp_, topK_, topP_, repPen_}) f->setEnabled(!on);
   });
-  EngineWorker* w = host_->worker();
-  connect(w, &EngineWorker::submitted, this, &ConversationWidget::onSubmitted);
-  connect(w, &EngineWorker::tokenStreamed, this, &ConversationWidget::onToken);
-  connect(w, &EngineWorker::requestFinished, this, &ConversationWidget::onFinished);
+  EngineThreadWorker* w = host_->worker();
+  connect(w, &EngineThreadWorker::submitted, this, &ConversationWidget::onSubmitted);
+  connect(w, &EngineThreadWorker::tokenStreamed, this, &ConversationWidget::onToken);
+  connect(w, &EngineThreadWorker::requestFinished, this, &ConversationWidget::onFinished);
 }
 
 void ConversationWidget::setSamplingDefaults(const SamplingDefaults& d) {

@@ -200,11 +200,11 @@ void NoCachePanel::ensureHost(int i) {
     running_ = false;
     updateStatus();
   });
-  connect(h->worker(), &EngineWorker::submitted, this, [this, i](quint64 tag, qint64, int promptTokens) {
+  connect(h->worker(), &EngineThreadWorker::submitted, this, [this, i](quint64 tag, qint64, int promptTokens) {
     Run& run = runs_[static_cast<size_t>(i)];
     if (run.active && tag == run.tag) run.promptTokens = promptTokens;
   });
-  connect(h->worker(), &EngineWorker::requestFinished, this, [this, i](const TurnStats& t) {
+  connect(h->worker(), &EngineThreadWorker::requestFinished, this, [this, i](const TurnStats& t) {
     Run& run = runs_[static_cast<size_t>(i)];
     if (!run.active || t.tag != run.tag) return;
     run.stats = t;

@@ -41,7 +41,7 @@ RequestStoryPanel::RequestStoryPanel(EngineHost* host, QWidget* parent) : QWidge
   v->addLayout(top);
   v->addWidget(list_, 1);
   v->addWidget(jump_);
-  connect(host_->worker(), &EngineWorker::storyReady, this, &RequestStoryPanel::onStory);
+  connect(host_->worker(), &EngineThreadWorker::storyReady, this, &RequestStoryPanel::onStory);
   connect(refresh_, &QPushButton::clicked, this, [this] { showRequest(story_.id); });
   connect(list_, &QListWidget::itemClicked, this, &RequestStoryPanel::jumpTo);
   sinceRefresh_.start();

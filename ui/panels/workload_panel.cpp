@@ -95,7 +95,7 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   });
   connect(run_, &QPushButton::clicked, this, [this] { run(box_->currentData().toString()); });
   connect(pause_, &QPushButton::toggled, host_, &EngineHost::setPaused);
-  connect(host_->worker(), &EngineWorker::pausedChanged, this, [this](bool p) {
+  connect(host_->worker(), &EngineThreadWorker::pausedChanged, this, [this](bool p) {
     const QSignalBlocker b(pause_);
     pause_->setChecked(p);
     pause_->setText(p ? tr("Resume") : tr("Pause"));
@@ -103,7 +103,7 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   connect(step_, &QPushButton::clicked, host_, &EngineHost::singleStep);
   connect(stop_, &QPushButton::clicked, host_, &EngineHost::cancelAll);
   connect(delay_, &QSlider::valueChanged, this, &WorkloadPanel::setStepDelay);
-  connect(host_->worker(), &EngineWorker::workloadProgress, this, [this](int done, int total) {
+  connect(host_->worker(), &EngineThreadWorker::workloadProgress, this, [this](int done, int total) {
     done_ = done;
     total_ = total;
     progress_->setRange(0, std::max(1, total));

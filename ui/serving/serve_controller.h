@@ -2,7 +2,7 @@
 // The window's Serve toggle: an OpenAI-compatible HTTP server (serve/, the same one as
 // `kvscope-cli serve`) in front of the engine the window is showing. Its HTTP threads submit
 // through a ServingQueue that the window's own engine thread takes in between steps
-// (EngineWorker::setServing), so external requests join the chats' and scenarios' continuous
+// (EngineThreadWorker::setServing), so external requests join the chats' and scenarios' continuous
 // batch and appear in the block map and every other panel. When the engine is rebuilt, requests
 // running at that moment end with an error; when another model loads (or the context length
 // changes), the server restarts on the same address with it.

@@ -259,7 +259,7 @@ void MainWindow::buildMenus() {
   pause->setCheckable(true);
   pause->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
   connect(pause, &QAction::toggled, host_, &EngineHost::setPaused);
-  connect(host_->worker(), &EngineWorker::pausedChanged, pause, [pause](bool p) {
+  connect(host_->worker(), &EngineThreadWorker::pausedChanged, pause, [pause](bool p) {
     const QSignalBlocker b(pause);
     pause->setChecked(p);
   });

@@ -1,6 +1,7 @@
 #pragma once
-// The engine's home thread. EngineWorker owns the Model and the Engine and is the only code that
-// touches them; it lives on its own QThread (see EngineHost), takes commands as queued calls and
+// The engine's home thread. EngineThreadWorker owns the Model and the Engine and is the only code that
+// touches them (with the plain helpers it owns: SeqStreams, ScenarioReplay, FrameQueue, and the
+// pure functions of engine_reports.h and quality_eval.h); it lives on its own QThread (see EngineHost), takes commands as queued calls and
 // sends immutable snapshots (through a mutex-guarded queue, see frames_), streamed tokens and
 // finished turns out as queued signals — the Mandelbrot-example pattern: no shared mutable state
 // but two atomic flags (stop, frame wanted) and that queue; the UI thread never waits on a step.
@@ -13,11 +14,7 @@
 #include <QObject>
 #include <QTimer>
 #include <atomic>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "chat/chat_template_choice.h"
 #include "engine/engine.h"
@@ -25,18 +22,21 @@
 #include "run/workload_runner.h"
 #include "serve/serving_queue.h"
 #include "engine_bridge/backend_choice.h"
+#include "engine_bridge/frame_queue.h"
 #include "engine_bridge/quality_eval.h"
 #include "engine_bridge/request_story_types.h"
+#include "engine_bridge/scenario_replay.h"
+#include "engine_bridge/seq_streams.h"
 #include "engine_bridge/ui_types.h"
 #include "engine_bridge/workload_source.h"
 
 namespace kvscope::ui {
 
-class EngineWorker : public QObject {
+class EngineThreadWorker : public QObject {
   Q_OBJECT
  public:
-  explicit EngineWorker(int nThreads = 0);
-  ~EngineWorker() override;
+  explicit EngineThreadWorker(int nThreads = 0);
+  ~EngineThreadWorker() override;
 
   // Thread-safe: asks a running step loop to stop at the next tick (used at shutdown).
   void requestStop() { stop_.store(true); }
@@ -45,7 +45,7 @@ class EngineWorker : public QObject {
   void requestFrame() { frameWanted_.store(true); }
   // Thread-safe: the oldest snapshot (with its block events) that snapshotReady announced and
   // nobody took yet; empty pointers when none is waiting.
-  std::pair<SnapshotPtr, EventBatch> takeSnapshot();
+  std::pair<SnapshotPtr, EventBatch> takeSnapshot() { return frames_.take(); }
 
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
@@ -111,17 +111,11 @@ class EngineWorker : public QObject {
   void deliverSnapshot(bool force);
   void setRunning(bool r);
   void fail(const QString& what);
-  TurnStats statsFor(SeqId id, const Snapshot* snap) const;
   void servingWake();                                  // an HTTP thread submitted or cancelled
 
   std::shared_ptr<serve::ServingQueue> serving_;
 
-  // Snapshots cross to the UI thread through this queue, not as queued signal arguments: Qt
-  // orders a queued argument's copy with a futex that ThreadSanitizer cannot see, so the GUI's
-  // read of the pointer was reported as a race now and then (the copying side's stack lost);
-  // a std::mutex is visible to it. A FIFO, so snapshots and streamed text keep their order.
-  std::mutex framesMu_;
-  std::deque<std::pair<SnapshotPtr, EventBatch>> frames_;
+  FrameQueue frames_;  // the snapshot hand-off to the UI thread (see frame_queue.h)
 
   int nThreads_;
   BackendChoice backend_ = BackendChoice::Auto;
@@ -137,18 +131,8 @@ class EngineWorker : public QObject {
   QString modelPath_;
   VocabPtr vocab_;
 
-  // What the worker streams of one engine sequence until it finishes: its tokens so far
-  // (prompt + generated), the UTF-8 decoder of its text, and its submitter's tag.
-  struct SeqStream {
-    std::vector<TokenId> tokens;
-    Utf8StreamDecoder decoder;
-    quint64 tag = 0;
-  };
-  std::unordered_map<SeqId, SeqStream> streams_;
-  // Decoded text not yet sent to the UI, per sequence, in the order it became available.
-  std::vector<std::pair<SeqId, std::string>> pendingText_;
-  void queueText(SeqId id, std::string text);
-  void flushText(SeqId only = -1);   // -1: every sequence
+  SeqStreams streams_;  // the sequences whose text goes to the UI (chats, scenario, text)
+  void flushText(SeqId only = -1);   // sends the queued text as tokenStreamed; -1: every sequence
   std::vector<SeqId> finishedThisStep_;
 
   // The engine publishes a snapshot after every step; what goes to the UI is the newest one when
@@ -158,12 +142,7 @@ class EngineWorker : public QObject {
   bool everyStep_ = false;
   std::shared_ptr<std::vector<BlockEvent>> pendingEvents_;
 
-  // Scenario replay: the core's WorkloadRunner (core/run), stepped from pump(); the worker only
-  // follows its sequences (streamed text, requestFinished, workloadProgress).
-  std::unique_ptr<WorkloadRunner> runner_;
-  std::unordered_set<SeqId> workloadSeqs_;  // the runner's sequences still in the engine
-  int workloadTotal_ = 0, workloadDone_ = 0;  // parallel samples count one each
-  void workloadProgressed(int newlyDone);
+  ScenarioReplay replay_;  // a scenario being replayed, stepped from pump()
 };
 
 }  // namespace kvscope::ui

@@ -1,4 +1,4 @@
-#include "engine_bridge/engine_worker.h"
+#include "engine_bridge/engine_thread_worker.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -7,39 +7,11 @@
 #include <exception>
 
 #include "chat/chat_conversation.h"
-#include "engine/request_story_text.h"
+#include "engine_bridge/engine_reports.h"
 
 namespace kvscope::ui {
 
-namespace {
-
-// Display text of every token: control tokens spelled out, byte tokens as <0xNN>, so that a
-// tooltip never shows half a UTF-8 character.
-VocabPtr build_vocab(const Model& m) {
-  auto v = std::make_shared<Vocab>();
-  if (!m.tokenizer) return v;
-  const Tokenizer& tok = *m.tokenizer;
-  v->pieces.resize(static_cast<size_t>(tok.n_vocab()));
-  for (TokenId id = 0; id < tok.n_vocab(); ++id) {
-    QString s;
-    if (tok.token_type(id) == TokenType::Byte) {
-      // "<0x0A>": ASCII bytes show as themselves (newline included); a lone byte of a multi-byte
-      // UTF-8 character cannot be shown alone and keeps its hex spelling.
-      const QString name = QString::fromStdString(tok.token_text(id));
-      bool ok = false;
-      const int byte = name.mid(3, 2).toInt(&ok, 16);
-      s = (ok && byte < 0x80 && name.startsWith(QLatin1String("<0x"))) ? QString(QChar(byte)) : name;
-    } else {
-      s = QString::fromUtf8(tok.token_to_piece(id, true));
-    }
-    v->pieces[static_cast<size_t>(id)] = s;
-  }
-  return v;
-}
-
-}  // namespace
-
-EngineWorker::EngineWorker(int nThreads)
+EngineThreadWorker::EngineThreadWorker(int nThreads)
     // Every core by default: measured on 2 cores (README "Threads default"), one thread left the
     // second core idle while the window's drawing needs little of it.
     : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount())),
@@ -52,14 +24,14 @@ EngineWorker::EngineWorker(int nThreads)
   qRegisterMetaType<kvscope::ui::StoryText>();
 }
 
-EngineWorker::~EngineWorker() {
+EngineThreadWorker::~EngineThreadWorker() {
   if (serving_) {
     serving_->set_wake({});  // no HTTP thread may post to this object from here on
     serving_->detach("the window is closing");
   }
 }
 
-void EngineWorker::setServing(std::shared_ptr<serve::ServingQueue> queue) {
+void EngineThreadWorker::setServing(std::shared_ptr<serve::ServingQueue> queue) {
   if (serving_) {
     serving_->set_wake({});
     serving_->detach("serving was turned off in the window");
@@ -71,10 +43,10 @@ void EngineWorker::setServing(std::shared_ptr<serve::ServingQueue> queue) {
     serving_->attach(*engine_);
     servingWake();
   }
-  serving_->set_wake([this] { QMetaObject::invokeMethod(this, &EngineWorker::servingWake, Qt::QueuedConnection); });
+  serving_->set_wake([this] { QMetaObject::invokeMethod(this, &EngineThreadWorker::servingWake, Qt::QueuedConnection); });
 }
 
-void EngineWorker::servingWake() {
+void EngineThreadWorker::servingWake() {
   if (!serving_ || !engine_) return;
   // Taken in at once, also while paused: a new request shows up waiting in the block map, and
   // a client that went away has its blocks freed now, not at the next step.
@@ -82,7 +54,7 @@ void EngineWorker::servingWake() {
   schedulePump();
 }
 
-void EngineWorker::fail(const QString& what) {
+void EngineThreadWorker::fail(const QString& what) {
   // An engine that threw mid-step may be inconsistent: stop stepping it, keep the window alive.
   paused_ = true;
   emit pausedChanged(true);
@@ -90,7 +62,7 @@ void EngineWorker::fail(const QString& what) {
   emit engineError(what);
 }
 
-void EngineWorker::loadModel(const QString& path, const EngineConfig& cfg) {
+void EngineThreadWorker::loadModel(const QString& path, const EngineConfig& cfg) {
   emit modelLoading(tr("Loading %1…").arg(QFileInfo(path).fileName()));
   std::shared_ptr<const Model> model;
   try {
@@ -104,7 +76,7 @@ void EngineWorker::loadModel(const QString& path, const EngineConfig& cfg) {
   buildEngine(std::move(model), cfg, path);
 }
 
-void EngineWorker::applyConfig(const EngineConfig& cfg) {
+void EngineThreadWorker::applyConfig(const EngineConfig& cfg) {
   if (!model_) {
     emit engineError(tr("No model is loaded yet; open a model file first."));
     return;
@@ -112,7 +84,7 @@ void EngineWorker::applyConfig(const EngineConfig& cfg) {
   buildEngine(model_, cfg, modelPath_);
 }
 
-void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path) {
+void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path) {
   emit modelLoading(tr("Building the engine (%1 KV pool)…").arg(cfg.num_blocks > 0 ? tr("%1 blocks").arg(cfg.num_blocks)
                                                                                       : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
   std::unique_ptr<Engine> engine;
@@ -128,7 +100,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   // The old engine's requests die with it; tell their owners so no chat waits forever (after
   // the text they had generated).
   flushText();
-  for (auto& [id, stream] : streams_) {
+  for (auto& [id, stream] : streams_.takeAll()) {
     TurnStats t;
     t.id = id;
     t.tag = stream.tag;
@@ -137,11 +109,8 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
     t.tokens = stream.tokens;
     emit requestFinished(t);
   }
-  streams_.clear();
   finishedThisStep_.clear();
-  runner_.reset();  // it drives the old engine
-  workloadSeqs_.clear();
-  workloadTotal_ = workloadDone_ = 0;
+  replay_.reset();  // it drives the old engine
   pendingEvents_ = std::make_shared<std::vector<BlockEvent>>();
 
   if (serving_) serving_->detach("the window's engine was rebuilt with new settings; retry the request");
@@ -153,10 +122,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   engine_->set_callbacks(EngineCallbacks{
       [this](SeqId id, TokenId tok) {
         if (serving_ && serving_->on_token(id, tok)) return;  // an HTTP request's token
-        auto it = streams_.find(id);
-        if (it == streams_.end()) return;
-        it->second.tokens.push_back(tok);
-        queueText(id, it->second.decoder.push(model_->tokenizer ? model_->tokenizer->token_to_piece(tok) : ""));
+        streams_.onToken(id, tok, model_->tokenizer.get());
       },
       [this](SeqId id) {
         if (serving_ && serving_->on_finished(id)) return;
@@ -188,7 +154,7 @@ void EngineWorker::buildEngine(std::shared_ptr<const Model> model, const EngineC
   if (serving_) servingWake();  // requests that came while the engine was being built
 }
 
-void EngineWorker::submit(quint64 tag, const Request& r) {
+void EngineThreadWorker::submit(quint64 tag, const Request& r) {
   if (!engine_) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
@@ -200,7 +166,7 @@ void EngineWorker::submit(quint64 tag, const Request& r) {
     emit engineError(tr("Request refused: %1").arg(QString::fromUtf8(e.what())));
     return;
   }
-  SeqStream& l = streams_[id];
+  SeqStreams::Stream& l = streams_.open(id);
   l.tokens = r.prompt;
   l.tag = tag;
   emit submitted(tag, id, static_cast<int>(r.prompt.size()));
@@ -208,7 +174,7 @@ void EngineWorker::submit(quint64 tag, const Request& r) {
   schedulePump();
 }
 
-void EngineWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
+void EngineThreadWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
                               const SamplingParams& sampling, int maxNewTokens) {
   if (!engine_ || !model_->tokenizer) {
     emit engineError(tr("No engine yet: load a model first."));
@@ -225,7 +191,7 @@ void EngineWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, 
   submit(tag, r);
 }
 
-void EngineWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
+void EngineThreadWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
   if (!engine_ || !model_->tokenizer) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
@@ -238,7 +204,7 @@ void EngineWorker::submitText(quint64 tag, const QString& text, int maxNewTokens
   submit(tag, r);
 }
 
-void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens) {
+void EngineThreadWorker::evaluateText(quint64 tag, const QString& text, int maxTokens) {
   QualityResult r;
   r.tag = tag;
   if (!engine_ || !model_->tokenizer) {
@@ -261,32 +227,15 @@ void EngineWorker::evaluateText(quint64 tag, const QString& text, int maxTokens)
   emit qualityFinished(r);
 }
 
-void EngineWorker::tellStory(qint64 id) {
-  StoryText t;
-  t.id = id;
-  const RequestStory* s = engine_ ? engine_->stories().find(id, engine_->story_engine()) : nullptr;
-  if (s) {
-    const VocabPtr vocab = vocab_;
-    const TokenText text = [vocab](TokenId tok) {
-      const bool known = vocab && tok >= 0 && static_cast<size_t>(tok) < vocab->pieces.size();
-      return known ? vocab->pieces[static_cast<size_t>(tok)].toStdString() : std::to_string(tok);
-    };
-    t.found = true;
-    t.label = QString::fromStdString(s->label);
-    if (!s->admissions.empty()) t.missReason = QString::fromLatin1(miss_reason_name(s->admissions.front().lookup.miss.reason));
-    for (const StoryLine& l : story_lines(*s, engine_->config().block_size, text))
-      t.lines.push_back({l.step, QString::fromStdString(l.kind), QString::fromStdString(l.text)});
-  }
-  emit storyReady(t);
-}
+void EngineThreadWorker::tellStory(qint64 id) { emit storyReady(story_text(engine_.get(), vocab_, id)); }
 
-void EngineWorker::cancel(SeqId id) {
+void EngineThreadWorker::cancel(SeqId id) {
   if (!engine_) return;
   cancelQuietly(id);
   afterStep();
 }
 
-void EngineWorker::cancelQuietly(SeqId id) {
+void EngineThreadWorker::cancelQuietly(SeqId id) {
   try {
     engine_->cancel(id);
   } catch (const std::exception& e) {
@@ -294,47 +243,34 @@ void EngineWorker::cancelQuietly(SeqId id) {
   }
 }
 
-void EngineWorker::cancelAll() {
+void EngineThreadWorker::cancelAll() {
   // Requests not yet submitted are dropped; they count as done so the run reaches its end.
-  if (runner_) runner_->drop_pending();
+  replay_.dropPending();
   if (!engine_) return;
-  std::vector<SeqId> ids;
-  for (const auto& [id, l] : streams_) ids.push_back(id);
-  for (SeqId id : ids) cancelQuietly(id);
+  for (SeqId id : streams_.ids()) cancelQuietly(id);
   finishTurns();
   deliverSnapshot(true);  // one snapshot for all the cancels
 }
 
-void EngineWorker::runWorkload(const Scenario& w) {
+void EngineThreadWorker::runWorkload(const Scenario& w) {
   if (!engine_) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
   }
-  WorkloadRunnerOptions opt;
-  opt.max_wait_s = 0.01;  // waits for an arrival time in short slices: commands still come through
-  opt.hooks.on_submitted = [this](const WorkloadRequest&, const Request& q, const std::vector<SeqId>& ids) {
-    for (SeqId id : ids) {
-      streams_[id].tokens = q.prompt;
-      workloadSeqs_.insert(id);
-      emit submitted(0, id, static_cast<int>(q.prompt.size()));
-    }
-  };
-  // Never submitted (a broken-off conversation, a bad prompt, cancel all): done all the same.
-  opt.hooks.on_skipped = [this](const WorkloadRequest& r) { workloadProgressed(std::max(1, r.n)); };
-  runner_ = std::make_unique<WorkloadRunner>(*engine_, w, std::move(opt));
-  workloadSeqs_.clear();
-  workloadTotal_ = scenario_request_count(w);
-  workloadDone_ = 0;
-  emit workloadProgress(0, workloadTotal_);
+  replay_.start(
+      *engine_, w,
+      [this](const Request& q, const std::vector<SeqId>& ids) {
+        for (SeqId id : ids) {
+          streams_.open(id).tokens = q.prompt;
+          emit submitted(0, id, static_cast<int>(q.prompt.size()));
+        }
+      },
+      [this](int done, int total) { emit workloadProgress(done, total); });
+  emit workloadProgress(0, replay_.total());
   schedulePump();
 }
 
-void EngineWorker::workloadProgressed(int newlyDone) {
-  workloadDone_ += newlyDone;
-  emit workloadProgress(workloadDone_, workloadTotal_);
-}
-
-void EngineWorker::setPaused(bool paused) {
+void EngineThreadWorker::setPaused(bool paused) {
   if (paused_ == paused) return;
   paused_ = paused;
   emit pausedChanged(paused);
@@ -345,24 +281,24 @@ void EngineWorker::setPaused(bool paused) {
   }
 }
 
-void EngineWorker::singleStep() {
+void EngineThreadWorker::singleStep() {
   if (!engine_) return;
   if (!paused_) setPaused(true);
   stepOnce();
   deliverSnapshot(true);  // teaching mode wants every step, not the coalesced stream
 }
 
-void EngineWorker::setStepDelay(int ms) {
+void EngineThreadWorker::setStepDelay(int ms) {
   stepDelayMs_ = std::max(0, ms);
   if (timer_) timer_->setInterval(stepDelayMs_);
 }
 
-void EngineWorker::schedulePump() {
+void EngineThreadWorker::schedulePump() {
   if (!timer_) {
     // Created lazily so that it belongs to the worker's thread, not the one that built us.
     timer_ = new QTimer(this);
     timer_->setInterval(stepDelayMs_);
-    connect(timer_, &QTimer::timeout, this, &EngineWorker::pump);
+    connect(timer_, &QTimer::timeout, this, &EngineThreadWorker::pump);
   }
   if (engine_ && !paused_ && !stop_.load() && !timer_->isActive()) {
     timer_->start();
@@ -370,7 +306,7 @@ void EngineWorker::schedulePump() {
   }
 }
 
-void EngineWorker::pump() {
+void EngineThreadWorker::pump() {
   if (stop_.load() || paused_ || !engine_) {
     timer_->stop();
     setRunning(false);
@@ -384,15 +320,14 @@ void EngineWorker::pump() {
   }
 }
 
-bool EngineWorker::stepOnce() {
+bool EngineThreadWorker::stepOnce() {
   bool more = true;
   try {
     if (serving_) serving_->intake();
-    if (runner_) {
+    if (replay_.active()) {
       // Submits what has arrived and steps the engine (chats included), or waits one short
       // slice for a request's arrival time; may throw on a prompt id outside the vocabulary.
-      if (!runner_->step()) runner_.reset();
-      more = runner_ || engine_->has_work();
+      more = replay_.step() || engine_->has_work();
     } else if (engine_->has_work()) {
       engine_->step();
     } else {
@@ -407,12 +342,12 @@ bool EngineWorker::stepOnce() {
   return more;
 }
 
-void EngineWorker::afterStep() {
+void EngineThreadWorker::afterStep() {
   finishTurns();
   deliverSnapshot(false);
 }
 
-void EngineWorker::finishTurns() {
+void EngineThreadWorker::finishTurns() {
   // The engine has published this step's snapshot; its block events are kept here until the
   // next snapshot goes to the UI, so the captions see every step's events even when the UI
   // takes one snapshot of several steps.
@@ -425,59 +360,25 @@ void EngineWorker::finishTurns() {
   }
   SnapshotPtr snap = finishedThisStep_.empty() ? nullptr : engine_->snapshot();
   for (SeqId id : finishedThisStep_) {
-    auto it = streams_.find(id);
-    if (it == streams_.end()) continue;
-    TurnStats t = statsFor(id, snap.get());
-    t.tag = it->second.tag;
-    t.tokens = std::move(it->second.tokens);
+    std::optional<SeqStreams::Stream> stream = streams_.finish(id);  // its last text queued
+    if (!stream) continue;
+    TurnStats t = turn_stats(*engine_, id, snap.get());
+    t.tag = stream->tag;
+    t.tokens = std::move(stream->tokens);
     // The engine's own token list is the authority (a preempted sequence is recomputed, not
     // re-streamed); fall back to what was streamed when it has been pruned.
     try {
       t.tokens = engine_->sequence(id).tokens;
     } catch (const std::exception&) {
     }
-    queueText(id, it->second.decoder.flush());
     flushText(id);  // the whole reply reaches the UI before its requestFinished
-    streams_.erase(it);
-    if (workloadSeqs_.erase(id)) workloadProgressed(1);
+    replay_.sequenceFinished(id);
     emit requestFinished(t);
   }
   finishedThisStep_.clear();
 }
 
-TurnStats EngineWorker::statsFor(SeqId id, const Snapshot* snap) const {
-  TurnStats t;
-  t.id = id;
-  if (snap) {
-    for (const SeqSnap& q : snap->seqs) {
-      if (q.id != id) continue;
-      t.promptTokens = q.prompt_len;
-      t.cachedTokens = q.cached_prompt_tokens;
-      t.generated = q.generated;
-      t.ttftMs = q.ttft_ms;
-      t.tokensPerS = q.mean_itl_ms > 0 ? 1000.0 / q.mean_itl_ms : 0.0;
-      t.preemptions = q.preemptions;
-      t.state = QString::fromUtf8(seq_state_name(q.state));
-      t.error = QString::fromStdString(q.error);
-      return t;
-    }
-  }
-  // Not in this snapshot (cancelled between steps): read what the engine itself knows.
-  try {
-    const Sequence& s = engine_->sequence(id);
-    t.promptTokens = static_cast<int>(s.prompt_tokens().size());
-    t.cachedTokens = s.num_cached_prompt;
-    t.generated = static_cast<int>(s.output_tokens().size());
-    t.preemptions = s.preemptions;
-    t.state = QString::fromUtf8(seq_state_name(s.state));
-    t.error = QString::fromStdString(s.error);
-  } catch (const std::exception&) {
-    t.state = QStringLiteral("finished");
-  }
-  return t;
-}
-
-void EngineWorker::deliverSnapshot(bool force) {
+void EngineThreadWorker::deliverSnapshot(bool force) {
   if (!engine_) return;
   // frameWanted_ is cleared only when it is used, so a frame asked for between two steps is
   // not lost.
@@ -487,43 +388,15 @@ void EngineWorker::deliverSnapshot(bool force) {
   flushText();  // the text of the steps this snapshot shows
   // The published snapshot, or a fresh one if a command (submit, cancel) changed the state
   // since the last step.
-  {
-    std::lock_guard<std::mutex> lk(framesMu_);
-    frames_.emplace_back(engine_->snapshot(), std::move(batch));
-  }
+  frames_.push(engine_->snapshot(), std::move(batch));
   emit snapshotReady();
 }
 
-std::pair<SnapshotPtr, EventBatch> EngineWorker::takeSnapshot() {
-  std::lock_guard<std::mutex> lk(framesMu_);
-  if (frames_.empty()) return {};
-  auto frame = std::move(frames_.front());
-  frames_.pop_front();
-  return frame;
+void EngineThreadWorker::flushText(SeqId only) {
+  streams_.flushText([this](SeqId id, const QString& text) { emit tokenStreamed(id, text); }, only);
 }
 
-void EngineWorker::queueText(SeqId id, std::string text) {
-  if (text.empty()) return;
-  for (auto& [seq, pending] : pendingText_)
-    if (seq == id) {
-      pending += text;
-      return;
-    }
-  pendingText_.emplace_back(id, std::move(text));
-}
-
-void EngineWorker::flushText(SeqId only) {
-  for (auto it = pendingText_.begin(); it != pendingText_.end();) {
-    if (only >= 0 && it->first != only) {
-      ++it;
-      continue;
-    }
-    emit tokenStreamed(it->first, QString::fromUtf8(it->second));
-    it = pendingText_.erase(it);
-  }
-}
-
-void EngineWorker::setRunning(bool r) {
+void EngineThreadWorker::setRunning(bool r) {
   if (running_ == r) return;
   running_ = r;
   emit runningChanged(r);
