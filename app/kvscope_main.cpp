@@ -27,18 +27,18 @@
 
 #include <qcustomplot.h>
 
-#include "attach_overlap_panel.h"
-#include "attach_timeline_panel.h"
-#include "attach_window.h"
-#include "frame_bench.h"
+#include "attach_view/attach_overlap_panel.h"
+#include "attach_view/attach_timeline_panel.h"
+#include "attach_view/attach_window.h"
+#include "devtools/frame_bench.h"
 #include "kv/kv_dtype.h"
-#include "lesson.h"
-#include "lesson_screenshot_driver.h"
-#include "main_window.h"
+#include "lessons/lesson.h"
+#include "devtools/lesson_screenshot_driver.h"
+#include "shell/main_window.h"
 #include "model/model_locator.h"
-#include "screenshot_driver.h"
-#include "settings_panel.h"
-#include "theme.h"
+#include "devtools/screenshot_driver.h"
+#include "controls/settings_panel.h"
+#include "widgets/theme.h"
 
 namespace {
 

@@ -23,10 +23,10 @@
 #include <thread>
 
 #include "attach/instance_timeline.h"
-#include "attach_block_map.h"
-#include "attach_overlap_panel.h"
-#include "attach_timeline_panel.h"
-#include "attach_window.h"
+#include "attach_view/attach_block_map.h"
+#include "attach_view/attach_overlap_panel.h"
+#include "attach_view/attach_timeline_panel.h"
+#include "attach_view/attach_window.h"
 #include "gui_test_support.h"
 #include "kv_events/kv_events_codec.h"
 

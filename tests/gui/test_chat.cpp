@@ -3,8 +3,8 @@
 #include <QSettings>
 #include <QtTest>
 
-#include "chat_panel.h"
-#include "engine_host.h"
+#include "panels/chat_panel.h"
+#include "engine_bridge/engine_host.h"
 #include "test_support.h"
 
 using namespace kvscope;

@@ -14,12 +14,12 @@
 #include <QTableWidget>
 #include <QtTest>
 
-#include "chat_panel.h"
-#include "compare_panel.h"
+#include "panels/chat_panel.h"
+#include "controls/compare_panel.h"
 #include "gui_test_support.h"
-#include "main_window.h"
+#include "shell/main_window.h"
 #include "run/perplexity.h"
-#include "settings_panel.h"
+#include "controls/settings_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

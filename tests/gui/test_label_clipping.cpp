@@ -12,11 +12,11 @@
 #include <QTextDocument>
 #include <QtTest>
 
-#include "chat_panel.h"
+#include "panels/chat_panel.h"
 #include "gui_test_support.h"
-#include "live_label.h"
-#include "main_window.h"
-#include "workload_panel.h"
+#include "widgets/live_label.h"
+#include "shell/main_window.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

@@ -15,16 +15,16 @@
 #include <QSignalSpy>
 #include <QtTest>
 
-#include "block_map_panel.h"
-#include "block_map_widget.h"
-#include "captions_panel.h"
-#include "compare_panel.h"
+#include "panels/block_map_panel.h"
+#include "widgets/block_map_widget.h"
+#include "panels/captions_panel.h"
+#include "controls/compare_panel.h"
 #include "gui_test_support.h"
-#include "highlight_frame.h"
-#include "lessons_panel.h"
-#include "main_window.h"
-#include "no_cache_panel.h"
-#include "settings_panel.h"
+#include "widgets/highlight_frame.h"
+#include "lessons/lessons_panel.h"
+#include "shell/main_window.h"
+#include "panels/no_cache_panel.h"
+#include "controls/settings_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

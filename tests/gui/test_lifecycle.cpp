@@ -15,11 +15,11 @@
 #include <QtTest>
 #include <fstream>
 
-#include "chat_panel.h"
-#include "main_window.h"
+#include "panels/chat_panel.h"
+#include "shell/main_window.h"
 #include "model/synthetic_model.h"
 #include "gui_test_support.h"
-#include "workload_panel.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -166,7 +166,7 @@ class TestLifecycle : public QObject {
   void closeWhileLoading() {
     auto w = std::make_unique<MainWindow>();
     w->show();
-    QPointer<EngineWorker> worker = w->host()->worker();
+    QPointer<EngineThreadWorker> worker = w->host()->worker();
     QThread* thread = worker->thread();
     w->openModel(big_model());
     QVERIFY(w->host()->isLoading());
@@ -192,7 +192,7 @@ class TestLifecycle : public QObject {
     QVERIFY(w->workloadPanel()->run(QStringLiteral("pool-pressure")));
     w->chatPanel()->current()->send(QStringLiteral("Once upon a time"));
     QTRY_VERIFY_WITH_TIMEOUT(w->host()->isRunning() && w->host()->latest() && w->host()->latest()->running > 0, kTimeoutMs);
-    QPointer<EngineWorker> worker = w->host()->worker();
+    QPointer<EngineThreadWorker> worker = w->host()->worker();
     QThread* thread = worker->thread();
     QVERIFY(thread->isRunning());
     QElapsedTimer t;

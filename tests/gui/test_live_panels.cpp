@@ -7,12 +7,12 @@
 #include <cmath>
 #include <fstream>
 
-#include "block_map_panel.h"
-#include "block_map_widget.h"
-#include "memory_panel.h"
+#include "panels/block_map_panel.h"
+#include "widgets/block_map_widget.h"
+#include "panels/memory_panel.h"
 #include "test_support.h"
-#include "theme.h"
-#include "thinned_series.h"
+#include "widgets/theme.h"
+#include "widgets/thinned_series.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

@@ -19,15 +19,15 @@
 
 #include "attach/cache_view.h"
 #include "attach/prefix_forest.h"
-#include "attach_window.h"
+#include "attach_view/attach_window.h"
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "gui_test_support.h"
 #include "kv_events/kv_events_codec.h"
-#include "prefix_panel.h"
-#include "prefix_tree_attach_source.h"
-#include "prefix_tree_bench.h"
-#include "prefix_tree_widget.h"
+#include "panels/prefix_panel.h"
+#include "attach_view/prefix_tree_attach_source.h"
+#include "devtools/prefix_tree_bench.h"
+#include "widgets/prefix_tree_widget.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;

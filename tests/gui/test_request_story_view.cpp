@@ -13,14 +13,14 @@
 #include <QTextBrowser>
 #include <QtTest>
 
-#include "block_map_panel.h"
-#include "block_map_widget.h"
-#include "chat_panel.h"
+#include "panels/block_map_panel.h"
+#include "widgets/block_map_widget.h"
+#include "panels/chat_panel.h"
 #include "gui_test_support.h"
-#include "main_window.h"
-#include "request_story_panel.h"
-#include "settings_panel.h"
-#include "workload_panel.h"
+#include "shell/main_window.h"
+#include "panels/request_story_panel.h"
+#include "controls/settings_panel.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -65,8 +65,8 @@ class TestRequestStoryView : public QObject {
 
   // Submits r and waits until the engine is idle; returns its sequence id.
   qint64 run(const Request& r) {
-    QSignalSpy sub(w_->host()->worker(), &EngineWorker::submitted);
-    QSignalSpy fin(w_->host()->worker(), &EngineWorker::requestFinished);
+    QSignalSpy sub(w_->host()->worker(), &EngineThreadWorker::submitted);
+    QSignalSpy fin(w_->host()->worker(), &EngineThreadWorker::requestFinished);
     const quint64 tag = w_->host()->submit(r);
     [&] { QTRY_VERIFY_WITH_TIMEOUT(!sub.isEmpty() && !fin.isEmpty(), kTimeoutMs); }();
     for (const auto& args : sub)
@@ -101,8 +101,8 @@ class TestRequestStoryView : public QObject {
 
   // Two growing requests in a 6-block pool: the older one's growth preempts the newer one.
   void preemptionReadFromTheRequestsTable() {
-    QSignalSpy fin(w_->host()->worker(), &EngineWorker::requestFinished);
-    QSignalSpy sub(w_->host()->worker(), &EngineWorker::submitted);
+    QSignalSpy fin(w_->host()->worker(), &EngineThreadWorker::requestFinished);
+    QSignalSpy sub(w_->host()->worker(), &EngineThreadWorker::submitted);
     // Both submitted while paused, so they enter at the same step: on a loaded machine the
     // engine thread could otherwise run the first one for several steps before the second
     // arrives, and it would wait for room instead of being preempted.
@@ -142,7 +142,7 @@ class TestRequestStoryView : public QObject {
     pb[20] = 7;
     const qint64 a = run(req(pa, 2));
     w_->host()->setPaused(true);
-    QSignalSpy sub(w_->host()->worker(), &EngineWorker::submitted);
+    QSignalSpy sub(w_->host()->worker(), &EngineThreadWorker::submitted);
     w_->host()->submit(req(pb, 30));
     QTRY_VERIFY_WITH_TIMEOUT(!sub.isEmpty(), kTimeoutMs);
     const qint64 b = sub.at(0).at(1).toLongLong();

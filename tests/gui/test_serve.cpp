@@ -20,14 +20,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "block_map_panel.h"
-#include "chat_panel.h"
+#include "panels/block_map_panel.h"
+#include "panels/chat_panel.h"
 #include "gui_test_support.h"
-#include "main_window.h"
-#include "serve_controller.h"
-#include "serve_dialog.h"
-#include "serve_menu.h"
-#include "settings_panel.h"
+#include "shell/main_window.h"
+#include "serving/serve_controller.h"
+#include "serving/serve_dialog.h"
+#include "serving/serve_menu.h"
+#include "controls/settings_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -128,7 +128,7 @@ class TestServe : public QObject {
     QVERIFY(!j["choices"][0]["text"].get<std::string>().empty());
     // The same greedy prompt through the window's own engine (submitText: BOS + text, greedy)
     // gives the same text: one engine, one path.
-    QSignalSpy finished(w_->host()->worker(), &EngineWorker::requestFinished);
+    QSignalSpy finished(w_->host()->worker(), &EngineThreadWorker::requestFinished);
     w_->host()->submitText(QStringLiteral("Once upon a time"), 12, true, QStringLiteral("check"));
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeoutMs);
     const auto t = finished.at(0).at(0).value<TurnStats>();

@@ -16,20 +16,20 @@
 #include <fstream>
 #include <qcustomplot.h>
 
-#include "block_map_panel.h"
-#include "block_map_widget.h"
-#include "captions_panel.h"
-#include "chat_panel.h"
-#include "compare_panel.h"
+#include "panels/block_map_panel.h"
+#include "widgets/block_map_widget.h"
+#include "panels/captions_panel.h"
+#include "panels/chat_panel.h"
+#include "controls/compare_panel.h"
 #include "kv/kv_layout.h"
-#include "main_window.h"
-#include "no_cache_panel.h"
-#include "planner_panel.h"
-#include "prefix_panel.h"
-#include "seq_palette.h"
-#include "settings_panel.h"
+#include "shell/main_window.h"
+#include "panels/no_cache_panel.h"
+#include "panels/planner_panel.h"
+#include "panels/prefix_panel.h"
+#include "widgets/seq_palette.h"
+#include "controls/settings_panel.h"
 #include "gui_test_support.h"
-#include "workload_panel.h"
+#include "panels/workload_panel.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -77,7 +77,7 @@ class TestWorkbench : public QObject {
     // thread while this thread reads it (a data race ThreadSanitizer reports).
     int streamed = 0;
     QObject onGuiThread;
-    connect(w->host()->worker(), &EngineWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
+    connect(w->host()->worker(), &EngineThreadWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
             Qt::QueuedConnection);
     ConversationWidget* chat = w->chatPanel()->current();
     chat->send(QStringLiteral("Once upon a time"));

@@ -19,12 +19,12 @@
 #include <QtTest>
 #include <time.h>
 
-#include "chat_panel.h"
-#include "compare_panel.h"
+#include "panels/chat_panel.h"
+#include "controls/compare_panel.h"
 #include "run/perplexity.h"
-#include "frame_bench.h"
-#include "main_window.h"
-#include "settings_panel.h"
+#include "devtools/frame_bench.h"
+#include "shell/main_window.h"
+#include "controls/settings_panel.h"
 #include "gui_test_support.h"
 #include "timed_workload.h"
 
@@ -104,7 +104,7 @@ class TestWorkbenchMore : public QObject {
     d.maxNewTokens = 400;
     chat->setSamplingDefaults(d);
     for (int turn = 0; turn < 2; ++turn) {
-      QSignalSpy tokens(w.host()->worker(), &EngineWorker::tokenStreamed);
+      QSignalSpy tokens(w.host()->worker(), &EngineThreadWorker::tokenStreamed);
       QSignalSpy snaps(w.host(), &EngineHost::snapshot);
       QElapsedTimer wall;
       wall.start();
@@ -142,7 +142,7 @@ class TestWorkbenchMore : public QObject {
     w.openModel(model_path());
     QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
     const Scenario sc = test::now_and_later_workload(0.5);
-    QSignalSpy progress(w.host()->worker(), &EngineWorker::workloadProgress);
+    QSignalSpy progress(w.host()->worker(), &EngineThreadWorker::workloadProgress);
     QElapsedTimer wall;
     wall.start();
     w.host()->runWorkload(sc);

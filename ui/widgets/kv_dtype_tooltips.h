@@ -1,0 +1,25 @@
+#pragma once
+// What a KV dtype or a token-eviction spec costs and means, as tooltips: the Settings and
+// Compare panels' KV dtype boxes and eviction fields share them.
+#include <QString>
+
+#include "kv/kv_dtype.h"
+
+class QComboBox;
+
+namespace kvscope::ui {
+
+// The KV shape of the loaded model (0s: none loaded), enough to price any KV dtype.
+struct KvShape {
+  int nLayer = 0, nHeadKv = 0, headDim = 0;
+  bool valid() const { return nLayer > 0 && nHeadKv > 0 && headDim > 0; }
+};
+// Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a
+// KV dtype choice costs on the loaded model. Without a model, the per-element cost only.
+QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize);
+// What a token-eviction spec is and what the two policies do (Settings and Compare fields).
+QString eviction_tooltip();
+// Sets every item's tooltip of a KV dtype combo box whose item data or text is the dtype name.
+void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize);
+
+}  // namespace kvscope::ui
