@@ -40,8 +40,8 @@ VocabPtr build_vocab(const Model& m) {
 }  // namespace
 
 EngineWorker::EngineWorker(int nThreads)
-    // Every core by default: measured on 2 cores (README "Threads default"), one thread left the
-    // second core idle while the window's drawing needs little of it.
+    // Every core by default: measured on 2 cores (docs/engine.md, "Defaults: threads and
+    // sampling"), one thread left the second core idle while the window's drawing needs little of it.
     : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount())),
       pendingEvents_(std::make_shared<std::vector<BlockEvent>>()) {
   qRegisterMetaType<kvscope::SnapshotPtr>();

@@ -291,7 +291,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   // larger than prefetch_min_bytes_, the blocks of the next chunk are prefetched from the table
   // while this one computes: the hardware prefetcher cannot follow scattered blocks, the table
   // can. Below that size (K/V likely in cache) the prefetch instructions cost more than they
-  // save; numbers in the README (`kvscope-cli bench --kv-prefetch`).
+  // save; numbers in docs/performance.md (`kvscope-cli bench --kv-prefetch`).
   const int32_t pf_dist = std::max(1, kChunk / bs);
   const bool prefetch = static_cast<int64_t>(n_vis) * d * kv_elem_bytes(kv.layout().dtype) * 2 > prefetch_min_bytes_;
   OnlineAttention::Rows runs[kChunk];
