@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One quality yardstick for the KV settings (README "eval --sweep"): dtypes x windows x sinks on
+# One quality yardstick for the KV settings (docs/quality.md, "eval --sweep"): dtypes x windows x sinks on
 # the first N tokens of resources/texts/pride-and-prejudice.txt, each point against the f32
 # full-attention reference (run once), then the Pareto plot docs/kv-sweep-pareto.png.
 #   benchmarks/kv_sweep.sh [N=1024] [MODEL] [BUILD_DIR]

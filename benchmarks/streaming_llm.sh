@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# StreamingLLM on Gemma 3 270M, reproduced (README "StreamingLLM on Gemma 3"): perplexity of the
+# StreamingLLM on Gemma 3 270M, reproduced (docs/quality.md, "StreamingLLM on Gemma 3"): perplexity of the
 # first N tokens of resources/texts/pride-and-prejudice.txt with full attention, window only
 # (absolute positions), window + 1/2/4/8 sinks (keys at their cache positions, the paper's
 # scheme), at windows 256 / 512 / 1024, plus the recompute-window baseline on sampled rows; then

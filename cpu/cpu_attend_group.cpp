@@ -42,7 +42,7 @@ int32_t kept_run(const uint8_t* holes, const uint8_t* layer_holes, const int32_t
 // prefetch_min_bytes_, the blocks of the next chunk are prefetched from the table while this
 // one computes: the hardware prefetcher cannot follow scattered blocks, the table can. Below
 // that size (K/V likely in cache) the prefetch instructions cost more than they save; numbers
-// in the README (`kvscope-cli bench --kv-prefetch`).
+// in docs/performance.md (`kvscope-cli bench --kv-prefetch`).
 class CpuBackend::KeyWalk {
  public:
   KeyWalk(const CpuBackend& be, int32_t layer, const BatchView& batch, int32_t t, int32_t g, const VisibleKeys& vis,

@@ -148,7 +148,7 @@ class TestEval : public QObject {
   }
 
   // StreamingLLM's experiment on a text 2538 tokens long (window 64: the text is ~40 windows).
-  // What stories260K actually does (README): full attention degrades past its trained length
+  // What stories260K actually does (docs/kv-compression.md): full attention degrades past its trained length
   // (512), window-only attention does NOT blow up when the first tokens leave the window (this
   // 260K-parameter model has no strong attention sink), and 4 sinks cost a little at window 64.
   // Asserted: those facts, and bounded KV blocks with a window.

@@ -487,7 +487,7 @@ class TestKiviResidual : public QObject {
   // Quality on stories260K (the first 400 tokens of resources/texts/long-story.txt, blocks of
   // 16): KL against f32 KV for R = 0, 16, 64 must fall at each step by at least 10%. Measured
   // (printed): kivi4 7.9e-4, 2.7e-4, 1.0e-4; kivi2 0.044, 0.016, 0.0028: each step 2.7x or more,
-  // so the margin is far from the noise. The README's full-text numbers go the same way.
+  // so the margin is far from the noise. docs/kv-compression.md's full-text numbers go the same way.
   void longer_residual_lowers_kl() {
     KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
     auto m = stories();

@@ -1,7 +1,7 @@
 // Every request's KV story on the real engine (stories260K): a prefix miss of each kind is
 // constructed and its reason asserted (with the plain sentence a user reads), a forced
 // preemption is asserted in the victim's record, waits say why, and the JSON export keeps its
-// documented schema (README "Every request's KV story").
+// documented schema (docs/window-and-lessons.md, "Every request's KV story").
 #include <QtTest>
 
 #include "cpu/cpu_backend.h"
@@ -274,7 +274,7 @@ class TestRequestStory : public QObject {
     QCOMPARE(story(*e, a).blocks_allocated, 3);
   }
 
-  // The schema the README documents.
+  // The schema docs/window-and-lessons.md documents.
   void json_schema() {
     auto e = engine(pool(6));
     const SeqId older = e->submit(req(tokens(40, 1), 40));

@@ -207,7 +207,7 @@ class SoakRun {
 
   // submit_parallel predicts its children's ids as the next ids the engine will hand out, and
   // creates the children only when the parent's prompt is computed: a submit() or a cancel of the
-  // parent in between loses or mislabels them (reported; see the README's reliability section).
+  // parent in between loses or mislabels them (reported; see docs/testing.md's reliability section).
   // Until that is fixed the soak holds other submissions while a parent waits for its fork.
   bool parallel_pending(const Engine& e) const {
     if (pending_parent_ == 0) return false;

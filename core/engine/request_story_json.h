@@ -1,6 +1,6 @@
 #pragma once
 // A request story as JSON (`kvscope-cli run --explain --json-out F`); the schema is in the
-// README ("Every request's KV story").
+// docs/window-and-lessons.md ("Every request's KV story").
 #include <nlohmann/json.hpp>
 
 #include "engine/request_story.h"

@@ -1,6 +1,6 @@
 // The attach window: the block map fed a fleet-sized picture (8 instances, 100,000 cached
 // blocks) and the memory-over-time plots fed 8 full timelines lay out and paint a frame with
-// the bands and point counts the picture implies (the frame time is printed: the README's
+// the bands and point counts the picture implies (the frame time is printed: docs/attach.md's
 // numbers, measured on a quiet machine; never asserted here); a scripted two-rank engine on loopback (ZMQ XPUB sockets
 // and a /metrics served by cpp-httplib) must show up in the plots and the sharing panel with the
 // counts the script implies; the window opens on a silent endpoint with its honest header; the

@@ -1,4 +1,4 @@
-// No label of the window cuts its text at 1280x800 (the README screenshots' size): with a model
+// No label of the window cuts its text at 1280x800 (the size of the screenshots in docs/): with a model
 // loaded, a chat turn done and a scenario stepped, every dock is raised in turn and every
 // visible one-line label (QLabel, LiveLabel) must fit its text in its width, or elide it with
 // the full text in its tooltip. Word-wrapped labels wrap, so only their longest word must fit.

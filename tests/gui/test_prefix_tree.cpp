@@ -234,7 +234,8 @@ class TestPrefixTree : public QObject {
     QVERIFY2(strips <= 420 * 32 && strips < 16384 / 2, qPrintable(QString::number(strips)));
     QVERIFY2(nodes > 50, qPrintable(QString::number(nodes)));
     // The times are reported, not asserted (speed belongs to `kvscope --frame-bench`, whose JSON
-    // the README quotes): a sanitizer tree or a loaded machine would fail any bound set here.
+    // docs/window-and-lessons.md quotes): a sanitizer tree or a loaded machine would fail any
+    // bound set here.
     // What is asserted is why it is fast: the far view draws strips, not one rectangle per block.
   }
 
@@ -329,7 +330,7 @@ class TestPrefixTree : public QObject {
     QVERIFY(tabs);
     tabs->setCurrentWidget(w.mergedTree());
     QVERIFY(w.mergedTree()->isVisible());
-    // Its picture, for the README (docs/screenshots/attach-merged-tree.png is a copy).
+    // Its picture, for docs/window-and-lessons.md (docs/screenshots/attach-merged-tree.png is a copy).
     QVERIFY(w.grab().save(QString::fromStdString((test::tmp_dir() / "attach-merged-tree.png").string())));
   }
 };

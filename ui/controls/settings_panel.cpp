@@ -165,7 +165,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   threads_ = new QSpinBox;
   threads_->setRange(1, std::max(64, QThread::idealThreadCount()));
   threads_->setToolTip(tr("CPU threads the backend computes a step with (this machine has %1). The window's own "
-                          "drawing shares the cores; see the README's Threads measurement.").arg(QThread::idealThreadCount()));
+                          "drawing shares the cores; see the Threads measurement in docs/engine.md.").arg(QThread::idealThreadCount()));
 
   temp_ = new QDoubleSpinBox;
   temp_->setRange(0, 5);

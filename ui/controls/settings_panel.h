@@ -27,7 +27,8 @@ namespace kvscope::ui {
 
 // The engine settings a fresh install starts with.
 EngineConfig default_gui_config();
-// CPU threads of a fresh install: every core (README "Threads default": measured on 2 cores).
+// CPU threads of a fresh install: every core (docs/engine.md, "Defaults: threads and sampling":
+// measured on 2 cores).
 int default_gui_threads();
 
 class SettingsPanel : public QWidget, public EngineSettingsSource {

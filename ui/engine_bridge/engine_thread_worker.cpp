@@ -12,8 +12,8 @@
 namespace kvscope::ui {
 
 EngineThreadWorker::EngineThreadWorker(int nThreads)
-    // Every core by default: measured on 2 cores (README "Threads default"), one thread left the
-    // second core idle while the window's drawing needs little of it.
+    // Every core by default: measured on 2 cores (docs/engine.md, "Defaults: threads and
+    // sampling"), one thread left the second core idle while the window's drawing needs little of it.
     : nThreads_(nThreads > 0 ? nThreads : std::max(1, QThread::idealThreadCount())),
       pendingEvents_(std::make_shared<std::vector<BlockEvent>>()) {
   qRegisterMetaType<kvscope::SnapshotPtr>();
