@@ -2,7 +2,7 @@
 # ctest include_layers: no upward include between the floors (scripts/check_layers.py), and the
 # checker itself fails on a tree that has one (so this test can fail).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/check_layers.py" "$root"
 bad=$(mktemp -d)
 trap 'rm -rf "$bad"' EXIT
