@@ -6,7 +6,7 @@
 // Exactness: activations are the same ggml-rounded blocks the vec-dot path uses
 // (convert_activations), every block's integer sum is exact, and each block is scaled and
 // added in block order with the scalar vec-dot's float expression, so for every type the
-// result is bit-for-bit vec_dot_scalar (tests/test_gemm.cpp). The SIMD vec-dot of Q8_0/Q4_0/
+// result is bit-for-bit vec_dot_scalar (tests/cpu/test_gemm.cpp). The SIMD vec-dot of Q8_0/Q4_0/
 // Q5_0 sums blocks in 8 float lanes instead, so against it the difference is float rounding.
 #include <cstddef>
 #include <cstdint>

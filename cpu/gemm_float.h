@@ -6,7 +6,7 @@
 // multiplies in f32. Each (row, token) is one fused multiply-add chain in k order starting at
 // 0, so the result is bit for bit the scalar `acc = fma(w[k], x[k], acc)` loop (the test's
 // reference); the SIMD vec_dot sums in 32 lanes instead, so against it the difference is float
-// summation error (bound stated in tests/test_gemm.cpp).
+// summation error (bound stated in tests/cpu/test_gemm.cpp).
 //
 // Tile: 4 weight rows (widened to f32, 4 * K floats: 32 KB at K = 2048) x 16 tokens (a panel of
 // [K][16] floats, tokens in the lanes of two ymm registers): per k, 2 panel loads, 4 broadcasts

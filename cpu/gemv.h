@@ -5,7 +5,7 @@
 // so a portable build uses it too. The result is bit for bit the AVX2 / VNNI vec_dot of a
 // native build (same lane sums, scale products, fma order and reduction); a portable build's
 // vec_dot is the scalar kernel, from which it differs by float summation order only
-// (tests/test_gemv.cpp states and checks the bound).
+// (tests/cpu/test_gemv.cpp states and checks the bound).
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -3,7 +3,7 @@
 // each uses). Scales and minimums are f16, codes are packed little-end first: element i of a row
 // sits in byte i*bits/8 at bit (i*bits)%8. Every encoder computes its codes with the f16-rounded
 // parameters it stores, so decode(encode(x)) is within half a quantization step of x (plus the
-// clamp when the f16 scale rounded down), the bound tests/test_kv_quant4.cpp checks.
+// clamp when the f16 scale rounded down), the bound tests/cpu/test_kv_quant4.cpp checks.
 #include <cstdint>
 
 namespace kvscope::kvq4 {

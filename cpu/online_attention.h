@@ -113,7 +113,7 @@ class OnlineAttention {
 
   // 16 independent partial sums (one AVX-512 register) and a pairwise reduction, so the
   // compiler vectorises it without -ffast-math and the reduction is not a serial chain.
-  // (Public for tests/test_paged_attention.cpp, which holds dot4 to it bit for bit.)
+  // (Public for tests/cpu/test_paged_attention.cpp, which holds dot4 to it bit for bit.)
   static float dot(const float* __restrict a, const float* __restrict b, int32_t n) {
     float acc[16] = {0};
     int32_t i = 0;

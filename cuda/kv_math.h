@@ -4,7 +4,7 @@
 // a query under a sliding window with sinks, and block-table walking.
 //
 // Every function is `KVSCOPE_HD inline`: __host__ __device__ under nvcc, plain inline under a
-// host compiler, so tests/test_cuda_host_math.cpp checks the very code the kernels run. No CUDA
+// host compiler, so tests/cuda/test_cuda_host_math.cpp checks the very code the kernels run. No CUDA
 // header is needed; the host side uses <cmath> (pow, cos, sin).
 //
 // The fp8 / int8 KV codecs are not defined here: they are core/kv/kv_quant.h's (the CPU

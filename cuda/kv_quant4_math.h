@@ -3,7 +3,7 @@
 // `KVSCOPE_HD inline` functions, so the CUDA store/attention kernels and the host run the same
 // code: f16 parameter encode/decode, code rounding, bit packing, rot4's sign and Walsh-Hadamard
 // transform, and whole-row encoders built from them. They reproduce cpu/kv_quant4.cpp
-// (the CPU backend's codecs) bit for bit; tests/test_cuda_host_math.cpp checks that on random
+// (the CPU backend's codecs) bit for bit; tests/cuda/test_cuda_host_math.cpp checks that on random
 // rows against the CPU functions themselves. Layout reminders (kv/kv_dtype.h):
 //  * codes little-end first: element i in byte i*bits/8 at bit (i*bits)%8;
 //  * int4/rot4 row: [d/2 code bytes][d/g f16 scales]; code = q + 8, q in -7..7;

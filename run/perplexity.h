@@ -2,7 +2,7 @@
 // Quality of a KV configuration on a text: teacher-forced next-token distributions through the
 // real engine (paged KV, chunked prefill, the chosen KV dtype / window / sinks), perplexity,
 // and the distance of those distributions from a reference run (KL divergence, top-1
-// agreement). Used by `kvscope-cli eval` and tests/test_eval.cpp.
+// agreement). Used by `kvscope-cli eval` and tests/run/test_eval.cpp.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -19,7 +19,7 @@
 #
 # Exit status: 0 when no finding; 1 with the crashing input, its minimized form and the
 # command to replay it. A finding's minimized input goes to tests/fuzz/regressions/ with its
-# fix (tests/test_fuzz_regressions.cpp replays every file there under ctest).
+# fix (tests/fuzz/test_fuzz_regressions.cpp replays every file there under ctest).
 #
 # Environment: KVSCOPE_SHARED_DIR (../shared), KVSCOPE_FUZZ_BUILD_DIR (build-fuzz),
 # KVSCOPE_FUZZ_MAX_LEN (bytes, 131072: the generated seeds are 8-100 KiB, bigger inputs fuzz

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long engine soak: tests/test_soak.cpp's seeded workload with bigger numbers, and a JSON
+# The long engine soak: tests/core/engine/test_soak.cpp's seeded workload with bigger numbers, and a JSON
 # report (requests, steps, validations, preemptions, evictions, RSS per cycle, violations).
 #
 #   scripts/soak.sh [CYCLES] [RUNS_PER_CYCLE] [REQUESTS_PER_RUN]    default 5 12 400

@@ -1,6 +1,6 @@
 // Built-in chat templates: names, detection from template text, rendering. The strings follow
 // the families' published templates as llama.cpp renders them (llama-chat.cpp); the tests in
-// tests/test_chat_template.cpp pin every family's exact output.
+// tests/core/chat/test_chat_template.cpp pin every family's exact output.
 #include "chat/chat_template.h"
 
 #include <array>

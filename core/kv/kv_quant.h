@@ -21,8 +21,8 @@
 //    or NaN (E4M3, which has no inf). The KV cache's rule, and the one-argument overloads: E4M3
 //    SATURATES, E5M2 is IEEE. In the KV cache x / scale never exceeds the max finite value, so
 //    the rule only matters at the converters' edges (tested exhaustively in
-//    tests/test_kv_quant.cpp and, both modes against a reference encoder, in
-//    tests/test_cuda_host_math.cpp).
+//    tests/core/kv/test_kv_quant.cpp and, both modes against a reference encoder, in
+//    tests/cuda/test_cuda_host_math.cpp).
 #include <stdint.h>
 
 #ifndef KVSCOPE_HD

@@ -1,6 +1,6 @@
 // Parameters of the shipped scenarios. Sizes are chosen for stories260K (512-token training
 // context, 512-token vocabulary); token counts quoted below were measured with its tokenizer
-// (tests/test_workload.cpp checks the limits).
+// (tests/core/workload/test_workload.cpp checks the limits).
 #include "workload/builtin_scenarios.h"
 
 #include "workload/generators.h"

@@ -12,7 +12,7 @@
 //     the two orders: |gemm - vec_dot| <= (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i|;
 //   * thread count and ISA do not change a bit;
 //   * matmul() picks the GEMM from kMatmulGemmMinTokens tokens on, the GEMV (cpu/gemv.h,
-//     tests/test_gemv.cpp) for one token of its types, and stays on vec_dot otherwise;
+//     tests/cpu/test_gemv.cpp) for one token of its types, and stays on vec_dot otherwise;
 //   * F32 / F16 / BF16 weights (any K, no blocks): bit for bit the sequential fma chain over the
 //     widened weight and the ggml-rounded activation, and within the float summation bound
 //     |gemm - vec_dot| <= (K + 32) * 2^-24 * sum_i |w_i * x_i| of the 32-lane SIMD vec_dot.

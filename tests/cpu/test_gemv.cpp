@@ -8,7 +8,7 @@
 //     decode's logits unchanged;
 //   * always: |gemv - vec_dot_scalar| <= (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i|, the float
 //     summation bound between the scalar kernel's block order and the 2 x 8-lane order (the
-//     same bound tests/test_gemm.cpp uses between those two orders), since a portable build's
+//     same bound tests/cpu/test_gemm.cpp uses between those two orders), since a portable build's
 //     vec_dot is the scalar kernel;
 //   * the thread count does not change a bit; matmul() of one token gives gemv's bits;
 //   * matmul_shared_input (Q, K, V in one pool call) gives each matmul()'s bits.

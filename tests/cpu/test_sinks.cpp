@@ -1,5 +1,5 @@
 // Attention sinks (StreamingLLM): (a) the CPU backend's rotation by cache position matches the
-// shared reference (tests/reference_forward.h) in its cache-position mode; window-only
+// shared reference (tests/support/reference_forward.h) in its cache-position mode; window-only
 // attention keeps absolute positions (checked against the shared reference); (b) the engine
 // generates past the model's trained context with a bounded number of KV blocks.
 #include <QtTest>
@@ -31,7 +31,7 @@ std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
   return t;
 }
 
-// The StreamingLLM definition is the oracle's CachePosition mode (tests/reference_forward.h):
+// The StreamingLLM definition is the oracle's CachePosition mode (tests/support/reference_forward.h):
 // keys cached un-rotated, the key vis[t] rotated to position t and the query to vis.size() - 1.
 
 // Backend run: the prompt as one batch (every token with its own visible set), then decode

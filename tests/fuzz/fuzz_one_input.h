@@ -11,7 +11,7 @@
 // stage and are expected. Anything else is a finding: an exception of another type escapes
 // (libFuzzer reports the std::terminate), ASan/UBSan report, or an invariant checked here fails
 // (fuzz_check aborts). Shared by the libFuzzer target (tests/fuzz/fuzz_gguf_model.cpp) and the
-// regression replay (tests/test_fuzz_regressions.cpp).
+// regression replay (tests/fuzz/test_fuzz_regressions.cpp).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

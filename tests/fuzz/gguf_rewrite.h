@@ -1,7 +1,7 @@
 #pragma once
 // Copies a parsed GGUF file into a GgufWriter with edits: drop or change metadata keys, change a
 // tensor's type, shape or values, drop or add tensors. Used to make broken model files from good
-// ones (tests/test_model_errors.cpp) and small fuzz seeds (tests/fuzz/make_seeds.cpp).
+// ones (tests/core/model/test_model_errors.cpp) and small fuzz seeds (tests/fuzz/make_seeds.cpp).
 #include <functional>
 #include <string>
 #include <vector>

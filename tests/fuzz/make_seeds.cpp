@@ -5,7 +5,7 @@
 //  - shrunk copies of the real vocab-only files in <shared>/models/vocab (first tokens and the
 //    merges among them, every other tokenizer key as is): the tokenizer path with real
 //    pre-tokenizers and token types, in a few KiB instead of a MiB;
-//  - a few models broken on purpose (the error matrix of tests/test_model_errors.cpp).
+//  - a few models broken on purpose (the error matrix of tests/core/model/test_model_errors.cpp).
 // Usage: make_seeds OUT_DIR [SHARED_DIR]
 #include <cmath>
 #include <cstdio>

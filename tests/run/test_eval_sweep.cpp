@@ -269,7 +269,7 @@ class TestEvalSweep : public QObject {
     QCOMPARE(recompute_window_prompt(t, 1, 8), (std::vector<TokenId>{1, 10}));
   }
 
-  // Each scored row equals the scalar reference forward (tests/reference_forward.h) run from
+  // Each scored row equals the scalar reference forward (tests/support/reference_forward.h) run from
   // scratch on that row's window: BOS + the last W - 1 tokens at positions 0..W-1. Rows whose
   // window still holds the whole prefix equal full attention.
   void recompute_window_matches_reference() {

@@ -103,7 +103,7 @@ void round_trip(KvDtype t, const std::vector<float>& x, std::vector<float>& y) {
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
     case KvDtype::ROT4:
-    case KvDtype::ROT4C: QFAIL("per-tile formats: tests/test_kv_quant4.cpp"); break;
+    case KvDtype::ROT4C: QFAIL("per-tile formats: tests/cpu/test_kv_quant4.cpp"); break;
   }
 }
 
@@ -308,7 +308,7 @@ class TestKvQuant : public QObject {
   // exactly the codec's round trip of what went in.
   void storage_round_trip() {
     for (KvDtype t : kAllKvDtypes) {
-      if (kv_dtype_packed(t)) continue;  // per-tile formats: tests/test_kv_quant4.cpp
+      if (kv_dtype_packed(t)) continue;  // per-tile formats: tests/cpu/test_kv_quant4.cpp
       KvLayout L{2, 3, 16, 8, 4, t};
       CpuKvStorage st;
       st.init(L);
