@@ -71,9 +71,9 @@ QString choose_model(const QString& cli, QString* note) {
 
 // kvscope --attach: the window onto a running deployment instead of the engine window. With
 // --screenshot-dir it grabs DIR/attach.png after --seconds (default 5) and exits.
-int run_attach(QApplication& app, const QCommandLineParser& cli, const QCommandLineOption& attach, const QCommandLineOption& replay,
-               const QCommandLineOption& metrics, const QCommandLineOption& topic, const QCommandLineOption& ranks,
-               const QCommandLineOption& shots, const QCommandLineOption& seconds) {
+int run_attach(QApplication& app, const QCommandLineParser& cli, const QCommandLineOption& attach,
+               const QCommandLineOption& replay, const QCommandLineOption& metrics, const QCommandLineOption& topic,
+               const QCommandLineOption& ranks, const QCommandLineOption& shots, const QCommandLineOption& seconds) {
   const QStringList eps = cli.values(attach), reps = cli.values(replay), mets = cli.values(metrics);
   QStringList lines;
   for (int i = 0; i < eps.size(); ++i)
@@ -123,39 +123,66 @@ int main(int argc, char** argv) {
   cli.setApplicationDescription(QStringLiteral("KV cache workbench: a paged-attention LLM engine, shown live."));
   cli.addHelpOption();
   cli.addVersionOption();
-  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model to open."), QStringLiteral("M"));
-  QCommandLineOption shots(QStringLiteral("screenshot-dir"), QStringLiteral("Run, write panel screenshots to DIR, exit."), QStringLiteral("DIR"));
-  QCommandLineOption scenario(QStringLiteral("scenario"), QStringLiteral("Scenario for --screenshot-dir (built-in name or JSON file)."),
+  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model to open."),
+                           QStringLiteral("M"));
+  QCommandLineOption shots(QStringLiteral("screenshot-dir"),
+                           QStringLiteral("Run, write panel screenshots to DIR, exit."), QStringLiteral("DIR"));
+  QCommandLineOption scenario(QStringLiteral("scenario"),
+                              QStringLiteral("Scenario for --screenshot-dir (built-in name or JSON file)."),
                               QStringLiteral("S"));
-  QCommandLineOption compare(QStringLiteral("compare"),
-                             QStringLiteral("Configuration B for the compare shots, e.g. block=64,dtype=f16,prefix=flip,window=256,quality=on."),
-                             QStringLiteral("CONFIG_B"));
+  QCommandLineOption compare(
+      QStringLiteral("compare"),
+      QStringLiteral(
+          "Configuration B for the compare shots, e.g. block=64,dtype=f16,prefix=flip,window=256,quality=on."),
+      QStringLiteral("CONFIG_B"));
   QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("light, dark or system."), QStringLiteral("T"));
   // Engine settings, as in kvscope-cli; they fill the Settings panel before the model opens.
-  QCommandLineOption blockSize(QStringLiteral("block-size"), QStringLiteral("Tokens per KV block (8..128)."), QStringLiteral("B"));
-  QCommandLineOption kvBlocks(QStringLiteral("kv-blocks"), QStringLiteral("KV pool size in blocks."), QStringLiteral("N"));
-  QCommandLineOption kvDtype(QStringLiteral("kv-dtype"), QStringLiteral("KV element type: %1.").arg(QString::fromLatin1(kvscope::kv_dtype_choices())), QStringLiteral("D"));
-  QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."), QStringLiteral("W"));
-  QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."), QStringLiteral("S"));
-  QCommandLineOption evict(QStringLiteral("evict"), QStringLiteral("Token eviction, as the CLI's: h2o:BUDGET[:RECENT] or snapkv:BUDGET[:WINDOW] (BUDGET tokens or P%), off."),
-                           QStringLiteral("SPEC"));
-  QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("CPU threads of the backend (default: every core)."), QStringLiteral("N"));
-  QCommandLineOption lesson(QStringLiteral("lesson"), QStringLiteral("Open the Lessons panel on lesson N (1-8)."), QStringLiteral("N"));
+  QCommandLineOption blockSize(QStringLiteral("block-size"), QStringLiteral("Tokens per KV block (8..128)."),
+                               QStringLiteral("B"));
+  QCommandLineOption kvBlocks(QStringLiteral("kv-blocks"), QStringLiteral("KV pool size in blocks."),
+                              QStringLiteral("N"));
+  QCommandLineOption kvDtype(
+      QStringLiteral("kv-dtype"),
+      QStringLiteral("KV element type: %1.").arg(QString::fromLatin1(kvscope::kv_dtype_choices())),
+      QStringLiteral("D"));
+  QCommandLineOption window(QStringLiteral("window"), QStringLiteral("Sliding window in tokens (0: off)."),
+                            QStringLiteral("W"));
+  QCommandLineOption sinks(QStringLiteral("sinks"), QStringLiteral("Attention-sink tokens kept with the window."),
+                           QStringLiteral("S"));
+  QCommandLineOption evict(
+      QStringLiteral("evict"),
+      QStringLiteral(
+          "Token eviction, as the CLI's: h2o:BUDGET[:RECENT] or snapkv:BUDGET[:WINDOW] (BUDGET tokens or P%), off."),
+      QStringLiteral("SPEC"));
+  QCommandLineOption threads(QStringLiteral("threads"),
+                             QStringLiteral("CPU threads of the backend (default: every core)."), QStringLiteral("N"));
+  QCommandLineOption lesson(QStringLiteral("lesson"), QStringLiteral("Open the Lessons panel on lesson N (1-8)."),
+                            QStringLiteral("N"));
   QCommandLineOption noPrefix(QStringLiteral("no-prefix-caching"), QStringLiteral("Turn prefix caching off."));
-  QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto (CUDA when available), cpu or cuda."), QStringLiteral("B"));
-  QCommandLineOption frameBench(QStringLiteral("frame-bench"),
-                                QStringLiteral("Measure the UI thread's longest stall while a scenario runs, print JSON, exit."));
-  QCommandLineOption jsonOut(QStringLiteral("json-out"), QStringLiteral("--frame-bench: also write the JSON to F."), QStringLiteral("F"));
-  QCommandLineOption seconds(QStringLiteral("seconds"), QStringLiteral("--frame-bench: measure for T seconds (default 10)."), QStringLiteral("T"));
-  QCommandLineOption attach(QStringLiteral("attach"), QStringLiteral("Attach to a running engine's KV-event PUB socket (repeatable)."),
+  QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto (CUDA when available), cpu or cuda."),
+                             QStringLiteral("B"));
+  QCommandLineOption frameBench(
+      QStringLiteral("frame-bench"),
+      QStringLiteral("Measure the UI thread's longest stall while a scenario runs, print JSON, exit."));
+  QCommandLineOption jsonOut(QStringLiteral("json-out"), QStringLiteral("--frame-bench: also write the JSON to F."),
+                             QStringLiteral("F"));
+  QCommandLineOption seconds(QStringLiteral("seconds"),
+                             QStringLiteral("--frame-bench: measure for T seconds (default 10)."), QStringLiteral("T"));
+  QCommandLineOption attach(QStringLiteral("attach"),
+                            QStringLiteral("Attach to a running engine's KV-event PUB socket (repeatable)."),
                             QStringLiteral("tcp://HOST:5557"));
-  QCommandLineOption replay(QStringLiteral("replay"), QStringLiteral("--attach: the i-th instance's replay socket."), QStringLiteral("tcp://HOST:5558"));
-  QCommandLineOption metricsUrl(QStringLiteral("metrics"), QStringLiteral("--attach: the i-th instance's /metrics."), QStringLiteral("URL"));
-  QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."), QStringLiteral("T"));
-  QCommandLineOption dpRanks(QStringLiteral("dp-ranks"), QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
+  QCommandLineOption replay(QStringLiteral("replay"), QStringLiteral("--attach: the i-th instance's replay socket."),
+                            QStringLiteral("tcp://HOST:5558"));
+  QCommandLineOption metricsUrl(QStringLiteral("metrics"), QStringLiteral("--attach: the i-th instance's /metrics."),
+                                QStringLiteral("URL"));
+  QCommandLineOption topic(QStringLiteral("topic"), QStringLiteral("--attach: the KV-event topic (prefix filter)."),
+                           QStringLiteral("T"));
+  QCommandLineOption dpRanks(QStringLiteral("dp-ranks"),
+                             QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
                              QStringLiteral("N"));
-  cli.addOptions({model, lesson, shots, scenario, compare, theme, blockSize, kvBlocks, kvDtype, window, sinks, evict, threads, noPrefix, backend, frameBench,
-                  jsonOut, seconds, attach, replay, metricsUrl, topic, dpRanks});
+  cli.addOptions({model,   lesson,  shots,  scenario, compare,    theme,    blockSize, kvBlocks,
+                  kvDtype, window,  sinks,  evict,    threads,    noPrefix, backend,   frameBench,
+                  jsonOut, seconds, attach, replay,   metricsUrl, topic,    dpRanks});
   cli.process(app);
   if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
 
@@ -177,7 +204,9 @@ int main(int argc, char** argv) {
     QSettings::setDefaultFormat(QSettings::IniFormat);
     QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir.path());
   }
-  const QString themeName = cli.isSet(theme) ? cli.value(theme) : QSettings().value(QStringLiteral("window/theme"), QStringLiteral("light")).toString();
+  const QString themeName = cli.isSet(theme)
+                                ? cli.value(theme)
+                                : QSettings().value(QStringLiteral("window/theme"), QStringLiteral("light")).toString();
   kvscope::ui::apply_theme(themeName);
 
   kvscope::ui::MainWindow w;
@@ -195,7 +224,8 @@ int main(int argc, char** argv) {
       QTextStream(stderr) << "kvscope: --backend takes auto, cpu or cuda\n";
       return 2;
     }
-    if (!w.settingsPanel()->setBackendChoice(*choice)) QTextStream(stderr) << "kvscope: " << w.settingsPanel()->backendNote() << '\n';
+    if (!w.settingsPanel()->setBackendChoice(*choice))
+      QTextStream(stderr) << "kvscope: " << w.settingsPanel()->backendNote() << '\n';
   }
   w.show();
   QString note;
@@ -209,8 +239,8 @@ int main(int argc, char** argv) {
     if (cli.value(lesson) == QLatin1String("all") && cli.isSet(shots)) {
       for (const kvscope::ui::Lesson& l : kvscope::ui::builtin_lessons()) lessonNumbers << l.number;
     } else if (!ok || !kvscope::ui::find_lesson(n)) {
-      QTextStream(stderr) << "kvscope: --lesson takes a lesson number from 1 to " << kvscope::ui::builtin_lessons().size()
-                          << " (or all, with --screenshot-dir)\n";
+      QTextStream(stderr) << "kvscope: --lesson takes a lesson number from 1 to "
+                          << kvscope::ui::builtin_lessons().size() << " (or all, with --screenshot-dir)\n";
       return 2;
     } else {
       lessonNumbers << n;
@@ -252,7 +282,8 @@ int main(int argc, char** argv) {
     lessonShots->start();
   } else if (cli.isSet(shots)) {
     w.resize(1280, 800);
-    driver = std::make_unique<kvscope::ui::ScreenshotDriver>(&w, cli.value(shots), cli.value(scenario), cli.value(compare));
+    driver =
+        std::make_unique<kvscope::ui::ScreenshotDriver>(&w, cli.value(shots), cli.value(scenario), cli.value(compare));
     QObject::connect(driver.get(), &kvscope::ui::ScreenshotDriver::finished, &app, [&w](int code) {
       w.close();
       QCoreApplication::exit(code);

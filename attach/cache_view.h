@@ -28,20 +28,20 @@ struct BlockKeyHash {
 
 struct CachedBlock {
   BlockKey key;
-  std::optional<BlockHash> parent;   // none: the first block of a prefix
+  std::optional<BlockHash> parent;  // none: the first block of a prefix
   std::vector<int64_t> token_ids;
-  double first_seen = 0;             // batch timestamp of its first store (publisher's clock)
-  double last_seen = 0;              // of its latest store
-  uint32_t copies = 1;               // stores minus removes: an engine may cache one hash twice
+  double first_seen = 0;  // batch timestamp of its first store (publisher's clock)
+  double last_seen = 0;   // of its latest store
+  uint32_t copies = 1;    // stores minus removes: an engine may cache one hash twice
 };
 
 struct CacheCounters {
-  uint64_t stored = 0;               // blocks announced by BlockStored
-  uint64_t removed = 0;              // blocks announced by BlockRemoved
-  uint64_t clears = 0;               // AllBlocksCleared events
-  uint64_t removed_unknown = 0;      // a removed block that was never stored (or already gone)
-  uint64_t missing_parent = 0;       // a stored block whose parent is not cached in its group
-  uint64_t token_count_mismatch = 0; // token_ids not block_size per hash
+  uint64_t stored = 0;                // blocks announced by BlockStored
+  uint64_t removed = 0;               // blocks announced by BlockRemoved
+  uint64_t clears = 0;                // AllBlocksCleared events
+  uint64_t removed_unknown = 0;       // a removed block that was never stored (or already gone)
+  uint64_t missing_parent = 0;        // a stored block whose parent is not cached in its group
+  uint64_t token_count_mismatch = 0;  // token_ids not block_size per hash
 };
 
 class CacheView {

@@ -23,11 +23,11 @@ struct InstanceSharing {
 };
 
 struct FleetSharing {
-  FleetOverlap overlap;                   // the merged tree's totals (copies, shared_nodes, ...)
-  std::vector<HolderCount> by_holders;    // k = 1 .. instances, zeros included
+  FleetOverlap overlap;                 // the merged tree's totals (copies, shared_nodes, ...)
+  std::vector<HolderCount> by_holders;  // k = 1 .. instances, zeros included
   std::vector<InstanceSharing> per_instance;
-  uint64_t token_copies = 0;              // sum over instances of the tokens each holds
-  double ideal_router_token_saving = 0;   // overlap.duplicated_tokens / token_copies (0 when empty)
+  uint64_t token_copies = 0;             // sum over instances of the tokens each holds
+  double ideal_router_token_saving = 0;  // overlap.duplicated_tokens / token_copies (0 when empty)
 };
 
 // instances: how many views went into the merge (instances that hold nothing still count).

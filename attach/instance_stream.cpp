@@ -11,8 +11,10 @@ std::string printable_bytes(const std::string& s) {
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') out += static_cast<char>(c);
-    else out += "\\x", out += hex[c >> 4], out += hex[c & 15];
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      out += static_cast<char>(c);
+    else
+      out += "\\x", out += hex[c >> 4], out += hex[c & 15];
   }
   return out;
 }
@@ -23,7 +25,8 @@ void InstanceStream::on_message(const std::vector<std::string>& frames, double n
   last_arrival_ = now;
   if (frames.size() != 3 || frames[1].size() != 8) {
     ++c_.bad_frames;
-    last_error_ = "a message of " + std::to_string(frames.size()) + " frames (topic, 8-byte sequence, payload expected)";
+    last_error_ =
+        "a message of " + std::to_string(frames.size()) + " frames (topic, 8-byte sequence, payload expected)";
     return;
   }
   topic_ = printable_bytes(frames[0]);

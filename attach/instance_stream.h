@@ -21,19 +21,19 @@ class Replayer {
 };
 
 struct StreamCounters {
-  uint64_t messages = 0;        // live messages received
-  uint64_t batches = 0;         // batches decoded and applied (live and replayed)
-  uint64_t gaps = 0;            // discontinuities in the sequence (a late join included)
+  uint64_t messages = 0;  // live messages received
+  uint64_t batches = 0;   // batches decoded and applied (live and replayed)
+  uint64_t gaps = 0;      // discontinuities in the sequence (a late join included)
   uint64_t replay_requests = 0;
-  uint64_t replayed = 0;        // batches recovered through the replay socket
-  uint64_t lost_batches = 0;    // batches neither received nor replayed
-  uint64_t bad_frames = 0;      // a message without 3 frames or an 8-byte sequence number
-  uint64_t undecodable = 0;     // payloads the codec rejected (the error is in last_error)
-  uint64_t restarts = 0;        // the sequence went back: the publisher (engine) restarted
+  uint64_t replayed = 0;      // batches recovered through the replay socket
+  uint64_t lost_batches = 0;  // batches neither received nor replayed
+  uint64_t bad_frames = 0;    // a message without 3 frames or an 8-byte sequence number
+  uint64_t undecodable = 0;   // payloads the codec rejected (the error is in last_error)
+  uint64_t restarts = 0;      // the sequence went back: the publisher (engine) restarted
   uint64_t duplicates = 0;
-  uint64_t live_events = 0;     // KV events in batches that arrived live (replayed ones excluded)
-  uint64_t lag_samples = 0;     // live batches with an arrival time, and the sum of their lags:
-  double lag_sum_s = 0;         // the mean lag over any interval is a difference of the two
+  uint64_t live_events = 0;          // KV events in batches that arrived live (replayed ones excluded)
+  uint64_t lag_samples = 0;          // live batches with an arrival time, and the sum of their lags:
+  double lag_sum_s = 0;              // the mean lag over any interval is a difference of the two
   kv_events::KvDecodeStats ignored;  // unknown fields and event types
 };
 
@@ -53,9 +53,9 @@ class InstanceStream {
   bool stale() const { return c_.lost_batches > 0 || c_.undecodable > 0; }
   std::optional<int64_t> last_seq() const { return last_seq_; }
   std::optional<int32_t> data_parallel_rank() const { return rank_; }
-  const std::string& topic() const { return topic_; }     // printable: bytes outside ASCII as \xNN
+  const std::string& topic() const { return topic_; }  // printable: bytes outside ASCII as \xNN
   const std::string& last_error() const { return last_error_; }
-  double max_lag_s() const { return max_lag_; }          // arrival minus batch timestamp
+  double max_lag_s() const { return max_lag_; }  // arrival minus batch timestamp
   double first_arrival() const { return first_arrival_; }
   double last_arrival() const { return last_arrival_; }
 

@@ -41,7 +41,7 @@ InstanceTimeline::InstanceTimeline(size_t max_samples, double bucket_s)
     : max_samples_(std::max<size_t>(2, max_samples)), bucket_(bucket_s > 0 ? bucket_s : 0.25) {}
 
 void InstanceTimeline::take_metrics(const ScrapeStats& m, TimelineSample& s) {
-  if (m.ok == 0) return;  // nothing scraped yet, or never a good answer
+  if (m.ok == 0) return;   // nothing scraped yet, or never a good answer
   if (m.ok == prev_ok_) {  // the same answer as last tick: the level holds, nothing increased
     s.usage = usage_last_;
     return;
@@ -67,8 +67,10 @@ void InstanceTimeline::add(const TimelineTick& k) {
   prev_events_ = k.live_events, prev_lag_n_ = k.lag_samples, prev_lag_sum_ = k.lag_sum_s;
   last_now_ = std::max(last_now_, k.now);
   last_blocks_ = k.cached_blocks;
-  if (samples_.empty()) total_ = s;
-  else merge_samples(total_, s);
+  if (samples_.empty())
+    total_ = s;
+  else
+    merge_samples(total_, s);
   push(s);
 }
 
@@ -93,8 +95,10 @@ void InstanceTimeline::coarsen() {
     std::vector<TimelineSample> out;
     out.reserve(samples_.size() / 2 + 1);
     for (const TimelineSample& s : samples_) {
-      if (!out.empty() && std::floor(s.t / bucket_) == std::floor(out.back().t / bucket_)) merge_samples(out.back(), s);
-      else out.push_back(s);
+      if (!out.empty() && std::floor(s.t / bucket_) == std::floor(out.back().t / bucket_))
+        merge_samples(out.back(), s);
+      else
+        out.push_back(s);
     }
     samples_ = std::move(out);
   }
@@ -122,8 +126,8 @@ TimelineSummary InstanceTimeline::summary() const {
   return r;
 }
 
-void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z, const std::vector<ScrapeStats>& metrics,
-                    double now) {
+void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z,
+                    const std::vector<ScrapeStats>& metrics, double now) {
   if (timelines.size() < z.size()) timelines.resize(z.size());
   for (size_t i = 0; i < z.size(); ++i) {
     const auto src = static_cast<size_t>(z.spec(i).source);

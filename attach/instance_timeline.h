@@ -24,16 +24,16 @@ namespace kvscope::attach {
 inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
 struct TimelineSample {
-  double t = 0;                  // its first tick, seconds since the attach started
-  double dt = 0;                 // seconds of ticks it covers
-  uint64_t cached_blocks = 0;    // peak of the cached blocks (every copy) in the bucket
-  uint64_t live_events = 0;      // KV events that arrived live in the bucket
-  uint64_t lag_samples = 0;      // live batches, and the sum of their lags
+  double t = 0;                // its first tick, seconds since the attach started
+  double dt = 0;               // seconds of ticks it covers
+  uint64_t cached_blocks = 0;  // peak of the cached blocks (every copy) in the bucket
+  uint64_t live_events = 0;    // KV events that arrived live in the bucket
+  uint64_t lag_samples = 0;    // live batches, and the sum of their lags
   double lag_sum_s = 0;
-  double usage = kNoValue;       // peak kv_cache_usage_perc (0..1); none without /metrics
-  double hits = 0, queries = 0;  // increases of the prefix-cache counters
+  double usage = kNoValue;           // peak kv_cache_usage_perc (0..1); none without /metrics
+  double hits = 0, queries = 0;      // increases of the prefix-cache counters
   double hit_rate_gauge = kNoValue;  // SGLang's cache_hit_rate, when there are no counters
-  uint64_t preemptions = 0;      // increase of num_preemptions_total: a marker when > 0
+  uint64_t preemptions = 0;          // increase of num_preemptions_total: a marker when > 0
 
   double events_per_s() const { return dt > 0 ? static_cast<double>(live_events) / dt : 0; }
   double lag_s() const { return lag_samples ? lag_sum_s / static_cast<double>(lag_samples) : kNoValue; }
@@ -42,7 +42,7 @@ struct TimelineSample {
 
 // What one tick sees: levels now, and the stream's counters so far (cumulative).
 struct TimelineTick {
-  double now = 0;                // Unix seconds
+  double now = 0;  // Unix seconds
   uint64_t cached_blocks = 0;
   uint64_t live_events = 0, lag_samples = 0;
   double lag_sum_s = 0;
@@ -58,9 +58,9 @@ struct TimelineSummary {
   double events_per_s_mean = 0, events_per_s_peak = 0;  // the peak over the kept buckets
   double lag_s_mean = kNoValue, lag_s_peak = kNoValue;  // the peak of the kept buckets' means
   double usage_last = kNoValue, usage_peak = kNoValue;
-  double hits = 0, queries = 0, hit_rate = kNoValue;    // during the attach
+  double hits = 0, queries = 0, hit_rate = kNoValue;  // during the attach
   uint64_t preemptions = 0;
-  size_t preemption_markers = 0;                        // kept buckets with a preemption
+  size_t preemption_markers = 0;  // kept buckets with a preemption
 };
 
 class InstanceTimeline {
@@ -97,7 +97,7 @@ void merge_samples(TimelineSample& a, const TimelineSample& b);
 
 // One tick for each instance of an attach: timelines[i] follows z.stream(i) and the metrics
 // of its --endpoint (metrics[spec.source], when there is one). Grows timelines to z.size().
-void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z, const std::vector<ScrapeStats>& metrics,
-                    double now);
+void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z,
+                    const std::vector<ScrapeStats>& metrics, double now);
 
 }  // namespace kvscope::attach

@@ -6,9 +6,11 @@
 #include <stdexcept>
 
 namespace kvscope::attach {
-MetricsScraper::MetricsScraper(std::string url, int interval_ms, int timeout_ms) : interval_ms_(interval_ms), timeout_ms_(timeout_ms) {
+MetricsScraper::MetricsScraper(std::string url, int interval_ms, int timeout_ms)
+    : interval_ms_(interval_ms), timeout_ms_(timeout_ms) {
   stats_.url = url;
-  if (url.rfind("http://", 0) != 0) throw std::invalid_argument("--metrics wants http://HOST:PORT/PATH, got '" + url + "'");
+  if (url.rfind("http://", 0) != 0)
+    throw std::invalid_argument("--metrics wants http://HOST:PORT/PATH, got '" + url + "'");
   std::string rest = url.substr(7);
   const size_t slash = rest.find('/');
   path_ = slash == std::string::npos ? "/metrics" : rest.substr(slash);
@@ -18,16 +20,16 @@ MetricsScraper::MetricsScraper(std::string url, int interval_ms, int timeout_ms)
   if (colon != std::string::npos) {
     try {
       port_ = std::stoi(hostport.substr(colon + 1));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--metrics '" + url + "': bad port");
-    }
+    } catch (const std::exception&) { throw std::invalid_argument("--metrics '" + url + "': bad port"); }
   }
-  if (host_.empty() || port_ <= 0 || port_ > 65535) throw std::invalid_argument("--metrics '" + url + "': no host or bad port");
+  if (host_.empty() || port_ <= 0 || port_ > 65535)
+    throw std::invalid_argument("--metrics '" + url + "': no host or bad port");
   thread_ = std::thread([this] {
     while (!stop_) {
       const auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms_);
       scrape_once();
-      while (!stop_ && std::chrono::steady_clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      while (!stop_ && std::chrono::steady_clock::now() < next)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
 }
@@ -65,7 +67,8 @@ void MetricsScraper::scrape_once() {
   const std::string type = res->get_header_value("Content-Type");
   if (text.samples.empty() || type.find("text/html") != std::string::npos) {
     ++stats_.not_prometheus;
-    stats_.last_error = "not Prometheus text (Content-Type '" + type + "'" + (text.first_error.empty() ? "" : ", " + text.first_error) + ")";
+    stats_.last_error = "not Prometheus text (Content-Type '" + type + "'" +
+                        (text.first_error.empty() ? "" : ", " + text.first_error) + ")";
     return;
   }
   ++stats_.ok;

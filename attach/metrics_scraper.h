@@ -17,7 +17,7 @@ namespace kvscope::attach {
 class MetricsScraper {
  public:
   MetricsScraper(std::string url, int interval_ms = 1000, int timeout_ms = 1000);  // throws on a bad URL
-  ~MetricsScraper();  // stops the thread
+  ~MetricsScraper();                                                               // stops the thread
   ScrapeStats stats() const;
   void scrape_once();  // what the thread does each interval
 

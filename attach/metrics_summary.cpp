@@ -28,8 +28,10 @@ void summarize_metrics(const PromText& text, ScrapeStats& into) {
     for (const std::string& n : theirs) alias[n] = ours;
   into.values.clear();
   for (const PromSample& s : text.samples) {
-    if (s.name.rfind("vllm:", 0) == 0) into.engine = "vllm";
-    else if (s.name.rfind("sglang:", 0) == 0 && into.engine.empty()) into.engine = "sglang";
+    if (s.name.rfind("vllm:", 0) == 0)
+      into.engine = "vllm";
+    else if (s.name.rfind("sglang:", 0) == 0 && into.engine.empty())
+      into.engine = "sglang";
     if (s.name == "vllm:cache_config_info") {
       into.cache_config.clear();
       for (const auto& [k, v] : s.labels) into.cache_config[k] = v;

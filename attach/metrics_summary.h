@@ -22,7 +22,7 @@ struct ScrapeStats {
   // sum over its label sets), and cache_config_info's labels.
   std::map<std::string, double> values;
   std::map<std::string, std::string> cache_config;
-  std::string engine;           // "vllm", "sglang" or "" (which names it found)
+  std::string engine;  // "vllm", "sglang" or "" (which names it found)
 };
 
 // What one answer says, by our names (also used by the fuzz target and the tests).

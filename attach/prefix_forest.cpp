@@ -9,7 +9,9 @@ namespace {
 using GroupHash = std::pair<int32_t, BlockHash>;
 
 struct GroupHashHash {
-  size_t operator()(const GroupHash& g) const noexcept { return std::hash<BlockHash>()(g.second) ^ static_cast<size_t>(g.first); }
+  size_t operator()(const GroupHash& g) const noexcept {
+    return std::hash<BlockHash>()(g.second) ^ static_cast<size_t>(g.first);
+  }
 };
 
 }  // namespace
@@ -76,7 +78,8 @@ MergedTree merge_trees(const std::vector<const CacheView*>& views) {
     m.nodes.push_back(std::move(n));
   }
   m.overlap.nodes = m.nodes.size();
-  m.overlap.ideal_router_saving = m.overlap.copies ? static_cast<double>(m.overlap.duplicated_blocks) / static_cast<double>(m.overlap.copies) : 0;
+  m.overlap.ideal_router_saving =
+      m.overlap.copies ? static_cast<double>(m.overlap.duplicated_blocks) / static_cast<double>(m.overlap.copies) : 0;
   return m;
 }
 

@@ -16,10 +16,10 @@ namespace kvscope::attach {
 
 struct TreeShape {
   uint64_t nodes = 0;
-  uint64_t roots = 0;          // no parent, or a parent that is not cached (see orphans)
-  uint64_t orphans = 0;        // roots whose parent hash is not cached
+  uint64_t roots = 0;    // no parent, or a parent that is not cached (see orphans)
+  uint64_t orphans = 0;  // roots whose parent hash is not cached
   uint64_t leaves = 0;
-  uint64_t max_depth = 0;      // blocks on the longest chain
+  uint64_t max_depth = 0;  // blocks on the longest chain
 };
 
 TreeShape tree_shape(const CacheView& view);
@@ -33,16 +33,16 @@ struct MergedNode {
 };
 
 struct FleetOverlap {
-  uint64_t nodes = 0;               // distinct (group, hash) over the fleet
-  uint64_t copies = 0;              // sum over instances of their distinct nodes
-  uint64_t shared_nodes = 0;        // nodes cached on 2 or more instances
-  uint64_t duplicated_blocks = 0;   // copies - nodes: what one copy per prefix would free
-  uint64_t duplicated_tokens = 0;   // their tokens
-  double ideal_router_saving = 0;   // duplicated_blocks / copies (0 when empty)
+  uint64_t nodes = 0;              // distinct (group, hash) over the fleet
+  uint64_t copies = 0;             // sum over instances of their distinct nodes
+  uint64_t shared_nodes = 0;       // nodes cached on 2 or more instances
+  uint64_t duplicated_blocks = 0;  // copies - nodes: what one copy per prefix would free
+  uint64_t duplicated_tokens = 0;  // their tokens
+  double ideal_router_saving = 0;  // duplicated_blocks / copies (0 when empty)
 };
 
 struct MergedTree {
-  std::vector<MergedNode> nodes;    // sorted by group, hash
+  std::vector<MergedNode> nodes;  // sorted by group, hash
   FleetOverlap overlap;
 };
 

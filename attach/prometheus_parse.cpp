@@ -14,7 +14,9 @@ struct LineError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-bool name_start(char c, bool colon) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':'); }
+bool name_start(char c, bool colon) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':');
+}
 bool name_char(char c, bool colon) { return name_start(c, colon) || (c >= '0' && c <= '9'); }
 
 class Cursor {
@@ -61,9 +63,12 @@ std::string Cursor::quoted() {
     }
     if (done()) break;
     const char e = s_[i_++];
-    if (e == 'n') out += '\n';
-    else if (e == '\\' || e == '"') out += e;
-    else throw LineError(std::string("unknown escape \\") + e);
+    if (e == 'n')
+      out += '\n';
+    else if (e == '\\' || e == '"')
+      out += e;
+    else
+      throw LineError(std::string("unknown escape \\") + e);
   }
   throw LineError("unterminated label value");
 }
@@ -74,7 +79,8 @@ double parse_value(const std::string& t) {
   if (l == "+inf" || l == "inf") return std::numeric_limits<double>::infinity();
   if (l == "-inf") return -std::numeric_limits<double>::infinity();
   if (l == "nan") return std::numeric_limits<double>::quiet_NaN();
-  if (t.empty() || l.find('x') != std::string::npos || l.find("inf") != std::string::npos || l.find("nan") != std::string::npos)
+  if (t.empty() || l.find('x') != std::string::npos || l.find("inf") != std::string::npos ||
+      l.find("nan") != std::string::npos)
     throw LineError("bad value '" + t + "'");
   char* end = nullptr;
   const double v = std::strtod(t.c_str(), &end);
@@ -125,8 +131,10 @@ PromSample parse_sample(std::string_view line) {
 std::string unescape_help(std::string_view t) {
   std::string out;
   for (size_t i = 0; i < t.size(); ++i) {
-    if (t[i] == '\\' && i + 1 < t.size() && (t[i + 1] == 'n' || t[i + 1] == '\\')) out += t[++i] == 'n' ? '\n' : '\\';
-    else out += t[i];
+    if (t[i] == '\\' && i + 1 < t.size() && (t[i + 1] == 'n' || t[i + 1] == '\\'))
+      out += t[++i] == 'n' ? '\n' : '\\';
+    else
+      out += t[i];
   }
   return out;
 }
@@ -165,8 +173,10 @@ PromText parse_prometheus_text(std::string_view text) {
     if (first == std::string_view::npos) continue;
     line.remove_prefix(first);
     try {
-      if (line[0] == '#') parse_comment(line, out);
-      else out.samples.push_back(parse_sample(line));
+      if (line[0] == '#')
+        parse_comment(line, out);
+      else
+        out.samples.push_back(parse_sample(line));
     } catch (const LineError& e) {
       if (out.errors++ == 0) out.first_error = "line " + std::to_string(out.lines) + ": " + e.what();
     }

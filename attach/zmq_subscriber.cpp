@@ -8,23 +8,20 @@
 namespace kvscope::attach {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string offset_port(const std::string& ep, int r) {
   if (ep.empty() || r == 0) return ep;
   if (ep.rfind("inproc://", 0) == 0) return ep + "_dp" + std::to_string(r);
   const size_t colon = ep.rfind(':');
   if (ep.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
-    throw std::invalid_argument("cannot offset the port of '" + ep + "' by a data-parallel rank (tcp://HOST:PORT expected)");
+    throw std::invalid_argument("cannot offset the port of '" + ep +
+                                "' by a data-parallel rank (tcp://HOST:PORT expected)");
   size_t used = 0;
   int port = 0;
   try {
     port = std::stoi(ep.substr(colon + 1), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  } catch (const std::exception&) { used = 0; }
   if (used == 0 || used != ep.size() - colon - 1 || port <= 0 || port + r > 65535)
     throw std::invalid_argument("'" + ep + "' has no port to offset by a data-parallel rank");
   return ep.substr(0, colon + 1) + std::to_string(port + r);
@@ -34,7 +31,8 @@ std::string offset_port(const std::string& ep, int r) {
 // then never be mistaken for this one).
 class ZmqReplayer final : public Replayer {
  public:
-  ZmqReplayer(zmq::context_t& ctx, std::string endpoint, int timeout_ms) : ctx_(ctx), endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms) {}
+  ZmqReplayer(zmq::context_t& ctx, std::string endpoint, int timeout_ms)
+      : ctx_(ctx), endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms) {}
   std::vector<std::pair<int64_t, std::string>> fetch(int64_t start) override;
 
  private:
@@ -54,7 +52,8 @@ std::vector<std::pair<int64_t, std::string>> ZmqReplayer::fetch(int64_t start) {
   if (!zmq::send_multipart(dealer, req, zmq::send_flags::dontwait)) return out;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
     if (left <= 0 || zmq::poll(&item, 1, std::chrono::milliseconds(left)) <= 0) break;
     std::vector<zmq::message_t> msg;
@@ -94,7 +93,8 @@ struct ZmqAttach::Impl {
   std::vector<std::unique_ptr<InstanceStream>> streams;
 };
 
-ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms) : specs_(std::move(specs)), impl_(std::make_unique<Impl>()) {
+ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms)
+    : specs_(std::move(specs)), impl_(std::make_unique<Impl>()) {
   for (const InstanceSpec& s : specs_) {
     auto sub = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::sub);
     sub->set(zmq::sockopt::linger, 0);
@@ -105,7 +105,8 @@ ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms) : s
     } catch (const zmq::error_t& e) {
       throw std::invalid_argument("cannot subscribe to '" + s.endpoint + "': " + e.what());
     }
-    impl_->replayers.push_back(s.replay.empty() ? nullptr : std::make_unique<ZmqReplayer>(impl_->ctx, s.replay, replay_timeout_ms));
+    impl_->replayers.push_back(
+        s.replay.empty() ? nullptr : std::make_unique<ZmqReplayer>(impl_->ctx, s.replay, replay_timeout_ms));
     impl_->streams.push_back(std::make_unique<InstanceStream>(impl_->replayers.back().get()));
     impl_->subs.push_back(std::move(sub));
   }
@@ -122,7 +123,8 @@ void ZmqAttach::poll_for(int ms) {
   std::vector<zmq::pollitem_t> items;
   for (auto& s : impl_->subs) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0 || zmq::poll(items, std::chrono::milliseconds(left)) <= 0) return;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;

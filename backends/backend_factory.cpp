@@ -14,9 +14,12 @@ namespace kvscope {
 
 const char* backend_kind_name(BackendKind k) {
   switch (k) {
-    case BackendKind::Auto: return "auto";
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Cuda: return "cuda";
+    case BackendKind::Auto:
+      return "auto";
+    case BackendKind::Cpu:
+      return "cpu";
+    case BackendKind::Cuda:
+      return "cuda";
   }
   return "auto";
 }

@@ -13,7 +13,7 @@ namespace kvscope {
 
 enum class BackendKind { Auto, Cpu, Cuda };
 
-const char* backend_kind_name(BackendKind k);                        // "auto", "cpu", "cuda"
+const char* backend_kind_name(BackendKind k);                         // "auto", "cpu", "cuda"
 std::optional<BackendKind> parse_backend_kind(const std::string& s);  // the names above, any case
 
 // Whether the CUDA backend can run here; *why gets the reason when not. Probed once per

@@ -105,9 +105,12 @@ int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
-    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--quick") quick = true;
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::stoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::stoi(argv[++i]);
+    else if (a == "--quick")
+      quick = true;
     else {
       std::fprintf(stderr, "usage: gemm_bench [--threads N] [--reps N] [--quick]\n");
       return 2;
@@ -124,18 +127,20 @@ int main(int argc, char** argv) {
       {"llama110m ffn_down 2048->768 q8_0", GgmlType::Q8_0, 2048, 768},
       {"q4_0 1024->1024", GgmlType::Q4_0, 1024, 1024},
   };
-  const std::vector<int64_t> token_counts = quick ? std::vector<int64_t>{1, 2, 4, 16, 128}
-                                                  : std::vector<int64_t>{1, 2, 3, 4, 8, 16, 32, 128, 512};
+  const std::vector<int64_t> token_counts =
+      quick ? std::vector<int64_t>{1, 2, 4, 16, 128} : std::vector<int64_t>{1, 2, 3, 4, 8, 16, 32, 128, 512};
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
 
   std::printf("{\n  \"isa\": \"%s\", \"threads\": %d, \"reps\": %d,\n", gemm_isa_name(gemm_best_isa()), threads, reps);
   const double peak = int8_peak_gops(threads);
   const double bw = read_bandwidth_gbs(threads);
-  std::printf("  \"int8_peak_gops\": %.1f,\n  \"int8_peak_how\": \"%d threads x 16 independent vpdpbusd zmm chains, 128 ops each, best of 3\",\n",
-              peak, threads);
-  std::printf("  \"read_bandwidth_gbs\": %.2f,\n  \"bandwidth_how\": \"%d threads sum a 1 GiB buffer with 256-bit loads, best of 5\",\n", bw,
-              threads);
+  std::printf(
+      "  \"int8_peak_gops\": %.1f,\n  \"int8_peak_how\": \"%d threads x 16 independent vpdpbusd zmm chains, 128 ops each, best of 3\",\n",
+      peak, threads);
+  std::printf(
+      "  \"read_bandwidth_gbs\": %.2f,\n  \"bandwidth_how\": \"%d threads sum a 1 GiB buffer with 256-bit loads, best of 5\",\n",
+      bw, threads);
   std::printf("  \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
@@ -159,8 +164,10 @@ int main(int argc, char** argv) {
       auto time_one = [&](bool gemm_path) {
         const auto t0 = Clock::now();
         for (int i = 0; i < inner; ++i) {
-          if (gemm_path) matmul(view, x.data(), t, y.data(), pool);
-          else matmul_vec_dot(view, x.data(), t, y.data(), pool);
+          if (gemm_path)
+            matmul(view, x.data(), t, y.data(), pool);
+          else
+            matmul_vec_dot(view, x.data(), t, y.data(), pool);
         }
         return seconds_since(t0) / inner;
       };
@@ -179,10 +186,11 @@ int main(int argc, char** argv) {
       std::sort(tn.begin(), tn.end());
       std::sort(to.begin(), to.end());
       const double mn = tn[tn.size() / 2], mo = to[to.size() / 2];
-      std::printf("%s    {\"case\": \"%s\", \"tokens\": %lld, \"new_us\": %.1f, \"old_us\": %.1f, \"new_gops\": %.1f, "
-                  "\"old_gops\": %.1f, \"speedup\": %.2f, \"new_share_of_peak\": %.3f}",
-                  first ? "" : ",\n", c.what, static_cast<long long>(t), mn * 1e6, mo * 1e6, ops / mn / 1e9, ops / mo / 1e9,
-                  mo / mn, peak > 0 ? ops / mn / 1e9 / peak : 0.0);
+      std::printf(
+          "%s    {\"case\": \"%s\", \"tokens\": %lld, \"new_us\": %.1f, \"old_us\": %.1f, \"new_gops\": %.1f, "
+          "\"old_gops\": %.1f, \"speedup\": %.2f, \"new_share_of_peak\": %.3f}",
+          first ? "" : ",\n", c.what, static_cast<long long>(t), mn * 1e6, mo * 1e6, ops / mn / 1e9, ops / mo / 1e9,
+          mo / mn, peak > 0 ? ops / mn / 1e9 / peak : 0.0);
       std::fflush(stdout);
       first = false;
     }

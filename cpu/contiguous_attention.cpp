@@ -10,8 +10,8 @@
 namespace kvscope {
 
 void contiguous_attention_decode(ThreadPool& pool, const float* q, const ContiguousKv& kv, int32_t n_ctx,
-                                 int32_t n_head, int32_t n_head_kv, int32_t d, float scale, float* out,
-                                 int32_t first, int64_t prefetch_min_bytes) {
+                                 int32_t n_head, int32_t n_head_kv, int32_t d, float scale, float* out, int32_t first,
+                                 int64_t prefetch_min_bytes) {
   constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
   const int32_t n_q = n_head / n_head_kv;
   const int64_t elem = kv_elem_bytes(kv.dtype);
@@ -49,8 +49,10 @@ void contiguous_attention_decode(ThreadPool& pool, const float* q, const Contigu
           continue;
         }
         const int64_t sc = kv.head_major ? g * kv.n_pos + p : static_cast<int64_t>(p) * n_head_kv + g;
-        kv_decode_vectors(kv.dtype, ks, row_bytes, kv.k_scale ? kv.k_scale + sc : nullptr, scale_stride, n, d, k_tile.data());
-        kv_decode_vectors(kv.dtype, vs, row_bytes, kv.v_scale ? kv.v_scale + sc : nullptr, scale_stride, n, d, v_tile.data());
+        kv_decode_vectors(kv.dtype, ks, row_bytes, kv.k_scale ? kv.k_scale + sc : nullptr, scale_stride, n, d,
+                          k_tile.data());
+        kv_decode_vectors(kv.dtype, vs, row_bytes, kv.v_scale ? kv.v_scale + sc : nullptr, scale_stride, n, d,
+                          v_tile.data());
         add(k_tile.data(), d, v_tile.data(), d);
       }
       att.finish();

@@ -22,8 +22,8 @@ constexpr int32_t kChunk = OnlineAttention::kMaxChunk;
 // whose position is below min_pos (a layer's own sliding window, once compaction made rows and
 // positions differ).
 // layer_holes (per-layer token eviction, may be null): this layer's own mask, skipped the same way.
-int32_t kept_run(const uint8_t* holes, const uint8_t* layer_holes, const int32_t* slot_pos, int32_t min_pos, BlockId b, int32_t bs,
-                 int32_t off, int32_t n) {
+int32_t kept_run(const uint8_t* holes, const uint8_t* layer_holes, const int32_t* slot_pos, int32_t min_pos, BlockId b,
+                 int32_t bs, int32_t off, int32_t n) {
   if (b == kNoBlock) return -n;
   const int64_t s0 = static_cast<int64_t>(b) * bs + off;
   auto kept = [&](int32_t j) {
@@ -47,13 +47,24 @@ class CpuBackend::KeyWalk {
  public:
   KeyWalk(const CpuBackend& be, int32_t layer, const BatchView& batch, int32_t t, int32_t g, const VisibleKeys& vis,
           OnlineAttention& att, Scratch& sc, float* krot, bool rotated)
-      : be_(be), c_(be.model_->config), kv_(be.kv_of(layer, &kv_layer_)), layer_(layer), g_(g), vis_(vis),
-        table_(batch.group_tables(be.layer_group_[static_cast<size_t>(layer)])[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])]),
-        att_(att), sc_(sc), krot_(krot), rotated_(rotated) {
+      : be_(be),
+        c_(be.model_->config),
+        kv_(be.kv_of(layer, &kv_layer_)),
+        layer_(layer),
+        g_(g),
+        vis_(vis),
+        table_(batch.group_tables(
+            be.layer_group_[static_cast<size_t>(layer)])[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])]),
+        att_(att),
+        sc_(sc),
+        krot_(krot),
+        rotated_(rotated) {
     bs_ = kv_.layout().block_size;
     d_ = c_.head_dim;
     holes_ = batch.holes.empty() ? nullptr : batch.holes.data();  // token eviction
-    layer_holes_ = batch.layer_holes.empty() ? nullptr : batch.layer_holes.data() + static_cast<size_t>(layer) * batch.holes.size();
+    layer_holes_ = batch.layer_holes.empty()
+                       ? nullptr
+                       : batch.layer_holes.data() + static_cast<size_t>(layer) * batch.holes.size();
     slot_pos_ = vis.window > 0 && !batch.slot_positions.empty() ? batch.slot_positions.data() : nullptr;
     min_pos_ = batch.positions[static_cast<size_t>(t)] - vis.window + 1;
     record = !batch.record_attention.empty() && batch.record_attention[static_cast<size_t>(t)];
@@ -156,7 +167,7 @@ class CpuBackend::KeyWalk {
   int32_t min_pos_ = 0, pf_dist_ = 1;
   bool prefetch_ = false;
   OnlineAttention::Rows runs_[kChunk];
-  OnlineAttention::Prefetch pf_[2 * kChunk];  // next chunk's tiles, requested during this one
+  OnlineAttention::Prefetch pf_[2 * kChunk];    // next chunk's tiles, requested during this one
   int32_t n_runs_ = 0, filled_ = 0, n_pf_ = 0;  // rows gathered for the pending chunk
   int32_t idx_ = 0;                             // cache position of the next visible key
 };
@@ -190,7 +201,8 @@ const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_v
   if (sink_mode()) *krot = qrot + static_cast<int64_t>(n_q) * d;
   std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
   for (int32_t h = 0; h < n_q; ++h)
-    sink_mode() ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope) : kvq4::rotate(qrot + h * d, d);
+    sink_mode() ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
+                : kvq4::rotate(qrot + h * d, d);
   return qrot;
 }
 
@@ -216,8 +228,10 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   if (walk.record) start_recording(att, sc, n_q, vis.v1 - vis.v0);
   walk.walk();
   if (walk.record) finish_recording(att, sc);
-  if (part) att.finish_partial(part->m, part->l);
-  else att.finish();
+  if (part)
+    att.finish_partial(part->m, part->l);
+  else
+    att.finish();
   // The rotation is linear: a split pass's unnormalised parts can be rotated back before the
   // merge just as the whole output after it.
   if (rotated)

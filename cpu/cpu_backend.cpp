@@ -45,8 +45,8 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
   std::vector<int32_t> layer_group(static_cast<size_t>(c.n_layer), -1), layer_slot(static_cast<size_t>(c.n_layer), -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     const KvLayout& l = groups[g].layout;
-    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim || l.n_layer != static_cast<int32_t>(groups[g].layers.size()) ||
-        l.block_size != groups[0].layout.block_size)
+    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim ||
+        l.n_layer != static_cast<int32_t>(groups[g].layers.size()) || l.block_size != groups[0].layout.block_size)
       throw std::invalid_argument("KV layout does not match the model");
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
       const int32_t il = groups[g].layers[i];
@@ -103,20 +103,23 @@ const float* CpuBackend::cache_rope(int32_t il, int32_t p) const {
 
 int64_t CpuBackend::kv_residual_peak_bytes() const {
   int64_t n = 0;
-  for (const CpuKvStorage& s : kv_) n += s.peak_residual_bytes();  // each group's peak: an upper bound of the joint peak
+  for (const CpuKvStorage& s : kv_)
+    n += s.peak_residual_bytes();  // each group's peak: an upper bound of the joint peak
   return n;
 }
 
 void CpuBackend::copy_blocks(std::span<const BlockCopy> copies) {
   for (const BlockCopy& cp : copies) {
-    if (cp.group < 0 || cp.group >= static_cast<int32_t>(kv_.size())) throw std::invalid_argument("block copy for an unknown KV group");
+    if (cp.group < 0 || cp.group >= static_cast<int32_t>(kv_.size()))
+      throw std::invalid_argument("block copy for an unknown KV group");
     kv_[static_cast<size_t>(cp.group)].copy_block(cp.src, cp.dst, cp.n_slots);
   }
 }
 
 void CpuBackend::release_blocks(std::span<const BlockRelease> released) {
   for (const BlockRelease& r : released) {
-    if (r.group < 0 || r.group >= static_cast<int32_t>(kv_.size())) throw std::invalid_argument("block release for an unknown KV group");
+    if (r.group < 0 || r.group >= static_cast<int32_t>(kv_.size()))
+      throw std::invalid_argument("block release for an unknown KV group");
     kv_[static_cast<size_t>(r.group)].release_block(r.block);
   }
 }
@@ -136,7 +139,8 @@ void CpuBackend::complete_aged_blocks(CpuKvStorage& kv, int32_t kv_layer, int32_
     n = std::max(n, batch.positions[static_cast<size_t>(t)] + 1);
   }
   for (size_t s = 0; s < tables.size(); ++s) {
-    const int32_t final_blocks = std::min<int32_t>(std::max(0, len[s] - R) / bs, static_cast<int32_t>(tables[s].size()));
+    const int32_t final_blocks =
+        std::min<int32_t>(std::max(0, len[s] - R) / bs, static_cast<int32_t>(tables[s].size()));
     for (int32_t bi = final_blocks - 1; bi >= 0; --bi) {
       const BlockId b = tables[s][static_cast<size_t>(bi)];
       if (b == kNoBlock) continue;
@@ -177,7 +181,8 @@ void CpuBackend::finish_recording(const OnlineAttention& att, Scratch& sc) const
 void CpuBackend::merge_attention_mass(int32_t layer, bool per_layer) {
   const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
   if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
-  if (per_layer && layer_mass_.size() != n_slots * model_->config.n_layer) layer_mass_.assign(n_slots * model_->config.n_layer, 0.0f);
+  if (per_layer && layer_mass_.size() != n_slots * model_->config.n_layer)
+    layer_mass_.assign(n_slots * model_->config.n_layer, 0.0f);
   float* lm = per_layer ? &layer_mass_[static_cast<size_t>(layer) * n_slots] : nullptr;
   for (Scratch& sc : scratch_) {
     for (int64_t slot : sc.touched) {
@@ -191,7 +196,8 @@ void CpuBackend::merge_attention_mass(int32_t layer, bool per_layer) {
 
 void CpuBackend::reset_mass(int64_t slot) {
   mass_[static_cast<size_t>(slot)] = 0.0f;
-  for (size_t base = 0; base < layer_mass_.size(); base += mass_.size()) layer_mass_[base + static_cast<size_t>(slot)] = 0.0f;
+  for (size_t base = 0; base < layer_mass_.size(); base += mass_.size())
+    layer_mass_[base + static_cast<size_t>(slot)] = 0.0f;
 }
 
 void CpuBackend::copy_slots(std::span<const SlotCopy> copies) {
@@ -199,7 +205,8 @@ void CpuBackend::copy_slots(std::span<const SlotCopy> copies) {
     kv_[0].copy_slot(cp.src, cp.dst);
     if (!mass_.empty()) mass_[static_cast<size_t>(cp.dst)] = mass_[static_cast<size_t>(cp.src)];
     const size_t n_slots = mass_.size();
-    for (size_t base = 0; base < layer_mass_.size(); base += n_slots) layer_mass_[base + static_cast<size_t>(cp.dst)] = layer_mass_[base + static_cast<size_t>(cp.src)];
+    for (size_t base = 0; base < layer_mass_.size(); base += n_slots)
+      layer_mass_[base + static_cast<size_t>(cp.dst)] = layer_mass_[base + static_cast<size_t>(cp.src)];
   }
 }
 
@@ -225,7 +232,8 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
       Scratch& sc = scratch_[static_cast<size_t>(tid)];
       for (int64_t u = begin; u < end; ++u) {
         const int64_t w = units - 1 - u;
-        attend_tile(layer, batch, tiles_[static_cast<size_t>(w / c.n_head_kv)], static_cast<int32_t>(w % c.n_head_kv), q, out, sc);
+        attend_tile(layer, batch, tiles_[static_cast<size_t>(w / c.n_head_kv)], static_cast<int32_t>(w % c.n_head_kv),
+                    q, out, sc);
       }
     });
     phase_.tiled_queries += static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
@@ -237,8 +245,9 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
     return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * d;
   };
   // Recording token eviction's attention weights needs each pass over all of its keys.
-  const AttentionSplit split =
-      pairs < 2LL * pool_.size() && batch.record_attention.empty() ? plan_attention_split(pairs, mean_visible_keys(layer, batch), pool_.size()) : AttentionSplit{};
+  const AttentionSplit split = pairs < 2LL * pool_.size() && batch.record_attention.empty()
+                                   ? plan_attention_split(pairs, mean_visible_keys(layer, batch), pool_.size())
+                                   : AttentionSplit{};
   const int32_t P = split.parts;
   if (P > 1) {
     split_acc_.resize(static_cast<size_t>(pairs * P * n_q * d));
@@ -256,12 +265,14 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
         attend_group(layer, batch, t, g, q + offset(i), out + offset(i), sc);
         continue;
       }
-      const AttendPart part{static_cast<int32_t>(w % P), P, &split_m_[static_cast<size_t>(w * n_q)], &split_l_[static_cast<size_t>(w * n_q)]};
+      const AttendPart part{static_cast<int32_t>(w % P), P, &split_m_[static_cast<size_t>(w * n_q)],
+                            &split_l_[static_cast<size_t>(w * n_q)]};
       attend_group(layer, batch, t, g, q + offset(i), &split_acc_[static_cast<size_t>(w * n_q * d)], sc, &part);
     }
   });
   for (int64_t i = 0; P > 1 && i < pairs; ++i) {
-    const AttentionParts parts{&split_acc_[static_cast<size_t>(i * P * n_q * d)], &split_m_[static_cast<size_t>(i * P * n_q)],
+    const AttentionParts parts{&split_acc_[static_cast<size_t>(i * P * n_q * d)],
+                               &split_m_[static_cast<size_t>(i * P * n_q)],
                                &split_l_[static_cast<size_t>(i * P * n_q)]};
     merge_attention_parts(parts, P, n_q, d, out + offset(i));
   }
@@ -299,8 +310,8 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   const int32_t n = batch.n_tokens();
   if (n == 0) return;
   if (batch.n_groups() != static_cast<int32_t>(kv_.size()))
-    throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) + " KV groups, the backend stores " +
-                                std::to_string(kv_.size()));
+    throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) +
+                                " KV groups, the backend stores " + std::to_string(kv_.size()));
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
   x_.resize(static_cast<size_t>(n * E));
   xn_.resize(static_cast<size_t>(n * E));
@@ -328,8 +339,10 @@ void CpuBackend::prepare_eviction(const BatchView& batch) {
   if (batch.holes.empty() && batch.record_attention.empty() && batch.rows.empty()) return;
   if (kv_.size() != 1) throw std::invalid_argument("token eviction needs a single KV group (run with --hybrid-kv off)");
   const size_t n_slots = static_cast<size_t>(kv_[0].layout().num_blocks) * kv_[0].layout().block_size;
-  if (!batch.holes.empty() && batch.holes.size() != n_slots) throw std::invalid_argument("hole mask does not match the KV pool");
-  if (!batch.layer_holes.empty() && (batch.holes.size() != n_slots || batch.layer_holes.size() != n_slots * model_->config.n_layer))
+  if (!batch.holes.empty() && batch.holes.size() != n_slots)
+    throw std::invalid_argument("hole mask does not match the KV pool");
+  if (!batch.layer_holes.empty() &&
+      (batch.holes.size() != n_slots || batch.layer_holes.size() != n_slots * model_->config.n_layer))
     throw std::invalid_argument("per-layer hole masks do not match the KV pool and the model's layers");
   if (mass_.size() != n_slots) mass_.assign(n_slots, 0.0f);
 }
@@ -341,7 +354,8 @@ void CpuBackend::embed(const BatchView& batch) {
   const int64_t E = c.n_embd;
   for (int32_t t = 0; t < batch.n_tokens(); ++t) {
     const TokenId id = batch.tokens[static_cast<size_t>(t)];
-    if (id < 0 || id >= c.n_vocab) throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id < 0 || id >= c.n_vocab)
+      throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
     float* xr = &x_[static_cast<size_t>(t * E)];
     dequantize_row(W.token_embd.type(), W.token_embd.row(id), xr, E);
     if (c.traits.embed_scale) {

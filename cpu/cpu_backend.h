@@ -78,9 +78,9 @@ class CpuBackend : public Backend {
   void reset_phase_times() { phase_ = {}; }
 
  private:
-  struct Scratch {                 // per worker thread, reused across steps
+  struct Scratch {                      // per worker thread, reused across steps
     std::vector<float> k_tile, v_tile;  // [chunk][head_dim] dequantized K and V rows
-    std::vector<float> rot;        // [query heads + chunk][head_dim] rotated queries and keys (sink mode)
+    std::vector<float> rot;             // [query heads + chunk][head_dim] rotated queries and keys (sink mode)
     // Token eviction's recording: scores [query head][row], the rows' slots, their weights,
     // and this thread's per-slot sums (only `touched` entries non-zero).
     std::vector<float> rec, w, mass;
@@ -148,20 +148,20 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;
-  std::vector<CpuKvStorage> kv_;     // [KV group]: one pool per group (usually one group)
+  std::vector<CpuKvStorage> kv_;      // [KV group]: one pool per group (usually one group)
   std::vector<int32_t> layer_group_;  // [n_layer] the group storing layer il
   std::vector<int32_t> layer_slot_;   // [n_layer] il's layer index inside its group's storage
   AttentionPolicy policy_;
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
-  std::vector<Scratch> scratch_;  // [threads]
+  std::vector<Scratch> scratch_;            // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;
-  std::vector<float> mass_;  // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
+  std::vector<float> mass_;        // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
   std::vector<float> layer_mass_;  // per-layer eviction: [layer][slot], the same per layer
   PhaseTimes phase_;
-  int64_t prefetch_min_bytes_;  // see set_prefetch_threshold
-  int32_t query_tile_;          // see set_query_tile
+  int64_t prefetch_min_bytes_;    // see set_prefetch_threshold
+  int32_t query_tile_;            // see set_query_tile
   std::vector<QueryTile> tiles_;  // this step's query tiles (attention(), reused)
 
   // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.

@@ -9,16 +9,18 @@
 
 namespace kvscope {
 
-void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head, const float* x) {
+void CpuKvStorage::store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head,
+                                const float* x) {
   const int32_t d = layout_.head_dim;
   const KvDtype t = layout_.dtype;
-  float rotated[512];  // head_dim <= 512 (kv_format_problem)
+  float rotated[512];         // head_dim <= 512 (kv_format_problem)
   if (kv_dtype_rotated(t)) {  // rot4, rot4c: stored as R x
     std::copy(x, x + d, rotated);
     kvq4::rotate(rotated, d);
     x = rotated;
   }
-  if (t == KvDtype::INT4 || t == KvDtype::ROT4) return kvq4::encode_int4_row(x, d, group_, tile_ptr(layer, is_value, block, head, off));
+  if (t == KvDtype::INT4 || t == KvDtype::ROT4)
+    return kvq4::encode_int4_row(x, d, group_, tile_ptr(layer, is_value, block, head, off));
   // KIVI and rot4c: into the f16 residual; the block is quantized when its last slot arrives.
   const int32_t bs = layout_.block_size, tiles = 2 * layout_.n_head_kv;
   auto [it, fresh] = residual_.try_emplace(residual_key(layer, block));
@@ -50,7 +52,8 @@ void CpuKvStorage::complete_deferred(int32_t layer) {
       continue;
     }
     const auto it = residual_.find(residual_key(p.layer, p.block));
-    if (it == residual_.end() || it->second.done[static_cast<size_t>(p.is_value) * layout_.n_head_kv + p.head]) continue;
+    if (it == residual_.end() || it->second.done[static_cast<size_t>(p.is_value) * layout_.n_head_kv + p.head])
+      continue;
     complete_tile(p.layer, p.is_value, p.block, p.head, it->second);
     if (it->second.n_done == tiles) residual_.erase(it);
   }
@@ -62,7 +65,8 @@ void CpuKvStorage::complete_block(int32_t layer, int32_t block) {
   if (it == residual_.end()) return;
   for (int is_v = 0; is_v < 2; ++is_v)
     for (int32_t h = 0; h < layout_.n_head_kv; ++h)
-      if (!it->second.done[static_cast<size_t>(is_v) * layout_.n_head_kv + h]) complete_tile(layer, is_v, block, h, it->second);
+      if (!it->second.done[static_cast<size_t>(is_v) * layout_.n_head_kv + h])
+        complete_tile(layer, is_v, block, h, it->second);
   residual_.erase(it);
 }
 
@@ -81,11 +85,13 @@ void CpuKvStorage::complete_tile(int32_t layer, bool is_value, int32_t block, in
   if (layout_.dtype == KvDtype::ROT4C) {
     if (!is_value) kvq4::center_rows(rows.data(), bs, d, base + bs * row_bytes_[0]);
     for (int32_t s = 0; s < bs; ++s)
-      kvq4::encode_int4_row_fitted(rows.data() + static_cast<int64_t>(s) * d, d, group_, base + s * row_bytes_[is_value]);
+      kvq4::encode_int4_row_fitted(rows.data() + static_cast<int64_t>(s) * d, d, group_,
+                                   base + s * row_bytes_[is_value]);
   } else if (!is_value) {
     kvq4::encode_channel_tile(rows.data(), bs, d, bits, base, row_bytes_[0], base + bs * row_bytes_[0]);
   } else {
-    for (int32_t s = 0; s < bs; ++s) kvq4::encode_asym_row(rows.data() + static_cast<int64_t>(s) * d, d, group_, bits, base + s * row_bytes_[1]);
+    for (int32_t s = 0; s < bs; ++s)
+      kvq4::encode_asym_row(rows.data() + static_cast<int64_t>(s) * d, d, group_, bits, base + s * row_bytes_[1]);
   }
   r.done[static_cast<size_t>(is_value) * layout_.n_head_kv + head] = 1;
   ++r.n_done;
@@ -114,13 +120,14 @@ void CpuKvStorage::decode_packed(int32_t layer, bool is_value, int32_t block, in
   if (t == KvDtype::ROT4C) {  // rotated basis, as rot4; keys get their block's center back
     const uint8_t* base = tile_ptr(layer, is_value, block, head, 0);
     if (is_value) return kvq4::decode_int4_rows(base + slot * row_bytes_[1], row_bytes_[1], n, d, group_, dst);
-    kvq4::decode_int4_rows_centered(base + slot * row_bytes_[0], row_bytes_[0], n, d, group_, base + layout_.block_size * row_bytes_[0], dst);
+    kvq4::decode_int4_rows_centered(base + slot * row_bytes_[0], row_bytes_[0], n, d, group_,
+                                    base + layout_.block_size * row_bytes_[0], dst);
     return;
   }
   if (!is_value) {
     const uint8_t* base = tile_ptr(layer, false, block, head, 0);
-    kvq4::decode_channel_rows(base + slot * row_bytes_[0], row_bytes_[0], base + layout_.block_size * row_bytes_[0], n, d,
-                              bits, dst);
+    kvq4::decode_channel_rows(base + slot * row_bytes_[0], row_bytes_[0], base + layout_.block_size * row_bytes_[0], n,
+                              d, bits, dst);
     return;
   }
   kvq4::decode_asym_rows(tile_ptr(layer, true, block, head, slot), row_bytes_[1], n, d, group_, bits, dst);

@@ -85,7 +85,8 @@ void CpuKvStorage::init(const KvLayout& layout) {
   group_ = kv_effective_group(layout.quant_group, layout.head_dim);
   for (bool v : {false, true}) {
     row_bytes_[v] = kv_row_bytes(layout.dtype, v, layout.head_dim, layout.quant_group);
-    tile_bytes_[v] = row_bytes_[v] * layout.block_size + kv_tile_extra_bytes(layout.dtype, v, layout.head_dim, layout.block_size);
+    tile_bytes_[v] =
+        row_bytes_[v] * layout.block_size + kv_tile_extra_bytes(layout.dtype, v, layout.head_dim, layout.block_size);
   }
   residual_.clear();
   pending_.clear();
@@ -172,8 +173,8 @@ void decode_f16_row(const uint16_t* h, int32_t d, float* dst) {
 
 }  // namespace
 
-void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales,
-                       int64_t scale_stride, int32_t n, int32_t d, float* dst) {
+void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales, int64_t scale_stride,
+                       int32_t n, int32_t d, float* dst) {
   // The switch sits outside the row loop: one branch per call, none per vector or element.
   switch (dtype) {
     case KvDtype::F32:
@@ -256,14 +257,17 @@ void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_sl
 }
 
 void CpuKvStorage::copy_slot(int64_t src_slot, int64_t dst_slot) {
-  if (kv_dtype_block_quantized(layout_.dtype)) throw std::invalid_argument(std::string(kv_dtype_name(layout_.dtype)) + " blocks cannot move single slots (keys are quantized per block)");
+  if (kv_dtype_block_quantized(layout_.dtype))
+    throw std::invalid_argument(std::string(kv_dtype_name(layout_.dtype)) +
+                                " blocks cannot move single slots (keys are quantized per block)");
   const int64_t bs = layout_.block_size;
   const auto sb = static_cast<int32_t>(src_slot / bs), so = static_cast<int32_t>(src_slot % bs);
   const auto db = static_cast<int32_t>(dst_slot / bs), dof = static_cast<int32_t>(dst_slot % bs);
   for (int32_t l = 0; l < layout_.n_layer; ++l)
     for (int is_v = 0; is_v < 2; ++is_v)
       for (int32_t h = 0; h < layout_.n_head_kv; ++h) {
-        std::memmove(tile_ptr(l, is_v, db, h, dof), tile_ptr(l, is_v, sb, h, so), static_cast<size_t>(row_bytes_[is_v]));
+        std::memmove(tile_ptr(l, is_v, db, h, dof), tile_ptr(l, is_v, sb, h, so),
+                     static_cast<size_t>(row_bytes_[is_v]));
         if (scaled_) *scale_ptr(l, is_v, db, h, dof) = *scale_ptr(l, is_v, sb, h, so);
       }
 }

@@ -32,8 +32,8 @@ namespace kvscope {
 float kv_encode_vector(KvDtype dtype, const float* x, int32_t d, uint8_t* dst);
 // Reads n stored head vectors as f32 rows dst[n][d]; vector r starts at src + r * src_stride
 // bytes, its scale (scaled dtypes) is scales[r * scale_stride]. One dtype dispatch per call.
-void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales,
-                       int64_t scale_stride, int32_t n, int32_t d, float* dst);
+void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, const float* scales, int64_t scale_stride,
+                       int32_t n, int32_t d, float* dst);
 
 // A KV array (one layer's K or V): zeroed, 2 MiB-aligned and (Linux) backed by transparent huge
 // pages where the system allows, because attention jumps between scattered blocks and 4 KiB
@@ -68,7 +68,8 @@ class CpuKvStorage {
   // block, and out-of-line calls there cost several percent of attention time at block size 16.
   const float* load_rows(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
                          float* dst) const {
-    if (layout_.dtype == KvDtype::F32) return reinterpret_cast<const float*>(tile_ptr(layer, is_value, block, head, slot));
+    if (layout_.dtype == KvDtype::F32)
+      return reinterpret_cast<const float*>(tile_ptr(layer, is_value, block, head, slot));
     return decode_rows(layer, is_value, block, head, slot, n, dst);
   }
   // Where a tile's first n slots are stored, and how many bytes they take: what to prefetch.
@@ -120,12 +121,16 @@ class CpuKvStorage {
     int32_t n_done = 0;
   };
   void store_packed(int32_t layer, bool is_value, int32_t block, int32_t off, int32_t head, const float* x);
-  void decode_packed(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n, float* dst) const;
+  void decode_packed(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot, int32_t n,
+                     float* dst) const;
   void complete_tile(int32_t layer, bool is_value, int32_t block, int32_t head, Residual& r);
   void copy_residual(int32_t layer, int32_t src_block, int32_t dst_block);
-  int64_t residual_key(int32_t layer, int32_t block) const { return static_cast<int64_t>(layer) * layout_.num_blocks + block; }
+  int64_t residual_key(int32_t layer, int32_t block) const {
+    return static_cast<int64_t>(layer) * layout_.num_blocks + block;
+  }
   uint16_t* residual_rows(Residual& r, bool is_value, int32_t head) const {
-    return r.rows.data() + ((static_cast<int64_t>(is_value) * layout_.n_head_kv + head) * layout_.block_size) * layout_.head_dim;
+    return r.rows.data() +
+           ((static_cast<int64_t>(is_value) * layout_.n_head_kv + head) * layout_.block_size) * layout_.head_dim;
   }
   float* scale_ptr(int32_t layer, bool is_value, int32_t block, int32_t head, int32_t slot) const {
     const auto& arr = is_value ? v_scale_[static_cast<size_t>(layer)] : k_scale_[static_cast<size_t>(layer)];
@@ -135,9 +140,9 @@ class CpuKvStorage {
   KvLayout layout_;
   int64_t elem_bytes_ = 4;
   bool scaled_ = false;
-  int32_t group_ = 0;                       // effective channel group of the packed dtypes
-  int64_t row_bytes_[2] = {0, 0};            // [is_value] bytes of one slot in a tile
-  int64_t tile_bytes_[2] = {0, 0};           // [is_value] bytes of one (block, head) tile
+  int32_t group_ = 0;                               // effective channel group of the packed dtypes
+  int64_t row_bytes_[2] = {0, 0};                   // [is_value] bytes of one slot in a tile
+  int64_t tile_bytes_[2] = {0, 0};                  // [is_value] bytes of one (block, head) tile
   std::unordered_map<int64_t, Residual> residual_;  // KIVI: blocks being filled
   struct PendingTile {
     int32_t layer, block, head;
@@ -146,7 +151,7 @@ class CpuKvStorage {
   bool defer_ = false;
   std::vector<PendingTile> pending_;  // KIVI, deferring: full tiles not yet quantized
   int64_t residual_block_bytes_ = 0, peak_residual_bytes_ = 0;
-  std::vector<KvBuffer> k_, v_;       // [n_layer] each num_blocks * block bytes
+  std::vector<KvBuffer> k_, v_;                        // [n_layer] each num_blocks * block bytes
   std::vector<std::vector<float>> k_scale_, v_scale_;  // [n_layer][block][kv_head][slot], scaled dtypes only
 };
 

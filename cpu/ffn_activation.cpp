@@ -98,7 +98,8 @@ KVSCOPE_AVX2_FMA void avx2(FfnActivation act, float* gate, const float* up, int6
   const bool silu_act = act == FfnActivation::Silu;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(activation_avx2(silu_act, _mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(gate + i,
+                     _mm256_mul_ps(activation_avx2(silu_act, _mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
   if (i == n) return;
   // The tail goes through the same lanes via a padded copy, so every element gets one formula.
   alignas(32) float g[8] = {}, u[8] = {};
@@ -112,7 +113,8 @@ KVSCOPE_AVX2_FMA void avx2(FfnActivation act, float* gate, const float* up, int6
 
 bool ffn_activation_vectorised() {
 #if defined(__x86_64__)
-  static const bool has_simd = __builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  static const bool has_simd =
+      __builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   return has_simd;
 #else
   return false;

@@ -33,8 +33,7 @@ GemmIsa detect_isa() {
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma"))
     return GemmIsa::Avx512Vnni;
   // F16C for the float-weight kernels (cpu/gemm_float.h); every AVX2 CPU has it.
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-    return GemmIsa::Avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) return GemmIsa::Avx2;
 #endif
   return GemmIsa::None;
 }
@@ -43,8 +42,10 @@ GemmIsa capped_isa() {
   GemmIsa isa = detect_isa();
   if (const char* env = std::getenv("KVSCOPE_GEMM")) {
     const std::string v = env;
-    if (v == "off" || v == "none") isa = GemmIsa::None;
-    else if (v == "avx2" && isa != GemmIsa::None) isa = GemmIsa::Avx2;
+    if (v == "off" || v == "none")
+      isa = GemmIsa::None;
+    else if (v == "avx2" && isa != GemmIsa::None)
+      isa = GemmIsa::Avx2;
   }
   return isa;
 }
@@ -144,7 +145,8 @@ void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signe
         d[b] = qdot::load_half(bw);
         s.dmin[r * nb + b] = qdot::load_half(bw + qdot::kQ4_KDmin);
         for (int j = 0; j < 8; ++j) s.sc[(r * nb + b) * 8 + j] = sc[j];
-        for (int p = 0; p < 4; ++p) s.pairs[(r * nb + b) * 4 + p] = static_cast<int32_t>(pair16(m[2 * p], m[2 * p + 1]));
+        for (int p = 0; p < 4; ++p)
+          s.pairs[(r * nb + b) * 4 + p] = static_cast<int32_t>(pair16(m[2 * p], m[2 * p + 1]));
       }
       return;
     case GgmlType::Q6_K:
@@ -154,10 +156,12 @@ void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signe
         std::memcpy(sc, bw + qdot::kQ6_KScales, 16);
         d[b] = qdot::load_half(bw + qdot::kQ6_KD);
         for (int j = 0; j < 16; ++j) s.sc[(r * nb + b) * 16 + j] = sc[j];
-        for (int p = 0; p < 8; ++p) s.pairs[(r * nb + b) * 8 + p] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
+        for (int p = 0; p < 8; ++p)
+          s.pairs[(r * nb + b) * 8 + p] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
       }
       return;
-    default: throw std::invalid_argument("gemm: unsupported weight type");
+    default:
+      throw std::invalid_argument("gemm: unsupported weight type");
   }
 }
 
@@ -184,20 +188,25 @@ bool gemm_isa_supported(GemmIsa isa) {
 
 const char* gemm_isa_name(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::Avx512Vnni: return "avx512-vnni";
-    case GemmIsa::Avx2: return "avx2";
-    default: return "none";
+    case GemmIsa::Avx512Vnni:
+      return "avx512-vnni";
+    case GemmIsa::Avx2:
+      return "avx2";
+    default:
+      return "none";
   }
 }
 
 bool gemm_handles(GgmlType t) {
-  return gemm_float_handles(t) || t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return gemm_float_handles(t) || t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
+         t == GgmlType::Q4_K || t == GgmlType::Q6_K;
 }
 
 void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int64_t n_tokens, float* y,
           ThreadPool& pool) {
   const GgmlType type = w.type();
-  if (isa == GemmIsa::None || !gemm_isa_supported(isa)) throw std::invalid_argument("gemm: ISA not available on this CPU");
+  if (isa == GemmIsa::None || !gemm_isa_supported(isa))
+    throw std::invalid_argument("gemm: ISA not available on this CPU");
   if (!gemm_handles(type)) throw std::invalid_argument("gemm: no kernels for this weight type");
   if (n_tokens <= 0) return;
   if (gemm_float_handles(type)) return gemm_float(w, xc, x_row_bytes, n_tokens, y, pool);
@@ -220,8 +229,10 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
       std::memset(pt, 0, tile_bytes);
       for (int l = 0; l < L && tile * L + l < n_tokens; ++l) {
         const uint8_t* xt = xc + (tile * L + l) * x_row_bytes;
-        if (kq) panel_q8_k_token(xt, nb, L, l, pt);
-        else panel_q8_0_token(xt, nb, L, l, pt);
+        if (kq)
+          panel_q8_k_token(xt, nb, L, l, pt);
+        else
+          panel_q8_0_token(xt, nb, L, l, pt);
       }
     }
   });
@@ -238,14 +249,18 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
       const int64_t r0 = rt * R;
       const int n_rows = static_cast<int>(n_out - r0 < R ? n_out - r0 : R);
       for (int r = 0; r < R; ++r) {
-        if (r < n_rows) unpack_row(type, w.data + (r0 + r) * w_row_bytes, nb, r, signed_levels, s);
-        else zero_row(nb, r, s);
+        if (r < n_rows)
+          unpack_row(type, w.data + (r0 + r) * w_row_bytes, nb, r, signed_levels, s);
+        else
+          zero_row(nb, r, s);
       }
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int n_tok = static_cast<int>(n_tokens - tile * L < L ? n_tokens - tile * L : L);
         float* yt = y + tile * L * n_out + r0;
-        if (isa == GemmIsa::Avx512Vnni) tile_avx512_vnni(type, s.view, panel + tile * tile_bytes, nb, L, n_rows, n_tok, yt, n_out);
-        else tile_avx2(type, s.view, panel + tile * tile_bytes, nb, n_rows, n_tok, yt, n_out);
+        if (isa == GemmIsa::Avx512Vnni)
+          tile_avx512_vnni(type, s.view, panel + tile * tile_bytes, nb, L, n_rows, n_tok, yt, n_out);
+        else
+          tile_avx2(type, s.view, panel + tile * tile_bytes, nb, n_rows, n_tok, yt, n_out);
       }
     }
   });

@@ -143,7 +143,6 @@ KVSCOPE_AVX2 void tile_q6_k(const RowTile& w, const uint8_t* p, int64_t nb, int 
   store_tile(acc, n_rows, n_tok, y, ldy);
 }
 
-
 // ---- unpacking weight rows to one byte per weight (for both ISAs' kernels) ----------------
 
 KVSCOPE_AVX2 inline void store32(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
@@ -156,8 +155,8 @@ KVSCOPE_AVX2 inline __m256i nibbles_32(const uint8_t* qs) {
 
 // Byte j = 0xFF where bit j of the word is set (as in quant_dot_simd.cpp).
 KVSCOPE_AVX2 inline __m256i bits_to_bytes(uint32_t bits) {
-  const __m256i pick = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202,
-                                          0x0303030303030303);
+  const __m256i pick =
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
   const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);
   const __m256i others = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
@@ -216,30 +215,38 @@ KVSCOPE_AVX2 void unpack_levels(GgmlType type, const uint8_t* src, int64_t nb, b
           // never carry across bytes once masked.
           store32(o + 128 * h, _mm256_or_si256(_mm256_and_si256(ql0, m4),
                                                _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4)));
-          store32(o + 128 * h + 32, _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                                    _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2)));
+          store32(o + 128 * h + 32,
+                  _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                  _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2)));
           store32(o + 128 * h + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
                                                     _mm256_and_si256(qh, _mm256_set1_epi8(0x30))));
-          store32(o + 128 * h + 96,
-                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                  _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2)));
+          store32(
+              o + 128 * h + 96,
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                              _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2)));
         }
       }
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 void tile_avx2(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int n_rows, int n_tok,
                float* y, int64_t ldy) {
   switch (type) {
-    case GgmlType::Q4_K: tile_q4_k(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
-    case GgmlType::Q6_K: tile_q6_k(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
-    default: tile_q8_0_family(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
+    case GgmlType::Q4_K:
+      tile_q4_k(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
+    case GgmlType::Q6_K:
+      tile_q6_k(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
+    default:
+      tile_q8_0_family(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
   }
 }
 

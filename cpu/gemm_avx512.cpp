@@ -70,7 +70,8 @@ struct Ymm {
   KVSCOPE_AVX512 static vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
   KVSCOPE_AVX512 static vf fmsub(vf a, vf b, vf c) { return _mm256_fmsub_ps(a, b, c); }
   KVSCOPE_AVX512 static void scatter(float* y, int n_tok, int64_t ldy, vf acc) {
-    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(ldy)));
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(ldy)));
     _mm256_mask_i32scatter_ps(y, static_cast<__mmask8>((1u << n_tok) - 1), idx, acc, 4);
   }
 };
@@ -196,9 +197,15 @@ template <typename V>
 void tile_width(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int n_rows, int n_tok,
                 float* y, int64_t ldy) {
   switch (type) {
-    case GgmlType::Q4_K: tile_q4_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
-    case GgmlType::Q6_K: tile_q6_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
-    default: tile_q8_0_family<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy); return;
+    case GgmlType::Q4_K:
+      tile_q4_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
+    case GgmlType::Q6_K:
+      tile_q6_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
+    default:
+      tile_q8_0_family<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+      return;
   }
 }
 
@@ -206,8 +213,10 @@ void tile_width(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int6
 
 void tile_avx512_vnni(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int64_t n_blocks, int lanes,
                       int n_rows, int n_tok, float* y, int64_t ldy) {
-  if (lanes == 16) tile_width<Zmm>(type, w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
-  else tile_width<Ymm>(type, w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+  if (lanes == 16)
+    tile_width<Zmm>(type, w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+  else
+    tile_width<Ymm>(type, w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
 }
 
 }  // namespace kvscope::gemm_detail

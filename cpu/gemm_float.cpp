@@ -87,8 +87,10 @@ void gemm_float(const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int6
       const int64_t r0 = rt * kRows;
       const int n_rows = static_cast<int>(n_out - r0 < kRows ? n_out - r0 : kRows);
       for (int r = 0; r < kRows; ++r) {
-        if (r < n_rows) dequantize_row(type, w.data + (r0 + r) * w.row_bytes(), wt + r * k, k);
-        else std::memset(wt + r * k, 0, static_cast<size_t>(k) * sizeof(float));
+        if (r < n_rows)
+          dequantize_row(type, w.data + (r0 + r) * w.row_bytes(), wt + r * k, k);
+        else
+          std::memset(wt + r * k, 0, static_cast<size_t>(k) * sizeof(float));
       }
       for (int64_t tl = 0; tl < n_tiles; ++tl) {
         const int n_tok = static_cast<int>(n_tokens - tl * kLanes < kLanes ? n_tokens - tl * kLanes : kLanes);

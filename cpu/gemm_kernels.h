@@ -29,8 +29,8 @@ constexpr size_t q8_k_block_bytes(int lanes) { return static_cast<size_t>(lanes)
 
 struct TokenPanel {
   const uint8_t* data = nullptr;
-  size_t tile_bytes = 0;   // one tile of L tokens: n_blocks * block_bytes
-  int64_t n_blocks = 0;    // quant blocks per activation row
+  size_t tile_bytes = 0;  // one tile of L tokens: n_blocks * block_bytes
+  int64_t n_blocks = 0;   // quant blocks per activation row
   int lanes = 0;
 };
 
@@ -44,12 +44,12 @@ struct TokenPanel {
 // super-block, int32), pairs (Q4_K mins, Q6_K scales, as int16 pairs in an int32, for madd).
 struct RowTile {
   const uint8_t* levels = nullptr;
-  int64_t k = 0;            // weights per row
-  int64_t n_blocks = 0;     // quant blocks per row
-  const float* d = nullptr;      // [row][block]
-  const float* dmin = nullptr;   // [row][block]          Q4_K
-  const int32_t* sc = nullptr;   // [row][block][8 | 16]  Q4_K | Q6_K
-  const int32_t* pairs = nullptr;// [row][block][4 | 8]   Q4_K | Q6_K
+  int64_t k = 0;                   // weights per row
+  int64_t n_blocks = 0;            // quant blocks per row
+  const float* d = nullptr;        // [row][block]
+  const float* dmin = nullptr;     // [row][block]          Q4_K
+  const int32_t* sc = nullptr;     // [row][block][8 | 16]  Q4_K | Q6_K
+  const int32_t* pairs = nullptr;  // [row][block][4 | 8]   Q4_K | Q6_K
   int offset_shift = 0;
 };
 

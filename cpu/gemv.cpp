@@ -20,8 +20,9 @@ bool detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (const char* env = std::getenv("KVSCOPE_GEMV"); env && std::string(env) == "off") return false;
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+         cpu_has_f16c();
 #else
   return false;
 #endif
@@ -77,7 +78,8 @@ void gemv_multi(std::span<const GemvTarget> targets, const uint8_t* xc, ThreadPo
     for (int o = 0; o < 3; ++o) {
       if (!used[o]) continue;
       int32_t* bias = bias_of(kOffsets[o]);
-      for (int i = 0; i < 8; ++i) bias[8 * b + i] = -kOffsets[o] * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+      for (int i = 0; i < 8; ++i)
+        bias[8 * b + i] = -kOffsets[o] * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
     }
     uint16_t h;
     std::memcpy(&h, bx, 2);
@@ -93,19 +95,23 @@ void gemv_multi(std::span<const GemvTarget> targets, const uint8_t* xc, ThreadPo
     first_chunk[i] = n_chunks;
     n_chunks += (targets[i].w.rows() + kRowsPerChunk - 1) / kRowsPerChunk;
   }
-  pool.parallel_for(n_chunks, [&](int64_t c0, int64_t c1, int) {
-    for (size_t i = 0; i < n_t && c0 < c1; ++i) {
-      const int64_t end_i = i + 1 < n_t ? first_chunk[i + 1] : n_chunks;
-      if (c0 >= end_i) continue;
-      const int64_t e = c1 < end_i ? c1 : end_i, n_out = targets[i].w.rows();
-      const int64_t r0 = (c0 - first_chunk[i]) * kRowsPerChunk;
-      const int64_t r1 = (e - first_chunk[i]) * kRowsPerChunk < n_out ? (e - first_chunk[i]) * kRowsPerChunk : n_out;
-      const GgmlType type = targets[i].w.type();
-      const PackedQ8Row x{qs, bias_of(level_offset(type)), dx, nb};
-      gemv_q8_family_avx512(type, targets[i].w.data, targets[i].w.row_bytes(), r0, r1, x, targets[i].y + r0);
-      c0 = e;
-    }
-  }, kClaimsPerThread);
+  pool.parallel_for(
+      n_chunks,
+      [&](int64_t c0, int64_t c1, int) {
+        for (size_t i = 0; i < n_t && c0 < c1; ++i) {
+          const int64_t end_i = i + 1 < n_t ? first_chunk[i + 1] : n_chunks;
+          if (c0 >= end_i) continue;
+          const int64_t e = c1 < end_i ? c1 : end_i, n_out = targets[i].w.rows();
+          const int64_t r0 = (c0 - first_chunk[i]) * kRowsPerChunk;
+          const int64_t r1 =
+              (e - first_chunk[i]) * kRowsPerChunk < n_out ? (e - first_chunk[i]) * kRowsPerChunk : n_out;
+          const GgmlType type = targets[i].w.type();
+          const PackedQ8Row x{qs, bias_of(level_offset(type)), dx, nb};
+          gemv_q8_family_avx512(type, targets[i].w.data, targets[i].w.row_bytes(), r0, r1, x, targets[i].y + r0);
+          c0 = e;
+        }
+      },
+      kClaimsPerThread);
   for (size_t i = n_t; i < targets.size(); ++i) gemv_multi(targets.subspan(i, 1), xc, pool);  // > 8: rare, correct
 }
 

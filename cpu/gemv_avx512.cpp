@@ -56,7 +56,8 @@ struct Q8_0Levels {
   KVSCOPE_AVX512 static __m512i two(const uint8_t* b) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + BB + 2));
-    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
 
@@ -90,7 +91,8 @@ struct Q5_0Levels {
     const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + BB + 6)));
     const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
     const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4), _mm512_set1_epi8(0x0F));
-    const __mmask64 high = static_cast<__mmask64>(load_u32(b + 2)) | (static_cast<__mmask64>(load_u32(b + BB + 2)) << 32);
+    const __mmask64 high =
+        static_cast<__mmask64>(load_u32(b + 2)) | (static_cast<__mmask64>(load_u32(b + BB + 2)) << 32);
     return _mm512_mask_add_epi8(nib, high, nib, _mm512_set1_epi8(16));
   }
 };
@@ -104,7 +106,8 @@ KVSCOPE_AVX512 inline __m512 pair_scales(const uint8_t* b, size_t bb, const floa
 }
 
 template <int R, typename Lv>
-KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const PackedQ8Row& x, float* y, bool prefetch) {
+KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const PackedQ8Row& x, float* y,
+                                     bool prefetch) {
   constexpr size_t BB = Lv::BB;
   const int64_t nb = x.nb, np = nb / 2;
   __m512 acc[R];
@@ -127,8 +130,9 @@ KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const P
     if (nb % 2) {  // the last block joins acc0, as in the vec-dot
       const int64_t ib = nb - 1;
       const uint8_t* b = w + r * row_bytes + ib * BB;
-      const __m256i sums = _mm256_dpbusd_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.bias + 8 * ib)), Lv::one(b),
-                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)));
+      const __m256i sums =
+          _mm256_dpbusd_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.bias + 8 * ib)), Lv::one(b),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)));
       const float s = _cvtsh_ss(load_u16(b)) * x.dx[16 * np];
       lo = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(sums), lo);
     }
@@ -137,7 +141,8 @@ KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const P
 }
 
 template <typename Lv>
-KVSCOPE_AVX512 void rows_all(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const PackedQ8Row& x, float* y) {
+KVSCOPE_AVX512 void rows_all(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const PackedQ8Row& x,
+                             float* y) {
   int64_t r = r0;
   // Prefetch the next group only while it is inside this call's rows.
   for (; r + 2 * kRows <= r1; r += kRows) rows_pass<kRows, Lv>(w + r * row_bytes, row_bytes, x, y + (r - r0), true);
@@ -150,10 +155,17 @@ KVSCOPE_AVX512 void rows_all(const uint8_t* w, size_t row_bytes, int64_t r0, int
 KVSCOPE_AVX512 void gemv_q8_family_avx512(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                                           const PackedQ8Row& x, float* y) {
   switch (type) {
-    case GgmlType::Q8_0: rows_all<Q8_0Levels>(w, row_bytes, r0, r1, x, y); return;
-    case GgmlType::Q4_0: rows_all<Q4_0Levels>(w, row_bytes, r0, r1, x, y); return;
-    case GgmlType::Q5_0: rows_all<Q5_0Levels>(w, row_bytes, r0, r1, x, y); return;
-    default: return;  // gemv.cpp only sends these three
+    case GgmlType::Q8_0:
+      rows_all<Q8_0Levels>(w, row_bytes, r0, r1, x, y);
+      return;
+    case GgmlType::Q4_0:
+      rows_all<Q4_0Levels>(w, row_bytes, r0, r1, x, y);
+      return;
+    case GgmlType::Q5_0:
+      rows_all<Q5_0Levels>(w, row_bytes, r0, r1, x, y);
+      return;
+    default:
+      return;  // gemv.cpp only sends these three
   }
 }
 

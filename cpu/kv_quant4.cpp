@@ -152,7 +152,8 @@ void encode_int4_row_fitted(const float* x, int32_t d, int32_t g, uint8_t* row) 
     float best = 0.0f, best_err = INFINITY;
     for (int32_t step = 0; step <= 12 && amax > 0.0f; ++step)
       for (const float sign : {1.0f, -1.0f}) {  // -1: the -8 code lands on the positive side
-        const float s = sign * fp16_to_fp32(f16_of(amax / (static_cast<float>(kInt4Max) + 0.25f * static_cast<float>(step))));
+        const float s =
+            sign * fp16_to_fp32(f16_of(amax / (static_cast<float>(kInt4Max) + 0.25f * static_cast<float>(step))));
         if (s == 0.0f) continue;
         float err = 0.0f;
         for (int32_t i = g0; i < g0 + g; ++i) {
@@ -236,14 +237,16 @@ void encode_channel_tile(const float* x, int32_t n, int32_t d, int32_t bits, uin
   for (int32_t r = 0; r < n; ++r) std::memset(codes + r * code_stride, 0, static_cast<size_t>(d * bits / 8));
   for (int32_t c = 0; c < d; ++c) {
     float lo = x[c], hi = x[c];
-    for (int32_t r = 0; r < n; ++r) lo = std::fmin(lo, x[static_cast<int64_t>(r) * d + c]), hi = std::fmax(hi, x[static_cast<int64_t>(r) * d + c]);
+    for (int32_t r = 0; r < n; ++r)
+      lo = std::fmin(lo, x[static_cast<int64_t>(r) * d + c]), hi = std::fmax(hi, x[static_cast<int64_t>(r) * d + c]);
     float s, mn;
     asym_params(lo, hi, levels, &s, &mn);
     put_f16(params + 4 * c, s);
     put_f16(params + 4 * c + 2, mn);
     for (int32_t r = 0; r < n; ++r) {
       const float v = x[static_cast<int64_t>(r) * d + c];
-      put_code(codes + r * code_stride, c, bits, static_cast<uint32_t>(s > 0.0f ? round_clamp((v - mn) / s, 0, levels) : 0));
+      put_code(codes + r * code_stride, c, bits,
+               static_cast<uint32_t>(s > 0.0f ? round_clamp((v - mn) / s, 0, levels) : 0));
     }
   }
 }
@@ -262,7 +265,6 @@ void decode_channel_rows_scalar(const uint8_t* codes, int64_t code_stride, const
 void decode_f16_rows_scalar(const uint16_t* h, int32_t n, int32_t d, float* y) {
   for (int64_t i = 0; i < static_cast<int64_t>(n) * d; ++i) y[i] = fp16_to_fp32(h[i]);
 }
-
 
 // The decoders attention calls, once per K/V row: the AVX-512 forms (cpu/kv_quant4_avx512.cpp)
 // or the AVX2 ones (cpu/kv_quant4_simd.cpp) where the CPU has them and the shape fits their

@@ -83,7 +83,8 @@ KVSCOPE_AVX512_F16C inline void lookup_span(const uint8_t* row, int32_t from, in
     }
   }
   for (; c < to; c += 16)
-    _mm512_storeu_ps(y + c, _mm512_permutexvar_ps(Bits == 4 ? nibble_indices16(row, c) : crumb_indices16(row, c), table));
+    _mm512_storeu_ps(y + c,
+                     _mm512_permutexvar_ps(Bits == 4 ? nibble_indices16(row, c) : crumb_indices16(row, c), table));
 }
 
 // The codes 0..15 as floats, and 0..3 four times over.
@@ -119,7 +120,8 @@ KVSCOPE_AVX512_F16C void asym_row(const uint8_t* row, int32_t d, int32_t g, floa
   const uint8_t* params = row + d * Bits / 8;
   const __m512 codes = code_values(Bits);
   for (int32_t g0 = 0; g0 < d; g0 += g) {
-    const __m512 s = _mm512_set1_ps(f16_at(params + 4 * (g0 / g))), mn = _mm512_set1_ps(f16_at(params + 4 * (g0 / g) + 2));
+    const __m512 s = _mm512_set1_ps(f16_at(params + 4 * (g0 / g))),
+                 mn = _mm512_set1_ps(f16_at(params + 4 * (g0 / g) + 2));
     lookup_span<Bits>(row, g0, g0 + g, _mm512_fmadd_ps(codes, s, mn), y);
   }
 }
@@ -138,8 +140,7 @@ KVSCOPE_AVX512_F16C void channel_rows(const uint8_t* codes, int64_t code_stride,
     _mm512_store_ps(s + c, _mm512_permutex2var_ps(a, even, b));
     _mm512_store_ps(mn + c, _mm512_permutex2var_ps(a, odd, b));
   }
-  for (int32_t r = 0; r < n; ++r)
-    channel_row<Bits>(codes + r * code_stride, d, s, mn, y + static_cast<int64_t>(r) * d);
+  for (int32_t r = 0; r < n; ++r) channel_row<Bits>(codes + r * code_stride, d, s, mn, y + static_cast<int64_t>(r) * d);
 }
 
 }  // namespace
@@ -164,7 +165,8 @@ void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, flo
 
 void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
                          int32_t bits, float* y) {
-  bits == 4 ? channel_rows<4>(codes, code_stride, params, n, d, y) : channel_rows<2>(codes, code_stride, params, n, d, y);
+  bits == 4 ? channel_rows<4>(codes, code_stride, params, n, d, y)
+            : channel_rows<2>(codes, code_stride, params, n, d, y);
 }
 
 KVSCOPE_AVX512_F16C void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {
@@ -186,7 +188,8 @@ KVSCOPE_AVX512_F16C void decode_int4_rows_plus(const uint8_t* rows, int64_t stri
     for (int32_t g0 = 0; g0 < d; g0 += g) {
       const __m512 table = _mm512_mul_ps(centred, _mm512_set1_ps(f16_at(row + d / 2 + 2 * (g0 / g))));
       for (int32_t c = g0; c < g0 + g; c += 16)
-        _mm512_storeu_ps(yr + c, _mm512_add_ps(_mm512_permutexvar_ps(nibble_indices16(row, c), table), _mm512_loadu_ps(m + c)));
+        _mm512_storeu_ps(yr + c,
+                         _mm512_add_ps(_mm512_permutexvar_ps(nibble_indices16(row, c), table), _mm512_loadu_ps(m + c)));
     }
   }
 }

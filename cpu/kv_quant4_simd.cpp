@@ -36,8 +36,8 @@ KVSCOPE_AVX2_FMA_F16C inline __m256i codes8(const uint8_t* codes, int32_t i) {
     std::memcpy(&w16, codes + i / 4, 2);
     word = w16;
   }
-  const __m256i shifts = Bits == 4 ? _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)
-                                   : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256i shifts =
+      Bits == 4 ? _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28) : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts), _mm256_set1_epi32((1 << Bits) - 1));
 }
 
@@ -55,7 +55,7 @@ KVSCOPE_AVX2_FMA_F16C void asym_row(const uint8_t* row, int32_t d, int32_t g, fl
 template <int Bits>
 KVSCOPE_AVX2_FMA_F16C void channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n,
                                         int32_t d, float* y) {
-  alignas(32) float s[512], mn[512];  // head_dim <= 512 (checked by the storage)
+  alignas(32) float s[512], mn[512];    // head_dim <= 512 (checked by the storage)
   for (int32_t c = 0; c < d; c += 8) {  // (scale, min) f16 pairs: 8 of each per step
     const __m256 pairs = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 4 * c)));
     const __m256 pairs2 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 4 * c + 16)));
@@ -100,7 +100,8 @@ void decode_asym_row(const uint8_t* row, int32_t d, int32_t g, int32_t bits, flo
 
 void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_t* params, int32_t n, int32_t d,
                          int32_t bits, float* y) {
-  bits == 4 ? channel_rows<4>(codes, code_stride, params, n, d, y) : channel_rows<2>(codes, code_stride, params, n, d, y);
+  bits == 4 ? channel_rows<4>(codes, code_stride, params, n, d, y)
+            : channel_rows<2>(codes, code_stride, params, n, d, y);
 }
 
 KVSCOPE_AVX2_FMA_F16C void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y) {

@@ -30,6 +30,7 @@ void decode_channel_rows(const uint8_t* codes, int64_t code_stride, const uint8_
                          int32_t bits, float* y);
 void decode_f16_rows(const uint16_t* h, int32_t n, int32_t d, float* y);
 // decode_int4_row of n rows with m[c] added to channel c (g a multiple of 16).
-void decode_int4_rows_plus(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, const float* m, float* y);
+void decode_int4_rows_plus(const uint8_t* rows, int64_t stride, int32_t n, int32_t d, int32_t g, const float* m,
+                           float* y);
 
 }  // namespace kvscope::kvq4::avx512

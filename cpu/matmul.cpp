@@ -36,8 +36,10 @@ void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y
     auto convert = [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) convert_activations(type, x + t * n_in, dst + t * x_row_bytes, n_in);
     };
-    if (n_tokens > 1) pool.parallel_for(n_tokens, convert);
-    else convert(0, 1, 0);
+    if (n_tokens > 1)
+      pool.parallel_for(n_tokens, convert);
+    else
+      convert(0, 1, 0);
     xc = dst;
   }
   const auto* xb = static_cast<const uint8_t*>(xc);
@@ -65,8 +67,7 @@ void matmul_impl(const TensorView& w, const float* x, int64_t n_tokens, float* y
       const int64_t r1 = r0 + kTileRows < n_out ? r0 + kTileRows : n_out;
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* xt = xb + t * x_row_bytes;
-        for (int64_t r = r0; r < r1; ++r)
-          y[t * n_out + r] = vec_dot(type, n_in, w.data + r * w_row_bytes, xt);
+        for (int64_t r = r0; r < r1; ++r) y[t * n_out + r] = vec_dot(type, n_in, w.data + r * w_row_bytes, xt);
       }
     }
   });
@@ -80,8 +81,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
 
 void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
   bool fused = n_tokens == 1 && targets.size() > 1 && targets.size() <= 8;
-  for (const MatmulTarget& t : targets)
-    fused = fused && gemv_handles(t.w->type()) && t.w->ne(0) == targets[0].w->ne(0);
+  for (const MatmulTarget& t : targets) fused = fused && gemv_handles(t.w->type()) && t.w->ne(0) == targets[0].w->ne(0);
   if (!fused) {
     for (const MatmulTarget& t : targets) matmul(*t.w, x, n_tokens, t.y, pool);
     return;

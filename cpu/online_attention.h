@@ -21,8 +21,8 @@ namespace kvscope {
 
 class OnlineAttention {
  public:
-  static constexpr int32_t kMaxChunk = 64;    // rows per add() call
-  static constexpr int32_t kMaxGroup = 64;    // query heads per KV head
+  static constexpr int32_t kMaxChunk = 64;  // rows per add() call
+  static constexpr int32_t kMaxGroup = 64;  // query heads per KV head
 
   // q, out: [n_q][d] (the query heads of one KV head, consecutive). out doubles as the
   // accumulator until finish().
@@ -107,7 +107,8 @@ class OnlineAttention {
       if (!(l_[h] > 0.0)) continue;
       const float* r = rec_ + static_cast<int64_t>(h) * rec_stride_;
       const double inv = 1.0 / l_[h];
-      for (int32_t j = 0; j < rec_n_; ++j) w[j] += static_cast<float>(std::exp(static_cast<double>(r[j]) - m_[h]) * inv);
+      for (int32_t j = 0; j < rec_n_; ++j)
+        w[j] += static_cast<float>(std::exp(static_cast<double>(r[j]) - m_[h]) * inv);
     }
   }
 
@@ -198,8 +199,8 @@ class OnlineAttention {
   [[gnu::always_inline]] void add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf);
 
   // dot's pairwise reduction of the 16 lanes, then the scalar tail [i, n).
-  [[gnu::always_inline]] static float reduce16(float* acc, const float* __restrict a, const float* __restrict b, int32_t i,
-                                               int32_t n) {
+  [[gnu::always_inline]] static float reduce16(float* acc, const float* __restrict a, const float* __restrict b,
+                                               int32_t i, int32_t n) {
     for (int k = 0; k < 8; ++k) acc[k] += acc[k + 8];
     for (int k = 0; k < 4; ++k) acc[k] += acc[k + 4];
     float r = (acc[0] + acc[2]) + (acc[1] + acc[3]);
@@ -218,7 +219,8 @@ class OnlineAttention {
 };
 
 template <bool kPrefetch>
-[[gnu::always_inline]] inline void OnlineAttention::add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf, int32_t n_pf) {
+[[gnu::always_inline]] inline void OnlineAttention::add_impl(const Rows* runs, int32_t n_runs, const Prefetch* pf,
+                                                             int32_t n_pf) {
   float s[kMaxChunk];
   const int32_t d = d_;
   // The paged path's prefetch requests are spread over every query head's score loop, a share
@@ -247,7 +249,7 @@ template <bool kPrefetch>
       cmax = s[j] > cmax ? s[j] : cmax;
     }
     if (rec_) std::copy(s, s + n, rec_ + static_cast<int64_t>(h) * rec_stride_ + rec_n_);
-    if (cmax > m_[h]) {  // new running max: rescale what was summed so far
+    if (cmax > m_[h]) {                        // new running max: rescale what was summed so far
       const float c = std::exp(m_[h] - cmax);  // 0 on the first chunk (m = -inf, acc = 0)
       l_[h] *= c;
       for (int32_t i = 0; i < d; ++i) acc[i] *= c;

@@ -80,8 +80,13 @@ void PagingProbe::contiguous(int32_t layer, float* out) {
   if (!has_contiguous_) throw std::logic_error("paging probe: a tile-stored KV dtype has no contiguous copy");
   const ModelConfig& c = model_->config;
   const size_t l = static_cast<size_t>(layer);
-  const ContiguousKv kv = head_major_ ? ContiguousKv{backend_.kv_storage().layout().dtype, k_hm_[l].data(), v_hm_[l].data(),
-                                                     k_scale_hm_[l].data(), v_scale_hm_[l].data(), true, ctx_}
+  const ContiguousKv kv = head_major_ ? ContiguousKv{backend_.kv_storage().layout().dtype,
+                                                     k_hm_[l].data(),
+                                                     v_hm_[l].data(),
+                                                     k_scale_hm_[l].data(),
+                                                     v_scale_hm_[l].data(),
+                                                     true,
+                                                     ctx_}
                                       : ContiguousKv{backend_.kv_storage().layout().dtype, k_[l].data(), v_[l].data(),
                                                      k_scale_[l].data(), v_scale_[l].data()};
   contiguous_attention_decode(backend_.pool(), q_.data(), kv, ctx_, c.n_head, c.n_head_kv, c.head_dim, c.attn_scale,

@@ -96,13 +96,25 @@ void quantize_q8_0_activations(const float* x, uint8_t* dst, int64_t n) {
 
 GgmlType vec_dot_type(GgmlType weight_type) {
   switch (weight_type) {
-    case GgmlType::F32: return GgmlType::F32;
-    case GgmlType::F16: return GgmlType::F16;
-    case GgmlType::BF16: return GgmlType::BF16;
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return GgmlType::Q8_0;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: return GgmlType::Q8_1;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return GgmlType::Q8_K;
-    default: unsupported("vec_dot_type", weight_type);
+    case GgmlType::F32:
+      return GgmlType::F32;
+    case GgmlType::F16:
+      return GgmlType::F16;
+    case GgmlType::BF16:
+      return GgmlType::BF16;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+      return GgmlType::Q8_0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+      return GgmlType::Q8_1;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return GgmlType::Q8_K;
+    default:
+      unsupported("vec_dot_type", weight_type);
   }
 }
 
@@ -111,13 +123,26 @@ size_t vec_dot_row_bytes(GgmlType weight_type, int64_t n) { return ggml_row_byte
 void convert_activations_scalar(GgmlType weight_type, const float* x, void* dst, int64_t n) {
   auto* out = static_cast<uint8_t*>(dst);
   switch (vec_dot_type(weight_type)) {
-    case GgmlType::F32: std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float)); return;
-    case GgmlType::F16: round_f16(x, out, n); return;
-    case GgmlType::BF16: round_bf16(x, out, n); return;
-    case GgmlType::Q8_0: quantize_q8_0_activations(x, out, n); return;
-    case GgmlType::Q8_1: quantize_q8_1_activations(x, out, n); return;
-    case GgmlType::Q8_K: quantize_row(GgmlType::Q8_K, x, out, n); return;
-    default: unsupported("convert_activations", weight_type);
+    case GgmlType::F32:
+      std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case GgmlType::F16:
+      round_f16(x, out, n);
+      return;
+    case GgmlType::BF16:
+      round_bf16(x, out, n);
+      return;
+    case GgmlType::Q8_0:
+      quantize_q8_0_activations(x, out, n);
+      return;
+    case GgmlType::Q8_1:
+      quantize_q8_1_activations(x, out, n);
+      return;
+    case GgmlType::Q8_K:
+      quantize_row(GgmlType::Q8_K, x, out, n);
+      return;
+    default:
+      unsupported("convert_activations", weight_type);
   }
 }
 
@@ -125,8 +150,10 @@ void convert_activations(GgmlType weight_type, const float* x, void* dst, int64_
   // Q8_0 / Q8_K rounding is most of the per-token work outside the matmuls in a prefill.
   const GgmlType vt = vec_dot_type(weight_type);
   if ((vt == GgmlType::Q8_0 || vt == GgmlType::Q8_K) && quantize_avx512_available()) {
-    if (vt == GgmlType::Q8_0) quantize_q8_0_avx512(x, static_cast<uint8_t*>(dst), n);
-    else quantize_q8_k_avx512(x, static_cast<uint8_t*>(dst), n);
+    if (vt == GgmlType::Q8_0)
+      quantize_q8_0_avx512(x, static_cast<uint8_t*>(dst), n);
+    else
+      quantize_q8_k_avx512(x, static_cast<uint8_t*>(dst), n);
     return;
   }
   convert_activations_scalar(weight_type, x, dst, n);
@@ -136,18 +163,30 @@ float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_
   const auto* w = static_cast<const uint8_t*>(w_row);
   const auto* x = static_cast<const uint8_t*>(x_converted);
   switch (weight_type) {
-    case GgmlType::F32: return qdot::dot_f32_fast(n, w, x);
-    case GgmlType::F16: return qdot::dot_f16_fast(n, w, x);
-    case GgmlType::BF16: return qdot::dot_bf16_fast(n, w, x);
-    case GgmlType::Q8_0: return qdot::dot_q8_0_fast(n, w, x);
-    case GgmlType::Q4_0: return qdot::dot_q4_0_fast(n, w, x);
-    case GgmlType::Q4_1: return qdot::dot_q4_1_fast(n, w, x);
-    case GgmlType::Q5_0: return qdot::dot_q5_0_fast(n, w, x);
-    case GgmlType::Q5_1: return qdot::dot_q5_1_fast(n, w, x);
-    case GgmlType::Q4_K: return qdot::dot_q4_k_fast(n, w, x);
-    case GgmlType::Q5_K: return qdot::dot_q5_k_fast(n, w, x);
-    case GgmlType::Q6_K: return qdot::dot_q6_k_fast(n, w, x);
-    default: unsupported("vec_dot", weight_type);
+    case GgmlType::F32:
+      return qdot::dot_f32_fast(n, w, x);
+    case GgmlType::F16:
+      return qdot::dot_f16_fast(n, w, x);
+    case GgmlType::BF16:
+      return qdot::dot_bf16_fast(n, w, x);
+    case GgmlType::Q8_0:
+      return qdot::dot_q8_0_fast(n, w, x);
+    case GgmlType::Q4_0:
+      return qdot::dot_q4_0_fast(n, w, x);
+    case GgmlType::Q4_1:
+      return qdot::dot_q4_1_fast(n, w, x);
+    case GgmlType::Q5_0:
+      return qdot::dot_q5_0_fast(n, w, x);
+    case GgmlType::Q5_1:
+      return qdot::dot_q5_1_fast(n, w, x);
+    case GgmlType::Q4_K:
+      return qdot::dot_q4_k_fast(n, w, x);
+    case GgmlType::Q5_K:
+      return qdot::dot_q5_k_fast(n, w, x);
+    case GgmlType::Q6_K:
+      return qdot::dot_q6_k_fast(n, w, x);
+    default:
+      unsupported("vec_dot", weight_type);
   }
 }
 
@@ -155,18 +194,30 @@ float vec_dot_scalar(GgmlType weight_type, int64_t n, const void* w_row, const v
   const auto* w = static_cast<const uint8_t*>(w_row);
   const auto* x = static_cast<const uint8_t*>(x_converted);
   switch (weight_type) {
-    case GgmlType::F32: return qdot::dot_f32_scalar(n, w, x);
-    case GgmlType::F16: return qdot::dot_f16_scalar(n, w, x);
-    case GgmlType::BF16: return qdot::dot_bf16_scalar(n, w, x);
-    case GgmlType::Q8_0: return qdot::dot_q8_0_scalar(n, w, x);
-    case GgmlType::Q4_0: return qdot::dot_q4_0_scalar(n, w, x);
-    case GgmlType::Q4_1: return qdot::dot_q4_1_scalar(n, w, x);
-    case GgmlType::Q5_0: return qdot::dot_q5_0_scalar(n, w, x);
-    case GgmlType::Q5_1: return qdot::dot_q5_1_scalar(n, w, x);
-    case GgmlType::Q4_K: return qdot::dot_q4_k_scalar(n, w, x);
-    case GgmlType::Q5_K: return qdot::dot_q5_k_scalar(n, w, x);
-    case GgmlType::Q6_K: return qdot::dot_q6_k_scalar(n, w, x);
-    default: unsupported("vec_dot_scalar", weight_type);
+    case GgmlType::F32:
+      return qdot::dot_f32_scalar(n, w, x);
+    case GgmlType::F16:
+      return qdot::dot_f16_scalar(n, w, x);
+    case GgmlType::BF16:
+      return qdot::dot_bf16_scalar(n, w, x);
+    case GgmlType::Q8_0:
+      return qdot::dot_q8_0_scalar(n, w, x);
+    case GgmlType::Q4_0:
+      return qdot::dot_q4_0_scalar(n, w, x);
+    case GgmlType::Q4_1:
+      return qdot::dot_q4_1_scalar(n, w, x);
+    case GgmlType::Q5_0:
+      return qdot::dot_q5_0_scalar(n, w, x);
+    case GgmlType::Q5_1:
+      return qdot::dot_q5_1_scalar(n, w, x);
+    case GgmlType::Q4_K:
+      return qdot::dot_q4_k_scalar(n, w, x);
+    case GgmlType::Q5_K:
+      return qdot::dot_q5_k_scalar(n, w, x);
+    case GgmlType::Q6_K:
+      return qdot::dot_q6_k_scalar(n, w, x);
+    default:
+      unsupported("vec_dot_scalar", weight_type);
   }
 }
 

@@ -40,8 +40,7 @@ float dot_q8_0_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
     const uint8_t* bw = w + ib * sizeof(BlockQ8_0);
     const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
     int32_t sumi = 0;
-    for (int j = 0; j < QK8_0; ++j)
-      sumi += static_cast<int8_t>(bw[kQ8_0Qs + j]) * static_cast<int8_t>(bx[kQ8_0Qs + j]);
+    for (int j = 0; j < QK8_0; ++j) sumi += static_cast<int8_t>(bw[kQ8_0Qs + j]) * static_cast<int8_t>(bx[kQ8_0Qs + j]);
     sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
   }
   return sum;

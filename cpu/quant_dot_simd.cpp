@@ -49,9 +49,7 @@ inline __m256i dot_u8_s8(__m256i u, __m256i s) {
 
 // Signed x signed via |a| and sign(a)*b. b must avoid -128 (our activations are in
 // [-127, 127]); a may be -128, whose magnitude 128 is still a valid unsigned byte.
-inline __m256i dot_s8_s8(__m256i a, __m256i b) {
-  return dot_u8_s8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
-}
+inline __m256i dot_s8_s8(__m256i a, __m256i b) { return dot_u8_s8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)); }
 
 // acc += the int16 pair products p * scale, in int32 lanes.
 inline __m256i madd_acc(__m256i acc, __m256i p, __m256i scale) {
@@ -161,7 +159,8 @@ float dot_symmetric_q8_0(int64_t nb, size_t block_bytes, const uint8_t* w, const
     const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
     const __m256i p1 = dot_s8_s8(levels(w0 + block_bytes), loadu256(x0 + BX + kQ8_0Qs));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + block_bytes) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
+    acc1 =
+        _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + block_bytes) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
   }
   for (; ib < nb; ++ib) {
     const uint8_t* w0 = w + ib * block_bytes;
@@ -181,11 +180,13 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
 }  // namespace
 
 float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  return dot_symmetric_q8_0(n / QK8_0, sizeof(BlockQ8_0), w, x, [](const uint8_t* bw) { return loadu256(bw + kQ8_0Qs); });
+  return dot_symmetric_q8_0(n / QK8_0, sizeof(BlockQ8_0), w, x,
+                            [](const uint8_t* bw) { return loadu256(bw + kQ8_0Qs); });
 }
 
 float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  return dot_symmetric_q8_0(n / QK4_0, sizeof(BlockQ4_0), w, x, [](const uint8_t* bw) { return unpack_q4_0(bw + kQ4_0Qs); });
+  return dot_symmetric_q8_0(n / QK4_0, sizeof(BlockQ4_0), w, x,
+                            [](const uint8_t* bw) { return unpack_q4_0(bw + kQ4_0Qs); });
 }
 
 namespace {
@@ -199,8 +200,8 @@ inline __m256i unpack_nibbles_32(const uint8_t* qs) {
 // source bytes it needs (lane 0: bytes 0-1, lane 1: bytes 2-3); OR-ing every bit but the one
 // selected makes a byte all-ones exactly when that bit was set.
 inline __m256i bits_to_bytes_32(uint32_t bits) {
-  const __m256i pick = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202,
-                                          0x0303030303030303);
+  const __m256i pick =
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
   const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);
   const __m256i others = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
@@ -208,8 +209,7 @@ inline __m256i bits_to_bytes_32(uint32_t bits) {
 
 // Q4_1 / Q5_1 share the form sum_blocks (dw*dx) * sum(q*qx) + m * s over unsigned levels q.
 template <typename Levels>
-float dot_affine_q8_1(int64_t nb, size_t block_bytes, size_t m_off, const uint8_t* w, const uint8_t* x,
-                      Levels levels) {
+float dot_affine_q8_1(int64_t nb, size_t block_bytes, size_t m_off, const uint8_t* w, const uint8_t* x, Levels levels) {
   constexpr size_t BX = sizeof(BlockQ8_1);
   __m256 acc = _mm256_setzero_ps();
   float mins = 0;
@@ -240,8 +240,8 @@ float dot_q5_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   // (nibble | bit5 << 4) - 16 as a signed byte: nibble when the fifth bit is set, else
   // nibble - 16, which is the nibble with the top four bits of the byte set.
   return dot_symmetric_q8_0(n / QK5_0, sizeof(BlockQ5_0), w, x, [](const uint8_t* bw) {
-    const __m256i neg = _mm256_andnot_si256(bits_to_bytes_32(load_u32(bw + kQ5_0Qh)),
-                                            _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i neg =
+        _mm256_andnot_si256(bits_to_bytes_32(load_u32(bw + kQ5_0Qh)), _mm256_set1_epi8(static_cast<char>(0xF0)));
     return _mm256_or_si256(unpack_nibbles_32(bw + kQ5_0Qs), neg);
   });
 }
@@ -340,8 +340,7 @@ float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     const int32_t offset_corr = hsum_epi32(_mm256_madd_epi16(sc16, loadu256(bx + kQ8_KBsums)));
 
-    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                      _mm256_setzero_si256()};
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int half = 0; half < 2; ++half) {
       const __m256i ql0 = loadu256(bw + kQ6_KQl + 64 * half);
       const __m256i ql1 = loadu256(bw + kQ6_KQl + 64 * half + 32);

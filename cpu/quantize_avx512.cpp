@@ -22,9 +22,7 @@ namespace {
 
 // |x| lanes folded into acc; a NaN lane keeps acc (maxps returns its second operand then),
 // as std::fmax(acc, NaN) does.
-KVSCOPE_AVX512BW inline __m512 abs_max(__m512 acc, __m512 x) {
-  return _mm512_max_ps(_mm512_abs_ps(x), acc);
-}
+KVSCOPE_AVX512BW inline __m512 abs_max(__m512 acc, __m512 x) { return _mm512_max_ps(_mm512_abs_ps(x), acc); }
 
 }  // namespace
 

@@ -44,7 +44,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   uint32_t gen;
   // A few chunks per thread balances uneven rows without much claiming overhead.
-  const Job job{&fn, n, static_cast<uint32_t>(std::min<int64_t>(n, static_cast<int64_t>(std::max(1, chunks_per_thread)) * n_threads_))};
+  const Job job{
+      &fn, n,
+      static_cast<uint32_t>(std::min<int64_t>(n, static_cast<int64_t>(std::max(1, chunks_per_thread)) * n_threads_))};
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = job;

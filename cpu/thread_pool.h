@@ -47,7 +47,7 @@ class ThreadPool {
   std::condition_variable cv_;
   // The current job. `claim_` packs (generation << 32 | next chunk) so that a worker holding a
   // stale generation can never claim a chunk of a newer job.
-  Job job_;                          // guarded by mu_
+  Job job_;  // guarded by mu_
   std::atomic<uint64_t> claim_{0};
   std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> generation_{0};

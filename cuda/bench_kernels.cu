@@ -36,9 +36,7 @@ using json = nlohmann::json;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Times `iters` calls of fn on the stream with events; returns seconds per call.
 template <typename F>
@@ -95,7 +93,10 @@ struct Dev {
   ~Dev() { cudaFree(p); }
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
-  template <typename T> T* as() const { return static_cast<T*>(p); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 json device_info(double* peak_bw, double* copy_bw, cudaStream_t s) {
@@ -152,7 +153,8 @@ json bench_attention(KvCodecId codec, int32_t ctx, int32_t batch, double peak_bw
     seq[b] = b;
     dec[b] = b;
     offsets[b] = b * blocks_per_seq;
-    slots[b] = static_cast<int64_t>(perm[static_cast<size_t>(b * blocks_per_seq + (ctx - 1) / bs)]) * bs + (ctx - 1) % bs;
+    slots[b] =
+        static_cast<int64_t>(perm[static_cast<size_t>(b * blocks_per_seq + (ctx - 1) / bs)]) * bs + (ctx - 1) % bs;
   }
   offsets[batch] = batch * blocks_per_seq;
   Dev d_pos(batch * 4), d_seq(batch * 4), d_off((batch + 1) * 4), d_tab(num_blocks * 4), d_dec(batch * 4),
@@ -198,14 +200,25 @@ json bench_attention(KvCodecId codec, int32_t ctx, int32_t batch, double peak_bw
   const double t = time_gpu(s, 3, iters, [&] { launch_attention_decode(ActType::F16, p, s); });
   int32_t e = 0;
   cudaMemcpy(&e, err.p, 4, cudaMemcpyDeviceToHost);
-  const double kv_bytes = 2.0 * batch * static_cast<double>(ctx) * n_kv * D * elem + (scaled ? 2.0 * batch * ctx * n_kv * 4 : 0);
+  const double kv_bytes =
+      2.0 * batch * static_cast<double>(ctx) * n_kv * D * elem + (scaled ? 2.0 * batch * ctx * n_kv * 4 : 0);
   const double bw = kv_bytes / t;
   std::printf("attention decode %-8s ctx %6d batch %d: %8.1f us, %7.1f GB/s (%.0f%% of peak, %.0f%% of copy)%s\n",
               kv_codec_name(codec), ctx, batch, t * 1e6, bw / 1e9, 100 * bw / peak_bw, 100 * bw / copy_bw,
               e ? " KERNEL ERROR" : "");
-  return {{"kv_dtype", kv_codec_name(codec)}, {"context", ctx}, {"batch", batch}, {"n_head", n_head}, {"n_head_kv", n_kv},
-          {"head_dim", D}, {"block_size", bs}, {"partitions", parts}, {"time_us", t * 1e6}, {"kv_bytes", kv_bytes},
-          {"bandwidth_gbs", bw / 1e9}, {"fraction_of_peak", bw / peak_bw}, {"fraction_of_copy", bw / copy_bw},
+  return {{"kv_dtype", kv_codec_name(codec)},
+          {"context", ctx},
+          {"batch", batch},
+          {"n_head", n_head},
+          {"n_head_kv", n_kv},
+          {"head_dim", D},
+          {"block_size", bs},
+          {"partitions", parts},
+          {"time_us", t * 1e6},
+          {"kv_bytes", kv_bytes},
+          {"bandwidth_gbs", bw / 1e9},
+          {"fraction_of_peak", bw / peak_bw},
+          {"fraction_of_copy", bw / copy_bw},
           {"kernel_error", e}};
 }
 
@@ -263,10 +276,15 @@ json bench_attention_packed(KvDtype dtype, PackedKv packed, int32_t ctx, cudaStr
   int32_t e = 0;
   cudaMemcpy(&e, err.p, 4, cudaMemcpyDeviceToHost);
   const double kv_bytes = static_cast<double>(batch) * ctx * n_kv * kv_bytes_per_token_head(dtype, D, bs, 0);
-  std::printf("attention packed %-6s ctx %6d batch %d: %8.1f us, %7.1f GB/s of packed KV%s\n", kv_dtype_name(dtype), ctx,
-              batch, t * 1e6, kv_bytes / t / 1e9, e ? " KERNEL ERROR" : "");
-  return {{"kv_dtype", kv_dtype_name(dtype)}, {"context", ctx}, {"batch", batch}, {"time_us", t * 1e6},
-          {"kv_bytes", kv_bytes}, {"bandwidth_gbs", kv_bytes / t / 1e9}, {"kernel_error", e}};
+  std::printf("attention packed %-6s ctx %6d batch %d: %8.1f us, %7.1f GB/s of packed KV%s\n", kv_dtype_name(dtype),
+              ctx, batch, t * 1e6, kv_bytes / t / 1e9, e ? " KERNEL ERROR" : "");
+  return {{"kv_dtype", kv_dtype_name(dtype)},
+          {"context", ctx},
+          {"batch", batch},
+          {"time_us", t * 1e6},
+          {"kv_bytes", kv_bytes},
+          {"bandwidth_gbs", kv_bytes / t / 1e9},
+          {"kernel_error", e}};
 }
 
 struct LlamaShape {
@@ -276,11 +294,14 @@ struct LlamaShape {
 
 // cuBLAS time of one decode step's matrix products (no attention, no element-wise kernels).
 json bench_gemm(const LlamaShape& m, int32_t batch, double peak_bw, cudaStream_t s, cublasHandle_t h, bool quick) {
-  struct Mat { int64_t rows, cols; };
+  struct Mat {
+    int64_t rows, cols;
+  };
   const Mat mats[] = {{m.H * m.D + 2 * m.KVH * m.D, m.E}, {m.E, m.H * m.D}, {2 * m.F, m.E}, {m.E, m.F}};
   double step = 0;
   for (const Mat& mt : mats) {
-    Dev w(mt.rows * mt.cols * 2), x(static_cast<size_t>(batch) * mt.cols * 2), y(static_cast<size_t>(batch) * mt.rows * 4);
+    Dev w(mt.rows * mt.cols * 2), x(static_cast<size_t>(batch) * mt.cols * 2),
+        y(static_cast<size_t>(batch) * mt.rows * 4);
     fill_half<<<1024, 256, 0, s>>>(w.as<__half>(), mt.rows * mt.cols, 1, 0.02f);
     fill_half<<<256, 256, 0, s>>>(x.as<__half>(), batch * mt.cols, 2, 1.0f);
     const float one = 1.0f, zero = 0.0f;
@@ -297,16 +318,19 @@ json bench_gemm(const LlamaShape& m, int32_t batch, double peak_bw, cudaStream_t
     fill_half<<<256, 256, 0, s>>>(x.as<__half>(), batch * m.E, 4, 1.0f);
     const float one = 1.0f, zero = 0.0f;
     step += time_gpu(s, 3, quick ? 5 : 30, [&] {
-      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.V), batch, static_cast<int>(m.E), &one, w.p, CUDA_R_16F,
-                   static_cast<int>(m.E), x.p, CUDA_R_16F, static_cast<int>(m.E), &zero, y.p, CUDA_R_32F,
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.V), batch, static_cast<int>(m.E), &one, w.p,
+                   CUDA_R_16F, static_cast<int>(m.E), x.p, CUDA_R_16F, static_cast<int>(m.E), &zero, y.p, CUDA_R_32F,
                    static_cast<int>(m.V), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     });
   }
   const double wbytes = 2.0 * (m.weight_elems() - m.V * m.E);  // the embedding table is gathered, not multiplied
   std::printf("GEMM-bound decode, 1B llama, batch %2d: %7.3f ms/step -> %9.0f tokens/s (weights at peak bw: %.3f ms)\n",
               batch, step * 1e3, batch / step, wbytes / peak_bw * 1e3);
-  return {{"batch", batch}, {"gemm_ms_per_step", step * 1e3}, {"gemm_bound_tokens_per_s", batch / step},
-          {"weight_bytes_read", wbytes}, {"weights_at_peak_bw_ms", wbytes / peak_bw * 1e3},
+  return {{"batch", batch},
+          {"gemm_ms_per_step", step * 1e3},
+          {"gemm_bound_tokens_per_s", batch / step},
+          {"weight_bytes_read", wbytes},
+          {"weights_at_peak_bw_ms", wbytes / peak_bw * 1e3},
           {"gemm_bandwidth_gbs", wbytes / step / 1e9}};
 }
 
@@ -355,7 +379,8 @@ json bench_e2e(const std::shared_ptr<const Model>& model, CudaBackend& be, int32
   const double t = (now_s() - t0) / steps;
   std::printf("end-to-end decode (CudaBackend), batch %2d, context ~%d: %7.3f ms/step -> %9.0f tokens/s\n", batch,
               prompt + warm + steps / 2, t * 1e3, batch / t);
-  return {{"batch", batch}, {"prompt", prompt}, {"steps", steps}, {"ms_per_step", t * 1e3}, {"tokens_per_s", batch / t}};
+  return {
+      {"batch", batch}, {"prompt", prompt}, {"steps", steps}, {"ms_per_step", t * 1e3}, {"tokens_per_s", batch / t}};
 }
 
 }  // namespace
@@ -367,10 +392,14 @@ int main(int argc, char** argv) {
   bool e2e = true, quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) out_path = argv[++i];
-    else if (a == "--model" && i + 1 < argc) model_path = argv[++i];
-    else if (a == "--no-e2e") e2e = false;
-    else if (a == "--quick") quick = true;
+    if (a == "--out" && i + 1 < argc)
+      out_path = argv[++i];
+    else if (a == "--model" && i + 1 < argc)
+      model_path = argv[++i];
+    else if (a == "--no-e2e")
+      e2e = false;
+    else if (a == "--quick")
+      quick = true;
     else {
       std::fprintf(stderr, "usage: %s [--out report.json] [--model path.gguf] [--no-e2e] [--quick]\n", argv[0]);
       return 2;
@@ -391,7 +420,8 @@ int main(int argc, char** argv) {
 
     json att = json::array();
     for (int32_t ctx : {4096, 32768})
-      for (KvCodecId c : {KvCodecId::F16, KvCodecId::FP8_E4M3}) att.push_back(bench_attention(c, ctx, 16, peak, copy, s, quick));
+      for (KvCodecId c : {KvCodecId::F16, KvCodecId::FP8_E4M3})
+        att.push_back(bench_attention(c, ctx, 16, peak, copy, s, quick));
     report["paged_attention_decode"] = att;
     json packed_att = json::array();
     for (auto [t, f] : {std::pair{KvDtype::INT4, PackedKv::INT4}, std::pair{KvDtype::ROT4, PackedKv::ROT4},
@@ -407,9 +437,9 @@ int main(int argc, char** argv) {
     json gemm = json::array();
     for (int32_t b : {1, 16, 64}) gemm.push_back(bench_gemm(shape, b, peak, s, h, quick));
     report["gemm_bound_decode_1b"] = gemm;
-    report["gemm_bound_decode_1b_shape"] = {{"n_embd", shape.E}, {"n_ff", shape.F}, {"n_layer", shape.L},
-                                            {"n_head", shape.H}, {"n_head_kv", shape.KVH}, {"head_dim", shape.D},
-                                            {"n_vocab", shape.V}, {"params", shape.weight_elems()}};
+    report["gemm_bound_decode_1b_shape"] = {
+        {"n_embd", shape.E},      {"n_ff", shape.F},     {"n_layer", shape.L}, {"n_head", shape.H},
+        {"n_head_kv", shape.KVH}, {"head_dim", shape.D}, {"n_vocab", shape.V}, {"params", shape.weight_elems()}};
     cublasDestroy(h);
     cudaStreamDestroy(s);
 
@@ -441,11 +471,14 @@ int main(int argc, char** argv) {
       for (int32_t b : {1, 16, 64}) {
         json r = bench_e2e(model, be, b, quick);
         for (const json& g : report["gemm_bound_decode_1b"])
-          if (g["batch"] == b) r["gemm_bound_over_e2e"] = g["gemm_bound_tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
+          if (g["batch"] == b)
+            r["gemm_bound_over_e2e"] = g["gemm_bound_tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
         e.push_back(r);
       }
-      report["decode_e2e_1b"] = {{"model", model->describe()}, {"backend", be.name()},
-                                 {"recommended_kv_blocks_f16_bs16_fraction_0.9", recommended}, {"runs", e}};
+      report["decode_e2e_1b"] = {{"model", model->describe()},
+                                 {"backend", be.name()},
+                                 {"recommended_kv_blocks_f16_bs16_fraction_0.9", recommended},
+                                 {"runs", e}};
       report["targets"]["e2e_within_gemm_bound_factor_max"] = 1.5;
     }
   } catch (const std::exception& ex) {

@@ -139,9 +139,9 @@ __global__ void __launch_bounds__(kAttnThreads) attn_decode_kernel(AttnParams p)
   const TokenSeq ts = token_seq(p.step, t);
 
   extern __shared__ float smem[];
-  float* s_q = smem;                                 // [GMAX][D]
-  float* s_out = s_q + GMAX * D;                     // [GMAX][D]
-  float* s_logit = s_out + GMAX * D;                 // [GMAX][kDecodePartition]
+  float* s_q = smem;                                                              // [GMAX][D]
+  float* s_out = s_q + GMAX * D;                                                  // [GMAX][D]
+  float* s_logit = s_out + GMAX * D;                                              // [GMAX][kDecodePartition]
   int64_t* s_vi = reinterpret_cast<int64_t*>(s_logit + GMAX * kDecodePartition);  // [kDecodePartition]
   __shared__ float s_red[kAttnWarps][GMAX];
   __shared__ float s_max[GMAX], s_sum[GMAX];
@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kAttnThreads) attn_decode_kernel(AttnParams p)
   const bool sink = p.sink_rope != nullptr;
   if (sink) {  // the query sits at the last cache position
     const float* cs = p.sink_rope + static_cast<int64_t>(n_vis - 1) * p.rope_dim;
-    rope_rows_smem(s_q, GMAX, D, [cs](int32_t) { return cs; }, p.rope_dim, p.neox);
+    rope_rows_smem(
+        s_q, GMAX, D, [cs](int32_t) { return cs; }, p.rope_dim, p.neox);
     __syncthreads();
   }
 
@@ -395,14 +396,14 @@ __global__ void __launch_bounds__(kAttnThreads) attn_prefill_kernel(AttnParams p
   const TokenSeq ts = token_seq(p.step, t0);
 
   extern __shared__ float smem[];
-  float* s_q = smem;                // [QT][D]
-  float* s_acc = s_q + QT * D;      // [QT][D]
-  float* s_k = s_acc + QT * D;      // [KC][DK]
-  float* s_v = s_k + KC * DK;       // [KC][D]
-  float* s_p = s_v + KC * D;        // [QT][KC]
-  float* s_m = s_p + QT * KC;       // [QT]
-  float* s_l = s_m + QT;            // [QT]
-  float* s_corr = s_l + QT;         // [QT]
+  float* s_q = smem;                                          // [QT][D]
+  float* s_acc = s_q + QT * D;                                // [QT][D]
+  float* s_k = s_acc + QT * D;                                // [KC][DK]
+  float* s_v = s_k + KC * DK;                                 // [KC][D]
+  float* s_p = s_v + KC * D;                                  // [QT][KC]
+  float* s_m = s_p + QT * KC;                                 // [QT]
+  float* s_l = s_m + QT;                                      // [QT]
+  float* s_corr = s_l + QT;                                   // [QT]
   int32_t* s_kpos = reinterpret_cast<int32_t*>(s_corr + QT);  // [KC]
 
   for (int32_t idx = threadIdx.x; idx < QT * D; idx += kAttnThreads) {
@@ -546,10 +547,14 @@ void launch_attention_decode(ActType at, const AttnParams& p, cudaStream_t strea
   const int32_t G = p.n_head / p.kv.n_head_kv;
   dispatch_codec(p.kv.codec, [&]<KvCodecId C>() {
     dispatch_act(at, [&]<ActType A>() {
-      if (G <= 1) launch_decode_g<C, A, 1>(p, stream);
-      else if (G <= 2) launch_decode_g<C, A, 2>(p, stream);
-      else if (G <= 4) launch_decode_g<C, A, 4>(p, stream);
-      else launch_decode_g<C, A, 8>(p, stream);
+      if (G <= 1)
+        launch_decode_g<C, A, 1>(p, stream);
+      else if (G <= 2)
+        launch_decode_g<C, A, 2>(p, stream);
+      else if (G <= 4)
+        launch_decode_g<C, A, 4>(p, stream);
+      else
+        launch_decode_g<C, A, 8>(p, stream);
     });
   });
   if (p.max_parts > 1) {
@@ -567,7 +572,8 @@ void launch_attention(ActType at, const AttnParams& p, cudaStream_t stream) {
   dispatch_codec(p.kv.codec, [&]<KvCodecId C>() {
     dispatch_act(at, [&]<ActType A>() {
       if (smem > 48 * 1024)
-        cudaFuncSetAttribute(attn_prefill_kernel<C, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        cudaFuncSetAttribute(attn_prefill_kernel<C, A>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
       attn_prefill_kernel<C, A><<<grid, kAttnThreads, smem, stream>>>(p);
     });
   });

@@ -24,11 +24,16 @@ namespace {
 // codec. None for every other dtype.
 PackedKv packed_for(KvDtype t) {
   switch (t) {
-    case KvDtype::INT4: return PackedKv::INT4;
-    case KvDtype::ROT4: return PackedKv::ROT4;
-    case KvDtype::KIVI4: return PackedKv::KIVI4;
-    case KvDtype::KIVI2: return PackedKv::KIVI2;
-    default: return PackedKv::None;
+    case KvDtype::INT4:
+      return PackedKv::INT4;
+    case KvDtype::ROT4:
+      return PackedKv::ROT4;
+    case KvDtype::KIVI4:
+      return PackedKv::KIVI4;
+    case KvDtype::KIVI2:
+      return PackedKv::KIVI2;
+    default:
+      return PackedKv::None;
   }
 }
 
@@ -75,8 +80,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, int device, double 
   // Llama 3.1+ per-pair RoPE frequency factors are applied by the CPU backend only; running
   // without them would give plausible but wrong logits, so refuse instead.
   if (c.rope_factors() != nullptr)
-    throw std::invalid_argument("CUDA backend: RoPE frequency factors (rope_freqs.weight, Llama 3.1+) are not "
-                                "implemented on CUDA yet; use --backend cpu");
+    throw std::invalid_argument(
+        "CUDA backend: RoPE frequency factors (rope_freqs.weight, Llama 3.1+) are not "
+        "implemented on CUDA yet; use --backend cpu");
   KVSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking));
   KVSCOPE_CUBLAS_CHECK(cublasCreate(&I.cublas));
   KVSCOPE_CUBLAS_CHECK(cublasSetStream(I.cublas, I.stream));
@@ -145,7 +151,8 @@ int32_t CudaBackend::recommended_num_blocks(const KvLayout& layout, double fract
   KVSCOPE_CUDA_CHECK(cudaSetDevice(I.device));
   KVSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const double in_use = static_cast<double>(total_b - free_b) - static_cast<double>(I.kv_pool.cap + I.kv_scales.cap);
-  const double budget = fraction * static_cast<double>(total_b) - in_use - static_cast<double>(activation_reserve_bytes());
+  const double budget =
+      fraction * static_cast<double>(total_b) - in_use - static_cast<double>(activation_reserve_bytes());
   KvLayout L = layout;
   L.num_blocks = 1;
   const double per_block = static_cast<double>(L.bytes_per_block());
@@ -161,7 +168,8 @@ void check_kv_request(const ModelConfig& c, const KvLayout& layout_in, const Att
   if (layout_in.block_size <= 0) throw std::invalid_argument("KV layout: block_size must be positive");
   // supports_kivi_residual() is false (the engine refuses it first); this guards direct callers.
   if (layout_in.kivi_residual > 0)
-    throw std::invalid_argument("the CUDA backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
+    throw std::invalid_argument(
+        "the CUDA backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
   // As CpuBackend: sinks need a window, and switch RoPE to cache positions (StreamingLLM).
   if (policy.window < 0 || policy.sinks < 0) throw std::invalid_argument("window and sinks must not be negative");
   if (policy.sinks > 0 && policy.window == 0) throw std::invalid_argument("attention sinks need a sliding window");
@@ -212,7 +220,8 @@ void CudaBackend::Impl::allocate_kv_pool(const KvLayout& L) {
     tile_bytes[v] = row_bytes[v] * L.block_size + kv_tile_extra_bytes(L.dtype, v, L.head_dim, L.block_size);
   }
   const int64_t tiles_per_layer = static_cast<int64_t>(L.num_blocks) * L.n_head_kv;
-  const int64_t layer_bytes = packed != PackedKv::None ? tiles_per_layer * tile_bytes[0] : vectors_per_layer * L.head_dim * elem;
+  const int64_t layer_bytes =
+      packed != PackedKv::None ? tiles_per_layer * tile_bytes[0] : vectors_per_layer * L.head_dim * elem;
   const int64_t v_layer_bytes = packed != PackedKv::None ? tiles_per_layer * tile_bytes[1] : layer_bytes;
   try {
     kv_pool.ensure(static_cast<size_t>(L.n_layer * (layer_bytes + v_layer_bytes)), "the KV cache");

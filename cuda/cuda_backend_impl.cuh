@@ -58,7 +58,10 @@ struct DevBuf {
     }
     cap = want;
   }
-  template <typename T> T* as() const { return static_cast<T*>(p); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 // Grow-only pinned host buffer (the step's single upload goes from here).
@@ -97,9 +100,9 @@ struct CudaBackend::Impl {
 
   // Weights on the device.
   struct Layer {
-    DevBuf wqkv, wo, wgu, wdown;                                 // ActType matrices
-    DevBuf attn_norm, ffn_norm, post_attn_norm, post_ffw_norm;   // f32 [n_embd]
-    DevBuf q_norm, k_norm, bqkv;                                 // f32, may be empty
+    DevBuf wqkv, wo, wgu, wdown;                                // ActType matrices
+    DevBuf attn_norm, ffn_norm, post_attn_norm, post_ffw_norm;  // f32 [n_embd]
+    DevBuf q_norm, k_norm, bqkv;                                // f32, may be empty
   };
   std::vector<Layer> layers;
   DevBuf tok_embd, output, output_norm;
@@ -121,7 +124,7 @@ struct CudaBackend::Impl {
   int32_t res_capacity = 0, res_used = 0, res_in_use = 0, res_peak = 0;
   std::vector<int32_t> res_of_block;  // block -> residual slot, -1 = quantized (or never written)
   std::vector<int32_t> res_free;
-  int64_t res_slot_elems = 0;         // f16 elements of one residual slot
+  int64_t res_slot_elems = 0;  // f16 elements of one residual slot
   bool kivi() const { return cuda::packed_kv_kivi(packed); }
   // Attention sinks: cos/sin of cache positions [2 (rope_base, rope_base_swa)][sinks + window][rope_dim].
   DevBuf sink_rope;
@@ -140,7 +143,9 @@ struct CudaBackend::Impl {
 
   void point_residual() {
     pool_view.k_res_base = residual.as<uint16_t>();
-    pool_view.v_res_base = residual.p ? pool_view.k_res_base + static_cast<int64_t>(layout.n_head_kv) * layout.block_size * layout.head_dim : nullptr;
+    pool_view.v_res_base =
+        residual.p ? pool_view.k_res_base + static_cast<int64_t>(layout.n_head_kv) * layout.block_size * layout.head_dim
+                   : nullptr;
     pool_view.res_layer_stride = 2LL * layout.n_head_kv * layout.block_size * layout.head_dim;
     pool_view.kv.res_stride = res_slot_elems;
   }
@@ -228,9 +233,9 @@ struct CudaBackend::Impl {
   // x [n][cols], y [n][rows] f32.
   void gemm(const void* w, int64_t rows, int64_t cols, const void* xin, int32_t n, float* y) {
     const float alpha = 1.0f, beta = 0.0f;
-    KVSCOPE_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, static_cast<int>(cols),
-                                      &alpha, w, gemm_type(), static_cast<int>(cols), xin, gemm_type(),
-                                      static_cast<int>(cols), &beta, y, CUDA_R_32F, static_cast<int>(rows),
+    KVSCOPE_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n,
+                                      static_cast<int>(cols), &alpha, w, gemm_type(), static_cast<int>(cols), xin,
+                                      gemm_type(), static_cast<int>(cols), &beta, y, CUDA_R_32F, static_cast<int>(rows),
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 

@@ -16,16 +16,26 @@ namespace kvscope::cuda {
 
 inline const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "CUBLAS_STATUS_?";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_?";
   }
 }
 
@@ -36,14 +46,14 @@ inline const char* cublas_status_name(cublasStatus_t s) {
 
 }  // namespace kvscope::cuda
 
-#define KVSCOPE_CUDA_CHECK(call)                                                                   \
-  do {                                                                                             \
-    const cudaError_t kvscope_e_ = (call);                                                         \
+#define KVSCOPE_CUDA_CHECK(call)                                                                       \
+  do {                                                                                                 \
+    const cudaError_t kvscope_e_ = (call);                                                             \
     if (kvscope_e_ != cudaSuccess) ::kvscope::cuda::throw_cuda(kvscope_e_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define KVSCOPE_CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                                 \
-    const cublasStatus_t kvscope_s_ = (call);                                                          \
+#define KVSCOPE_CUBLAS_CHECK(call)                                                                                 \
+  do {                                                                                                             \
+    const cublasStatus_t kvscope_s_ = (call);                                                                      \
     if (kvscope_s_ != CUBLAS_STATUS_SUCCESS) ::kvscope::cuda::throw_cublas(kvscope_s_, #call, __FILE__, __LINE__); \
   } while (0)

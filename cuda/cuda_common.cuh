@@ -14,13 +14,16 @@ namespace kvscope::cuda {
 
 // ---- activation / weight element types ------------------------------------------------------
 
-template <ActType A> struct Act;
-template <> struct Act<ActType::F16> {
+template <ActType A>
+struct Act;
+template <>
+struct Act<ActType::F16> {
   using T = __half;
   __device__ static T from_f32(float x) { return __float2half_rn(x); }
   __device__ static float to_f32(T x) { return __half2float(x); }
 };
-template <> struct Act<ActType::BF16> {
+template <>
+struct Act<ActType::BF16> {
   using T = __nv_bfloat16;
   __device__ static T from_f32(float x) { return __float2bfloat16_rn(x); }
   __device__ static float to_f32(T x) { return __bfloat162float(x); }
@@ -31,9 +34,11 @@ template <> struct Act<ActType::BF16> {
 // kQmax (code range for the scale); encode(x) of an already scaled value; decode(code);
 // load8(p, out): 8 consecutive elements (p is 8-element aligned: head_dim % 8 == 0).
 
-template <KvCodecId C> struct Codec;
+template <KvCodecId C>
+struct Codec;
 
-template <> struct Codec<KvCodecId::F32> {
+template <>
+struct Codec<KvCodecId::F32> {
   using T = float;
   static constexpr bool kScaled = false;
   static constexpr float kQmax = 1.0f;
@@ -45,7 +50,8 @@ template <> struct Codec<KvCodecId::F32> {
   }
 };
 
-template <> struct Codec<KvCodecId::F16> {
+template <>
+struct Codec<KvCodecId::F16> {
   using T = __half;
   static constexpr bool kScaled = false;
   static constexpr float kQmax = 1.0f;
@@ -62,7 +68,8 @@ template <> struct Codec<KvCodecId::F16> {
   }
 };
 
-template <> struct Codec<KvCodecId::BF16> {
+template <>
+struct Codec<KvCodecId::BF16> {
   using T = __nv_bfloat16;
   static constexpr bool kScaled = false;
   static constexpr float kQmax = 1.0f;
@@ -93,7 +100,8 @@ __device__ inline void fp8_load8(const uint8_t* p, float* out) {
   }
 }
 
-template <> struct Codec<KvCodecId::FP8_E4M3> {
+template <>
+struct Codec<KvCodecId::FP8_E4M3> {
   using T = uint8_t;
   static constexpr bool kScaled = true;
   static constexpr float kQmax = kvmath::kFp8E4M3Max;
@@ -102,7 +110,8 @@ template <> struct Codec<KvCodecId::FP8_E4M3> {
   __device__ static void load8(const T* p, float* out) { fp8_load8<__NV_E4M3>(p, out); }
 };
 
-template <> struct Codec<KvCodecId::FP8_E5M2> {
+template <>
+struct Codec<KvCodecId::FP8_E5M2> {
   using T = uint8_t;
   static constexpr bool kScaled = true;
   static constexpr float kQmax = kvmath::kFp8E5M2Max;
@@ -112,7 +121,8 @@ template <> struct Codec<KvCodecId::FP8_E5M2> {
   __device__ static void load8(const T* p, float* out) { fp8_load8<__NV_E5M2>(p, out); }
 };
 
-template <> struct Codec<KvCodecId::INT8> {
+template <>
+struct Codec<KvCodecId::INT8> {
   using T = int8_t;
   static constexpr bool kScaled = true;
   static constexpr float kQmax = kvmath::kInt8Max;
@@ -130,18 +140,32 @@ template <> struct Codec<KvCodecId::INT8> {
 template <typename F>
 inline void dispatch_codec(KvCodecId c, F&& f) {
   switch (c) {
-    case KvCodecId::F32: f.template operator()<KvCodecId::F32>(); break;
-    case KvCodecId::F16: f.template operator()<KvCodecId::F16>(); break;
-    case KvCodecId::BF16: f.template operator()<KvCodecId::BF16>(); break;
-    case KvCodecId::FP8_E4M3: f.template operator()<KvCodecId::FP8_E4M3>(); break;
-    case KvCodecId::FP8_E5M2: f.template operator()<KvCodecId::FP8_E5M2>(); break;
-    case KvCodecId::INT8: f.template operator()<KvCodecId::INT8>(); break;
+    case KvCodecId::F32:
+      f.template operator()<KvCodecId::F32>();
+      break;
+    case KvCodecId::F16:
+      f.template operator()<KvCodecId::F16>();
+      break;
+    case KvCodecId::BF16:
+      f.template operator()<KvCodecId::BF16>();
+      break;
+    case KvCodecId::FP8_E4M3:
+      f.template operator()<KvCodecId::FP8_E4M3>();
+      break;
+    case KvCodecId::FP8_E5M2:
+      f.template operator()<KvCodecId::FP8_E5M2>();
+      break;
+    case KvCodecId::INT8:
+      f.template operator()<KvCodecId::INT8>();
+      break;
   }
 }
 template <typename F>
 inline void dispatch_act(ActType a, F&& f) {
-  if (a == ActType::F16) f.template operator()<ActType::F16>();
-  else f.template operator()<ActType::BF16>();
+  if (a == ActType::F16)
+    f.template operator()<ActType::F16>();
+  else
+    f.template operator()<ActType::BF16>();
 }
 
 // ---- reductions -----------------------------------------------------------------------------

@@ -50,13 +50,15 @@ void CudaBackend::Impl::Step::check_batch() {
   if (batch.positions.size() != un || batch.slot_mapping.size() != un || batch.seq_index.size() != un)
     throw std::invalid_argument("BatchView: tokens, positions, slot_mapping and seq_index differ in length");
   if (batch.n_groups() != 1)
-    throw std::invalid_argument("the CUDA backend stores one KV group: run without the hybrid KV cache (--hybrid-kv off)");
+    throw std::invalid_argument(
+        "the CUDA backend stores one KV group: run without the hybrid KV cache (--hybrid-kv off)");
   n_seqs = static_cast<int32_t>(batch.block_tables.size());
   n_out = static_cast<int32_t>(batch.logits_rows.size());
   const int64_t n_slots_total = static_cast<int64_t>(L.num_blocks) * L.block_size;
   for (int32_t t = 0; t < n; ++t) {
     const TokenId id = batch.tokens[static_cast<size_t>(t)];
-    if (id < 0 || id >= c.n_vocab) throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id < 0 || id >= c.n_vocab)
+      throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
     const int32_t si = batch.seq_index[static_cast<size_t>(t)];
     KV_CHECK(si >= 0 && si < n_seqs, "BatchView: seq_index outside block_tables");
     const int64_t slot = batch.slot_mapping[static_cast<size_t>(t)];
@@ -170,7 +172,8 @@ int32_t CudaBackend::Impl::Step::max_parts(int32_t window, int32_t sinks) {
 }
 
 void CudaBackend::Impl::Step::ensure_activations() {
-  for (int32_t il = 0; il < c.n_layer; ++il) part_stride = std::max(part_stride, max_parts(I.layer_window(il), I.layer_sinks(il)));
+  for (int32_t il = 0; il < c.n_layer; ++il)
+    part_stride = std::max(part_stride, max_parts(I.layer_window(il), I.layer_sinks(il)));
   const size_t un = static_cast<size_t>(n);
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   const size_t ab = I.act_bytes;
@@ -189,8 +192,8 @@ void CudaBackend::Impl::Step::ensure_activations() {
 // Token embeddings into x, and layer 0's attention norm into xn.
 void CudaBackend::Impl::Step::embed() {
   cuda::launch_embed(I.act, I.tok_embd.p, sp.tokens, n, c.n_embd, c.traits.embed_scale, I.x.as<float>(), I.stream);
-  cuda::launch_residual_norm(I.act, I.x.as<float>(), nullptr, nullptr, I.layers[0].attn_norm.as<float>(), I.xn.p, nullptr,
-                             n, c.n_embd, c.rms_eps, I.stream);
+  cuda::launch_residual_norm(I.act, I.x.as<float>(), nullptr, nullptr, I.layers[0].attn_norm.as<float>(), I.xn.p,
+                             nullptr, n, c.n_embd, c.rms_eps, I.stream);
 }
 
 // QKV of the normed x, then per token q/k norms, bias and RoPE, and K/V into the cache.
@@ -251,8 +254,10 @@ void CudaBackend::Impl::Step::attention(int32_t il, const cuda::QkvParams& qp) {
     ap.part_o = ap.part_ml + static_cast<int64_t>(sp.n_decode) * c.n_head * part_stride * 2;
   }
   ap.error = I.error_dev.as<int32_t>();
-  if (I.packed != PackedKv::None) cuda::launch_attention_packed(I.act, ap, I.stream);
-  else cuda::launch_attention(I.act, ap, I.stream);
+  if (I.packed != PackedKv::None)
+    cuda::launch_attention_packed(I.act, ap, I.stream);
+  else
+    cuda::launch_attention(I.act, ap, I.stream);
   cuda::launch_kivi_complete(qp.kv, qp.k, qp.v, sp, I.stream);
 }
 
@@ -279,11 +284,11 @@ void CudaBackend::Impl::Step::output_and_ffn(int32_t il) {
 void CudaBackend::Impl::Step::logits(float* logits_out) {
   if (n_out <= 0) return;
   const int64_t E = c.n_embd, V = c.n_vocab;
-  cuda::launch_residual_norm(I.act, I.x.as<float>(), nullptr, nullptr, I.output_norm.as<float>(), I.xn.p, sp.logits_rows,
-                             n_out, c.n_embd, c.rms_eps, I.stream);
+  cuda::launch_residual_norm(I.act, I.x.as<float>(), nullptr, nullptr, I.output_norm.as<float>(), I.xn.p,
+                             sp.logits_rows, n_out, c.n_embd, c.rms_eps, I.stream);
   I.gemm(I.output_ptr, V, E, I.xn.p, n_out, I.logits.as<float>());
-  KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(logits_out, I.logits.p, static_cast<size_t>(n_out) * V * 4,
-                                     cudaMemcpyDeviceToHost, I.stream));
+  KVSCOPE_CUDA_CHECK(
+      cudaMemcpyAsync(logits_out, I.logits.p, static_cast<size_t>(n_out) * V * 4, cudaMemcpyDeviceToHost, I.stream));
 }
 
 // The kernels' error flag, read once the step is done.

@@ -11,12 +11,15 @@ namespace kvscope::cuda {
 
 int32_t kv_codec_elem_bytes(KvCodecId c) {
   switch (c) {
-    case KvCodecId::F32: return 4;
+    case KvCodecId::F32:
+      return 4;
     case KvCodecId::F16:
-    case KvCodecId::BF16: return 2;
+    case KvCodecId::BF16:
+      return 2;
     case KvCodecId::FP8_E4M3:
     case KvCodecId::FP8_E5M2:
-    case KvCodecId::INT8: return 1;
+    case KvCodecId::INT8:
+      return 1;
   }
   return 0;
 }
@@ -27,12 +30,18 @@ bool kv_codec_scaled(KvCodecId c) {
 
 const char* kv_codec_name(KvCodecId c) {
   switch (c) {
-    case KvCodecId::F32: return "f32";
-    case KvCodecId::F16: return "f16";
-    case KvCodecId::BF16: return "bf16";
-    case KvCodecId::FP8_E4M3: return "fp8_e4m3";
-    case KvCodecId::FP8_E5M2: return "fp8_e5m2";
-    case KvCodecId::INT8: return "int8";
+    case KvCodecId::F32:
+      return "f32";
+    case KvCodecId::F16:
+      return "f16";
+    case KvCodecId::BF16:
+      return "bf16";
+    case KvCodecId::FP8_E4M3:
+      return "fp8_e4m3";
+    case KvCodecId::FP8_E5M2:
+      return "fp8_e5m2";
+    case KvCodecId::INT8:
+      return "int8";
   }
   return "?";
 }
@@ -145,14 +154,18 @@ __global__ void qkv_rope_store_kernel(QkvParams p) {
   const int32_t blk = kvmath::slot_block(slot, p.kv.block_size), sib = kvmath::slot_offset(slot, p.kv.block_size);
   const int64_t vidx = kvmath::vector_index(blk, kvh, sib, p.kv.n_head_kv, p.kv.block_size);
   const int32_t res = kPacked && p.res_slot ? p.res_slot[t] : -1;
-  if constexpr (kPacked) packed_store_vector(sv, p.kv, p.k, false, blk, kvh, sib, res);
-  else store_head_vector<C>(sv, D, p.k, vidx, scratch_f);
+  if constexpr (kPacked)
+    packed_store_vector(sv, p.kv, p.k, false, blk, kvh, sib, res);
+  else
+    store_head_vector<C>(sv, D, p.k, vidx, scratch_f);
   float* sv2 = sv + D;
   const int32_t voff = Q + KV + kvh * D;
   for (int32_t d = threadIdx.x; d < D; d += blockDim.x) sv2[d] = row[voff + d] + (p.bias ? p.bias[voff + d] : 0.0f);
   __syncthreads();
-  if constexpr (kPacked) packed_store_vector(sv2, p.kv, p.v, true, blk, kvh, sib, res);
-  else store_head_vector<C>(sv2, D, p.v, vidx, scratch_f);
+  if constexpr (kPacked)
+    packed_store_vector(sv2, p.kv, p.v, true, blk, kvh, sib, res);
+  else
+    store_head_vector<C>(sv2, D, p.v, vidx, scratch_f);
 }
 
 __device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
@@ -207,7 +220,8 @@ __global__ void copy_packed_blocks_kernel(KvPoolView pool, const int32_t* copies
   for (int64_t i = threadIdx.x; i < bytes; i += blockDim.x) d[i] = s[i];
 }
 
-__global__ void codec_encode_kernel(const float* x, int32_t n, uint8_t* e4m3, uint8_t* e5m2, int8_t* i8, float i8_scale) {
+__global__ void codec_encode_kernel(const float* x, int32_t n, uint8_t* e4m3, uint8_t* e5m2, int8_t* i8,
+                                    float i8_scale) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   e4m3[i] = Codec<KvCodecId::FP8_E4M3>::encode(x[i]);
@@ -239,8 +253,8 @@ void launch_residual_norm(ActType at, float* x, float* o, const float* post_w, c
                           const int32_t* rows, int32_t n, int32_t E, float eps, cudaStream_t stream) {
   if (n <= 0) return;
   dispatch_act(at, [&]<ActType A>() {
-    residual_norm_kernel<A><<<n, kRowThreads, 0, stream>>>(x, o, post_w, norm_w, static_cast<typename Act<A>::T*>(xn),
-                                                           rows, E, eps);
+    residual_norm_kernel<A>
+        <<<n, kRowThreads, 0, stream>>>(x, o, post_w, norm_w, static_cast<typename Act<A>::T*>(xn), rows, E, eps);
   });
 }
 
@@ -253,7 +267,8 @@ void launch_qkv_rope_store(const QkvParams& p, cudaStream_t stream) {
     qkv_rope_store_kernel<KvCodecId::F32, true><<<grid, threads, smem, stream>>>(p);
     return;
   }
-  dispatch_codec(p.kv.codec, [&]<KvCodecId C>() { qkv_rope_store_kernel<C, false><<<grid, threads, smem, stream>>>(p); });
+  dispatch_codec(p.kv.codec,
+                 [&]<KvCodecId C>() { qkv_rope_store_kernel<C, false><<<grid, threads, smem, stream>>>(p); });
 }
 
 void launch_gated_act(ActType at, bool gelu, const float* gu, void* h, int32_t n, int32_t F, cudaStream_t stream) {

@@ -31,9 +31,9 @@ constexpr int32_t kMaxHeadDim = 256;
 // Kernel error codes, written to a device int the host checks after every step.
 enum KernelError : int32_t {
   kErrNone = 0,
-  kErrDroppedBlock = 1,     // attention reached a kNoBlock table entry
-  kErrTableOverrun = 2,     // a visible position lies past the sequence's block table
-  kErrSlotOutOfRange = 3,   // slot_mapping points outside the pool
+  kErrDroppedBlock = 1,    // attention reached a kNoBlock table entry
+  kErrTableOverrun = 2,    // a visible position lies past the sequence's block table
+  kErrSlotOutOfRange = 3,  // slot_mapping points outside the pool
 };
 
 // Device pointers into one step's packed upload (see CudaBackend::pack_step).
@@ -73,14 +73,14 @@ struct KvGeometry {
   int32_t n_head_kv = 0, head_dim = 0, block_size = 0, num_blocks = 0;
   KvCodecId codec = KvCodecId::F16;  // element codecs only (packed == None)
   PackedKv packed = PackedKv::None;
-  int32_t group = 0;                 // effective channel group (kv_effective_group)
-  int64_t row_bytes[2] = {0, 0};     // [is_value] bytes of one slot's row in a packed tile
-  int64_t tile_bytes[2] = {0, 0};    // [is_value] bytes of one (block, kv head) packed tile
+  int32_t group = 0;               // effective channel group (kv_effective_group)
+  int64_t row_bytes[2] = {0, 0};   // [is_value] bytes of one slot's row in a packed tile
+  int64_t tile_bytes[2] = {0, 0};  // [is_value] bytes of one (block, kv head) packed tile
   // KIVI's f16 residual (tokens of blocks not yet full): residual slot r of a layer's K or V at
   // KvArray::residual + r * res_stride, [kv_head][slot][head_dim] inside. res_of_block[b]: the
   // residual slot block b's rows are read from by attention, -1 once it is quantized.
   const int32_t* res_of_block = nullptr;
-  int64_t res_stride = 0;            // f16 elements between residual slots
+  int64_t res_stride = 0;  // f16 elements between residual slots
 };
 
 // ---- element-wise / per-row kernels (cuda_kernels.cu) ---------------------------------------
@@ -106,11 +106,11 @@ struct QkvParams {
   int32_t n_tokens = 0, n_head = 0;
   int32_t rope_dim = 0;
   bool neox = false;
-  bool rope = true;               // false with attention sinks: K is stored before RoPE and q/k are
-                                  // rotated at attention time by cache position (AttnParams::sink_rope)
+  bool rope = true;  // false with attention sinks: K is stored before RoPE and q/k are
+                     // rotated at attention time by cache position (AttnParams::sink_rope)
   float rope_base = 10000.0f, rope_freq_scale = 1.0f, eps = 1e-5f;
   KvGeometry kv;
-  KvArray k, v;                   // this layer's cache arrays
+  KvArray k, v;  // this layer's cache arrays
   int32_t* error = nullptr;
 };
 // Bias, q/k RMS norm, RoPE of q and k; K and V stored at their slots (encoded to the KV codec).
@@ -125,14 +125,14 @@ void launch_gated_act(ActType at, bool gelu, const float* gu, void* h, int32_t n
 struct KvPoolView {
   uint8_t* k_base = nullptr;
   uint8_t* v_base = nullptr;
-  int64_t layer_stride = 0;         // bytes (K; V too unless v_layer_stride is set)
-  int64_t v_layer_stride = 0;       // bytes of one layer's V (packed KIVI: K and V tiles differ); 0 = layer_stride
-  uint16_t* k_res_base = nullptr;   // KIVI residual: layer l's K part at k_res_base + l * res_layer_stride
+  int64_t layer_stride = 0;        // bytes (K; V too unless v_layer_stride is set)
+  int64_t v_layer_stride = 0;      // bytes of one layer's V (packed KIVI: K and V tiles differ); 0 = layer_stride
+  uint16_t* k_res_base = nullptr;  // KIVI residual: layer l's K part at k_res_base + l * res_layer_stride
   uint16_t* v_res_base = nullptr;
-  int64_t res_layer_stride = 0;     // f16 elements
+  int64_t res_layer_stride = 0;  // f16 elements
   float* k_scale_base = nullptr;
   float* v_scale_base = nullptr;
-  int64_t scale_layer_stride = 0;   // floats
+  int64_t scale_layer_stride = 0;  // floats
   int32_t n_layer = 0;
   KvGeometry kv;
   KVSCOPE_HD KvArray layer(int32_t l, bool value) const {
@@ -156,9 +156,9 @@ void launch_codec_selftest(const float* x, int32_t n, uint8_t* e4m3, uint8_t* e5
 // ---- paged attention (cuda_attention.cu) ----------------------------------------------------
 
 struct AttnParams {
-  const float* q = nullptr;   // q head h of token t at q + t * q_stride + h * head_dim
+  const float* q = nullptr;  // q head h of token t at q + t * q_stride + h * head_dim
   int32_t q_stride = 0;
-  void* out = nullptr;        // ActType [n_tokens][out_stride], head h at h * head_dim
+  void* out = nullptr;  // ActType [n_tokens][out_stride], head h at h * head_dim
   int32_t out_stride = 0;
   KvArray k, v;
   KvGeometry kv;
@@ -171,14 +171,14 @@ struct AttnParams {
   // (kv_math rope_cos_sin); nullptr = RoPE already applied at absolute positions.
   const float* sink_rope = nullptr;
   int32_t rope_dim = 0;
-  bool neox = false;              // with sinks, NEOX needs rope_dim % 16 == 0
+  bool neox = false;  // with sinks, NEOX needs rope_dim % 16 == 0
   StepPtrs step;
   // Split-K workspace for decode tokens: [n_decode][n_head][part_stride] (max, sum) pairs and
   // [n_decode][n_head][part_stride][head_dim] unnormalised outputs.
   float* part_ml = nullptr;
   float* part_o = nullptr;
-  int32_t part_stride = 0;        // partitions allocated per (token, head)
-  int32_t max_parts = 0;          // partitions this layer needs at most (grid z)
+  int32_t part_stride = 0;  // partitions allocated per (token, head)
+  int32_t max_parts = 0;    // partitions this layer needs at most (grid z)
   int32_t* error = nullptr;
 };
 // Workspace floats for n_decode tokens with up to max_parts partitions each.

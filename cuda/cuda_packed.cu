@@ -14,11 +14,16 @@ namespace kvscope::cuda {
 
 const char* packed_kv_name(PackedKv f) {
   switch (f) {
-    case PackedKv::None: return "none";
-    case PackedKv::INT4: return "int4";
-    case PackedKv::ROT4: return "rot4";
-    case PackedKv::KIVI4: return "kivi4";
-    case PackedKv::KIVI2: return "kivi2";
+    case PackedKv::None:
+      return "none";
+    case PackedKv::INT4:
+      return "int4";
+    case PackedKv::ROT4:
+      return "rot4";
+    case PackedKv::KIVI4:
+      return "kivi4";
+    case PackedKv::KIVI2:
+      return "kivi2";
   }
   return "?";
 }
@@ -47,7 +52,8 @@ __global__ void __launch_bounds__(kThreads) kivi_complete_kernel(KvGeometry g, K
     float* mn = s_par + D;
     for (int32_t c = threadIdx.x; c < D; c += blockDim.x) m4::complete_key_channel(pg, res, tile, c, &s[c], &mn[c]);
     __syncthreads();
-    for (int32_t idx = threadIdx.x; idx < bs * (D * pg.bits / 8); idx += blockDim.x) m4::complete_key_byte(pg, res, tile, idx, s, mn);
+    for (int32_t idx = threadIdx.x; idx < bs * (D * pg.bits / 8); idx += blockDim.x)
+      m4::complete_key_byte(pg, res, tile, idx, s, mn);
     return;
   }
   // Values: one thread per row (groups may share bytes when the group is odd).
@@ -118,14 +124,14 @@ __global__ void __launch_bounds__(kThreads) attn_packed_kernel(AttnParams p) {
   const bool rot = g.packed == PackedKv::ROT4, sink = p.sink_rope != nullptr;
 
   extern __shared__ float smem[];
-  float* s_q = smem;                 // [G][D]
-  float* s_acc = s_q + G * D;        // [G][D]
-  float* s_k = s_acc + G * D;        // [kKeys][DK]
-  float* s_v = s_k + kKeys * DK;     // [kKeys][D]
-  float* s_p = s_v + kKeys * D;      // [G][kKeys]
-  float* s_m = s_p + G * kKeys;      // [G]
-  float* s_l = s_m + G;              // [G]
-  float* s_corr = s_l + G;           // [G]
+  float* s_q = smem;                                       // [G][D]
+  float* s_acc = s_q + G * D;                              // [G][D]
+  float* s_k = s_acc + G * D;                              // [kKeys][DK]
+  float* s_v = s_k + kKeys * DK;                           // [kKeys][D]
+  float* s_p = s_v + kKeys * D;                            // [G][kKeys]
+  float* s_m = s_p + G * kKeys;                            // [G]
+  float* s_l = s_m + G;                                    // [G]
+  float* s_corr = s_l + G;                                 // [G]
   int32_t* s_ok = reinterpret_cast<int32_t*>(s_corr + G);  // [kKeys]
 
   for (int32_t idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
@@ -137,7 +143,8 @@ __global__ void __launch_bounds__(kThreads) attn_packed_kernel(AttnParams p) {
   // instead and q only gets RoPE at its cache position (CpuBackend::attend_group).
   if (sink) {
     const float* cs = p.sink_rope + static_cast<int64_t>(n_vis - 1) * p.rope_dim;
-    rope_rows(s_q, G, D, [cs](int32_t) { return cs; }, p.rope_dim, p.neox);
+    rope_rows(
+        s_q, G, D, [cs](int32_t) { return cs; }, p.rope_dim, p.neox);
   } else if (rot) {
     rotate_rows(s_q, G, D, D, false);
   }
@@ -171,7 +178,8 @@ __global__ void __launch_bounds__(kThreads) attn_packed_kernel(AttnParams p) {
       if (rot) rotate_rows(s_k, kKeys, DK, D, true);
       const AttnParams& pp = p;
       rope_rows(
-          s_k, kKeys, DK, [&pp, c0, nk](int32_t j) { return pp.sink_rope + static_cast<int64_t>(j < nk ? c0 + j : 0) * pp.rope_dim; },
+          s_k, kKeys, DK,
+          [&pp, c0, nk](int32_t j) { return pp.sink_rope + static_cast<int64_t>(j < nk ? c0 + j : 0) * pp.rope_dim; },
           p.rope_dim, p.neox);
     }
     __syncthreads();

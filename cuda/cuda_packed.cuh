@@ -38,7 +38,8 @@ __device__ inline void packed_store_vector(float* sv, const KvGeometry& g, const
     for (int32_t d = threadIdx.x; d < D; d += blockDim.x) dst[d] = m4::f32_to_f16_bits(sv[d]);
     return;
   }
-  if (threadIdx.x == 0) m4::store_int4_row(packed_geom(g), sv, packed_tile(g, a, is_value, block, head), is_value, slot);
+  if (threadIdx.x == 0)
+    m4::store_int4_row(packed_geom(g), sv, packed_tile(g, a, is_value, block, head), is_value, slot);
   __syncthreads();  // sv may be reused by the caller
 }
 

@@ -36,11 +36,11 @@ KVSCOPE_HD inline int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / 
 
 // ---- FP8 and int8: core/kv/kv_quant.h's codecs -------------------------------------------------
 
-using kvq::Fp8Overflow;
-using kvq::fp8_e4m3_to_f32;
-using kvq::fp8_e5m2_to_f32;
 using kvq::f32_to_fp8_e4m3;  // (x, mode), and (x) = Saturate
 using kvq::f32_to_fp8_e5m2;  // (x, mode), and (x) = Ieee
+using kvq::fp8_e4m3_to_f32;
+using kvq::fp8_e5m2_to_f32;
+using kvq::Fp8Overflow;
 
 constexpr float kFp8E4M3Max = kvq::kE4M3Max;
 constexpr float kFp8E5M2Max = kvq::kE5M2Max;
@@ -56,8 +56,12 @@ KVSCOPE_HD inline float int8_to_f32(int8_t q, float scale) { return static_cast<
 
 // ---- slot addressing (must agree with KvLayout) ----------------------------------------------
 
-KVSCOPE_HD inline int32_t slot_block(int64_t slot, int32_t block_size) { return static_cast<int32_t>(slot / block_size); }
-KVSCOPE_HD inline int32_t slot_offset(int64_t slot, int32_t block_size) { return static_cast<int32_t>(slot % block_size); }
+KVSCOPE_HD inline int32_t slot_block(int64_t slot, int32_t block_size) {
+  return static_cast<int32_t>(slot / block_size);
+}
+KVSCOPE_HD inline int32_t slot_offset(int64_t slot, int32_t block_size) {
+  return static_cast<int32_t>(slot % block_size);
+}
 // Index of the (block, head, slot) vector in one layer's [block][kv_head][slot][head_dim] array;
 // times head_dim it is KvLayout::tile_offset. Scales of quantized KV use this index directly.
 KVSCOPE_HD inline int64_t vector_index(int32_t block, int32_t head, int32_t slot_in_block, int32_t n_head_kv,
@@ -119,7 +123,8 @@ KVSCOPE_HD inline void rope_pair(int32_t i, int32_t n_rot, bool neox, int32_t* a
 // The window a layer attends with: the policy's window, narrowed to the model's own window on
 // its sliding-window layers (CpuBackend::layer_window).
 KVSCOPE_HD inline int32_t layer_window(int32_t policy_window, bool layer_is_swa, int32_t model_window) {
-  if (layer_is_swa && model_window > 0) return policy_window == 0 ? model_window : (policy_window < model_window ? policy_window : model_window);
+  if (layer_is_swa && model_window > 0)
+    return policy_window == 0 ? model_window : (policy_window < model_window ? policy_window : model_window);
   return policy_window;
 }
 
@@ -168,7 +173,9 @@ KVSCOPE_HD inline VisibleRange visible_union(int32_t pos_first, int32_t pos_last
 }
 
 // Split-K over the visible set: partitions of part_size visible positions each.
-KVSCOPE_HD inline int32_t num_partitions(int32_t n_visible, int32_t part_size) { return ceil_div(n_visible, part_size); }
+KVSCOPE_HD inline int32_t num_partitions(int32_t n_visible, int32_t part_size) {
+  return ceil_div(n_visible, part_size);
+}
 
 // ---- block-table walking ------------------------------------------------------------------
 

@@ -296,8 +296,8 @@ KVSCOPE_HD inline void store_int4_row(const PackedGeom& g, float* x, uint8_t* ti
 }
 // KIVI block completion from the block's f16 residual rows res[block_size][head_dim]:
 // keys, channel c's parameters (stored, and returned for the code bytes) ...
-KVSCOPE_HD inline void complete_key_channel(const PackedGeom& g, const uint16_t* res, uint8_t* tile, int32_t c, float* s,
-                                            float* mn) {
+KVSCOPE_HD inline void complete_key_channel(const PackedGeom& g, const uint16_t* res, uint8_t* tile, int32_t c,
+                                            float* s, float* mn) {
   const int32_t D = g.head_dim;
   auto val = [res, D](int32_t r, int32_t k) { return f16_bits_to_f32(res[static_cast<int64_t>(r) * D + k]); };
   channel_params(val, g.block_size, c, (1 << g.bits) - 1, s, mn);

@@ -45,7 +45,8 @@ void pack_opt(Packer& p, const std::optional<T>& v) {
 }
 
 void pack_stored(Packer& p, const KvBlockStored& s) {
-  const uint32_t n = 8 + (s.group_idx ? 1 : 0) + (s.kv_cache_spec_kind ? 1 : 0) + (s.kv_cache_spec_sliding_window ? 1 : 0);
+  const uint32_t n =
+      8 + (s.group_idx ? 1 : 0) + (s.kv_cache_spec_kind ? 1 : 0) + (s.kv_cache_spec_sliding_window ? 1 : 0);
   p.pack_map(n);
   pack_str(p, "type"), pack_str(p, "BlockStored");
   pack_str(p, "block_hashes"), pack_hashes(p, s.block_hashes);
@@ -57,7 +58,8 @@ void pack_stored(Packer& p, const KvBlockStored& s) {
   pack_str(p, "lora_name"), pack_opt(p, s.lora_name);
   if (s.group_idx) pack_str(p, "group_idx"), p.pack(*s.group_idx);
   if (s.kv_cache_spec_kind) pack_str(p, "kv_cache_spec_kind"), pack_str(p, *s.kv_cache_spec_kind);
-  if (s.kv_cache_spec_sliding_window) pack_str(p, "kv_cache_spec_sliding_window"), p.pack(*s.kv_cache_spec_sliding_window);
+  if (s.kv_cache_spec_sliding_window)
+    pack_str(p, "kv_cache_spec_sliding_window"), p.pack(*s.kv_cache_spec_sliding_window);
 }
 
 void pack_event(Packer& p, const KvEvent& ev) {
@@ -87,7 +89,8 @@ BlockHash BlockHash::from_bytes(std::string_view digest) {
   // vLLM's digests are 32 bytes (sha256); other lengths are other engines' or future hashes.
   // Empty or over 64 bytes is no hash anybody sends: an error rather than a silent key.
   if (digest.empty() || digest.size() > 64)
-    throw KvEventDecodeError("KV event batch: a block hash of " + std::to_string(digest.size()) + " bytes (1 to 64 expected)");
+    throw KvEventDecodeError("KV event batch: a block hash of " + std::to_string(digest.size()) +
+                             " bytes (1 to 64 expected)");
   BlockHash h;
   h.bytes_ = std::string(digest);
   for (size_t i = digest.size() > 8 ? digest.size() - 8 : 0; i < digest.size(); ++i)
@@ -124,7 +127,8 @@ std::string encode_sequence_number(int64_t seq) {
 
 int64_t decode_sequence_number(std::string_view frame) {
   if (frame.size() != 8)
-    throw KvEventDecodeError("KV event batch: a sequence number frame must be 8 bytes, got " + std::to_string(frame.size()));
+    throw KvEventDecodeError("KV event batch: a sequence number frame must be 8 bytes, got " +
+                             std::to_string(frame.size()));
   uint64_t u = 0;
   for (unsigned char c : frame) u = (u << 8) | c;
   return static_cast<int64_t>(u);

@@ -43,7 +43,7 @@ class BlockHash {
 
   bool is_bytes() const { return !bytes_.empty(); }
   bool is_negative() const { return negative_; }  // an integer that arrived as a negative int64
-  uint64_t bits() const { return bits_; }          // the integer form; for digests their last 8 bytes
+  uint64_t bits() const { return bits_; }         // the integer form; for digests their last 8 bytes
   const std::string& bytes() const { return bytes_; }
   // Text for people and JSON keys: decimal (signed when it came negative) or lowercase hex.
   std::string text() const;
@@ -68,8 +68,8 @@ struct KvBlockStored {
   std::optional<int64_t> lora_id;
   std::optional<std::string> medium = std::string("GPU");
   std::optional<std::string> lora_name;
-  std::optional<int32_t> group_idx;            // KV cache group (hybrid models)
-  std::optional<std::string> kv_cache_spec_kind;           // "full_attention", "sliding_window", ...
+  std::optional<int32_t> group_idx;               // KV cache group (hybrid models)
+  std::optional<std::string> kv_cache_spec_kind;  // "full_attention", "sliding_window", ...
   std::optional<int32_t> kv_cache_spec_sliding_window;
   bool operator==(const KvBlockStored&) const = default;
 };
@@ -88,27 +88,27 @@ struct KvAllBlocksCleared {
 using KvEvent = std::variant<KvBlockStored, KvBlockRemoved, KvAllBlocksCleared>;
 
 struct KvEventBatch {
-  double ts = 0;                               // seconds since the Unix epoch
+  double ts = 0;  // seconds since the Unix epoch
   std::vector<KvEvent> events;
-  std::optional<int32_t> data_parallel_rank;   // SGLang calls it attn_dp_rank
+  std::optional<int32_t> data_parallel_rank;  // SGLang calls it attn_dp_rank
   bool operator==(const KvEventBatch&) const = default;
 };
 
 // What the decoder skipped because it does not know it (added to, never reset).
 struct KvDecodeStats {
-  uint64_t ignored_fields = 0;   // map keys or trailing positional fields we do not read
-  uint64_t ignored_events = 0;   // events of a type we do not know
+  uint64_t ignored_fields = 0;  // map keys or trailing positional fields we do not read
+  uint64_t ignored_events = 0;  // events of a type we do not know
 };
 
 struct KvEventDecodeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string encode_kv_event_batch(const KvEventBatch& b);             // the msgpack payload frame
+std::string encode_kv_event_batch(const KvEventBatch& b);  // the msgpack payload frame
 // Throws KvEventDecodeError naming the problem; stats (optional) counts what was skipped.
 KvEventBatch decode_kv_event_batch(std::string_view payload, KvDecodeStats* stats = nullptr);
-std::string encode_sequence_number(int64_t seq);                      // the 8-byte big-endian frame
-int64_t decode_sequence_number(std::string_view frame);               // throws KvEventDecodeError
+std::string encode_sequence_number(int64_t seq);         // the 8-byte big-endian frame
+int64_t decode_sequence_number(std::string_view frame);  // throws KvEventDecodeError
 
 }  // namespace kvscope::kv_events
 

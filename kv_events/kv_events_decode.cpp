@@ -58,16 +58,23 @@ std::vector<BlockHash> as_hashes(const Obj& o) {
   return out;
 }
 
-std::optional<std::string> opt_str(const Obj* o, const char* f) { return is_nil(o) ? std::nullopt : std::optional(as_str(*o, f)); }
-std::optional<int32_t> opt_i32(const Obj* o, const char* f) { return is_nil(o) ? std::nullopt : std::optional(as_i32(*o, f)); }
-std::optional<int64_t> opt_i64(const Obj* o, const char* f) { return is_nil(o) ? std::nullopt : std::optional(as_int(*o, f)); }
+std::optional<std::string> opt_str(const Obj* o, const char* f) {
+  return is_nil(o) ? std::nullopt : std::optional(as_str(*o, f));
+}
+std::optional<int32_t> opt_i32(const Obj* o, const char* f) {
+  return is_nil(o) ? std::nullopt : std::optional(as_i32(*o, f));
+}
+std::optional<int64_t> opt_i64(const Obj* o, const char* f) {
+  return is_nil(o) ? std::nullopt : std::optional(as_int(*o, f));
+}
 
 // The fields each event type declares, in declaration order (the positional form's order).
 // Only the prefix up to the last one vLLM ever sent positionally has positions.
 const std::vector<std::string>& known_fields(const std::string& type) {
   static const std::map<std::string, std::vector<std::string>> k = {
-      {"BlockStored", {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
-                       "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window"}},
+      {"BlockStored",
+       {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "group_idx",
+        "kv_cache_spec_kind", "kv_cache_spec_sliding_window"}},
       {"BlockRemoved", {"block_hashes", "medium", "group_idx"}},
       {"AllBlocksCleared", {}}};
   static const std::vector<std::string> none;
@@ -75,7 +82,9 @@ const std::vector<std::string>& known_fields(const std::string& type) {
   return it == k.end() ? none : it->second;
 }
 
-bool is_known_type(const std::string& type) { return type == "BlockStored" || type == "BlockRemoved" || type == "AllBlocksCleared"; }
+bool is_known_type(const std::string& type) {
+  return type == "BlockStored" || type == "BlockRemoved" || type == "AllBlocksCleared";
+}
 
 KvBlockStored decode_stored(const Fields& f) {
   auto get = [&](const char* k) -> const Obj* {
@@ -120,8 +129,10 @@ KvEvent decode_fields(const std::string& type, const Fields& f) {
 // Keeps the fields `type` declares, counts the others.
 void add_field(Fields& f, const std::string& type, std::string key, const Obj* v, KvDecodeStats& st) {
   const auto& known = known_fields(type);
-  if (std::find(known.begin(), known.end(), key) == known.end()) ++st.ignored_fields;
-  else f[std::move(key)] = v;
+  if (std::find(known.begin(), known.end(), key) == known.end())
+    ++st.ignored_fields;
+  else
+    f[std::move(key)] = v;
 }
 
 // One event; nullopt for a type we do not know (counted).
@@ -145,8 +156,10 @@ std::optional<KvEvent> decode_event(const Obj& o, KvDecodeStats& st) {
     const auto& order = known_fields(type);
     const size_t positional = type == "BlockStored" ? 7 : type == "BlockRemoved" ? 2 : 0;
     for (uint32_t i = 1; i < o.via.array.size; ++i) {
-      if (i - 1 < positional) fields[order[i - 1]] = &o.via.array.ptr[i];
-      else ++st.ignored_fields;
+      if (i - 1 < positional)
+        fields[order[i - 1]] = &o.via.array.ptr[i];
+      else
+        ++st.ignored_fields;
     }
   } else {
     bad("an event is neither a map nor an array");
@@ -177,10 +190,14 @@ BatchSlots batch_slots(const Obj& o, KvDecodeStats& st) {
     for (uint32_t i = 0; i < o.via.map.size; ++i) {
       const std::string k = as_str(o.via.map.ptr[i].key, "a batch key");
       const Obj* v = &o.via.map.ptr[i].val;
-      if (k == "ts") s.ts = v;
-      else if (k == "events") s.events = v;
-      else if (k == "data_parallel_rank" || k == "attn_dp_rank") s.rank = v;
-      else ++st.ignored_fields;
+      if (k == "ts")
+        s.ts = v;
+      else if (k == "events")
+        s.events = v;
+      else if (k == "data_parallel_rank" || k == "attn_dp_rank")
+        s.rank = v;
+      else
+        ++st.ignored_fields;
     }
     if (!s.ts || !s.events) bad("the batch map lacks ts or events");
   } else {
@@ -203,9 +220,7 @@ KvEventBatch decode_kv_event_batch(std::string_view payload, KvDecodeStats* stat
     const size_t n = payload.size();
     const msgpack::unpack_limit limit(n, n / 2, n, n, n, 32);
     oh = msgpack::unpack(payload.data(), n, nullptr, nullptr, limit);
-  } catch (const std::exception& e) {
-    bad(std::string("not msgpack: ") + e.what());
-  }
+  } catch (const std::exception& e) { bad(std::string("not msgpack: ") + e.what()); }
   const BatchSlots s = batch_slots(oh.get(), st);
   KvEventBatch b;
   b.ts = as_ts(*s.ts);

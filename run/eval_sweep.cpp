@@ -22,9 +22,7 @@ std::vector<int32_t> parse_counts(const std::string& word, const std::vector<std
     long long x = -1;
     try {
       x = std::stoll(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
+    } catch (const std::exception&) { used = 0; }
     if (used == 0 || used != v.size() || x < 0 || x > (1 << 30))
       throw std::invalid_argument("--sweep '" + word + "': '" + v + "' is not a count >= 0");
     out.push_back(static_cast<int32_t>(x));
@@ -40,7 +38,8 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
     const size_t eq = w.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw std::invalid_argument("--sweep '" + w + "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual");
+      throw std::invalid_argument("--sweep '" + w +
+                                  "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual");
     const std::string name = w.substr(0, eq);
     const std::vector<std::string> values = split_commas(w.substr(eq + 1));
     if (values.empty()) throw std::invalid_argument("--sweep '" + w + "': no values");
@@ -63,12 +62,11 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       for (const std::string& v : values) {
         try {
           axes.evicts.push_back(parse_evict(v));
-        } catch (const std::invalid_argument& e) {
-          throw std::invalid_argument("--sweep '" + w + "': " + e.what());
-        }
+        } catch (const std::invalid_argument& e) { throw std::invalid_argument("--sweep '" + w + "': " + e.what()); }
       }
     } else {
-      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name + "' (dtype, window, sinks, evict, residual)");
+      throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name +
+                                  "' (dtype, window, sinks, evict, residual)");
     }
   }
   return axes;
@@ -115,7 +113,9 @@ SweepResult run_sweep(std::shared_ptr<const Model> model, const std::vector<Toke
   r.reference_cfg.evict = EvictConfig{};
   r.reference_cfg.keep_logits = with_kl;
   const std::vector<EvalConfig> cfgs = sweep_points(axes, base);
-  if (cfgs.empty()) throw std::invalid_argument("--sweep: the grid has no valid point (sinks need a window wider than them; eviction pairs with window 0)");
+  if (cfgs.empty())
+    throw std::invalid_argument(
+        "--sweep: the grid has no valid point (sinks need a window wider than them; eviction pairs with window 0)");
   if (progress) progress("reference (f32, full attention)", 0, cfgs.size() + 1);
   r.reference = eval_text(model, tokens, r.reference_cfg);
   for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -183,7 +183,9 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
 nlohmann::json sweep_json(const SweepResult& r, bool with_nll) {
   nlohmann::json j;
   SweepPoint ref{r.reference_cfg, r.reference, std::nullopt, false};
-  ref.agreement = r.points.empty() || r.points[0].agreement ? std::optional<LogitsAgreement>(LogitsAgreement{0, 0, 0, 1}) : std::nullopt;
+  ref.agreement = r.points.empty() || r.points[0].agreement
+                      ? std::optional<LogitsAgreement>(LogitsAgreement{0, 0, 0, 1})
+                      : std::nullopt;
   j["reference"] = sweep_point_json(ref, with_nll);
   j["reference"].erase("pareto");
   j["n_tokens"] = r.reference.n_tokens;

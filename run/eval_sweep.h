@@ -45,7 +45,7 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
 
 struct SweepPoint {
   EvalConfig cfg;
-  EvalRun run;                          // logits dropped once compared
+  EvalRun run;                               // logits dropped once compared
   std::optional<LogitsAgreement> agreement;  // none when the sweep runs without KL
   bool pareto = false;
 };

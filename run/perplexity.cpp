@@ -25,7 +25,8 @@ std::vector<double> log_softmax(const std::vector<float>& x) {
 }  // namespace
 
 double token_nll(std::span<const float> logits, TokenId target) {
-  if (target < 0 || static_cast<size_t>(target) >= logits.size()) throw std::invalid_argument("token_nll: target outside the vocabulary");
+  if (target < 0 || static_cast<size_t>(target) >= logits.size())
+    throw std::invalid_argument("token_nll: target outside the vocabulary");
   const double mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
   for (float v : logits) sum += std::exp(v - mx);
@@ -73,7 +74,8 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
     const auto snap = engine.snapshot();
     run.peak_blocks_used = std::max(run.peak_blocks_used, snap->memory.blocks_used);
     run.peak_kv_bytes = std::max(run.peak_kv_bytes, snap->memory.kv_used_bytes);  // every KV group's blocks
-    run.peak_kept_tokens = std::max<int32_t>(run.peak_kept_tokens, static_cast<int32_t>(snap->memory.slots_filled - snap->eviction.holes));
+    run.peak_kept_tokens =
+        std::max<int32_t>(run.peak_kept_tokens, static_cast<int32_t>(snap->memory.slots_filled - snap->eviction.holes));
     run.tokens_evicted = snap->eviction.tokens_evicted;
     run.tokens_hidden = snap->eviction.tokens_hidden;
     run.compactions = snap->eviction.compactions;
@@ -83,7 +85,8 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   const Sequence& s = engine.sequence(id);
   if (s.state == SeqState::Rejected) throw std::runtime_error("eval: the engine rejected the text: " + s.error);
   if (static_cast<int32_t>(run.nll.size()) != n - 1)
-    throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " + std::to_string(run.nll.size()));
+    throw std::logic_error("eval: expected " + std::to_string(n - 1) + " logits rows, got " +
+                           std::to_string(run.nll.size()));
   run.n_tokens = n;
   run.n_predicted = n - 1;
   run.kv_bytes_per_token = engine.backend().kv_bytes_per_token();

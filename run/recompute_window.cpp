@@ -24,18 +24,20 @@ std::vector<int32_t> spread_positions(int32_t first, int32_t last, int32_t count
 }
 
 std::vector<TokenId> recompute_window_prompt(const std::vector<TokenId>& tokens, int32_t row, int32_t window) {
-  if (row < 0 || static_cast<size_t>(row) >= tokens.size()) throw std::invalid_argument("recompute window: row outside the text");
+  if (row < 0 || static_cast<size_t>(row) >= tokens.size())
+    throw std::invalid_argument("recompute window: row outside the text");
   std::vector<TokenId> p{tokens[0]};
   const int32_t from = std::max(1, row - window + 2);
   p.insert(p.end(), tokens.begin() + from, tokens.begin() + row + 1);
   return p;
 }
 
-RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, int32_t window,
-                                   const std::vector<int32_t>& rows, const EvalConfig& cfg) {
+RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens,
+                                   int32_t window, const std::vector<int32_t>& rows, const EvalConfig& cfg) {
   const int32_t n = static_cast<int32_t>(tokens.size());
   if (window < 2) throw std::invalid_argument("recompute window: the window must hold at least 2 tokens");
-  if (cfg.window != 0 || cfg.sinks != 0) throw std::invalid_argument("recompute window: the engine itself runs full attention");
+  if (cfg.window != 0 || cfg.sinks != 0)
+    throw std::invalid_argument("recompute window: the engine itself runs full attention");
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.num_blocks = (window + 1 + cfg.block_size - 1) / cfg.block_size + 2;  // one window and its sampled token
@@ -51,7 +53,8 @@ RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std
   run.window = window;
   double sum = 0;
   for (int32_t row : rows) {
-    if (row < 0 || row > n - 2) throw std::invalid_argument("recompute window: row " + std::to_string(row) + " outside [0, n - 2]");
+    if (row < 0 || row > n - 2)
+      throw std::invalid_argument("recompute window: row " + std::to_string(row) + " outside [0, n - 2]");
     Request req;
     req.prompt = recompute_window_prompt(tokens, row, window);
     req.max_new_tokens = 1;
@@ -59,7 +62,8 @@ RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std
     req.record_logits = true;  // the sampling row is the prediction after the window's last token
     const SeqId id = engine.submit(req);
     engine.run_until_idle();
-    if (engine.sequence(id).state == SeqState::Rejected) throw std::runtime_error("recompute window: " + engine.sequence(id).error);
+    if (engine.sequence(id).state == SeqState::Rejected)
+      throw std::runtime_error("recompute window: " + engine.sequence(id).error);
     const auto& lg = engine.recorded_logits(id);
     if (lg.empty()) throw std::logic_error("recompute window: no logits recorded");
     const double nll = token_nll(lg[0], tokens[static_cast<size_t>(row + 1)]);

@@ -35,7 +35,7 @@ std::vector<TokenId> recompute_window_prompt(const std::vector<TokenId>& tokens,
 // Scores `rows` of the text with re-computed windows of `window` tokens through the real engine
 // (cfg's KV dtype, block size, chunk and threads; its window and sinks must be 0).
 // Throws std::invalid_argument for a window < 2, a row outside [0, n - 2] or a bad config.
-RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens, int32_t window,
-                                   const std::vector<int32_t>& rows, const EvalConfig& cfg);
+RecomputeRun eval_recompute_window(std::shared_ptr<const Model> model, const std::vector<TokenId>& tokens,
+                                   int32_t window, const std::vector<int32_t>& rows, const EvalConfig& cfg);
 
 }  // namespace kvscope

@@ -39,7 +39,7 @@ void WorkloadRunner::submit_due() {
         auto it = last_turn_.find(r.conversation);
         if (it == last_turn_.end()) continue;
         const std::optional<RequestResult>& prev = final_[it->second];
-        if (!prev) continue;  // the previous turn is still running
+        if (!prev) continue;                      // the previous turn is still running
         if (prev->state != SeqState::Finished) {  // the conversation broke off: this turn cannot run
           skip(i, "its conversation's previous turn did not finish");
           continue;
@@ -147,8 +147,7 @@ double WorkloadRunner::elapsed_s() const {
 }
 
 void WorkloadRunner::run_to_completion(const std::atomic<bool>* stop) {
-  while ((!stop || !stop->load()) && step()) {
-  }
+  while ((!stop || !stop->load()) && step()) {}
 }
 
 void WorkloadRunner::observe(const Snapshot& s) {
@@ -167,7 +166,8 @@ void WorkloadRunner::observe(const Snapshot& s) {
   if (s.memory.slots_reserved > peak_reserved_slots_) {
     peak_reserved_slots_ = s.memory.slots_reserved;
     // Plus the used blocks of the hybrid KV cache's other groups (0 for a single group).
-    const int64_t other_groups = s.memory.kv_used_bytes - static_cast<int64_t>(s.memory.blocks_used) * s.memory.kv_bytes_per_block;
+    const int64_t other_groups =
+        s.memory.kv_used_bytes - static_cast<int64_t>(s.memory.blocks_used) * s.memory.kv_bytes_per_block;
     m.peak_kv_bytes = s.memory.slots_reserved * s.memory.kv_bytes_per_token + std::max<int64_t>(0, other_groups);
     m.largest_free_run = s.allocator.largest_free_run;
     m.total_free_at_peak = s.allocator.total_free;
@@ -217,7 +217,8 @@ RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap)
 std::vector<RequestResult> WorkloadRunner::results() const {
   std::vector<RequestResult> out;
   const SnapshotPtr snap = engine_.snapshot();
-  for (size_t i = 0; i < wl_.requests.size(); ++i) out.push_back(final_[i] ? *final_[i] : result_from_engine(i, snap.get()));
+  for (size_t i = 0; i < wl_.requests.size(); ++i)
+    out.push_back(final_[i] ? *final_[i] : result_from_engine(i, snap.get()));
   return out;
 }
 

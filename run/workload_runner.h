@@ -26,10 +26,10 @@ namespace kvscope {
 
 struct RequestResult {
   std::string id;
-  std::vector<SeqId> seqs;            // n > 1: one per sample
+  std::vector<SeqId> seqs;  // n > 1: one per sample
   SeqState state = SeqState::Waiting;
   std::vector<TokenId> prompt;
-  std::vector<TokenId> tokens;        // generated ids (first sample)
+  std::vector<TokenId> tokens;  // generated ids (first sample)
   int32_t cached_prompt_tokens = 0;
   double ttft_ms = -1;
   int32_t preemptions = 0;
@@ -39,32 +39,32 @@ struct RequestResult {
 struct RunMetrics {
   uint64_t steps = 0;
   double wall_s = 0;
-  double waste_pct = 0;               // 100 * (1 - slots_filled / slots_reserved)
-  int64_t slots_reserved = 0;         // reserved slots summed over all steps (slot-steps)
-  int64_t slots_filled = 0;           // filled slots summed over all steps
-  int64_t peak_slots_reserved = 0;    // the most reserved in one step
-  int64_t peak_slots_filled = 0;      // the most filled in one step
-  double peak_waste_pct = 0;          // the worst single step
-  int64_t largest_free_run = 0;       // slots, at the step with the most memory reserved
+  double waste_pct = 0;             // 100 * (1 - slots_filled / slots_reserved)
+  int64_t slots_reserved = 0;       // reserved slots summed over all steps (slot-steps)
+  int64_t slots_filled = 0;         // filled slots summed over all steps
+  int64_t peak_slots_reserved = 0;  // the most reserved in one step
+  int64_t peak_slots_filled = 0;    // the most filled in one step
+  double peak_waste_pct = 0;        // the worst single step
+  int64_t largest_free_run = 0;     // slots, at the step with the most memory reserved
   int64_t total_free_at_peak = 0;
   double external_fragmentation = 0;  // the worst step (1 - largest_free_run / total_free)
   int64_t peak_kv_bytes = 0;          // reserved KV bytes at the peak
   int32_t peak_blocks_used = 0;
-  int32_t max_concurrent = 0;         // most sequences running in one step
+  int32_t max_concurrent = 0;  // most sequences running in one step
   uint64_t preemptions = 0;
   uint64_t rejected = 0;
   uint64_t generated_tokens = 0;
-  uint64_t prefill_tokens = 0;        // prompt tokens actually computed
-  double tokens_per_s = 0;            // generated tokens / wall time
+  uint64_t prefill_tokens = 0;  // prompt tokens actually computed
+  double tokens_per_s = 0;      // generated tokens / wall time
   uint64_t prefix_cache_queries_tokens = 0;
   uint64_t prefix_cache_hits_tokens = 0;
   uint64_t evictions = 0;
   // Baseline only (kv/contiguous_kv_manager.h BaselineCounters), totals over the run:
-  uint64_t overflows = 0;             // a sequence outgrew its reservation
+  uint64_t overflows = 0;  // a sequence outgrew its reservation
   uint64_t grown_in_place = 0;
   uint64_t relocations = 0;
-  uint64_t relocated_slots = 0;       // K/V slots those moves copied
-  uint64_t overflow_preemptions = 0;  // preempted while it could not grow
+  uint64_t relocated_slots = 0;                 // K/V slots those moves copied
+  uint64_t overflow_preemptions = 0;            // preempted while it could not grow
   uint64_t blocked_admission_steps = 0;         // steps the queue's head found no long enough run
   uint64_t blocked_by_fragmentation_steps = 0;  // ... although the free slots in all sufficed
   uint64_t failed_reservations = 0;
@@ -77,7 +77,8 @@ struct RunMetrics {
 struct WorkloadRunnerHooks {
   // A request went into the engine as `submitted` (its prompt with the conversation's history
   // prepended): `seqs` holds one id, or n for n parallel samples.
-  std::function<void(const WorkloadRequest& request, const Request& submitted, const std::vector<SeqId>& seqs)> on_submitted;
+  std::function<void(const WorkloadRequest& request, const Request& submitted, const std::vector<SeqId>& seqs)>
+      on_submitted;
   // A request that will never be submitted: its conversation broke off, its prompt could not be
   // built, or drop_pending() gave up on it.
   std::function<void(const WorkloadRequest& request)> on_skipped;
@@ -102,15 +103,15 @@ class WorkloadRunner {
   // the engine run on. Their results say why.
   void drop_pending();
   bool done() const;
-  double progress() const;            // finished requests / all requests
+  double progress() const;  // finished requests / all requests
   const RunMetrics& metrics() const { return metrics_; }
   std::vector<RequestResult> results() const;
-  nlohmann::json to_json() const;     // metrics + per-request results
+  nlohmann::json to_json() const;  // metrics + per-request results
 
  private:
   void submit_due();
   void skip(size_t i, std::string why);  // request i is done without ever being submitted
-  double elapsed_s() const;  // wall time since the first step()
+  double elapsed_s() const;              // wall time since the first step()
   void observe(const Snapshot& s);
   // Copies the result of every request whose sequences all finished: the engine prunes
   // finished sequences after a while, and a long run (the contiguous baseline runs few requests
@@ -122,10 +123,10 @@ class WorkloadRunner {
   Workload wl_;
   WorkloadRunnerOptions opt_;
   std::vector<bool> submitted_;
-  std::vector<std::string> skipped_why_;       // per request: why it was never submitted
-  std::vector<std::vector<SeqId>> seq_of_;     // per request
+  std::vector<std::string> skipped_why_;             // per request: why it was never submitted
+  std::vector<std::vector<SeqId>> seq_of_;           // per request
   std::vector<std::optional<RequestResult>> final_;  // per request, once all its sequences finished
-  std::map<std::string, size_t> last_turn_;    // conversation -> index of its latest submitted turn
+  std::map<std::string, size_t> last_turn_;          // conversation -> index of its latest submitted turn
   uint64_t step_ = 0;
   int64_t peak_reserved_slots_ = -1;
   std::chrono::steady_clock::time_point start_;

@@ -16,12 +16,18 @@ struct ApiError : std::runtime_error {
   }
   static std::string default_type(int status) {
     switch (status) {
-      case 401: return "authentication_error";
-      case 404: return "not_found_error";
-      case 413: return "request_too_large";
-      case 429: return "rate_limit_error";
-      case 503: return "server_overloaded";
-      default: return status >= 500 ? "internal_server_error" : "invalid_request_error";
+      case 401:
+        return "authentication_error";
+      case 404:
+        return "not_found_error";
+      case 413:
+        return "request_too_large";
+      case 429:
+        return "rate_limit_error";
+      case 503:
+        return "server_overloaded";
+      default:
+        return status >= 500 ? "internal_server_error" : "invalid_request_error";
     }
   }
 };

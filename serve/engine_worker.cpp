@@ -6,8 +6,8 @@ namespace kvscope::serve {
 
 EngineWorker::EngineWorker(std::unique_ptr<Engine> engine, WorkerLimits limits)
     : engine_(std::move(engine)), queue_(limits) {
-  engine_->set_callbacks({[this](SeqId id, TokenId t) { queue_.on_token(id, t); },
-                          [this](SeqId id) { queue_.on_finished(id); }});
+  engine_->set_callbacks(
+      {[this](SeqId id, TokenId t) { queue_.on_token(id, t); }, [this](SeqId id) { queue_.on_finished(id); }});
   queue_.attach(*engine_);
   queue_.set_wake([this] {
     {

@@ -27,7 +27,7 @@ class EngineWorker {
   void cancel(const std::shared_ptr<RequestChannel>& ch) { queue_.cancel(ch); }
   ServeMetrics metrics() const { return queue_.metrics(); }
   SnapshotPtr latest_snapshot() const { return engine_->latest_snapshot(); }  // any thread
-  const EngineConfig& config() const { return engine_->config(); }           // fixed after construction
+  const EngineConfig& config() const { return engine_->config(); }            // fixed after construction
   // Called on the engine thread after every step (the KV event publisher reads the cache there).
   void set_step_observer(std::function<void(const Engine&)> observer);
 

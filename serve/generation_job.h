@@ -11,14 +11,14 @@
 namespace kvscope::serve {
 
 struct GenerationJob {
-  std::vector<TokenId> prompt;        // BOS included as the model wants
+  std::vector<TokenId> prompt;  // BOS included as the model wants
   int32_t max_tokens = 16;
   SamplingParams sampling;
   bool ignore_eos = false;
-  std::vector<TokenId> stop_tokens;   // a chat template's end of turn
-  std::vector<std::string> stop;      // stop strings: the text ends before the first match
-  int n = 1;                          // parallel samples of the prompt (engine submit_parallel)
-  int logprobs = -1;                  // -1: none; else how many top alternatives per token
+  std::vector<TokenId> stop_tokens;  // a chat template's end of turn
+  std::vector<std::string> stop;     // stop strings: the text ends before the first match
+  int n = 1;                         // parallel samples of the prompt (engine submit_parallel)
+  int logprobs = -1;                 // -1: none; else how many top alternatives per token
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 
@@ -31,18 +31,18 @@ struct TopLogprob {
 // One thing the engine thread tells a request's HTTP thread.
 struct ChannelItem {
   enum class Kind { Token, Finish } kind = Kind::Token;
-  int index = 0;                      // which of the n choices
+  int index = 0;  // which of the n choices
   // Token: the sampled id, its text as far as it is complete UTF-8 and not held back by a
   // possible stop string (may be empty), and with logprobs its log-probability and top list.
   TokenId token = 0;
   std::string text;
-  std::string token_text;             // the token's own piece (for logprobs)
+  std::string token_text;  // the token's own piece (for logprobs)
   float logprob = 0;
   std::vector<TopLogprob> top;
   // Finish: "stop", "length", "cancelled" or "error" (error set), with the counts for usage.
   std::string finish_reason;
   std::string error;
-  int error_status = 0;               // an error the server caused (shutting down, engine rebuilt): 503
+  int error_status = 0;  // an error the server caused (shutting down, engine rebuilt): 503
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;

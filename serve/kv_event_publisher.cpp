@@ -15,7 +15,8 @@ struct KvEventPublisher::Impl {
   int64_t next_seq = 0;
 };
 
-KvEventPublisher::KvEventPublisher(const std::string& endpoint, const std::string& replay, std::string topic, size_t buffer_batches)
+KvEventPublisher::KvEventPublisher(const std::string& endpoint, const std::string& replay, std::string topic,
+                                   size_t buffer_batches)
     : impl_(std::make_unique<Impl>()), topic_(std::move(topic)), buffer_batches_(buffer_batches) {
   try {
     impl_->pub.set(zmq::sockopt::sndhwm, 100000);
@@ -84,16 +85,12 @@ void KvEventPublisher::loop() {
         std::vector<zmq::message_t> req;
         try {
           if (!zmq::recv_multipart(*s.replay, std::back_inserter(req), zmq::recv_flags::dontwait)) break;
-        } catch (const zmq::error_t&) {
-          break;
-        }
+        } catch (const zmq::error_t&) { break; }
         if (req.size() != 3 || req[2].size() != 8) continue;  // not a replay request: ignored, as vLLM does
         int64_t start = 0;
         try {
           start = decode_sequence_number(std::string_view(static_cast<const char*>(req[2].data()), 8));
-        } catch (const std::exception&) {
-          continue;
-        }
+        } catch (const std::exception&) { continue; }
         const std::string id(static_cast<const char*>(req[0].data()), req[0].size());
         auto send = [&](const std::string& seq_frame, const std::string& payload) {
           try {
@@ -101,8 +98,7 @@ void KvEventPublisher::loop() {
             s.replay->send(zmq::buffer(std::string()), zmq::send_flags::sndmore);
             s.replay->send(zmq::buffer(seq_frame), zmq::send_flags::sndmore);
             s.replay->send(zmq::buffer(payload), zmq::send_flags::none);
-          } catch (const zmq::error_t&) {
-          }
+          } catch (const zmq::error_t&) {}
         };
         for (const auto& [seq, payload] : s.buffer)
           if (seq >= start) send(encode_sequence_number(seq), payload);

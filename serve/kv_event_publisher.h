@@ -19,10 +19,11 @@ namespace kvscope::serve {
 class KvEventPublisher {
  public:
   // Throws std::runtime_error when an endpoint cannot be bound. replay may be empty.
-  KvEventPublisher(const std::string& endpoint, const std::string& replay, std::string topic, size_t buffer_batches = 10000);
-  ~KvEventPublisher();  // sends what is queued, then closes
-  void publish(const KvEventBatch& b);  // any thread
-  const std::string& endpoint() const { return endpoint_; }        // as bound (tcp://127.0.0.1:* resolved)
+  KvEventPublisher(const std::string& endpoint, const std::string& replay, std::string topic,
+                   size_t buffer_batches = 10000);
+  ~KvEventPublisher();                                       // sends what is queued, then closes
+  void publish(const KvEventBatch& b);                       // any thread
+  const std::string& endpoint() const { return endpoint_; }  // as bound (tcp://127.0.0.1:* resolved)
   const std::string& replay_endpoint() const { return replay_endpoint_; }
 
  private:

@@ -53,7 +53,9 @@ std::vector<KvEvent> KvEventTracker::update(const Engine& e) {
     for (BlockId b : stored) depth[b] = 0;
     auto depth_of = [&](BlockId b) {
       int d = 0;
-      for (BlockId q = pool.state(b).parent; q != kNoBlock && depth.count(q) && d < static_cast<int>(stored.size()); q = pool.state(q).parent) ++d;
+      for (BlockId q = pool.state(b).parent; q != kNoBlock && depth.count(q) && d < static_cast<int>(stored.size());
+           q = pool.state(q).parent)
+        ++d;
       return d;
     };
     for (BlockId b : stored) depth[b] = depth_of(b);

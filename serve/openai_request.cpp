@@ -50,15 +50,17 @@ int64_t get_int(const json& j, const char* name, int64_t def, int64_t lo, int64_
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       throw ApiError(400, std::string("'") + name + "' is out of range", name);
     x = v->get<int64_t>();
-  } else if (v->is_number_float() && std::isfinite(v->get<double>()) && v->get<double>() == std::floor(v->get<double>()) &&
-             std::fabs(v->get<double>()) < 9e15) {
+  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             v->get<double>() == std::floor(v->get<double>()) && std::fabs(v->get<double>()) < 9e15) {
     x = static_cast<int64_t>(v->get<double>());  // 2.0 is an integer, as pydantic takes it
   } else {
     throw ApiError(400, std::string("'") + name + "' must be an integer", name);
   }
   if (x < lo || x > hi)
-    throw ApiError(400, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                            ", got " + std::to_string(x), name);
+    throw ApiError(400,
+                   std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                       ", got " + std::to_string(x),
+                   name);
   return x;
 }
 
@@ -68,8 +70,10 @@ double get_num(const json& j, const char* name, double def, double lo, double hi
   if (!v->is_number()) throw ApiError(400, std::string("'") + name + "' must be a number", name);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
-    throw ApiError(400, std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
-                            json(hi).dump() + "], got " + json(x).dump(), name);
+    throw ApiError(400,
+                   std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
+                       json(hi).dump() + "], got " + json(x).dump(),
+                   name);
   }
   return x;
 }
@@ -104,7 +108,8 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
   // No seed: a fresh one, so repeated sampled requests differ (OpenAI's and vLLM's behaviour);
   // the engine's own default (0) would make them all alike.
   if (field(j, "seed")) {
-    s.seed = static_cast<uint64_t>(get_int(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    s.seed = static_cast<uint64_t>(
+        get_int(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
   } else {
     static std::atomic<uint64_t> counter{std::random_device{}()};
     s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
@@ -130,19 +135,25 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
 // fit the context, it is refused at once (with a lower bound on its token count).
 void check_text_fits(size_t bytes, const ServedModel& m, const char* param) {
   if (m.max_piece_bytes <= 0) return;
-  const uint64_t at_least = (bytes + static_cast<uint64_t>(m.max_piece_bytes) - 1) / static_cast<uint64_t>(m.max_piece_bytes);
+  const uint64_t at_least =
+      (bytes + static_cast<uint64_t>(m.max_piece_bytes) - 1) / static_cast<uint64_t>(m.max_piece_bytes);
   if (at_least >= static_cast<uint64_t>(m.max_model_len))
-    throw ApiError(400, "This model's maximum context length is " + std::to_string(m.max_model_len) +
-                            " tokens. However, your request has at least " + std::to_string(at_least) + " input tokens (" +
-                            std::to_string(bytes) + " bytes of text; no token is longer than " +
-                            std::to_string(m.max_piece_bytes) + " bytes). Please reduce the length of the input.", param);
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(m.max_model_len) +
+                       " tokens. However, your request has at least " + std::to_string(at_least) + " input tokens (" +
+                       std::to_string(bytes) + " bytes of text; no token is longer than " +
+                       std::to_string(m.max_piece_bytes) + " bytes). Please reduce the length of the input.",
+                   param);
 }
 
 void check_prompt_tokens(const std::vector<TokenId>& p, const ServedModel& m, const char* param) {
   if (p.empty()) throw ApiError(400, "the prompt is empty: at least one token is needed", param);
   for (TokenId t : p)
     if (t < 0 || t >= m.n_vocab)
-      throw ApiError(400, "token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(m.n_vocab - 1) + ")", param);
+      throw ApiError(
+          400,
+          "token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(m.n_vocab - 1) + ")",
+          param);
 }
 
 // max_tokens against the context, with both lengths named as vLLM's message does.
@@ -150,18 +161,22 @@ void set_max_tokens(const json& j, const ServedModel& m, ParsedRequest& r, const
   const int64_t plen = static_cast<int64_t>(r.job.prompt.size());
   const char* what = r.chat ? "messages" : "prompt";
   if (plen >= m.max_model_len)
-    throw ApiError(400, "This model's maximum context length is " + std::to_string(m.max_model_len) +
-                            " tokens. However, your request has " + std::to_string(plen) + " input tokens (in the " +
-                            what + "). Please reduce the length of the input.", r.chat ? "messages" : "prompt");
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(m.max_model_len) +
+                       " tokens. However, your request has " + std::to_string(plen) + " input tokens (in the " + what +
+                       "). Please reduce the length of the input.",
+                   r.chat ? "messages" : "prompt");
   const int64_t room = m.max_model_len - plen;
   const bool given = field(j, name) != nullptr;
   const int64_t mt = get_int(j, name, def_when_absent < 0 ? room : std::min(def_when_absent, room), 1,
                              std::numeric_limits<int64_t>::max());
   if (given && mt > room)
-    throw ApiError(400, "This model's maximum context length is " + std::to_string(m.max_model_len) +
-                            " tokens. However, you requested " + std::to_string(plen + mt) + " tokens (" +
-                            std::to_string(plen) + " in the " + what + ", " + std::to_string(mt) +
-                            " in the completion). Please reduce the length of the " + what + " or completion.", name);
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(m.max_model_len) +
+                       " tokens. However, you requested " + std::to_string(plen + mt) + " tokens (" +
+                       std::to_string(plen) + " in the " + what + ", " + std::to_string(mt) +
+                       " in the completion). Please reduce the length of the " + what + " or completion.",
+                   name);
   r.job.max_tokens = static_cast<int32_t>(mt);
 }
 
@@ -190,7 +205,8 @@ std::string message_content(const json& msg, size_t i) {
 
 int32_t longest_piece_bytes(const Tokenizer& tok) {
   size_t longest = 0;
-  for (TokenId id = 0; id < tok.n_vocab(); ++id) longest = std::max(longest, tok.token_to_piece(id, /*special=*/true).size());
+  for (TokenId id = 0; id < tok.n_vocab(); ++id)
+    longest = std::max(longest, tok.token_to_piece(id, /*special=*/true).size());
   return static_cast<int32_t>(longest);
 }
 
@@ -202,7 +218,8 @@ ParsedRequest parse_completion_request(const std::string& body, const ServedMode
   if (!p) throw ApiError(400, "'prompt' is required", "prompt");
   const json* one = p;
   if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
-    if (p->size() != 1) throw ApiError(400, "'prompt': one prompt per request (batched prompts are not supported)", "prompt");
+    if (p->size() != 1)
+      throw ApiError(400, "'prompt': one prompt per request (batched prompts are not supported)", "prompt");
     one = &p->front();
   }
   if (one->is_string()) {
@@ -213,7 +230,10 @@ ParsedRequest parse_completion_request(const std::string& body, const ServedMode
       if (!t.is_number_integer()) throw ApiError(400, "'prompt' must be a string or an array of token ids", "prompt");
       const int64_t v = t.get<int64_t>();
       if (v < 0 || v > std::numeric_limits<int32_t>::max())
-        throw ApiError(400, "token id " + std::to_string(v) + " is outside the vocabulary (0.." + std::to_string(m.n_vocab - 1) + ")", "prompt");
+        throw ApiError(
+            400,
+            "token id " + std::to_string(v) + " is outside the vocabulary (0.." + std::to_string(m.n_vocab - 1) + ")",
+            "prompt");
       r.job.prompt.push_back(static_cast<TokenId>(v));
     }
   } else {
@@ -241,11 +261,13 @@ ParsedRequest parse_chat_request(const std::string& body, const ServedModel& m) 
     const json& msg = (*msgs)[i];
     if (!msg.is_object()) throw ApiError(400, "messages[" + std::to_string(i) + "] must be an object", "messages");
     const json* role = field(msg, "role");
-    if (!role || !role->is_string()) throw ApiError(400, "messages[" + std::to_string(i) + "].role must be a string", "messages");
+    if (!role || !role->is_string())
+      throw ApiError(400, "messages[" + std::to_string(i) + "].role must be a string", "messages");
     std::string rs = role->get<std::string>();
     if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
     if (rs != "system" && rs != "user" && rs != "assistant")
-      throw ApiError(400, "messages[" + std::to_string(i) + "].role '" + rs + "' is not one of system, user, assistant", "messages");
+      throw ApiError(400, "messages[" + std::to_string(i) + "].role '" + rs + "' is not one of system, user, assistant",
+                     "messages");
     chat.push_back({rs, message_content(msg, i)});
   }
   size_t text_bytes = 0;
@@ -258,15 +280,15 @@ ParsedRequest parse_chat_request(const std::string& body, const ServedModel& m) 
     if (tok.add_bos() && tok.bos() >= 0) r.job.prompt.push_back(tok.bos());
     const std::vector<TokenId> ids = tokenize_chat_pieces(tok, render_chat(m.chat_template, chat, true), -1);
     r.job.prompt.insert(r.job.prompt.end(), ids.begin(), ids.end());
-  } catch (const ChatTemplateError& e) {
-    throw ApiError(400, std::string("messages: ") + e.what(), "messages");
-  }
+  } catch (const ChatTemplateError& e) { throw ApiError(400, std::string("messages: ") + e.what(), "messages"); }
   r.job.stop_tokens = chat_stop_tokens(tok, m.chat_template);
   check_prompt_tokens(r.job.prompt, m, "messages");
   const char* mt_name = field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   set_max_tokens(j, m, r, mt_name, -1);  // chat default: the rest of the context
-  if (get_bool(j, "logprobs", false)) r.job.logprobs = static_cast<int>(get_int(j, "top_logprobs", 0, 0, m.max_logprobs));
-  else if (field(j, "top_logprobs")) throw ApiError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  if (get_bool(j, "logprobs", false))
+    r.job.logprobs = static_cast<int>(get_int(j, "top_logprobs", 0, 0, m.max_logprobs));
+  else if (field(j, "top_logprobs"))
+    throw ApiError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
   return r;
 }
 

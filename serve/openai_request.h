@@ -14,13 +14,13 @@ namespace kvscope::serve {
 
 // What the parser needs to know about the served model.
 struct ServedModel {
-  std::string name;                   // the id clients pass as "model"
-  std::vector<std::string> aliases;   // also accepted (e.g. the path given on the command line)
+  std::string name;                  // the id clients pass as "model"
+  std::vector<std::string> aliases;  // also accepted (e.g. the path given on the command line)
   const Tokenizer* tokenizer = nullptr;
   ChatTemplateKind chat_template = ChatTemplateKind::Completion;
   int32_t max_model_len = 2048;
   int32_t n_vocab = 0;
-  int max_n = 16;                     // most parallel samples one request may ask for
+  int max_n = 16;  // most parallel samples one request may ask for
   int max_logprobs = 20;
   // The longest token's text in bytes (0: unknown): a text of B bytes is at least
   // B / max_piece_bytes tokens, so a prompt that cannot fit is refused before tokenizing it.
@@ -34,8 +34,8 @@ struct ParsedRequest {
   GenerationJob job;
   bool chat = false;
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
-  std::string model;                  // as the response should name it
+  bool include_usage = false;  // stream_options.include_usage
+  std::string model;           // as the response should name it
 };
 
 ParsedRequest parse_completion_request(const std::string& body, const ServedModel& m);

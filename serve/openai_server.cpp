@@ -28,7 +28,10 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 json error_json(int status, const std::string& message, const std::string& type, const std::string& param) {
   return {{"error",
-           {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", status}}}};
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", status}}}};
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -45,9 +48,9 @@ struct ChoiceAcc {
   std::string text;
   std::string finish_reason;
   std::string error;
-  int error_status = 0;       // set by the queue when the server, not the request, is the cause
+  int error_status = 0;  // set by the queue when the server, not the request, is the cause
   bool done = false;
-  bool role_sent = false;     // chat streams open each choice with the assistant role
+  bool role_sent = false;                                     // chat streams open each choice with the assistant role
   json logprobs_content = json::array();                      // chat
   json lp_tokens = json::array(), lp_values = json::array(),  // completions
       lp_top = json::array(), lp_offsets = json::array();
@@ -75,7 +78,10 @@ json chat_logprob_entry(const ChannelItem& it) {
 json completion_logprobs(const ChannelItem& it, size_t offset) {
   json top = json::object();
   for (const TopLogprob& t : it.top) top[t.text] = t.logprob;
-  return {{"tokens", {it.token_text}}, {"token_logprobs", {it.logprob}}, {"top_logprobs", {top}}, {"text_offset", {offset}}};
+  return {{"tokens", {it.token_text}},
+          {"token_logprobs", {it.logprob}},
+          {"top_logprobs", {top}},
+          {"text_offset", {offset}}};
 }
 
 json usage_json(const Accumulated& a) {
@@ -125,7 +131,7 @@ struct OpenAiServer::Impl {
   std::atomic<uint64_t> next_id{1};
   uint64_t id_salt = std::random_device{}();
   std::mutex errors_mu;
-  std::map<int, uint64_t> errors;  // status -> count, for kvscope:http_errors_total
+  std::map<int, uint64_t> errors;    // status -> count, for kvscope:http_errors_total
   std::atomic<bool> running{false};  // inside run()
 
   Impl(ServingQueue& w, ServedModel m, ServerOptions o) : worker(w), model(std::move(m)), opt(std::move(o)) {}
@@ -170,8 +176,10 @@ void OpenAiServer::Impl::configure_transport() {
 void OpenAiServer::Impl::install_guards() {
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.headers.size() > opt.max_headers) {
-      send_error(res, ApiError(431, "too many request headers (" + std::to_string(req.headers.size()) + ", at most " +
-                                        std::to_string(opt.max_headers) + ")", "", "invalid_request_error"));
+      send_error(res, ApiError(431,
+                               "too many request headers (" + std::to_string(req.headers.size()) + ", at most " +
+                                   std::to_string(opt.max_headers) + ")",
+                               "", "invalid_request_error"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!opt.api_key.empty() && req.path != "/health") {
@@ -189,12 +197,23 @@ void OpenAiServer::Impl::install_guards() {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string msg;
     switch (res.status) {
-      case 404: msg = "Not Found: no endpoint " + req.method + " " + req.path; break;
-      case 405: msg = "Method Not Allowed"; break;
-      case 413: msg = "the request body is larger than the server's limit"; break;
-      case 414: msg = "the request URI is too long"; break;
-      case 400: msg = "Bad Request: the HTTP request could not be parsed"; break;
-      default: msg = "HTTP error " + std::to_string(res.status);
+      case 404:
+        msg = "Not Found: no endpoint " + req.method + " " + req.path;
+        break;
+      case 405:
+        msg = "Method Not Allowed";
+        break;
+      case 413:
+        msg = "the request body is larger than the server's limit";
+        break;
+      case 414:
+        msg = "the request URI is too long";
+        break;
+      case 400:
+        msg = "Bad Request: the HTTP request could not be parsed";
+        break;
+      default:
+        msg = "HTTP error " + std::to_string(res.status);
     }
     res.set_content(dump(error_json(res.status, msg, ApiError::default_type(res.status), "")), "application/json");
     return httplib::Server::HandlerResponse::Handled;
@@ -203,9 +222,7 @@ void OpenAiServer::Impl::install_guards() {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+    } catch (const std::exception& e) { what = e.what(); } catch (...) {
     }
     res.status = 500;
     res.set_content(dump(error_json(500, "internal error: " + what, "internal_server_error", "")), "application/json");
@@ -242,8 +259,10 @@ void OpenAiServer::Impl::install_endpoints() {
   svr.Get("/kvscope/snapshot", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(to_json(*worker.latest_snapshot())), "application/json");
   });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+  svr.Post("/v1/completions",
+           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+  svr.Post("/v1/chat/completions",
+           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
 }
 
 void OpenAiServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -258,11 +277,14 @@ void OpenAiServer::Impl::generate(const httplib::Request& req, httplib::Response
     send_error(res, e);
     return;
   }
-  if (pr.stream) answer_stream(res, pr, ch);
-  else answer_whole(res, pr, ch);
+  if (pr.stream)
+    answer_stream(res, pr, ch);
+  else
+    answer_whole(res, pr, ch);
 }
 
-void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedRequest& pr, const std::shared_ptr<RequestChannel>& ch) {
+void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedRequest& pr,
+                                      const std::shared_ptr<RequestChannel>& ch) {
   Accumulated a;
   a.choices.resize(static_cast<size_t>(pr.job.n));
   const bool lp = pr.job.logprobs >= 0;
@@ -286,7 +308,11 @@ void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedReques
                          {"finish_reason", c.finish_reason}});
     } else {
       json lpj = nullptr;
-      if (lp) lpj = {{"tokens", c.lp_tokens}, {"token_logprobs", c.lp_values}, {"top_logprobs", c.lp_top}, {"text_offset", c.lp_offsets}};
+      if (lp)
+        lpj = {{"tokens", c.lp_tokens},
+               {"token_logprobs", c.lp_values},
+               {"top_logprobs", c.lp_top},
+               {"text_offset", c.lp_offsets}};
       choices.push_back({{"index", i}, {"text", c.text}, {"logprobs", lpj}, {"finish_reason", c.finish_reason}});
     }
   }
@@ -377,7 +403,8 @@ std::string StreamState::closing_events() const {
 
 }  // namespace
 
-void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedRequest& pr, const std::shared_ptr<RequestChannel>& ch) {
+void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedRequest& pr,
+                                       const std::shared_ptr<RequestChannel>& ch) {
   auto st = std::make_shared<StreamState>();
   st->ch = ch;
   st->pr = pr;
@@ -397,7 +424,8 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
   res.set_chunked_content_provider(
       "text/event-stream",
       [st, &w](size_t, httplib::DataSink& sink) {
-        std::vector<ChannelItem> items = st->first.empty() ? st->ch->take(std::chrono::milliseconds(200)) : std::exchange(st->first, {});
+        std::vector<ChannelItem> items =
+            st->first.empty() ? st->ch->take(std::chrono::milliseconds(200)) : std::exchange(st->first, {});
         std::string out;
         for (const ChannelItem& it : items) out += st->events_for(it);
         out += st->closing_events();
@@ -436,7 +464,8 @@ void OpenAiServer::bind() {
     if (port_ <= 0) throw std::runtime_error("cannot listen on " + o.host + " (any port)");
   } else {
     if (!impl_->svr.bind_to_port(o.host, o.port))
-      throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
+      throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                               " (in use, or not an address of this machine)");
     port_ = o.port;
   }
 }

@@ -12,13 +12,13 @@
 namespace kvscope::serve {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";     // loopback unless asked otherwise
-  int port = 8000;                    // 0: any free port (see bound_port())
-  std::string api_key;                // non-empty: every endpoint but /health needs "Bearer KEY"
-  size_t max_body_bytes = 8u << 20;   // larger bodies get 413
-  int http_threads = 64;              // concurrent connections served (streams hold one each)
-  int read_timeout_s = 5;             // a client that stalls mid-request is dropped after this
-  size_t max_headers = 100;           // more get 431
+  std::string host = "127.0.0.1";    // loopback unless asked otherwise
+  int port = 8000;                   // 0: any free port (see bound_port())
+  std::string api_key;               // non-empty: every endpoint but /health needs "Bearer KEY"
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  int http_threads = 64;             // concurrent connections served (streams hold one each)
+  int read_timeout_s = 5;            // a client that stalls mid-request is dropped after this
+  size_t max_headers = 100;          // more get 431
 };
 
 class OpenAiServer {
@@ -28,9 +28,9 @@ class OpenAiServer {
   // Binds the listening socket; throws std::runtime_error when it cannot.
   void bind();
   int bound_port() const { return port_; }
-  void run();   // serves until stop(); call bind() first
+  void run();              // serves until stop(); call bind() first
   bool listening() const;  // run() has started serving (any thread)
-  void stop();  // from any thread (a signal handler's helper thread)
+  void stop();             // from any thread (a signal handler's helper thread)
 
  private:
   struct Impl;

@@ -12,10 +12,14 @@ namespace {
 std::string escape(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -85,9 +89,11 @@ std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const Me
             static_cast<double>(c.prefix_queries_tokens));
   w.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
             static_cast<double>(c.prefix_hits_tokens));
-  w.counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", static_cast<double>(c.preemptions));
+  w.counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
+            static_cast<double>(c.preemptions));
   w.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", static_cast<double>(m.prompt_tokens));
-  w.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", static_cast<double>(m.generation_tokens));
+  w.counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
+            static_cast<double>(m.generation_tokens));
   w.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const char* reason : {"stop", "length"}) {
     auto it = m.finished_by_reason.find(reason);
@@ -107,7 +113,8 @@ std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const Me
               "Histogram of new KV tokens computed during prefill (excluding cached tokens).", m.prefill_computed);
 
   // kvscope's own.
-  w.family("kvscope:kv_blocks", "gauge", "KV blocks by state (cached: unreferenced but hashed, evictable) and KV group.");
+  w.family("kvscope:kv_blocks", "gauge",
+           "KV blocks by state (cached: unreferenced but hashed, evictable) and KV group.");
   auto blocks = [&](int g, int32_t u, int32_t ca, int32_t f) {
     const std::string grp = "group=\"" + std::to_string(g) + "\",state=";
     w.sample("kvscope:kv_blocks", u, grp + "\"used\"");
@@ -118,7 +125,8 @@ std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const Me
   for (size_t g = 1; g < s.kv_groups.size(); ++g)
     blocks(static_cast<int>(g), s.kv_groups[g].blocks_used, s.kv_groups[g].blocks_cached, s.kv_groups[g].blocks_free);
   w.gauge("kvscope:kv_waste_perc", "Reserved KV slots holding no token, 0..1 (group 0).", mem.waste_pct / 100.0);
-  w.gauge("kvscope:kv_tokens_stored", "Tokens held in used KV blocks (group 0).", static_cast<double>(mem.slots_filled));
+  w.gauge("kvscope:kv_tokens_stored", "Tokens held in used KV blocks (group 0).",
+          static_cast<double>(mem.slots_filled));
   w.gauge("kvscope:kv_used_bytes", "KV memory in use, every group.", static_cast<double>(mem.kv_used_bytes));
   w.gauge("kvscope:kv_pool_bytes", "KV memory pool, every group.", static_cast<double>(mem.kv_pool_bytes));
   w.gauge("kvscope:external_fragmentation", "1 - largest free run / free slots (0 for the paged allocator).",
@@ -129,8 +137,10 @@ std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const Me
   w.counter("kvscope:engine_steps_total", "Engine steps.", static_cast<double>(c.steps));
   w.counter("kvscope:requests_cancelled_total", "Sequences cancelled (client gone or stop string).",
             static_cast<double>(m.requests_cancelled));
-  w.counter("kvscope:requests_rejected_total", "Sequences the engine refused after admission.", static_cast<double>(m.requests_rejected));
-  w.gauge("kvscope:requests_in_flight", "Sequences submitted to the engine thread and not finished.", m.active_requests);
+  w.counter("kvscope:requests_rejected_total", "Sequences the engine refused after admission.",
+            static_cast<double>(m.requests_rejected));
+  w.gauge("kvscope:requests_in_flight", "Sequences submitted to the engine thread and not finished.",
+          m.active_requests);
   w.counter("kvscope:kv_validations_total", "KV-cache invariant checks run when the engine went idle.",
             static_cast<double>(m.kv_validations));
   w.counter("kvscope:kv_validation_failures_total", "KV-cache invariant checks that failed.",

@@ -57,7 +57,7 @@ struct ServingQueue::Choice {
   int logprobs = -1;
   std::vector<std::string> stop;
   Utf8StreamDecoder utf8;
-  std::string held;                   // text held back: it may be the start of a stop string
+  std::string held;  // text held back: it may be the start of a stop string
   bool stopped_by_string = false;
   Clock::time_point arrival, last_token;
   bool got_token = false;
@@ -228,8 +228,10 @@ bool ServingQueue::intake() {
     for (SeqId id : ids) engine_->cancel(id);
   }
   for (Pending& p : jobs) {
-    if (p.ch->cancel_requested()) refuse_cancelled(p);  // gone before it started
-    else start_job(p);
+    if (p.ch->cancel_requested())
+      refuse_cancelled(p);  // gone before it started
+    else
+      start_job(p);
   }
   return !jobs.empty() || !cancels.empty();
 }
@@ -254,7 +256,8 @@ void ServingQueue::start_job(Pending& p) {
   r.stop_tokens = p.job.stop_tokens;
   r.record_logits = p.job.logprobs >= 0;  // the rows logprobs are computed from
   r.label = "http";
-  const std::vector<SeqId> ids = p.job.n == 1 ? std::vector<SeqId>{engine_->submit(r)} : engine_->submit_parallel(r, p.job.n);
+  const std::vector<SeqId> ids =
+      p.job.n == 1 ? std::vector<SeqId>{engine_->submit(r)} : engine_->submit_parallel(r, p.job.n);
   std::vector<SeqId>& mine = by_channel_[p.ch.get()];
   for (size_t i = 0; i < ids.size(); ++i) {
     auto c = std::make_unique<Choice>();
@@ -315,9 +318,12 @@ bool ServingQueue::on_finished(SeqId id) {
   Choice& c = *owned;
   const Sequence& s = engine_->sequence(id);
   std::string reason, error;
-  if (c.stopped_by_string || (s.state == SeqState::Finished && s.finish == FinishReason::Eos)) reason = "stop";
-  else if (s.state == SeqState::Finished) reason = "length";
-  else if (s.state == SeqState::Cancelled) reason = "cancelled";
+  if (c.stopped_by_string || (s.state == SeqState::Finished && s.finish == FinishReason::Eos))
+    reason = "stop";
+  else if (s.state == SeqState::Finished)
+    reason = "length";
+  else if (s.state == SeqState::Cancelled)
+    reason = "cancelled";
   else {
     reason = "error";
     error = s.error.empty() ? "the engine rejected the request" : s.error;
@@ -340,7 +346,8 @@ bool ServingQueue::on_finished(SeqId id) {
     } else {
       ++metrics_.finished_by_reason[reason];
       metrics_.e2e.observe(std::chrono::duration<double>(Clock::now() - c.arrival).count());
-      metrics_.prefill_computed.observe(static_cast<double>(s.prompt().size() - static_cast<size_t>(s.num_cached_prompt)));
+      metrics_.prefill_computed.observe(
+          static_cast<double>(s.prompt().size() - static_cast<size_t>(s.num_cached_prompt)));
     }
   }
   forget(c, id);

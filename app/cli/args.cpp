@@ -6,10 +6,14 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& option
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     // A few llama.cpp-style short options.
-    if (a == "-n") a = "--n-predict";
-    else if (a == "-m") a = "--model";
-    else if (a == "-p") a = "--prompt";
-    else if (a == "-t") a = "--threads";
+    if (a == "-n")
+      a = "--n-predict";
+    else if (a == "-m")
+      a = "--model";
+    else if (a == "-p")
+      a = "--prompt";
+    else if (a == "-t")
+      a = "--threads";
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional_.push_back(a);
       continue;
@@ -55,9 +59,7 @@ int64_t Args::i64(const std::string& name, int64_t def) const {
     const int64_t v = std::stoll(it->second, &used);
     if (used != it->second.size()) throw std::invalid_argument("trailing");
     return v;
-  } catch (const std::exception&) {
-    throw UsageError("--" + name + " expects an integer, got '" + it->second + "'");
-  }
+  } catch (const std::exception&) { throw UsageError("--" + name + " expects an integer, got '" + it->second + "'"); }
 }
 
 double Args::f64(const std::string& name, double def) const {
@@ -68,9 +70,7 @@ double Args::f64(const std::string& name, double def) const {
     const double v = std::stod(it->second, &used);
     if (used != it->second.size()) throw std::invalid_argument("trailing");
     return v;
-  } catch (const std::exception&) {
-    throw UsageError("--" + name + " expects a number, got '" + it->second + "'");
-  }
+  } catch (const std::exception&) { throw UsageError("--" + name + " expects a number, got '" + it->second + "'"); }
 }
 
 }  // namespace kvscope::cli

@@ -63,8 +63,10 @@ nlohmann::json bench_kv_dtype_decode(const Args& a, std::shared_ptr<Model> m, in
     }
     nlohmann::json rows = nlohmann::json::array();
     for (size_t i = 0; i < dtypes.size(); ++i)
-      rows.push_back({{"kv_dtype", dtypes[i]}, {"paged_us", quantile(us[i], 0.5)},
-                      {"over_baseline", quantile(ratio[i], 0.5)}, {"ratio_p10", quantile(ratio[i], 0.1)},
+      rows.push_back({{"kv_dtype", dtypes[i]},
+                      {"paged_us", quantile(us[i], 0.5)},
+                      {"over_baseline", quantile(ratio[i], 0.5)},
+                      {"ratio_p10", quantile(ratio[i], 0.1)},
                       {"ratio_p90", quantile(ratio[i], 0.9)}});
     return rows;
   };

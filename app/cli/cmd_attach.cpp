@@ -39,9 +39,7 @@ std::vector<attach::InstanceSpec> instance_specs(const Args& a) {
     attach::InstanceSpec base{eps[i], i < replays.size() ? replays[i] : "", a.str("topic"), 0, static_cast<int>(i)};
     try {
       for (auto& s : attach::expand_dp_ranks(base, static_cast<int>(ranks))) out.push_back(std::move(s));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
+    } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   }
   return out;
 }
@@ -52,7 +50,8 @@ attach::TokenText token_text(const std::string& path) {
   std::shared_ptr<Tokenizer> tok(Tokenizer::from_gguf(*file));
   return [tok](const std::vector<int64_t>& ids) {
     std::string s;
-    for (int64_t id : ids) s += id >= 0 && id < tok->n_vocab() ? tok->token_to_piece(static_cast<TokenId>(id)) : "\xEF\xBF\xBD";
+    for (int64_t id : ids)
+      s += id >= 0 && id < tok->n_vocab() ? tok->token_to_piece(static_cast<TokenId>(id)) : "\xEF\xBF\xBD";
     return s;
   };
 }
@@ -70,9 +69,10 @@ void print_summary(const attach::ZmqAttach& z) {
 }  // namespace
 
 int cmd_attach(int argc, char** argv, int first) {
-  const Args a(argc, argv, first,
-               {"endpoint", "dp-ranks", "replay", "metrics", "topic", "tokenizer", "seconds", "json-out", "replay-timeout-ms"},
-               {"help"});
+  const Args a(
+      argc, argv, first,
+      {"endpoint", "dp-ranks", "replay", "metrics", "topic", "tokenizer", "seconds", "json-out", "replay-timeout-ms"},
+      {"help"});
   if (a.has("help")) {
     std::cout << kAttachHelp;
     return 0;
@@ -86,16 +86,12 @@ int cmd_attach(int argc, char** argv, int first) {
   for (const std::string& url : a.all("metrics")) {
     try {
       scrapers.push_back(std::make_unique<attach::MetricsScraper>(url));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
+    } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   }
   std::unique_ptr<attach::ZmqAttach> zp;
   try {
     zp = std::make_unique<attach::ZmqAttach>(instance_specs(a), static_cast<int>(replay_ms));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   attach::ZmqAttach& z = *zp;
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
@@ -107,7 +103,9 @@ int cmd_attach(int argc, char** argv, int first) {
     for (auto& s : scrapers) m.push_back(s->stats());
     return m;
   };
-  const auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
+  const auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
   attach::tick_timelines(timelines, z, scraped(), unix_now());
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
@@ -123,7 +121,9 @@ int cmd_attach(int argc, char** argv, int first) {
   if (a.has("json-out")) {
     std::ofstream f(a.str("json-out"));
     // Token text may end inside a UTF-8 sequence (a block boundary cuts it): replace, not throw.
-    f << attach::attach_report(z, metrics, text, seconds, timelines).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    f << attach::attach_report(z, metrics, text, seconds, timelines)
+             .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+      << "\n";
     if (!f) throw std::runtime_error("cannot write " + a.str("json-out"));
   }
   return 0;

@@ -64,8 +64,11 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
     prefill.push_back(prompt_len / std::chrono::duration<double>(t1 - t0).count());
     decode.push_back((gen - 1) / std::chrono::duration<double>(t2 - t1).count());
   }
-  nlohmann::json j{{"prompt_len", prompt_len}, {"gen", gen}, {"reps", reps},
-                   {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)}};
+  nlohmann::json j{{"prompt_len", prompt_len},
+                   {"gen", gen},
+                   {"reps", reps},
+                   {"prefill_tokens_per_s", median(prefill)},
+                   {"decode_tokens_per_s", median(decode)}};
   if (!attention_share.empty())
     j["prefill_time_share"] = {{"attention", median(attention_share)},
                                {"matmul", median(matmul_share)},
@@ -76,8 +79,8 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
 // Total generated tokens/s of one fixed workload (`n_requests` requests, same prompt and output
 // length each) with at most `batch` of them running together: the same work at every batch
 // size, so the rows compare directly; what continuous batching buys over one at a time.
-nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batch, int32_t n_requests, int32_t prompt_len,
-                           int32_t gen) {
+nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batch, int32_t n_requests,
+                           int32_t prompt_len, int32_t gen) {
   EngineConfig cfg = engine_config(a, *m);
   cfg.sched.max_running = batch;
   auto engine = std::make_unique<Engine>(m, make_backend(a, m), cfg);
@@ -93,10 +96,15 @@ nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batc
   while (engine->step()) most_running = std::max(most_running, engine->latest_snapshot()->running);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto snap = engine->snapshot();
-  return {{"batch", batch}, {"requests", n_requests}, {"prompt_len", prompt_len}, {"gen", gen}, {"seconds", s},
+  return {{"batch", batch},
+          {"requests", n_requests},
+          {"prompt_len", prompt_len},
+          {"gen", gen},
+          {"seconds", s},
           {"generated_tokens", snap->counters.tokens_decoded},
           {"tokens_per_s", static_cast<double>(snap->counters.tokens_decoded) / s},
-          {"most_running", most_running}, {"preemptions", snap->counters.preemptions}};
+          {"most_running", most_running},
+          {"preemptions", snap->counters.preemptions}};
 }
 
 // Decode attention of one token over `ctx` positions, all layers' worth of heads: walking a
@@ -109,17 +117,23 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
   const auto dt = parse_kv_dtype(dt_name);
   if (!dt) throw UsageError("--kv-dtype '" + dt_name + "' is not one of " + kv_dtype_choices());
   if (kv_dtype_packed(*dt))
-    throw UsageError("--kv-dtype " + dt_name + " is stored per tile and has no contiguous layout to compare with: "
-                     "use --kv-dtypes int8," + dt_name + " to time its paged decode against another dtype");
+    throw UsageError("--kv-dtype " + dt_name +
+                     " is stored per tile and has no contiguous layout to compare with: "
+                     "use --kv-dtypes int8," +
+                     dt_name + " to time its paged decode against another dtype");
   PagingProbe probe(m, ctx, bs, *dt, threads);
   const std::string prefetch = a.str("kv-prefetch", "auto");
-  if (prefetch == "always") probe.backend().set_prefetch_threshold(0);
-  else if (prefetch == "never") probe.backend().set_prefetch_threshold(std::numeric_limits<int64_t>::max());
-  else if (prefetch != "auto") throw UsageError("--kv-prefetch must be auto, always or never");
+  if (prefetch == "always")
+    probe.backend().set_prefetch_threshold(0);
+  else if (prefetch == "never")
+    probe.backend().set_prefetch_threshold(std::numeric_limits<int64_t>::max());
+  else if (prefetch != "auto")
+    throw UsageError("--kv-prefetch must be auto, always or never");
   // same: the contiguous reference prefetches by the same rule (its next chunk's rows), so the
   // ratio measures the addressing alone; hardware: it relies on the hardware prefetcher.
   const std::string contig_pf = a.str("contiguous-prefetch", "same");
-  if (contig_pf != "same" && contig_pf != "hardware") throw UsageError("--contiguous-prefetch must be same or hardware");
+  if (contig_pf != "same" && contig_pf != "hardware")
+    throw UsageError("--contiguous-prefetch must be same or hardware");
   probe.set_contiguous_prefetch(contig_pf == "same");
   // pos-major: [pos][kv_head][head_dim], a pre-paging engine's per-layer cache; head-major:
   // [kv_head][pos][head_dim], each head's keys one dense stream (the best case for contiguous).
@@ -163,13 +177,23 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
       ratio.push_back(p / cc);
     }
     std::sort(ratio.begin(), ratio.end());
-    auto quantile = [&](double f) { return ratio[static_cast<size_t>(f * static_cast<double>(ratio.size() - 1) + 0.5)]; };
-    return nlohmann::json{{"paged_us", median(paged)}, {"contiguous_us", median(contiguous)},
-                          {"paged_over_contiguous", quantile(0.5)}, {"ratio_p10", quantile(0.1)},
+    auto quantile = [&](double f) {
+      return ratio[static_cast<size_t>(f * static_cast<double>(ratio.size() - 1) + 0.5)];
+    };
+    return nlohmann::json{{"paged_us", median(paged)},
+                          {"contiguous_us", median(contiguous)},
+                          {"paged_over_contiguous", quantile(0.5)},
+                          {"ratio_p10", quantile(0.1)},
                           {"ratio_p90", quantile(0.9)}};
   };
-  nlohmann::json row{{"context", ctx}, {"block_size", bs}, {"kv_dtype", dt_name}, {"reps", reps},
-                     {"kv_prefetch", prefetch}, {"contiguous_prefetch", contig_pf}, {"contiguous_layout", contig_layout}, {"prefetch_threshold_bytes", probe.backend().prefetch_threshold()}};
+  nlohmann::json row{{"context", ctx},
+                     {"block_size", bs},
+                     {"kv_dtype", dt_name},
+                     {"reps", reps},
+                     {"kv_prefetch", prefetch},
+                     {"contiguous_prefetch", contig_pf},
+                     {"contiguous_layout", contig_layout},
+                     {"prefetch_threshold_bytes", probe.backend().prefetch_threshold()}};
   row["hot"] = measure(false);
   row["cold"] = measure(true);
   row["sweep_checksum"] = sink;  // keeps the sweep from being optimised away
@@ -179,7 +203,9 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
 }  // namespace
 
 int cmd_bench(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch", "contiguous-prefetch", "contiguous-layout", "kv-dtypes"}),
+  const Args a(argc, argv, first,
+               with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch",
+                                    "contiguous-prefetch", "contiguous-layout", "kv-dtypes"}),
                {"help", "no-single", "no-batch", "no-paging"});
   if (a.has("help")) {
     std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
@@ -227,7 +253,8 @@ int cmd_bench(int argc, char** argv, int first) {
     const std::vector<int32_t> batches = int_list(a.str("batches", "1,4,16"));
     const int32_t n_requests = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
     for (int32_t b : batches) rows.push_back(bench_batch(a, lm.model, b, n_requests, 32, gen));
-    for (auto& r : rows) r["speedup_vs_first"] = r["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
+    for (auto& r : rows)
+      r["speedup_vs_first"] = r["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
     j["batch"] = rows;
   }
   if (a.has("kv-dtypes")) {
@@ -235,11 +262,13 @@ int cmd_bench(int argc, char** argv, int first) {
     std::stringstream ss(a.str("kv-dtypes", ""));
     for (std::string item; std::getline(ss, item, ',');) dtypes.push_back(item);
     nlohmann::json rows = nlohmann::json::array();
-    for (int32_t ctx : int_list(a.str("contexts", "1024,4096"))) rows.push_back(bench_kv_dtype_decode(a, lm.model, ctx, std::max(reps, 21), dtypes));
+    for (int32_t ctx : int_list(a.str("contexts", "1024,4096")))
+      rows.push_back(bench_kv_dtype_decode(a, lm.model, ctx, std::max(reps, 21), dtypes));
     j["kv_dtype_decode"] = rows;
   } else if (!a.has("no-paging")) {
     nlohmann::json rows = nlohmann::json::array();
-    for (int32_t ctx : int_list(a.str("contexts", "1024,4096"))) rows.push_back(bench_paging_cost(a, lm.model, ctx, std::max(reps, 21)));
+    for (int32_t ctx : int_list(a.str("contexts", "1024,4096")))
+      rows.push_back(bench_paging_cost(a, lm.model, ctx, std::max(reps, 21)));
     j["paging_cost"] = rows;
   }
   std::cout << j.dump(2) << "\n";

@@ -28,10 +28,11 @@ void print_stats(const Engine& engine, const ChatConversation& conv) {
   const SnapshotPtr snap = engine.snapshot();
   const MemorySnap& m = snap->memory;
   const EngineCounters& c = snap->counters;
-  std::printf("KV cache: %d blocks of %d tokens: %d used, %d cached (evictable), %d free; %lld tokens stored, %.2f MiB used\n",
-              m.blocks_total, snap->block_size, m.blocks_used, m.blocks_cached, m.blocks_free,
-              static_cast<long long>(m.slots_filled),
-              static_cast<double>(static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block) / (1 << 20));
+  std::printf(
+      "KV cache: %d blocks of %d tokens: %d used, %d cached (evictable), %d free; %lld tokens stored, %.2f MiB used\n",
+      m.blocks_total, snap->block_size, m.blocks_used, m.blocks_cached, m.blocks_free,
+      static_cast<long long>(m.slots_filled),
+      static_cast<double>(static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block) / (1 << 20));
   std::printf("conversation: %d turns, %zu tokens; prefix cache: %llu of %llu prompt tokens reused\n", conv.turns(),
               conv.tokens().size(), static_cast<unsigned long long>(c.prefix_hits_tokens),
               static_cast<unsigned long long>(c.prefix_queries_tokens));
@@ -44,7 +45,8 @@ void print_miss(const Engine& engine, SeqId id, const Tokenizer& tok) {
   if (!s || s->admissions.empty()) return;
   const PrefixLookup& l = s->admissions.front().lookup;
   if (l.hit_tokens >= l.shared_tokens) return;
-  const std::string why = describe_miss(l, engine.config().block_size, [&](TokenId t) { return tok.token_to_piece(t); });
+  const std::string why =
+      describe_miss(l, engine.config().block_size, [&](TokenId t) { return tok.token_to_piece(t); });
   std::printf("[prefix hit %d of %d tokens shared with request %lld: %s]\n", l.hit_tokens, l.shared_tokens,
               static_cast<long long>(l.shared_with), why.c_str());
 }
@@ -54,16 +56,17 @@ void print_miss(const Engine& engine, SeqId id, const Tokenizer& tok) {
 int cmd_chat(int argc, char** argv, int first) {
   const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help", "greedy"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli chat [--model M] [--chat-template NAME|TEXT] [--system TEXT] [-n N]\n"
-                 "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
-                 "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
-                 "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
-                 "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] [--kivi-residual R] ...\n"
-                 "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
-                 "  /reset        start a new conversation (cached blocks stay until evicted)\n"
-                 "  /stats        KV cache usage and prefix-cache reuse\n"
-                 "  /system TEXT  set the system prompt (starts a new conversation)\n"
-                 "Templates: ";
+    std::cout
+        << "kvscope-cli chat [--model M] [--chat-template NAME|TEXT] [--system TEXT] [-n N]\n"
+           "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
+           "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
+           "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
+           "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] [--kivi-residual R] ...\n"
+           "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
+           "  /reset        start a new conversation (cached blocks stay until evicted)\n"
+           "  /stats        KV cache usage and prefix-cache reuse\n"
+           "  /system TEXT  set the system prompt (starts a new conversation)\n"
+           "Templates: ";
     for (const std::string& n : chat_template_names()) std::cout << n << " ";
     std::cout << "\n  default: recognised from the model's tokenizer.chat_template; none: completion (plain text)\n";
     return 0;
@@ -77,17 +80,17 @@ int cmd_chat(int argc, char** argv, int first) {
   ChatTemplateChoice choice;
   try {
     choice = choose_chat_template(*lm.model->file, tok, a.str("chat-template"));
-  } catch (const ChatTemplateError& e) {
-    throw UsageError(std::string("--chat-template: ") + e.what());
-  }
+  } catch (const ChatTemplateError& e) { throw UsageError(std::string("--chat-template: ") + e.what()); }
   auto engine = make_engine(a, lm.model);
   std::cerr << lm.model->describe() << "\n" << engine->kv_summary() << "\n";
   std::printf("chat template: %s\n", choice.describe().c_str());
-  if (is_greedy(sampling)) std::printf("sampling: greedy (reproducible)\n");
+  if (is_greedy(sampling))
+    std::printf("sampling: greedy (reproducible)\n");
   else
-    std::printf("sampling: temperature %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu (--greedy for reproducible)\n",
-                sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty,
-                static_cast<unsigned long long>(sampling.seed));
+    std::printf(
+        "sampling: temperature %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu (--greedy for reproducible)\n",
+        sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty,
+        static_cast<unsigned long long>(sampling.seed));
   if (!choice.warning.empty()) std::printf("warning: %s\n", choice.warning.c_str());
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) std::printf("type a message; /reset, /stats, /system TEXT, /quit\n");
@@ -157,11 +160,11 @@ int cmd_chat(int argc, char** argv, int first) {
     const int n_gen = static_cast<int>(s.output_tokens().size());
     const double decode_s = total_s - ttft_ms / 1000.0;
     const double tps = n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0;
-    const char* stop = s.finish == FinishReason::Eos                                ? "end of turn"
+    const char* stop = s.finish == FinishReason::Eos                           ? "end of turn"
                        : s.total_len() >= engine->config().sched.max_model_len ? "context full, /reset to go on"
-                                                                                : "length";
-    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n", s.prompt_tokens().size(),
-                s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
+                                                                               : "length";
+    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n",
+                s.prompt_tokens().size(), s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
     print_miss(*engine, id, tok);
     std::fflush(stdout);
     conv.commit(text, reply, s.tokens);

@@ -57,9 +57,7 @@ std::vector<EvictConfig> parse_evict_list(const std::string& list, int32_t selec
   for (std::string spec; std::getline(ss, spec, ',');) {
     try {
       out.push_back(parse_evict(spec));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
+    } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
     out.back().select_at = select_at;
   }
   if (out.empty()) throw UsageError("--evict needs at least one policy (or off)");
@@ -86,7 +84,8 @@ std::vector<int32_t> parse_residual_list(const std::string& list) {
   for (std::string r; std::getline(ss, r, ',');) {
     char* end = nullptr;
     const long v = std::strtol(r.c_str(), &end, 10);
-    if (r.empty() || *end != '\0' || v < 0 || v > (1 << 24)) throw UsageError("--kivi-residual '" + r + "' is not a token count >= 0");
+    if (r.empty() || *end != '\0' || v < 0 || v > (1 << 24))
+      throw UsageError("--kivi-residual '" + r + "' is not a token count >= 0");
     out.push_back(static_cast<int32_t>(v));
   }
   if (out.empty()) throw UsageError("--kivi-residual needs at least one value");
@@ -96,27 +95,31 @@ std::vector<int32_t> parse_residual_list(const std::string& list) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads", "chunk", "max-tokens", "out",
-                "recompute-window", "recompute-rows", "sinks-layers", "evict", "snapkv-at"},
-               {"json", "help", "sweep", "nll", "no-kl"});
+  const Args a(
+      argc, argv, first,
+      {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads", "chunk",
+       "max-tokens", "out", "recompute-window", "recompute-rows", "sinks-layers", "evict", "snapkv-at"},
+      {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices() << "]\n"
-                 "  [--kv-group G] [--kivi-residual R[,R2,...]] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
-                 "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window; h2o:B:layer per layer) [--snapkv-at N]\n"
-                 "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
-                 "the next-token distributions against the f32-KV full-attention run on the same text.\n"
-                 "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
-                 "  [residual=0,64,128] (KIVI dtypes only)\n"
-                 "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
-                 "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
-                 "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
-                 "tokens evicted, Pareto frontier (peak KV vs KL).\n"
-                 "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
-                 "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
-                 "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
-                 "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
-                 "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
-                 "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
+    std::cout
+        << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices()
+        << "]\n"
+           "  [--kv-group G] [--kivi-residual R[,R2,...]] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+           "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window; h2o:B:layer per layer) [--snapkv-at N]\n"
+           "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
+           "the next-token distributions against the f32-KV full-attention run on the same text.\n"
+           "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
+           "  [residual=0,64,128] (KIVI dtypes only)\n"
+           "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
+           "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
+           "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
+           "tokens evicted, Pareto frontier (peak KV vs KL).\n"
+           "--nll: per-position NLL of every run in the JSON; --no-kl: keep no logits (long texts on big vocabularies),\n"
+           "the frontier is then on perplexity; --recompute-window: StreamingLLM's re-computation baseline (BOS + the\n"
+           "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
+           "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
+           "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
+           "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
   if (!a.has("text")) throw UsageError("--text FILE is required");
@@ -126,7 +129,8 @@ int cmd_eval(int argc, char** argv, int first) {
   const size_t text_tokens = tokens.size();  // before --max-tokens
   const int64_t max_tokens = a.i64("max-tokens", 0);
   if (max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
-  if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
+  if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens)
+    tokens.resize(static_cast<size_t>(max_tokens));
   if (tokens.size() < 2) throw UsageError("the text has fewer than 2 tokens");
 
   EvalConfig cfg;
@@ -138,20 +142,24 @@ int cmd_eval(int argc, char** argv, int first) {
   cfg.window = static_cast<int32_t>(a.i64("window", 0));
   cfg.sinks = static_cast<int32_t>(a.i64("sinks", 0));
   const std::string sinks_layers = a.str("sinks-layers", "all");
-  if (sinks_layers != "all" && sinks_layers != "global") throw UsageError("--sinks-layers is all or global, not '" + sinks_layers + "'");
+  if (sinks_layers != "all" && sinks_layers != "global")
+    throw UsageError("--sinks-layers is all or global, not '" + sinks_layers + "'");
   cfg.sinks_in_sliding_layers = sinks_layers == "all";
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));
   if (cfg.window < 0 || cfg.sinks < 0) throw UsageError("--window and --sinks must be >= 0");
-  const std::vector<EvictConfig> evicts = parse_evict_list(a.str("evict", "off"), static_cast<int32_t>(a.i64("snapkv-at", 0)));
+  const std::vector<EvictConfig> evicts =
+      parse_evict_list(a.str("evict", "off"), static_cast<int32_t>(a.i64("snapkv-at", 0)));
   const bool any_evict = std::any_of(evicts.begin(), evicts.end(), [](const EvictConfig& e) { return e.on(); });
   if (cfg.sinks > 0 && cfg.window == 0 && !any_evict) throw UsageError("--sinks needs --window (or --evict)");
   if (cfg.chunk < 1 || cfg.threads < 0) throw UsageError("--chunk must be >= 1 and --threads >= 0");
   if (a.has("sweep")) {
     // One way to name eviction in a sweep: its axis (a flag beside it would be a second, silent axis).
-    if (a.has("evict")) throw UsageError("with --sweep, name token eviction as an axis (evict=off,h2o:20%,...), not --evict");
-    if (residuals.size() > 1) throw UsageError("with --sweep, name several KIVI residuals as an axis (residual=0,64,...), not --kivi-residual");
+    if (a.has("evict"))
+      throw UsageError("with --sweep, name token eviction as an axis (evict=off,h2o:20%,...), not --evict");
+    if (residuals.size() > 1)
+      throw UsageError("with --sweep, name several KIVI residuals as an axis (residual=0,64,...), not --kivi-residual");
     for (const std::string& w : a.positional())
       if (a.has("kivi-residual") && w.rfind("residual=", 0) == 0)
         throw UsageError("--kivi-residual beside the sweep's residual axis: give one of them");
@@ -182,9 +190,7 @@ int cmd_eval(int argc, char** argv, int first) {
           ags.push_back(compare_logits(ref.logits, runs.back().logits));
           runs.back().logits.clear();  // only the reference's are needed from here on
         }
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   auto run_with_agreement = [&](size_t i) {
     nlohmann::json j = run_json(runs[i], cfgs[i]);
     j["kl_mean"] = ags[i].kl_mean;
@@ -208,8 +214,8 @@ int cmd_eval(int argc, char** argv, int first) {
     return 0;
   }
   std::printf("%s, %d tokens (BOS included)\n", lm.path.c_str(), ref.n_tokens);
-  std::printf("%-34s %10s %10s %10s %8s %10s %12s\n", "config", "perplexity", "KL mean", "KL p99", "top-1", "KV B/token",
-              "peak KV B");
+  std::printf("%-34s %10s %10s %10s %8s %10s %12s\n", "config", "perplexity", "KL mean", "KL p99", "top-1",
+              "KV B/token", "peak KV B");
   auto row = [](const char* name, const EvalRun& r, double kl, double p99, double top1) {
     std::printf("%-34s %10.4f %10.3g %10.3g %8.4f %10lld %12lld\n", name, r.perplexity, kl, p99, top1,
                 static_cast<long long>(r.kv_bytes_per_token), static_cast<long long>(r.peak_kv_bytes));
@@ -218,8 +224,9 @@ int cmd_eval(int argc, char** argv, int first) {
   for (size_t i = 0; i < runs.size(); ++i) {
     char name[96];
     const std::string res = kivi_residual_for(cfgs[i]) > 0 ? " R " + std::to_string(kivi_residual_for(cfgs[i])) : "";
-    std::snprintf(name, sizeof name, "%s%s window %d sinks %d%s%s", kv_dtype_name(cfgs[i].kv_dtype), res.c_str(), cfg.window, cfg.sinks,
-                  cfgs[i].evict.on() ? " " : "", cfgs[i].evict.on() ? describe_evict(cfgs[i].evict).c_str() : "");
+    std::snprintf(name, sizeof name, "%s%s window %d sinks %d%s%s", kv_dtype_name(cfgs[i].kv_dtype), res.c_str(),
+                  cfg.window, cfg.sinks, cfgs[i].evict.on() ? " " : "",
+                  cfgs[i].evict.on() ? describe_evict(cfgs[i].evict).c_str() : "");
     row(name, runs[i], ags[i].kl_mean, ags[i].kl_p99, ags[i].top1);
   }
   return 0;

@@ -21,9 +21,7 @@ static std::vector<TokenId> parse_ids(const std::string& s) {
       size_t used = 0;
       ids.push_back(static_cast<TokenId>(std::stol(item, &used)));
       if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw UsageError("--prompt-ids: '" + item + "' is not a token id");
-    }
+    } catch (const std::exception&) { throw UsageError("--prompt-ids: '" + item + "' is not a token id"); }
   }
   return ids;
 }
@@ -32,10 +30,11 @@ int cmd_generate(int argc, char** argv, int first) {
   const Args a(argc, argv, first, with_engine_options({"prompt", "prompt-ids", "n-predict", "logits-out"}),
                {"json", "ignore-eos", "help"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli generate [--model M] [--prompt TEXT | --prompt-ids 1,2,3] [-n N] [--json]\n"
-                 "  [--ignore-eos] [--logits-out FILE] [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S]\n"
-                 "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D]\n"
-                 "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n";
+    std::cout
+        << "kvscope-cli generate [--model M] [--prompt TEXT | --prompt-ids 1,2,3] [-n N] [--json]\n"
+           "  [--ignore-eos] [--logits-out FILE] [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S]\n"
+           "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D]\n"
+           "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n";
     return 0;
   }
   LoadedModel lm = load_model(a);
@@ -110,7 +109,8 @@ int cmd_generate(int argc, char** argv, int first) {
     if (!lm.note.empty()) j["note"] = lm.note;
     std::cout << j.dump() << "\n";
   } else {
-    std::fprintf(stderr, "prompt %zu tokens, generated %d tokens (stop: %s)\nprefill %.1f tokens/s, decode %.1f tokens/s\n",
+    std::fprintf(stderr,
+                 "prompt %zu tokens, generated %d tokens (stop: %s)\nprefill %.1f tokens/s, decode %.1f tokens/s\n",
                  s.prompt_tokens().size(), n_gen, stop, prefill_tps, decode_tps);
   }
   return 0;

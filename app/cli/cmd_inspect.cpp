@@ -28,14 +28,22 @@ int cmd_inspect(int argc, char** argv, int first) {
   nlohmann::json kv;
   try {
     const ModelConfig c = ModelConfig::from_gguf(*file);
-    nlohmann::json cfg = {{"arch", c.arch},         {"n_vocab", c.n_vocab},     {"n_embd", c.n_embd},
-                          {"n_layer", c.n_layer},   {"n_head", c.n_head},       {"n_head_kv", c.n_head_kv},
-                          {"head_dim", c.head_dim}, {"n_ff", c.n_ff},           {"context_length", c.n_ctx_train},
-                          {"rope_base", c.rope_base}, {"sliding_window", c.sliding_window}};
+    nlohmann::json cfg = {{"arch", c.arch},
+                          {"n_vocab", c.n_vocab},
+                          {"n_embd", c.n_embd},
+                          {"n_layer", c.n_layer},
+                          {"n_head", c.n_head},
+                          {"n_head_kv", c.n_head_kv},
+                          {"head_dim", c.head_dim},
+                          {"n_ff", c.n_ff},
+                          {"context_length", c.n_ctx_train},
+                          {"rope_base", c.rope_base},
+                          {"sliding_window", c.sliding_window}};
     j["model_config"] = cfg;
     // KV cost per token = 2 (K and V) x layers x kv_heads x bytes per head vector (scales included).
     for (KvDtype d : kAllKvDtypes)
-      kv[kv_dtype_name(d)] = static_cast<int64_t>(c.n_layer) * c.n_head_kv * kv_bytes_per_token_head(d, c.head_dim, 16, 0);  // 16-token blocks
+      kv[kv_dtype_name(d)] = static_cast<int64_t>(c.n_layer) * c.n_head_kv *
+                             kv_bytes_per_token_head(d, c.head_dim, 16, 0);  // 16-token blocks
     j["kv_bytes_per_token"] = kv;
   } catch (const std::exception& e) {
     model_error = e.what();

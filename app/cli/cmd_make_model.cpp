@@ -23,13 +23,14 @@ static GgmlType parse_dtype(const std::string& s) {
 
 int cmd_make_model(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
-               {"out", "arch", "dtype", "n-vocab", "n-embd", "n-layer", "n-head", "n-head-kv", "head-dim", "n-ff", "ctx",
-                "seed", "rope-base", "window", "swa-pattern"},
+               {"out", "arch", "dtype", "n-vocab", "n-embd", "n-layer", "n-head", "n-head-kv", "head-dim", "n-ff",
+                "ctx", "seed", "rope-base", "window", "swa-pattern"},
                {"tied", "help", "preset-100m"});
   if (a.has("help") || !a.has("out")) {
-    std::cout << "kvscope-cli make-model --out F.gguf [--arch llama|qwen2|qwen3|gemma3] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
-                 "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
-                 "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n";
+    std::cout
+        << "kvscope-cli make-model --out F.gguf [--arch llama|qwen2|qwen3|gemma3] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
+           "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
+           "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n";
     return a.has("help") ? 0 : 2;
   }
   SyntheticSpec s;

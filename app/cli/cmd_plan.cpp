@@ -65,8 +65,8 @@ std::string gb(int64_t bytes) {
 
 int cmd_plan(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
-               {"model", "preset", "context", "batch", "weights", "kv-dtype", "window", "sinks", "shared-prefix", "gpu-gib",
-                "gpu-util"},
+               {"model", "preset", "context", "batch", "weights", "kv-dtype", "window", "sinks", "shared-prefix",
+                "gpu-gib", "gpu-util"},
                {"mha", "json", "help"});
   if (a.has("help")) {
     std::cout << "kvscope-cli plan (--model M.gguf | --preset NAME) --context N[K] [--batch B] [--weights W]\n"
@@ -113,34 +113,55 @@ int cmd_plan(int argc, char** argv, int first) {
   PlanResult r;
   try {
     r = plan_memory(in);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
 
   const PlanModel& m = in.model;
   if (a.has("json")) {
     nlohmann::json groups = nlohmann::json::array();
     for (const PlanGroup& g : r.groups)
-      groups.push_back({{"kind", g.kind}, {"n_layer", g.n_layer}, {"window", g.window},
-                        {"tokens_per_seq", g.tokens_per_seq}, {"tokens_stored", g.tokens_stored}, {"bytes", g.bytes}});
-    nlohmann::json j = {
-        {"model", {{"name", m.name}, {"n_params", m.n_params}, {"n_layer", m.n_layer}, {"n_head", m.n_head},
-                   {"n_head_kv", m.n_head_kv}, {"head_dim", m.head_dim}, {"sliding_window", m.sliding_window},
-                   {"n_swa_layers", m.n_swa_layers}, {"source", m.note}}},
-        {"context", in.context}, {"batch", in.batch}, {"weights", in.weights.empty() ? "file" : in.weights},
-        {"kv_dtype", kv_dtype_name(in.kv_dtype)}, {"window", in.window}, {"sinks", in.sinks},
-        {"shared_prefix", in.shared_prefix}, {"mha", in.mha}, {"kv_heads", r.kv_heads},
-        {"kv_bytes_per_token", r.kv_bytes_per_token}, {"kv_element_bytes_per_token", r.kv_element_bytes_per_token},
-        {"formula", r.formula}, {"weights_bytes", r.weights_bytes}, {"kv_bytes", r.kv_bytes},
-        {"kv_element_bytes", r.kv_element_bytes}, {"kv_scale_bytes", r.kv_scale_bytes},
-        {"total_bytes", r.total_bytes}, {"gpu_gib", in.gpu_gib}, {"gpu_util", in.gpu_util}, {"gpus", r.gpus},
-        {"groups", groups}};
+      groups.push_back({{"kind", g.kind},
+                        {"n_layer", g.n_layer},
+                        {"window", g.window},
+                        {"tokens_per_seq", g.tokens_per_seq},
+                        {"tokens_stored", g.tokens_stored},
+                        {"bytes", g.bytes}});
+    nlohmann::json j = {{"model",
+                         {{"name", m.name},
+                          {"n_params", m.n_params},
+                          {"n_layer", m.n_layer},
+                          {"n_head", m.n_head},
+                          {"n_head_kv", m.n_head_kv},
+                          {"head_dim", m.head_dim},
+                          {"sliding_window", m.sliding_window},
+                          {"n_swa_layers", m.n_swa_layers},
+                          {"source", m.note}}},
+                        {"context", in.context},
+                        {"batch", in.batch},
+                        {"weights", in.weights.empty() ? "file" : in.weights},
+                        {"kv_dtype", kv_dtype_name(in.kv_dtype)},
+                        {"window", in.window},
+                        {"sinks", in.sinks},
+                        {"shared_prefix", in.shared_prefix},
+                        {"mha", in.mha},
+                        {"kv_heads", r.kv_heads},
+                        {"kv_bytes_per_token", r.kv_bytes_per_token},
+                        {"kv_element_bytes_per_token", r.kv_element_bytes_per_token},
+                        {"formula", r.formula},
+                        {"weights_bytes", r.weights_bytes},
+                        {"kv_bytes", r.kv_bytes},
+                        {"kv_element_bytes", r.kv_element_bytes},
+                        {"kv_scale_bytes", r.kv_scale_bytes},
+                        {"total_bytes", r.total_bytes},
+                        {"gpu_gib", in.gpu_gib},
+                        {"gpu_util", in.gpu_util},
+                        {"gpus", r.gpus},
+                        {"groups", groups}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::printf("model: %s (%.4g%s params, %d layers, %d heads, %d KV heads, head_dim %d)\n", m.name.c_str(),
-              m.n_params >= 1e9 ? m.n_params / 1e9 : m.n_params / 1e6, m.n_params >= 1e9 ? "B" : "M", m.n_layer, m.n_head,
-              m.n_head_kv, m.head_dim);
+              m.n_params >= 1e9 ? m.n_params / 1e9 : m.n_params / 1e6, m.n_params >= 1e9 ? "B" : "M", m.n_layer,
+              m.n_head, m.n_head_kv, m.head_dim);
   std::printf("KV per token: %s%s\n", r.formula.c_str(), in.mha ? "  [--mha: every head counted as a KV head]" : "");
   std::printf("context %lld x batch %d, KV %s, window %d, sinks %d, shared prefix %lld\n",
               static_cast<long long>(in.context), in.batch, kv_dtype_name(in.kv_dtype), in.window, in.sinks,
@@ -148,9 +169,11 @@ int cmd_plan(int argc, char** argv, int first) {
   for (const PlanGroup& g : r.groups)
     std::printf("  %-12s %3d layers: %lld tokens kept per sequence, %lld stored: %s\n", g.kind.c_str(), g.n_layer,
                 static_cast<long long>(g.tokens_per_seq), static_cast<long long>(g.tokens_stored), gb(g.bytes).c_str());
-  std::printf("weights (%s): %s\n", in.weights.empty() ? "as stored in the file" : in.weights.c_str(), gb(r.weights_bytes).c_str());
+  std::printf("weights (%s): %s\n", in.weights.empty() ? "as stored in the file" : in.weights.c_str(),
+              gb(r.weights_bytes).c_str());
   std::printf("KV cache:      %s", gb(r.kv_bytes).c_str());
-  if (r.kv_scale_bytes > 0) std::printf("  = elements %s + scales %s", gb(r.kv_element_bytes).c_str(), gb(r.kv_scale_bytes).c_str());
+  if (r.kv_scale_bytes > 0)
+    std::printf("  = elements %s + scales %s", gb(r.kv_element_bytes).c_str(), gb(r.kv_scale_bytes).c_str());
   std::printf("\ntotal:         %s -> %d GPU(s) of %.0f GiB (%.0f%% usable); activations not counted\n",
               gb(r.total_bytes).c_str(), r.gpus, in.gpu_gib, in.gpu_util * 100);
   return 0;

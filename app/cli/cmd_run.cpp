@@ -32,7 +32,8 @@ nlohmann::json explain(const Engine& engine, bool print) {
     out.push_back(story_to_json(*s, bs, text));
     if (!print) continue;
     std::printf("\nrequest %lld (%s)\n", static_cast<long long>(s->id), s->label.c_str());
-    for (const StoryLine& l : story_lines(*s, bs, text)) std::printf("  step %-6llu %s\n", static_cast<unsigned long long>(l.step), l.text.c_str());
+    for (const StoryLine& l : story_lines(*s, bs, text))
+      std::printf("  step %-6llu %s\n", static_cast<unsigned long long>(l.step), l.text.c_str());
   }
   if (print && engine.stories().dropped() > 0)
     std::printf("\n(%zu older finished requests left the bounded history of %zu)\n", engine.stories().dropped(),
@@ -46,15 +47,14 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
   cfg.contiguous_baseline = baseline;
   const std::string reserve = a.str("baseline-reserve", "max-model-len");
   const auto policy = parse_baseline_reserve(reserve);
-  if (!policy) throw UsageError("--baseline-reserve takes max-model-len, request or a slot count N > 0, not '" + reserve + "'");
+  if (!policy)
+    throw UsageError("--baseline-reserve takes max-model-len, request or a slot count N > 0, not '" + reserve + "'");
   cfg.baseline_reserve = *policy;
   if (baseline) cfg.prefix_caching = false;  // the pre-paging allocator had no block cache
   std::unique_ptr<Engine> engine;
   try {
     engine = std::make_unique<Engine>(m, make_backend(a, m), cfg);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   if (!quiet) std::cerr << (baseline ? "[baseline] " : "[paged]    ") << engine->kv_summary() << "\n";
   WorkloadRunner runner(*engine, wl);
   runner.run_to_completion();
@@ -76,8 +76,10 @@ nlohmann::json run_once(const Args& a, std::shared_ptr<Model> m, const Workload&
 void print_table(const nlohmann::json& p, const nlohmann::json* b) {
   auto cell = [](const nlohmann::json& v, const char* fmt) {
     char buf[64];
-    if (v.is_number_float()) std::snprintf(buf, sizeof buf, fmt, v.get<double>());
-    else std::snprintf(buf, sizeof buf, fmt, static_cast<double>(v.get<int64_t>()));
+    if (v.is_number_float())
+      std::snprintf(buf, sizeof buf, fmt, v.get<double>());
+    else
+      std::snprintf(buf, sizeof buf, fmt, static_cast<double>(v.get<int64_t>()));
     return std::string(buf);
   };
   // baseline_only: the paged column says "-" (paging has no reservations to outgrow).
@@ -125,18 +127,20 @@ void print_table(const nlohmann::json& p, const nlohmann::json* b) {
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"workload", "json-out", "baseline-reserve"}), {"baseline", "help", "quiet", "explain"});
+  const Args a(argc, argv, first, with_engine_options({"workload", "json-out", "baseline-reserve"}),
+               {"baseline", "help", "quiet", "explain"});
   if (a.has("help") || !a.has("workload")) {
-    std::cout << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B] [--explain]\n"
-                 "  --explain: print every request's KV story (arrival, wait and why, prefix hit and the first miss's\n"
-                 "     reason, blocks, copies, preemptions, finish) and add it to the JSON as paged.explain\n"
-                 "  [--baseline-reserve max-model-len|request|N]  (what the baseline reserves per request: max_model_len,\n"
-                 "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
-                 "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
-                 "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n"
-                 "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n"
-                 "  [--evict h2o:B[:R][:layer]|snapkv:B[:W][:layer]] (token eviction: B tokens or P% of the prompt kept; --window = recent window;\n"
-                 "   :layer = each layer chooses its own B tokens)\n";
+    std::cout
+        << "kvscope-cli run --workload W.json [--model M] [--baseline] [--json-out F] [--block-size B] [--explain]\n"
+           "  --explain: print every request's KV story (arrival, wait and why, prefix hit and the first miss's\n"
+           "     reason, blocks, copies, preemptions, finish) and add it to the JSON as paged.explain\n"
+           "  [--baseline-reserve max-model-len|request|N]  (what the baseline reserves per request: max_model_len,\n"
+           "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
+           "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--kv-dtype D]\n"
+           "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n"
+           "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n"
+           "  [--evict h2o:B[:R][:layer]|snapkv:B[:W][:layer]] (token eviction: B tokens or P% of the prompt kept; --window = recent window;\n"
+           "   :layer = each layer chooses its own B tokens)\n";
     return a.has("help") ? 0 : 2;
   }
   const Workload wl = load_workload(a.str("workload"));

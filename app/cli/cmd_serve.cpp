@@ -19,22 +19,23 @@
 namespace kvscope::cli {
 
 int cmd_serve(int argc, char** argv, int first) {
-  const Args a(argc, argv, first,
-               with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
-                                    "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay",
-                                    "kv-events-topic"}),
-               {"help"});
+  const Args a(
+      argc, argv, first,
+      with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
+                           "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay", "kv-events-topic"}),
+      {"help"});
   if (a.has("help")) {
-    std::cout << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
-                 "  [--served-model-name NAME] [--chat-template NAME] [--max-queued N] [--http-threads N] [--max-n N]\n"
-                 "  [engine options as run/chat: --threads --block-size --kv-blocks | --kv-memory --kv-dtype --kv-group --kivi-residual\n"
-                 "   --prefix-caching --max-running --max-batched-tokens --max-model-len --backend ...]\n"
-                 "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
-                 "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"
-                 "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
-                 "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
-                 "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
-                 "'Authorization: Bearer KEY'. --max-queued: sequences in flight before new requests get 503.\n";
+    std::cout
+        << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+           "  [--served-model-name NAME] [--chat-template NAME] [--max-queued N] [--http-threads N] [--max-n N]\n"
+           "  [engine options as run/chat: --threads --block-size --kv-blocks | --kv-memory --kv-dtype --kv-group --kivi-residual\n"
+           "   --prefix-caching --max-running --max-batched-tokens --max-model-len --backend ...]\n"
+           "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
+           "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"
+           "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
+           "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
+           "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
+           "'Authorization: Bearer KEY'. --max-queued: sequences in flight before new requests get 503.\n";
     return 0;
   }
   serve::ServerOptions opt;
@@ -67,11 +68,10 @@ int cmd_serve(int argc, char** argv, int first) {
   ChatTemplateChoice tmpl;
   try {
     tmpl = choose_chat_template(*lm.model->file, tok, a.str("chat-template"));
-  } catch (const ChatTemplateError& e) {
-    throw UsageError(std::string("--chat-template: ") + e.what());
-  }
+  } catch (const ChatTemplateError& e) { throw UsageError(std::string("--chat-template: ") + e.what()); }
   auto engine = make_engine(a, lm.model);
-  std::cerr << lm.model->describe() << "\n" << engine->kv_summary() << "\n"
+  std::cerr << lm.model->describe() << "\n"
+            << engine->kv_summary() << "\n"
             << "chat template: " << tmpl.describe() << "\n";
   if (!tmpl.warning.empty()) std::cerr << "warning: " << tmpl.warning << "\n";
 
@@ -91,13 +91,12 @@ int cmd_serve(int argc, char** argv, int first) {
   std::unique_ptr<serve::KvEventPublisher> publisher;
   std::unique_ptr<serve::KvEventTracker> tracker;
   if (a.has("kv-events-endpoint")) {
-    if (!engine->paged_kv()) throw UsageError("--kv-events-endpoint needs the paged KV cache (it reports prefix-cache blocks)");
+    if (!engine->paged_kv())
+      throw UsageError("--kv-events-endpoint needs the paged KV cache (it reports prefix-cache blocks)");
     try {
       publisher = std::make_unique<serve::KvEventPublisher>(a.str("kv-events-endpoint"), a.str("kv-events-replay"),
                                                             a.str("kv-events-topic"));
-    } catch (const std::runtime_error& e) {
-      throw UsageError(e.what());
-    }
+    } catch (const std::runtime_error& e) { throw UsageError(e.what()); }
     tracker = std::make_unique<serve::KvEventTracker>(*engine);
     auto now_s = [] {
       return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -122,17 +121,15 @@ int cmd_serve(int argc, char** argv, int first) {
   serve::OpenAiServer server(worker.queue(), sm, opt);
   try {
     server.bind();
-  } catch (const std::runtime_error& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::runtime_error& e) { throw UsageError(e.what()); }
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     server.stop();
   });
   // One line on stdout that scripts wait for (with --port 0 it carries the chosen port).
-  std::cout << "kvscope serve: listening on http://" << opt.host << ":" << server.bound_port() << " (model "
-            << sm.name << ")" << std::endl;
+  std::cout << "kvscope serve: listening on http://" << opt.host << ":" << server.bound_port() << " (model " << sm.name
+            << ")" << std::endl;
   server.run();
   kill(getpid(), SIGTERM);  // wakes the waiter if run() ended on its own
   waiter.join();

@@ -9,10 +9,32 @@
 namespace kvscope::cli {
 
 const std::set<std::string>& engine_option_names() {
-  static const std::set<std::string> names = {
-      "model", "threads", "block-size", "kv-blocks", "kv-memory", "kv-dtype", "kv-group", "kivi-residual", "prefix-caching", "window",
-      "sinks", "max-running", "max-batched-tokens", "max-model-len", "temp", "top-k", "top-p", "min-p",
-      "repeat-penalty", "repeat-last-n", "seed", "backend", "kv-cache", "hybrid-kv", "snapshots", "evict"};
+  static const std::set<std::string> names = {"model",
+                                              "threads",
+                                              "block-size",
+                                              "kv-blocks",
+                                              "kv-memory",
+                                              "kv-dtype",
+                                              "kv-group",
+                                              "kivi-residual",
+                                              "prefix-caching",
+                                              "window",
+                                              "sinks",
+                                              "max-running",
+                                              "max-batched-tokens",
+                                              "max-model-len",
+                                              "temp",
+                                              "top-k",
+                                              "top-p",
+                                              "min-p",
+                                              "repeat-penalty",
+                                              "repeat-last-n",
+                                              "seed",
+                                              "backend",
+                                              "kv-cache",
+                                              "hybrid-kv",
+                                              "snapshots",
+                                              "evict"};
   return names;
 }
 
@@ -74,9 +96,7 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   c.sinks = static_cast<int32_t>(a.i64("sinks", 0));
   try {
     c.evict = parse_evict(a.str("evict", "off"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   c.sched.max_running = static_cast<int32_t>(a.i64("max-running", 64));
   c.sched.max_batched_tokens = static_cast<int32_t>(a.i64("max-batched-tokens", 512));
   c.sched.max_model_len = static_cast<int32_t>(a.i64("max-model-len", 0));
@@ -97,7 +117,8 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   const std::vector<ConfigProblem> problems = validate(c, m.config);
   for (const ConfigProblem& q : problems)
     if (q.advisory) std::cerr << "warning: " << q.message << "\n";
-  if (const auto blocking = blocking_problems(problems); !blocking.empty()) throw UsageError(describe_problems(blocking));
+  if (const auto blocking = blocking_problems(problems); !blocking.empty())
+    throw UsageError(describe_problems(blocking));
   return c;
 }
 
@@ -106,7 +127,8 @@ std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m) {
   if (threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
   const auto kind = parse_backend_kind(a.str("backend", "auto"));
   if (!kind) throw UsageError("--backend takes auto, cpu or cuda");
-  if (std::string why; *kind == BackendKind::Cuda && !cuda_backend_usable(&why)) throw UsageError("--backend cuda: " + why);
+  if (std::string why; *kind == BackendKind::Cuda && !cuda_backend_usable(&why))
+    throw UsageError("--backend cuda: " + why);
   return kvscope::make_backend(*kind, std::move(m), threads);
 }
 
@@ -115,9 +137,7 @@ std::unique_ptr<Engine> make_engine(const Args& a, std::shared_ptr<Model> m) {
   auto backend = make_backend(a, m);
   try {
     return std::make_unique<Engine>(m, std::move(backend), cfg);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
 }
 
 }  // namespace kvscope::cli

@@ -11,7 +11,7 @@
 
 namespace kvscope::cli {
 
-const std::set<std::string>& engine_option_names();   // --model --threads --block-size ...
+const std::set<std::string>& engine_option_names();  // --model --threads --block-size ...
 std::set<std::string> with_engine_options(std::set<std::string> extra);
 
 struct LoadedModel {
@@ -19,7 +19,7 @@ struct LoadedModel {
   std::string path;
   std::string note;  // e.g. "synthetic model with random weights"
 };
-LoadedModel load_model(const Args& a);                // resolves the default model when --model is absent
+LoadedModel load_model(const Args& a);                      // resolves the default model when --model is absent
 EngineConfig engine_config(const Args& a, const Model& m);  // validates values, throws UsageError
 // --backend auto (CUDA when a device is present, else CPU) | cpu | cuda.
 std::unique_ptr<Backend> make_backend(const Args& a, std::shared_ptr<Model> m);

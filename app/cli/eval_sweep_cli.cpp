@@ -20,9 +20,7 @@ std::vector<int32_t> parse_counts(const std::string& list, const char* option, i
     int w = 0;
     try {
       w = std::stoi(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
+    } catch (const std::exception&) { used = 0; }
     if (used == 0 || used != v.size() || w < min)
       throw UsageError(std::string("--") + option + " '" + v + "' is not a count >= " + std::to_string(min));
     out.push_back(w);
@@ -33,7 +31,8 @@ std::vector<int32_t> parse_counts(const std::string& list, const char* option, i
 // The recompute-window baseline at each window W, on --recompute-rows rows (one count for all
 // windows, or one per window) spread over [W - 1, n - 2]: the rows where a W-token window
 // differs from full attention.
-nlohmann::json recompute_json(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens, const EvalConfig& base) {
+nlohmann::json recompute_json(const Args& a, const LoadedModel& lm, const std::vector<TokenId>& tokens,
+                              const EvalConfig& base) {
   nlohmann::json out = nlohmann::json::array();
   const std::vector<int32_t> windows = parse_counts(a.str("recompute-window"), "recompute-window", 2);
   const std::vector<int32_t> counts = parse_counts(a.str("recompute-rows", "32"), "recompute-rows", 1);
@@ -48,18 +47,19 @@ nlohmann::json recompute_json(const Args& a, const LoadedModel& lm, const std::v
     c.window = c.sinks = 0;
     std::fprintf(stderr, "eval: recompute window %d on %d rows\n", w, count);
     const RecomputeRun r = eval_recompute_window(lm.model, tokens, w, spread_positions(w - 1, n - 2, count), c);
-    out.push_back({{"window", w}, {"rows", r.rows}, {"nll", r.nll}, {"nll_mean", r.nll_mean}, {"perplexity", r.perplexity}});
+    out.push_back(
+        {{"window", w}, {"rows", r.rows}, {"nll", r.nll}, {"nll_mean", r.nll_mean}, {"perplexity", r.perplexity}});
   }
   return out;
 }
 
 void print_table(const SweepResult& r) {
-  std::fprintf(stderr, "%-34s %10s %10s %10s %8s %12s %8s %s\n", "point", "perplexity", "KL mean", "KL p99", "top-1", "peak KV B", "evicted",
-               "frontier");
+  std::fprintf(stderr, "%-34s %10s %10s %10s %8s %12s %8s %s\n", "point", "perplexity", "KL mean", "KL p99", "top-1",
+               "peak KV B", "evicted", "frontier");
   for (const SweepPoint& p : r.points) {
     const LogitsAgreement ag = p.agreement.value_or(LogitsAgreement{-1, -1, -1, -1});
-    std::fprintf(stderr, "%-34s %10.4f %10.3g %10.3g %8.4f %12lld %8llu %s\n", sweep_point_label(p.cfg).c_str(), p.run.perplexity,
-                 ag.kl_mean, ag.kl_p99, ag.top1, static_cast<long long>(p.run.peak_kv_bytes),
+    std::fprintf(stderr, "%-34s %10.4f %10.3g %10.3g %8.4f %12lld %8llu %s\n", sweep_point_label(p.cfg).c_str(),
+                 p.run.perplexity, ag.kl_mean, ag.kl_p99, ag.top1, static_cast<long long>(p.run.peak_kv_bytes),
                  static_cast<unsigned long long>(p.run.tokens_evicted), p.pareto ? "*" : "");
   }
 }
@@ -71,21 +71,18 @@ int run_eval_sweep(const Args& a, const LoadedModel& lm, const std::vector<Token
   SweepAxes axes;
   try {
     axes = parse_sweep_axes(a.positional());
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   const bool with_kl = !a.has("no-kl"), with_nll = a.has("nll");
   nlohmann::json j;
   try {
-    const SweepResult r = run_sweep(lm.model, tokens, base, axes, with_kl, [](const std::string& label, size_t i, size_t n) {
-      std::fprintf(stderr, "eval: [%zu/%zu] %s\n", i + 1, n, label.c_str());
-    });
+    const SweepResult r =
+        run_sweep(lm.model, tokens, base, axes, with_kl, [](const std::string& label, size_t i, size_t n) {
+          std::fprintf(stderr, "eval: [%zu/%zu] %s\n", i + 1, n, label.c_str());
+        });
     print_table(r);
     j = sweep_json(r, with_nll);
     if (a.has("recompute-window")) j["recompute_window"] = recompute_json(a, lm, tokens, base);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }
   j["model"] = lm.path;
   j["text"] = a.str("text");
   j["text_tokens"] = text_tokens;  // the whole text, BOS included (n_tokens: the part scored)

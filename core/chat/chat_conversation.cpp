@@ -24,7 +24,8 @@ std::vector<TokenId> chat_turn_prompt(const Tokenizer& tok, ChatTemplateKind kin
   // gives the template its context (whether a reply came before, where [INST] blocks end).
   const std::vector<ChatMessage> msgs = {{"user", "."}, {"assistant", ""}, {"user", user_text}};
   const std::vector<ChatPiece> pieces = render_chat(kind, msgs, true);
-  auto reply = std::find_if(pieces.begin(), pieces.end(), [](const ChatPiece& p) { return p.kind == ChatPiece::Kind::Reply; });
+  auto reply =
+      std::find_if(pieces.begin(), pieces.end(), [](const ChatPiece& p) { return p.kind == ChatPiece::Kind::Reply; });
   if (reply == pieces.end()) throw std::logic_error("chat template rendered no reply piece");
   const std::vector<ChatPiece> tail(reply + 1, pieces.end());
   std::vector<TokenId> ids = tokenize_chat_pieces(tok, tail, history.back());
@@ -59,7 +60,8 @@ void ChatConversation::reset() {
   tokens_.clear();
 }
 
-void ChatConversation::commit(const std::string& user_text, const std::string& reply_text, std::vector<TokenId> sequence) {
+void ChatConversation::commit(const std::string& user_text, const std::string& reply_text,
+                              std::vector<TokenId> sequence) {
   if (sequence.size() < tokens_.size() || !std::equal(tokens_.begin(), tokens_.end(), sequence.begin()))
     throw std::invalid_argument("chat: the turn's tokens do not continue the conversation");
   messages_.push_back({"user", user_text});

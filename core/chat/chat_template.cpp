@@ -14,12 +14,18 @@ using K = ChatTemplateKind;
 using Kind = ChatPiece::Kind;
 
 constexpr std::array<std::pair<K, const char*>, 13> kNames = {{
-    {K::Completion, "completion"},       {K::ChatML, "chatml"},
-    {K::Llama3, "llama3"},               {K::Gemma, "gemma"},
-    {K::Phi3, "phi3"},                   {K::MistralV1, "mistral-v1"},
-    {K::MistralV3, "mistral-v3"},        {K::MistralV3Tekken, "mistral-v3-tekken"},
-    {K::MistralV7, "mistral-v7"},        {K::Llama2, "llama2"},
-    {K::Llama2Sys, "llama2-sys"},        {K::Llama2SysBos, "llama2-sys-bos"},
+    {K::Completion, "completion"},
+    {K::ChatML, "chatml"},
+    {K::Llama3, "llama3"},
+    {K::Gemma, "gemma"},
+    {K::Phi3, "phi3"},
+    {K::MistralV1, "mistral-v1"},
+    {K::MistralV3, "mistral-v3"},
+    {K::MistralV3Tekken, "mistral-v3-tekken"},
+    {K::MistralV7, "mistral-v7"},
+    {K::Llama2, "llama2"},
+    {K::Llama2Sys, "llama2-sys"},
+    {K::Llama2SysBos, "llama2-sys-bos"},
     {K::Llama2SysStrip, "llama2-sys-strip"},
 }};
 
@@ -65,16 +71,20 @@ void render_completion(const std::vector<ChatMessage>& msgs, PieceWriter& w) {
   // Plain continuation for base models: a space between turns (a newline after a system text).
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (i > 0) w.tmpl(msgs[i - 1].role == "system" ? "\n" : " ");
-    if (msgs[i].role == "assistant") w.reply(msgs[i].content);
-    else w.content(msgs[i].content);
+    if (msgs[i].role == "assistant")
+      w.reply(msgs[i].content);
+    else
+      w.content(msgs[i].content);
   }
 }
 
 void render_chatml(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& w) {
   for (const ChatMessage& m : msgs) {
     w.tmpl("<|im_start|>" + m.role + "\n");
-    if (m.role == "assistant") w.reply(m.content);
-    else w.content(m.content);
+    if (m.role == "assistant")
+      w.reply(m.content);
+    else
+      w.content(m.content);
     w.tmpl("<|im_end|>\n");
   }
   if (gen) w.tmpl("<|im_start|>assistant\n");
@@ -83,8 +93,10 @@ void render_chatml(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& 
 void render_llama3(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& w) {
   for (const ChatMessage& m : msgs) {
     w.tmpl("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
-    if (m.role == "assistant") w.reply(trim(m.content));
-    else w.content(trim(m.content));
+    if (m.role == "assistant")
+      w.reply(trim(m.content));
+    else
+      w.content(trim(m.content));
     w.tmpl("<|eot_id|>");
   }
   if (gen) w.tmpl("<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -104,8 +116,10 @@ void render_gemma(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& w
       w.content(system).tmpl("\n\n");
       system.clear();
     }
-    if (model) w.reply(trim(m.content));
-    else w.content(trim(m.content));
+    if (model)
+      w.reply(trim(m.content));
+    else
+      w.content(trim(m.content));
     w.tmpl("<end_of_turn>\n");
   }
   if (gen) w.tmpl("<start_of_turn>model\n");
@@ -114,8 +128,10 @@ void render_gemma(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& w
 void render_phi3(const std::vector<ChatMessage>& msgs, bool gen, PieceWriter& w) {
   for (const ChatMessage& m : msgs) {
     w.tmpl("<|" + m.role + "|>\n");
-    if (m.role == "assistant") w.reply(m.content);
-    else w.content(m.content);
+    if (m.role == "assistant")
+      w.reply(m.content);
+    else
+      w.content(m.content);
     w.tmpl("<|end|>\n");
   }
   if (gen) w.tmpl("<|assistant|>\n");
@@ -145,9 +161,12 @@ void render_mistral(K k, const std::vector<ChatMessage>& msgs, PieceWriter& w) {
 
 void render_mistral_v7(const std::vector<ChatMessage>& msgs, PieceWriter& w) {
   for (const ChatMessage& m : msgs) {
-    if (m.role == "system") w.tmpl("[SYSTEM_PROMPT] ").content(m.content).tmpl("[/SYSTEM_PROMPT]");
-    else if (m.role == "user") w.tmpl("[INST] ").content(m.content).tmpl("[/INST]");
-    else w.tmpl(" ").reply(m.content).tmpl("</s>");
+    if (m.role == "system")
+      w.tmpl("[SYSTEM_PROMPT] ").content(m.content).tmpl("[/SYSTEM_PROMPT]");
+    else if (m.role == "user")
+      w.tmpl("[INST] ").content(m.content).tmpl("[/INST]");
+    else
+      w.tmpl(" ").reply(m.content).tmpl("</s>");
   }
 }
 
@@ -164,8 +183,10 @@ void render_llama2(K k, const std::vector<ChatMessage>& msgs, PieceWriter& w) {
       inside = true;
     }
     if (m.role == "system") {
-      if (sys_block) w.tmpl("<<SYS>>\n").content(content).tmpl("\n<</SYS>>\n\n");
-      else w.content(content).tmpl("\n");  // no system block: the text still leads the turn
+      if (sys_block)
+        w.tmpl("<<SYS>>\n").content(content).tmpl("\n<</SYS>>\n\n");
+      else
+        w.content(content).tmpl("\n");  // no system block: the text still leads the turn
     } else if (m.role == "user") {
       w.content(content).tmpl(" [/INST]");
     } else {
@@ -223,22 +244,35 @@ std::optional<ChatTemplateKind> detect_chat_template(std::string_view t) {
 
 std::string_view chat_end_of_turn_text(ChatTemplateKind k) {
   switch (k) {
-    case K::ChatML: return "<|im_end|>";
-    case K::Llama3: return "<|eot_id|>";
-    case K::Gemma: return "<end_of_turn>";
-    case K::Phi3: return "<|end|>";
-    default: return "";  // Mistral, Llama 2 and plain completion end a reply with EOS
+    case K::ChatML:
+      return "<|im_end|>";
+    case K::Llama3:
+      return "<|eot_id|>";
+    case K::Gemma:
+      return "<end_of_turn>";
+    case K::Phi3:
+      return "<|end|>";
+    default:
+      return "";  // Mistral, Llama 2 and plain completion end a reply with EOS
   }
 }
 
 std::vector<std::string_view> chat_template_markers(ChatTemplateKind k) {
   switch (k) {
-    case K::ChatML: return {"<|im_start|>", "<|im_end|>"};
-    case K::Llama3: return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-    case K::Gemma: return {"<start_of_turn>", "<end_of_turn>"};
-    case K::Phi3: return {"<|user|>", "<|assistant|>", "<|end|>"};
-    case K::MistralV3: case K::MistralV3Tekken: case K::MistralV7: return {"[INST]", "[/INST]"};
-    default: return {};  // Llama 2 and Mistral v1 spell [INST] as plain text
+    case K::ChatML:
+      return {"<|im_start|>", "<|im_end|>"};
+    case K::Llama3:
+      return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+    case K::Gemma:
+      return {"<start_of_turn>", "<end_of_turn>"};
+    case K::Phi3:
+      return {"<|user|>", "<|assistant|>", "<|end|>"};
+    case K::MistralV3:
+    case K::MistralV3Tekken:
+    case K::MistralV7:
+      return {"[INST]", "[/INST]"};
+    default:
+      return {};  // Llama 2 and Mistral v1 spell [INST] as plain text
   }
 }
 
@@ -247,14 +281,35 @@ std::vector<ChatPiece> render_chat(ChatTemplateKind k, const std::vector<ChatMes
   check_roles(messages);
   PieceWriter w;
   switch (k) {
-    case K::Completion: render_completion(messages, w); break;
-    case K::ChatML: render_chatml(messages, add_generation_prompt, w); break;
-    case K::Llama3: render_llama3(messages, add_generation_prompt, w); break;
-    case K::Gemma: render_gemma(messages, add_generation_prompt, w); break;
-    case K::Phi3: render_phi3(messages, add_generation_prompt, w); break;
-    case K::MistralV1: case K::MistralV3: case K::MistralV3Tekken: render_mistral(k, messages, w); break;
-    case K::MistralV7: render_mistral_v7(messages, w); break;
-    case K::Llama2: case K::Llama2Sys: case K::Llama2SysBos: case K::Llama2SysStrip: render_llama2(k, messages, w); break;
+    case K::Completion:
+      render_completion(messages, w);
+      break;
+    case K::ChatML:
+      render_chatml(messages, add_generation_prompt, w);
+      break;
+    case K::Llama3:
+      render_llama3(messages, add_generation_prompt, w);
+      break;
+    case K::Gemma:
+      render_gemma(messages, add_generation_prompt, w);
+      break;
+    case K::Phi3:
+      render_phi3(messages, add_generation_prompt, w);
+      break;
+    case K::MistralV1:
+    case K::MistralV3:
+    case K::MistralV3Tekken:
+      render_mistral(k, messages, w);
+      break;
+    case K::MistralV7:
+      render_mistral_v7(messages, w);
+      break;
+    case K::Llama2:
+    case K::Llama2Sys:
+    case K::Llama2SysBos:
+    case K::Llama2SysStrip:
+      render_llama2(k, messages, w);
+      break;
   }
   return w.take();
 }

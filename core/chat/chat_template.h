@@ -40,7 +40,7 @@ struct ChatTemplateError : std::runtime_error {
 };
 
 struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
@@ -53,8 +53,8 @@ struct ChatPiece {
   std::string text;
 };
 
-const char* chat_template_name(ChatTemplateKind k);             // "chatml", "llama3", ...
-std::vector<std::string> chat_template_names();                  // every name, for help texts
+const char* chat_template_name(ChatTemplateKind k);  // "chatml", "llama3", ...
+std::vector<std::string> chat_template_names();      // every name, for help texts
 std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name);
 // The family a tokenizer.chat_template text belongs to; a bare name is accepted too. nullopt
 // when no family matches (including families we know but do not render, e.g. Phi-4).

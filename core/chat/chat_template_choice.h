@@ -15,8 +15,8 @@ class Tokenizer;
 
 struct ChatTemplateChoice {
   ChatTemplateKind kind = ChatTemplateKind::Completion;
-  std::string origin;   // why this one: "detected in tokenizer.chat_template", "--chat-template", ...
-  std::string warning;  // non-empty: a fallback happened or the vocabulary lacks the markers
+  std::string origin;            // why this one: "detected in tokenizer.chat_template", "--chat-template", ...
+  std::string warning;           // non-empty: a fallback happened or the vocabulary lacks the markers
   std::string describe() const;  // "chatml (detected in tokenizer.chat_template)"
 };
 

@@ -28,8 +28,7 @@ std::vector<TokenId> tokenize_chat_pieces(const Tokenizer& tok, const std::vecto
     std::string_view text = pieces[i].text;
     // A later turn that opens with a space (plain completion's separator): an SPM vocabulary
     // puts its own space before the text, so that one must not be doubled.
-    if (i == 0 && prev >= 0 && tok.add_space_prefix() && !text.empty() && text[0] == ' ')
-      text.remove_prefix(1);
+    if (i == 0 && prev >= 0 && tok.add_space_prefix() && !text.empty() && text[0] == ' ') text.remove_prefix(1);
     if (pieces[i].kind != ChatPiece::Kind::Template && spells_special_token(tok, text)) {
       flush();
       append(tok.encode(text, false, false));

@@ -6,7 +6,8 @@ namespace kvscope {
 
 void Backend::init_kv_groups(std::span<const KvGroupSpec> groups, const AttentionPolicy& policy) {
   if (groups.size() != 1)
-    throw std::invalid_argument("the " + name() + " backend stores one KV group only; run without the hybrid KV cache (--hybrid-kv off)");
+    throw std::invalid_argument("the " + name() +
+                                " backend stores one KV group only; run without the hybrid KV cache (--hybrid-kv off)");
   const KvGroupSpec& g = groups[0];
   for (size_t i = 0; i < g.layers.size(); ++i)
     if (g.layers[i] != static_cast<int32_t>(i) || g.layout.n_layer != static_cast<int32_t>(g.layers.size()))
@@ -15,7 +16,8 @@ void Backend::init_kv_groups(std::span<const KvGroupSpec> groups, const Attentio
 }
 
 void Backend::copy_slots(std::span<const SlotCopy> copies) {
-  if (!copies.empty()) throw std::invalid_argument("the " + name() + " backend does not support token eviction (use --backend cpu)");
+  if (!copies.empty())
+    throw std::invalid_argument("the " + name() + " backend does not support token eviction (use --backend cpu)");
 }
 
 int64_t Backend::kv_total_bytes() const {

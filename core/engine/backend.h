@@ -39,19 +39,20 @@ struct KvGroupBatch {
 // slot_mapping and block_tables are KV group 0's (the only group of most models, so callers
 // that know one group never see the others); groups 1.. follow in groups_after_first.
 struct BatchView {
-  std::vector<TokenId> tokens;                     // [n_tokens]
-  std::vector<int32_t> positions;                  // [n_tokens] position in its sequence
+  std::vector<TokenId> tokens;                         // [n_tokens]
+  std::vector<int32_t> positions;                      // [n_tokens] position in its sequence
   std::vector<int64_t> slot_mapping;                   // [n_tokens] block * block_size + offset
-  std::vector<int32_t> seq_index;                  // [n_tokens] index into block_tables
+  std::vector<int32_t> seq_index;                      // [n_tokens] index into block_tables
   std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
-  std::vector<int32_t> logits_rows;                // token indices whose logits are wanted, ascending
+  std::vector<int32_t> logits_rows;                    // token indices whose logits are wanted, ascending
   std::vector<KvGroupBatch> groups_after_first;        // [n_groups - 1]: groups 1.. (hybrid KV cache)
   // Token eviction (one KV group only; all empty when it is off, and then cost nothing):
-  std::span<const uint8_t> holes;          // [num_blocks * block_size]: 1 = evicted slot, attention skips it
-  std::span<const uint8_t> layer_holes;    // per-layer eviction: [n_layer][num_blocks * block_size], 1 = that layer skips it
-  std::span<const int32_t> slot_positions; // [num_blocks * block_size]: the position in each slot
-  std::vector<int32_t> rows;               // [n_tokens] the token's cache row (position - rows compacted away)
-  std::vector<uint8_t> record_attention;   // [n_tokens] 1: add this query's softmax weights to attention_mass()
+  std::span<const uint8_t> holes;  // [num_blocks * block_size]: 1 = evicted slot, attention skips it
+  std::span<const uint8_t>
+      layer_holes;  // per-layer eviction: [n_layer][num_blocks * block_size], 1 = that layer skips it
+  std::span<const int32_t> slot_positions;  // [num_blocks * block_size]: the position in each slot
+  std::vector<int32_t> rows;                // [n_tokens] the token's cache row (position - rows compacted away)
+  std::vector<uint8_t> record_attention;    // [n_tokens] 1: add this query's softmax weights to attention_mass()
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_groups() const { return 1 + static_cast<int32_t>(groups_after_first.size()); }
   const std::vector<int64_t>& group_slots(int32_t g) const {
@@ -65,7 +66,7 @@ struct BatchView {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;            // "cpu", "cuda:0 (NVIDIA H100 ...)"
+  virtual std::string name() const = 0;  // "cpu", "cuda:0 (NVIDIA H100 ...)"
   // One KV group holding every layer.
   virtual void init_kv(const KvLayout& layout, const AttentionPolicy& policy) = 0;
   // Several KV groups (hybrid KV cache). Backends that store one group only keep this default,

@@ -25,7 +25,8 @@ void build_batch(const SchedulerOutput& out, const KvSlotAllocator& kv,
       v.tokens.push_back(s.tokens[static_cast<size_t>(pos)]);
       v.positions.push_back(pos);
       v.slot_mapping.push_back(kv.slot(s.id, pos));
-      for (int32_t g = 1; g < n_groups; ++g) v.groups_after_first[static_cast<size_t>(g - 1)].slot_mapping.push_back(kv.group_slot(g, s.id, pos));
+      for (int32_t g = 1; g < n_groups; ++g)
+        v.groups_after_first[static_cast<size_t>(g - 1)].slot_mapping.push_back(kv.group_slot(g, s.id, pos));
       v.seq_index.push_back(si);
       const bool last = i == ch.n_tokens - 1;
       // Perplexity needs the prediction after every prompt position but the last (whose

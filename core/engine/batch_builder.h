@@ -14,7 +14,7 @@ namespace kvscope {
 
 struct StepBatch {
   BatchView view;
-  std::vector<std::vector<BlockId>> tables;            // [group][seq]: what view's spans point into
+  std::vector<std::vector<BlockId>> tables;             // [group][seq]: what view's spans point into
   std::vector<std::pair<int32_t, int32_t>> chunk_rows;  // per chunk: first logits row, rows
   uint64_t prefilled_tokens = 0;                        // tokens that are not a decode step
   StepBatch() = default;

@@ -7,8 +7,10 @@
 namespace kvscope {
 
 void BlockTotals::add(const BlockSnap& b, int sign) {
-  if (b.status == BlockStatus::Used) used += sign, filled += sign * b.filled;
-  else if (b.status == BlockStatus::Cached) cached += sign;
+  if (b.status == BlockStatus::Used)
+    used += sign, filled += sign * b.filled;
+  else if (b.status == BlockStatus::Cached)
+    cached += sign;
 }
 
 BlockEventRecorder::BlockEventRecorder(const KvSlotAllocator& kv, size_t max_events) : max_events_(max_events) {
@@ -23,7 +25,8 @@ void BlockEventRecorder::note_hash_change(int32_t group, const BlockSnap& before
   if (now.hashed) hash_changes_.push_back(HashChange{group, now.hash, true, now.owner});
 }
 
-void BlockEventRecorder::record(KvSlotAllocator& kv, uint64_t step, bool user_window, const std::function<bool(SeqId)>& is_running) {
+void BlockEventRecorder::record(KvSlotAllocator& kv, uint64_t step, bool user_window,
+                                const std::function<bool(SeqId)>& is_running) {
   std::vector<BlockEvent> evs;
   hash_changes_.clear();
   for (int32_t g = 0; g < kv.num_groups(); ++g) {

@@ -16,7 +16,7 @@ namespace kvscope {
 // Used/cached blocks and filled slots of one KV group, kept by adding every block's change.
 struct BlockTotals {
   int32_t used = 0, cached = 0;
-  int64_t filled = 0;               // slots holding a token, in used blocks
+  int64_t filled = 0;  // slots holding a token, in used blocks
   void add(const BlockSnap& b, int sign);
 };
 
@@ -25,8 +25,8 @@ struct BlockTotals {
 struct HashChange {
   int32_t group = 0;
   BlockHash hash = 0;
-  bool registered = false;   // false: the hash was dropped (evicted, or orphaned by its parent)
-  SeqId seq = -1;            // registered: the block's owner; dropped: the block's new owner (-1: none)
+  bool registered = false;  // false: the hash was dropped (evicted, or orphaned by its parent)
+  SeqId seq = -1;           // registered: the block's owner; dropped: the block's new owner (-1: none)
 };
 
 class BlockEventRecorder {
@@ -55,9 +55,9 @@ class BlockEventRecorder {
   std::vector<BlockTotals> totals_;             // [group]
   std::vector<BlockChange> changes_;            // scratch
   std::vector<BlockEvent> scheduler_events_;
-  std::deque<BlockEvent> history_;              // the newest max_events
-  std::vector<BlockEvent> unpublished_;         // since the last snapshot was built
-  std::vector<BlockEvent> unread_;              // since the last take_unread()
+  std::deque<BlockEvent> history_;       // the newest max_events
+  std::vector<BlockEvent> unpublished_;  // since the last snapshot was built
+  std::vector<BlockEvent> unread_;       // since the last take_unread()
   std::vector<BlockEvent> last_;
   std::vector<HashChange> hash_changes_;
   void note_hash_change(int32_t group, const BlockSnap& before, const BlockSnap& now);

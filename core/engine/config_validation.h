@@ -13,7 +13,7 @@
 namespace kvscope {
 
 struct ConfigProblem {
-  std::string field;    // EngineConfig member: "block_size", "window", "sinks", "max_model_len", ...
+  std::string field;  // EngineConfig member: "block_size", "window", "sinks", "max_model_len", ...
   std::string message;
   // The engine runs it, but it is almost surely a mistake (a window smaller than one block
   // drops nothing, a one-block pool fits no real sequence, a baseline whose reservation exceeds

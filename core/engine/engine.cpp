@@ -23,8 +23,8 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     std::vector<int32_t> layer_windows;  // the model's own sliding-window layers (per-layer eviction)
     const ModelConfig& mc = model_->config;
     for (int32_t il = 0; il < mc.n_layer; ++il) layer_windows.push_back(mc.layer_is_swa(il) ? mc.sliding_window : 0);
-    evictor_ = std::make_unique<TokenEvictor>(cfg_.evict, cfg_.window, cfg_.sinks, *dynamic_cast<KvCacheManager*>(kv_), *backend_,
-                                              std::move(layer_windows));
+    evictor_ = std::make_unique<TokenEvictor>(cfg_.evict, cfg_.window, cfg_.sinks, *dynamic_cast<KvCacheManager*>(kv_),
+                                              *backend_, std::move(layer_windows));
   }
   publish_snapshot();
 }
@@ -39,7 +39,8 @@ const HybridKvManager* Engine::hybrid_kv() const { return dynamic_cast<const Hyb
 const ContiguousKvManager* Engine::contiguous_kv() const { return dynamic_cast<const ContiguousKvManager*>(kv_); }
 
 std::string Engine::kv_summary() const {
-  return describe_kv_pools(*backend_, cfg_.sched.max_model_len, kv_setup_.sliding_window, kv_setup_.sliding_blocks_per_seq);
+  return describe_kv_pools(*backend_, cfg_.sched.max_model_len, kv_setup_.sliding_window,
+                           kv_setup_.sliding_blocks_per_seq);
 }
 
 const RequestRecord& Engine::record(SeqId id) const {
@@ -170,15 +171,18 @@ void Engine::postprocess(const SchedulerOutput& out, const StepBatch& batch, con
     const int32_t n_prompt_rows = n_rows - (ch.wants_logits ? 1 : 0);
     for (int32_t r = 0; r < n_prompt_rows; ++r) {
       const float* p = logits.data() + static_cast<size_t>(row0 + r) * V;
-      if (rt.on_prompt_logits) rt.on_prompt_logits(std::span<const float>(p, V));
-      else rt.prompt_logits.emplace_back(p, p + V);
+      if (rt.on_prompt_logits)
+        rt.on_prompt_logits(std::span<const float>(p, V));
+      else
+        rt.prompt_logits.emplace_back(p, p + V);
     }
     if (!ch.wants_logits || rt.seq.is_finished()) continue;
     std::span<const float> lg(logits.data() + static_cast<size_t>(row0 + n_rows - 1) * V, V);
     if (!std::all_of(lg.begin(), lg.end(), [](float x) { return std::isfinite(x); })) {
       // NaN/Inf weights (or an overflow) poison everything after them: stop, and say why,
       // rather than sample garbage.
-      rt.seq.error = "the model produced non-finite logits (NaN or Inf) at position " + std::to_string(rt.seq.total_len());
+      rt.seq.error =
+          "the model produced non-finite logits (NaN or Inf) at position " + std::to_string(rt.seq.total_len());
       finish(rt, SeqState::Rejected, FinishReason::Rejected);
       continue;
     }
@@ -210,7 +214,8 @@ void Engine::sample_next(RequestRecord& sr, std::span<const float> lg, Clock::ti
   if (callbacks_.on_token) callbacks_.on_token(q.id, tok);
   const bool eos = !q.ignore_eos && ((model_->tokenizer && model_->tokenizer->is_eog(tok)) ||
                                      std::find(q.stop_tokens.begin(), q.stop_tokens.end(), tok) != q.stop_tokens.end());
-  if (eos) finish(sr, SeqState::Finished, FinishReason::Eos);
+  if (eos)
+    finish(sr, SeqState::Finished, FinishReason::Eos);
   else if (q.num_generated() >= q.max_new_tokens || q.total_len() >= sched_->config().max_model_len)
     finish(sr, SeqState::Finished, FinishReason::Length);
 }
@@ -235,13 +240,14 @@ void Engine::record_scheduler_events(const SchedulerOutput& out) {
 }
 
 void Engine::run_until_idle() {
-  while (step()) {
-  }
+  while (step()) {}
 }
 
 const Sequence& Engine::sequence(SeqId id) const { return record(id).seq; }
 const std::vector<std::vector<float>>& Engine::recorded_logits(SeqId id) const { return record(id).logits; }
-const std::vector<std::vector<float>>& Engine::recorded_prompt_logits(SeqId id) const { return record(id).prompt_logits; }
+const std::vector<std::vector<float>>& Engine::recorded_prompt_logits(SeqId id) const {
+  return record(id).prompt_logits;
+}
 
 SnapshotPtr Engine::snapshot() const {
   if (snapshot_stale_) publish_snapshot();

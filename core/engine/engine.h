@@ -29,7 +29,7 @@
 namespace kvscope {
 
 struct EngineCallbacks {
-  std::function<void(SeqId, TokenId)> on_token;     // called inside step()
+  std::function<void(SeqId, TokenId)> on_token;  // called inside step()
   std::function<void(SeqId)> on_finished;
 };
 
@@ -46,7 +46,7 @@ class Engine {
   // n ids (the first is the parent); sample i uses seed + i.
   std::vector<SeqId> submit_parallel(const Request& r, int n);
   void cancel(SeqId id);
-  bool step();                        // false when there was nothing to do
+  bool step();  // false when there was nothing to do
   void run_until_idle();
   bool has_work() const;
 
@@ -72,7 +72,7 @@ class Engine {
   // Every request's KV story (engine/request_story.h): the live ones and a bounded history.
   const RequestStoryLog& stories() const { return *stories_->log(); }
   std::shared_ptr<RequestStoryLog> story_log() const { return stories_->log(); }
-  uint64_t story_engine() const { return stories_->engine(); }   // this engine's serial in the log
+  uint64_t story_engine() const { return stories_->engine(); }  // this engine's serial in the log
   // Continue an earlier engine's log (call before submitting): later lookups can then compare
   // with that engine's requests (a prefix cached under another KV dtype, MissReason::SaltDiffers).
   void use_story_log(std::shared_ptr<RequestStoryLog> log) { stories_->use_log(std::move(log)); }
@@ -115,7 +115,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   EngineConfig cfg_;
   KvSetup kv_setup_;
-  KvSlotAllocator* kv_ = nullptr;    // kv_setup_.kv
+  KvSlotAllocator* kv_ = nullptr;  // kv_setup_.kv
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<BlockEventRecorder> recorder_;
   std::unique_ptr<RequestStoryRecorder> stories_;
@@ -130,8 +130,8 @@ class Engine {
   Clock::time_point start_;
   std::deque<std::pair<double, uint64_t>> rate_window_;  // (time, tokens decoded) for tokens/s
   double last_step_ms_ = 0;
-  mutable SnapshotSlot published_;              // swapped whole; readers on any thread
-  mutable bool snapshot_stale_ = true;          // engine thread only
+  mutable SnapshotSlot published_;      // swapped whole; readers on any thread
+  mutable bool snapshot_stale_ = true;  // engine thread only
 };
 
 }  // namespace kvscope

@@ -18,7 +18,7 @@ enum class HybridKvMode : uint8_t { Auto, On, Off };
 
 struct EngineConfig {
   int32_t block_size = 16;
-  int32_t num_blocks = 0;            // when 0, derived from kv_memory_bytes
+  int32_t num_blocks = 0;  // when 0, derived from kv_memory_bytes
   int64_t kv_memory_bytes = 64LL << 20;
   KvDtype kv_dtype = KvDtype::F32;
   // Channels per scale of the packed 4/2-bit KV dtypes (int4, rot4, kivi values); 0 = the default
@@ -37,8 +37,8 @@ struct EngineConfig {
   // attention window then, every kept token is visible.
   EvictConfig evict;
   bool sinks_in_sliding_layers = true;  // AttentionPolicy::sinks_in_sliding_layers
-  SchedulerConfig sched;             // max_model_len 0 -> model's context length
-  size_t max_events = 100000;        // bounded block-event history
+  SchedulerConfig sched;                // max_model_len 0 -> model's context length
+  size_t max_events = 100000;           // bounded block-event history
   // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a
   // shared_ptr<const>, telemetry/snapshot_slot.h), so a reader on any thread can take the newest one with
   // latest_snapshot() at its own pace without ever blocking or waiting for the engine. Off: a

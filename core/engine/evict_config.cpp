@@ -9,9 +9,12 @@ namespace kvscope {
 
 const char* evict_policy_name(EvictPolicy p) {
   switch (p) {
-    case EvictPolicy::H2O: return "h2o";
-    case EvictPolicy::SnapKV: return "snapkv";
-    default: return "off";
+    case EvictPolicy::H2O:
+      return "h2o";
+    case EvictPolicy::SnapKV:
+      return "snapkv";
+    default:
+      return "off";
   }
 }
 
@@ -27,7 +30,8 @@ int32_t EvictConfig::recent_for(int32_t b) const {
 
 namespace {
 [[noreturn]] void bad(const std::string& spec, const std::string& why) {
-  throw std::invalid_argument("--evict '" + spec + "': " + why + " (e.g. h2o:512, h2o:20%, snapkv:10%, h2o:512:64, h2o:20%:layer, off)");
+  throw std::invalid_argument("--evict '" + spec + "': " + why +
+                              " (e.g. h2o:512, h2o:20%, snapkv:10%, h2o:512:64, h2o:20%:layer, off)");
 }
 
 int32_t parse_int(const std::string& spec, const std::string& s, const char* what) {
@@ -35,10 +39,9 @@ int32_t parse_int(const std::string& spec, const std::string& s, const char* wha
   long v = 0;
   try {
     v = std::stol(s, &used);
-  } catch (const std::exception&) {
-    bad(spec, std::string(what) + " '" + s + "' is not a number");
-  }
-  if (used != s.size() || v < 0 || v > (1L << 30)) bad(spec, std::string(what) + " '" + s + "' is not a whole number >= 0");
+  } catch (const std::exception&) { bad(spec, std::string(what) + " '" + s + "' is not a number"); }
+  if (used != s.size() || v < 0 || v > (1L << 30))
+    bad(spec, std::string(what) + " '" + s + "' is not a whole number >= 0");
   return static_cast<int32_t>(v);
 }
 }  // namespace
@@ -60,9 +63,12 @@ EvictConfig parse_evict(const std::string& full) {
   const size_t c1 = spec.find(':');
   if (c1 == std::string::npos) bad(full, "a budget is needed after the policy");
   const std::string name = spec.substr(0, c1);
-  if (name == "h2o") e.policy = EvictPolicy::H2O;
-  else if (name == "snapkv") e.policy = EvictPolicy::SnapKV;
-  else bad(full, "unknown policy '" + name + "' (h2o or snapkv)");
+  if (name == "h2o")
+    e.policy = EvictPolicy::H2O;
+  else if (name == "snapkv")
+    e.policy = EvictPolicy::SnapKV;
+  else
+    bad(full, "unknown policy '" + name + "' (h2o or snapkv)");
   const size_t c2 = spec.find(':', c1 + 1);
   std::string budget = spec.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
   if (c2 != std::string::npos) e.recent = parse_int(full, spec.substr(c2 + 1), "window");
@@ -71,10 +77,9 @@ EvictConfig parse_evict(const std::string& full) {
     size_t used = 0;
     try {
       e.budget_pct = std::stod(budget, &used);
-    } catch (const std::exception&) {
-      bad(full, "budget '" + budget + "%' is not a percentage");
-    }
-    if (used != budget.size() || !(e.budget_pct > 0) || e.budget_pct > 100) bad(full, "a percentage budget must be in (0, 100]");
+    } catch (const std::exception&) { bad(full, "budget '" + budget + "%' is not a percentage"); }
+    if (used != budget.size() || !(e.budget_pct > 0) || e.budget_pct > 100)
+      bad(full, "a percentage budget must be in (0, 100]");
   } else {
     e.budget = parse_int(full, budget, "budget");
   }

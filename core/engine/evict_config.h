@@ -19,8 +19,8 @@ enum class EvictScope : uint8_t { Sequence, Layer };
 
 struct EvictConfig {
   EvictPolicy policy = EvictPolicy::None;
-  int32_t budget = 0;         // tokens a sequence keeps (when budget_pct is 0)
-  double budget_pct = 0;      // > 0: the budget is this share (%) of the request's prompt, at least 1 token
+  int32_t budget = 0;     // tokens a sequence keeps (when budget_pct is 0)
+  double budget_pct = 0;  // > 0: the budget is this share (%) of the request's prompt, at least 1 token
   // H2O: the most recent tokens, always kept (-1: half the budget, the paper's even split between
   // heavy hitters and recent tokens). SnapKV: the observation window at the end of the prompt
   // whose attention chooses (-1: 32, the paper's), kept as well.

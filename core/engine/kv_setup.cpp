@@ -20,7 +20,9 @@ std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
   return out;
 }
 
-AttentionPolicy attention_policy(const EngineConfig& cfg) { return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers}; }
+AttentionPolicy attention_policy(const EngineConfig& cfg) {
+  return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers};
+}
 
 KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, int32_t sinks, uint64_t salt) {
   KvCacheConfig kc;
@@ -86,13 +88,15 @@ std::string hybrid_unavailable_reason(const ModelConfig& mc, const EngineConfig&
 }
 
 uint64_t kv_cache_salt(const std::string& model_path, KvDtype dtype, int32_t quant_group) {
-  const std::string group = kv_dtype_packed(dtype) ? "|g" + std::to_string(kv_effective_group(quant_group, 1 << 30)) : "";
+  const std::string group =
+      kv_dtype_packed(dtype) ? "|g" + std::to_string(kv_effective_group(quant_group, 1 << 30)) : "";
   return std::hash<std::string>{}(model_path + "|" + kv_dtype_name(dtype) + group);
 }
 
 KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   const ModelConfig& mc = model.config;
-  if (const auto problems = blocking_problems(validate(cfg, mc)); !problems.empty()) throw std::invalid_argument(describe_problems(problems));
+  if (const auto problems = blocking_problems(validate(cfg, mc)); !problems.empty())
+    throw std::invalid_argument(describe_problems(problems));
   if (cfg.sched.max_model_len <= 0) cfg.sched.max_model_len = mc.n_ctx_train;
   if (cfg.no_kv_cache) cfg.prefix_caching = false;  // nothing may survive a step
   cfg.sched.recompute_every_token = cfg.no_kv_cache;
@@ -106,12 +110,16 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   layout.quant_group = cfg.kv_quant_group;
   layout.kivi_residual = kv_dtype_block_quantized(cfg.kv_dtype) ? cfg.kivi_residual : 0;
   if (layout.kivi_residual > 0 && !backend.supports_kivi_residual())
-    throw std::invalid_argument("the " + backend.name() + " backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
+    throw std::invalid_argument(
+        "the " + backend.name() +
+        " backend keeps only the block being filled in f16 (no --kivi-residual): use --kivi-residual 0 or --backend cpu");
   const uint64_t salt = kv_cache_salt(model.file->path(), cfg.kv_dtype, cfg.kv_quant_group);
 
   if (cfg.evict.on() && !backend.supports_token_eviction())
-    throw std::invalid_argument("the " + backend.name() + " backend does not support token eviction (--evict): use --backend cpu");
-  const std::string no_hybrid = cfg.evict.on() ? "token eviction runs on one KV group" : hybrid_unavailable_reason(mc, cfg, backend);
+    throw std::invalid_argument("the " + backend.name() +
+                                " backend does not support token eviction (--evict): use --backend cpu");
+  const std::string no_hybrid =
+      cfg.evict.on() ? "token eviction runs on one KV group" : hybrid_unavailable_reason(mc, cfg, backend);
   if (cfg.hybrid_kv == HybridKvMode::On && !no_hybrid.empty())
     throw std::invalid_argument("the hybrid KV cache is not available: " + no_hybrid);
   if (cfg.hybrid_kv != HybridKvMode::Off && no_hybrid.empty()) return make_hybrid(mc, backend, cfg, layout, salt);
@@ -120,12 +128,13 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   if (cfg.num_blocks <= 0)
     cfg.num_blocks = static_cast<int32_t>(std::min<int64_t>(cfg.kv_memory_bytes / layout.bytes_per_block(), 1 << 30));
   if (cfg.num_blocks <= 0)
-    throw std::invalid_argument("KV memory budget is smaller than one block (" + std::to_string(layout.bytes_per_block()) +
-                                " bytes)");
+    throw std::invalid_argument("KV memory budget is smaller than one block (" +
+                                std::to_string(layout.bytes_per_block()) + " bytes)");
   layout.num_blocks = cfg.num_blocks;
   // One KV group: the backend itself must tell the layer kinds apart for global-only sinks.
   if (!cfg.sinks_in_sliding_layers && cfg.sinks > 0 && !backend.supports_kv_groups())
-    throw std::invalid_argument("sinks in the full-attention layers only need the CPU backend (" + backend.name() + " applies sinks to every layer)");
+    throw std::invalid_argument("sinks in the full-attention layers only need the CPU backend (" + backend.name() +
+                                " applies sinks to every layer)");
   // With eviction the window and sinks are the evictor's (engine/token_eviction.h): every kept
   // token is visible, at its absolute position.
   backend.init_kv(layout, cfg.evict.on() ? AttentionPolicy{} : attention_policy(cfg));

@@ -14,8 +14,8 @@ namespace kvscope {
 
 struct KvSetup {
   std::unique_ptr<KvSlotAllocator> kv;
-  int32_t sliding_window = 0;         // hybrid: the sliding group's window
-  int32_t sliding_blocks_per_seq = 1; // hybrid: sliding blocks one decoding sequence holds at most
+  int32_t sliding_window = 0;          // hybrid: the sliding group's window
+  int32_t sliding_blocks_per_seq = 1;  // hybrid: sliding blocks one decoding sequence holds at most
 };
 
 // Resolves cfg in place (max_model_len 0 -> the model's context, derived pool sizes, prefix

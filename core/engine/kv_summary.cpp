@@ -18,7 +18,8 @@ std::string residual_note(const std::vector<KvLayout>& groups) {
   for (const KvLayout& g : groups)
     bytes += blocks * g.n_layer * g.n_head_kv * kv_residual_bytes_per_block_head(g.dtype, g.head_dim, g.block_size);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "; KIVI residual %d tokens in f16 (+ the block being filled): up to %.1f KiB per sequence",
+  std::snprintf(buf, sizeof buf,
+                "; KIVI residual %d tokens in f16 (+ the block being filled): up to %.1f KiB per sequence",
                 L.kivi_residual, static_cast<double>(bytes) / 1024);
   return buf;
 }
@@ -31,21 +32,25 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
   if (G.size() > 1) {
     // Sequences at full context: each holds every global block but only the window's sliding ones.
     const double global_tokens = static_cast<double>(G[0].num_blocks) * G[0].block_size;
-    const double concurrency = std::min(global_tokens / max_model_len, static_cast<double>(G[1].num_blocks) / sliding_blocks_per_seq);
+    const double concurrency =
+        std::min(global_tokens / max_model_len, static_cast<double>(G[1].num_blocks) / sliding_blocks_per_seq);
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "KV cache (hybrid, %s): global %d blocks = %.2f MiB (%d layers, %lld B/token), sliding %d blocks = %.2f MiB "
-                  "(%d layers, window %d, %lld B/token); total %.2f MiB, max concurrency %.2fx at context %d",
-                  kv_dtype_name(G[0].dtype), G[0].num_blocks, static_cast<double>(G[0].total_bytes()) / (1 << 20), G[0].n_layer,
-                  static_cast<long long>(G[0].bytes_per_token()), G[1].num_blocks, static_cast<double>(G[1].total_bytes()) / (1 << 20),
-                  G[1].n_layer, sliding_window, static_cast<long long>(G[1].bytes_per_token()),
-                  static_cast<double>(backend.kv_total_bytes()) / (1 << 20), concurrency, max_model_len);
+    std::snprintf(
+        buf, sizeof buf,
+        "KV cache (hybrid, %s): global %d blocks = %.2f MiB (%d layers, %lld B/token), sliding %d blocks = %.2f MiB "
+        "(%d layers, window %d, %lld B/token); total %.2f MiB, max concurrency %.2fx at context %d",
+        kv_dtype_name(G[0].dtype), G[0].num_blocks, static_cast<double>(G[0].total_bytes()) / (1 << 20), G[0].n_layer,
+        static_cast<long long>(G[0].bytes_per_token()), G[1].num_blocks,
+        static_cast<double>(G[1].total_bytes()) / (1 << 20), G[1].n_layer, sliding_window,
+        static_cast<long long>(G[1].bytes_per_token()), static_cast<double>(backend.kv_total_bytes()) / (1 << 20),
+        concurrency, max_model_len);
     return buf + residual_note(G);
   }
   const KvLayout& L = backend.kv_layout();
   const int64_t tokens = static_cast<int64_t>(L.num_blocks) * L.block_size;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "KV cache: %d blocks = %lld tokens = %.2f MiB (%s, %lld B/token), max concurrency %.2fx at context %d",
+  std::snprintf(buf, sizeof buf,
+                "KV cache: %d blocks = %lld tokens = %.2f MiB (%s, %lld B/token), max concurrency %.2fx at context %d",
                 L.num_blocks, static_cast<long long>(tokens), static_cast<double>(L.total_bytes()) / (1 << 20),
                 kv_dtype_name(L.dtype), static_cast<long long>(L.bytes_per_token()),
                 static_cast<double>(tokens) / max_model_len, max_model_len);

@@ -9,7 +9,8 @@ namespace kvscope {
 void PrefixLedger::registered(int32_t group, BlockHash h, uint64_t step, SeqId by) {
   if (entries_.size() >= max_entries_) {
     // Forget about half, arbitrary ones: a bounded ledger answers "never cached" for them.
-    for (auto it = entries_.begin(); it != entries_.end() && entries_.size() > max_entries_ / 2;) it = entries_.erase(it);
+    for (auto it = entries_.begin(); it != entries_.end() && entries_.size() > max_entries_ / 2;)
+      it = entries_.erase(it);
   }
   entries_[key(group, h)] = Entry{.registered_step = step, .registered_by = by};
 }
@@ -90,7 +91,8 @@ bool explain_full_match(PrefixMiss& m, const PromptCandidate& c, int32_t bi, int
   return false;
 }
 
-PrefixMiss explain_miss(const MissQuery& q, const PrefixLedger& ledger, const std::vector<PromptCandidate>& others, Best same) {
+PrefixMiss explain_miss(const MissQuery& q, const PrefixLedger& ledger, const std::vector<PromptCandidate>& others,
+                        Best same) {
   PrefixMiss m;
   const int32_t bs = q.block_size, len = static_cast<int32_t>(q.prompt.size());
   const int32_t bi = q.hit_tokens / bs;
@@ -141,7 +143,8 @@ PrefixMiss explain_miss(const MissQuery& q, const PrefixLedger& ledger, const st
 
 }  // namespace
 
-PrefixLookup explain_prefix_lookup(const MissQuery& q, const PrefixLedger& ledger, const std::vector<PromptCandidate>& others) {
+PrefixLookup explain_prefix_lookup(const MissQuery& q, const PrefixLedger& ledger,
+                                   const std::vector<PromptCandidate>& others) {
   PrefixLookup r;
   r.prompt_tokens = static_cast<int32_t>(q.prompt.size());
   r.hit_tokens = q.hit_tokens;

@@ -22,8 +22,8 @@ class PrefixLedger {
     SeqId registered_by = -1;
     bool evicted = false;
     uint64_t evicted_step = 0;
-    SeqId evicted_by = -1;   // the request whose allocation evicted it
-    bool orphaned = false;   // it went because a block before it in the chain was evicted
+    SeqId evicted_by = -1;  // the request whose allocation evicted it
+    bool orphaned = false;  // it went because a block before it in the chain was evicted
   };
   explicit PrefixLedger(size_t max_entries = 1 << 18) : max_entries_(max_entries) {}
   void registered(int32_t group, BlockHash h, uint64_t step, SeqId by);
@@ -39,15 +39,15 @@ class PrefixLedger {
 // One KV group's side of a lookup.
 struct LookupGroup {
   uint64_t salt = 0;
-  int32_t window = 0;        // the group's sliding window (0: full attention)
-  int32_t hit_tokens = 0;    // what this group alone would have hit
+  int32_t window = 0;      // the group's sliding window (0: full attention)
+  int32_t hit_tokens = 0;  // what this group alone would have hit
 };
 
 // An earlier (or concurrent) request to compare the prompt with.
 struct PromptCandidate {
   const RequestStory* story = nullptr;
   std::span<const TokenId> tokens;
-  int32_t kv_tokens = 0;     // of those, how many had K/V when the lookup ran
+  int32_t kv_tokens = 0;  // of those, how many had K/V when the lookup ran
 };
 
 struct MissQuery {
@@ -59,6 +59,7 @@ struct MissQuery {
   std::vector<LookupGroup> groups;  // one per KV group
 };
 
-PrefixLookup explain_prefix_lookup(const MissQuery& q, const PrefixLedger& ledger, const std::vector<PromptCandidate>& others);
+PrefixLookup explain_prefix_lookup(const MissQuery& q, const PrefixLedger& ledger,
+                                   const std::vector<PromptCandidate>& others);
 
 }  // namespace kvscope

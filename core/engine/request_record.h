@@ -16,14 +16,14 @@
 namespace kvscope {
 
 struct Request {
-  std::vector<TokenId> prompt;       // BOS included as wanted
+  std::vector<TokenId> prompt;  // BOS included as wanted
   int32_t max_new_tokens = 16;
   SamplingParams sampling;
   bool ignore_eos = false;
   // Extra tokens that end the reply like EOS (a chat template's end-of-turn); kept in the output.
   std::vector<TokenId> stop_tokens;
-  bool record_logits = false;        // keep the logits of every sampling step (for --logits-out)
-  bool record_prompt_logits = false; // keep the logits after every prompt position (perplexity)
+  bool record_logits = false;         // keep the logits of every sampling step (for --logits-out)
+  bool record_prompt_logits = false;  // keep the logits after every prompt position (perplexity)
   // With record_prompt_logits: when set, each prompt row is handed here in order instead of being
   // kept (a 262K-token vocabulary makes a row 1 MiB: a long text's rows would not fit in memory).
   std::function<void(std::span<const float>)> on_prompt_logits;
@@ -40,15 +40,15 @@ struct RequestRecord {
   std::function<void(std::span<const float>)> on_prompt_logits;
   std::vector<std::vector<float>> logits;
   std::vector<std::vector<float>> prompt_logits;
-  int32_t pending_forks = 0;         // parallel samples still to fork off after the prompt
-  std::vector<SeqId> child_ids;      // their ids, reserved at submit time
+  int32_t pending_forks = 0;     // parallel samples still to fork off after the prompt
+  std::vector<SeqId> child_ids;  // their ids, reserved at submit time
   Request fork_template;
   Clock::time_point submitted;
   Clock::time_point last_token;
   double ttft_ms = -1;
   double itl_sum_ms = 0;
   int32_t itl_count = 0;
-  uint64_t finished_step = 0;        // for pruning old finished sequences
+  uint64_t finished_step = 0;  // for pruning old finished sequences
 };
 
 }  // namespace kvscope

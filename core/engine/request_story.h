@@ -20,15 +20,15 @@ const char* wait_reason_name(WaitReason r);
 
 // Why the first block after a prefix hit was not a hit.
 enum class MissReason : uint8_t {
-  None,              // the whole prompt that can ever hit did (every full block but the last token's)
+  None,  // the whole prompt that can ever hit did (every full block but the last token's)
   PrefixCachingOff,
-  NeverCached,       // no request in the kept history computed these tokens
-  Evicted,           // was cached, then evicted at `step` by request `other`'s allocation
-  PromptDiffers,     // the closest earlier request differs at token `token_pos`
-  NotYetFull,        // only `other_filled` of the block's tokens existed (a block is cached once full)
-  LastPromptToken,   // the block holds the prompt's last token: always recomputed for its logits
-  SaltDiffers,       // cached under another KV dtype or model (another engine), so it can never match
-  WindowDropped,     // the sliding window dropped the block before it (the hash chain broke)
+  NeverCached,      // no request in the kept history computed these tokens
+  Evicted,          // was cached, then evicted at `step` by request `other`'s allocation
+  PromptDiffers,    // the closest earlier request differs at token `token_pos`
+  NotYetFull,       // only `other_filled` of the block's tokens existed (a block is cached once full)
+  LastPromptToken,  // the block holds the prompt's last token: always recomputed for its logits
+  SaltDiffers,      // cached under another KV dtype or model (another engine), so it can never match
+  WindowDropped,    // the sliding window dropped the block before it (the hash chain broke)
 };
 const char* miss_reason_name(MissReason r);
 
@@ -49,7 +49,7 @@ struct PrefixMiss {
 
 struct PrefixLookup {
   int32_t prompt_tokens = 0;
-  int32_t hit_tokens = 0;     // prompt tokens whose K/V came from the prefix cache
+  int32_t hit_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
   int32_t blocks_attached = 0;
   int32_t shared_tokens = 0;  // longest common prefix with an earlier request of this engine
   SeqId shared_with = -1;     // that request
@@ -59,17 +59,17 @@ struct PrefixLookup {
 // Steps spent waiting for one reason, in one run of consecutive steps.
 struct StoryWait {
   WaitReason reason = WaitReason::PoolFull;
-  SeqId behind = -1;          // HeadOfLine: the request at the head of the queue
+  SeqId behind = -1;  // HeadOfLine: the request at the head of the queue
   uint64_t first_step = 0, last_step = 0;
   int64_t steps() const { return static_cast<int64_t>(last_step - first_step) + 1; }
 };
 
 struct StoryAdmission {
   uint64_t step = 0;
-  double wait_ms = 0;         // since arrival (or since the preemption, for a resume)
+  double wait_ms = 0;  // since arrival (or since the preemption, for a resume)
   std::vector<StoryWait> waits;
   PrefixLookup lookup;
-  bool resumed = false;       // after a preemption: its tokens are recomputed
+  bool resumed = false;           // after a preemption: its tokens are recomputed
   int32_t recomputed_tokens = 0;  // resumed: tokens computed again (the rest came from the cache)
 };
 
@@ -106,12 +106,12 @@ struct StoryFinish {
 };
 
 struct RequestStory {
-  uint64_t engine = 0;        // the engine it ran on (a log may outlive several engines)
+  uint64_t engine = 0;  // the engine it ran on (a log may outlive several engines)
   SeqId id = -1;
   std::string label;
-  SeqId forked_from = -1;     // a parallel sample: its blocks came from this request, not a lookup
+  SeqId forked_from = -1;  // a parallel sample: its blocks came from this request, not a lookup
   uint64_t arrival_step = 0;
-  double arrival_ms = 0;      // since the engine started
+  double arrival_ms = 0;  // since the engine started
   int32_t prompt_tokens = 0;
   std::vector<StoryAdmission> admissions;  // the first, then one per resume after a preemption
   std::vector<StoryWait> pending_waits;    // waiting now (moved into the next admission)
@@ -126,7 +126,7 @@ struct RequestStory {
   std::vector<TokenId> tokens;
   int32_t kv_tokens = 0;
   uint64_t hash_salt = 0;
-  std::string cache_identity;              // "f32 · model.gguf"
+  std::string cache_identity;  // "f32 · model.gguf"
 
   static constexpr size_t kMaxBlocks = 512;
   static constexpr size_t kMaxEntries = 64;  // copies, preemptions, waits

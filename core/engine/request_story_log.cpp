@@ -48,26 +48,40 @@ namespace kvscope {
 
 const char* wait_reason_name(WaitReason r) {
   switch (r) {
-    case WaitReason::PoolFull: return "pool_full";
-    case WaitReason::MaxRunning: return "max_running";
-    case WaitReason::TokenBudget: return "token_budget";
-    case WaitReason::AfterPreemption: return "after_preemption";
-    case WaitReason::HeadOfLine: return "head_of_line";
+    case WaitReason::PoolFull:
+      return "pool_full";
+    case WaitReason::MaxRunning:
+      return "max_running";
+    case WaitReason::TokenBudget:
+      return "token_budget";
+    case WaitReason::AfterPreemption:
+      return "after_preemption";
+    case WaitReason::HeadOfLine:
+      return "head_of_line";
   }
   return "?";
 }
 
 const char* miss_reason_name(MissReason r) {
   switch (r) {
-    case MissReason::None: return "none";
-    case MissReason::PrefixCachingOff: return "prefix_caching_off";
-    case MissReason::NeverCached: return "never_cached";
-    case MissReason::Evicted: return "evicted";
-    case MissReason::PromptDiffers: return "prompt_differs";
-    case MissReason::NotYetFull: return "not_yet_full";
-    case MissReason::LastPromptToken: return "last_prompt_token";
-    case MissReason::SaltDiffers: return "salt_differs";
-    case MissReason::WindowDropped: return "window_dropped";
+    case MissReason::None:
+      return "none";
+    case MissReason::PrefixCachingOff:
+      return "prefix_caching_off";
+    case MissReason::NeverCached:
+      return "never_cached";
+    case MissReason::Evicted:
+      return "evicted";
+    case MissReason::PromptDiffers:
+      return "prompt_differs";
+    case MissReason::NotYetFull:
+      return "not_yet_full";
+    case MissReason::LastPromptToken:
+      return "last_prompt_token";
+    case MissReason::SaltDiffers:
+      return "salt_differs";
+    case MissReason::WindowDropped:
+      return "window_dropped";
   }
   return "?";
 }

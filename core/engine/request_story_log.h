@@ -17,16 +17,16 @@ namespace kvscope {
 class RequestStoryLog {
  public:
   explicit RequestStoryLog(size_t max_finished = 512) : max_finished_(max_finished) {}
-  uint64_t new_engine() { return ++engines_; }     // a serial for the next engine that writes here
-  RequestStory& open(uint64_t engine, SeqId id);   // a new live story
+  uint64_t new_engine() { return ++engines_; }    // a serial for the next engine that writes here
+  RequestStory& open(uint64_t engine, SeqId id);  // a new live story
   RequestStory* live(uint64_t engine, SeqId id);
-  void close(uint64_t engine, SeqId id);           // finished: moves to the bounded history
+  void close(uint64_t engine, SeqId id);  // finished: moves to the bounded history
   // The story of request id on engine (0: the newest engine that has one), live or kept.
   const RequestStory* find(SeqId id, uint64_t engine = 0) const;
   // Every kept story, oldest first (finished ones by finish order, then the live ones).
   std::vector<const RequestStory*> all() const;
   size_t max_finished() const { return max_finished_; }
-  size_t dropped() const { return dropped_; }       // finished stories pushed out of the history
+  size_t dropped() const { return dropped_; }  // finished stories pushed out of the history
 
  private:
   using Key = std::pair<uint64_t, SeqId>;

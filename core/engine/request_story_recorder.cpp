@@ -7,10 +7,14 @@ namespace kvscope {
 namespace {
 WaitReason wait_reason_of(AdmissionStop s) {
   switch (s) {
-    case AdmissionStop::MaxRunning: return WaitReason::MaxRunning;
-    case AdmissionStop::TokenBudget: return WaitReason::TokenBudget;
-    case AdmissionStop::AfterPreemption: return WaitReason::AfterPreemption;
-    default: return WaitReason::PoolFull;
+    case AdmissionStop::MaxRunning:
+      return WaitReason::MaxRunning;
+    case AdmissionStop::TokenBudget:
+      return WaitReason::TokenBudget;
+    case AdmissionStop::AfterPreemption:
+      return WaitReason::AfterPreemption;
+    default:
+      return WaitReason::PoolFull;
   }
 }
 
@@ -40,7 +44,8 @@ void RequestStoryRecorder::on_submit(const Sequence& s, const std::string& label
   queued_ms_[s.id] = ms;
 }
 
-void RequestStoryRecorder::on_forked(const Sequence& child, const std::string& label, SeqId parent, uint64_t step, double ms) {
+void RequestStoryRecorder::on_forked(const Sequence& child, const std::string& label, SeqId parent, uint64_t step,
+                                     double ms) {
   on_submit(child, label, step, ms);
   RequestStory& st = *story(child.id);
   st.forked_from = parent;
@@ -71,8 +76,10 @@ void RequestStoryRecorder::note_admission(const AdmissionInfo& a, const Schedule
   p.adm.resumed = !st->admissions.empty();
   p.group_hits = a.group_hits;
   for (const Sequence* s : sched.running()) {
-    if (s->id == a.seq) p.tokens = s->tokens;
-    else p.kv_of_live[s->id] = s->num_computed;
+    if (s->id == a.seq)
+      p.tokens = s->tokens;
+    else
+      p.kv_of_live[s->id] = s->num_computed;
   }
   p.adm.recomputed_tokens = p.adm.resumed ? static_cast<int32_t>(p.tokens.size()) - a.cached : 0;
   p.adm.lookup.hit_tokens = a.cached;
@@ -84,8 +91,13 @@ void RequestStoryRecorder::note_preemptions(const SchedulerOutput& out, uint64_t
   for (const PreemptionInfo& pi : out.preemption_info) {
     RequestStory* st = story(pi.victim);
     if (!st) continue;
-    StoryPreemption p{.step = step, .by = pi.by, .tokens_lost = pi.tokens_lost, .blocks_held = pi.blocks_held, .blocks_freed = pi.blocks_released,
-                      .pool_used_before_pct = pi.used_before_pct, .pool_used_after_pct = pi.used_after_pct};
+    StoryPreemption p{.step = step,
+                      .by = pi.by,
+                      .tokens_lost = pi.tokens_lost,
+                      .blocks_held = pi.blocks_held,
+                      .blocks_freed = pi.blocks_released,
+                      .pool_used_before_pct = pi.used_before_pct,
+                      .pool_used_after_pct = pi.used_after_pct};
     if (st->preemptions.size() >= RequestStory::kMaxEntries) continue;
     preempted_now_[pi.victim] = st->preemptions.size();
     st->preemptions.push_back(p);
@@ -114,14 +126,16 @@ void RequestStoryRecorder::note_waits(const SchedulerOutput& out, const Schedule
 void RequestStoryRecorder::on_finished(const Sequence& s, uint64_t step) {
   RequestStory* st = story(s.id);
   if (!st) return;
-  st->finish = StoryFinish{.step = step, .state = s.state, .reason = s.finish, .generated = s.num_generated(), .error = s.error};
+  st->finish =
+      StoryFinish{.step = step, .state = s.state, .reason = s.finish, .generated = s.num_generated(), .error = s.error};
   st->tokens = s.tokens;
   st->kv_tokens = s.num_computed;
   queued_ms_.erase(s.id);
   finished_now_.push_back(s.id);
 }
 
-void RequestStoryRecorder::on_recorded(uint64_t step, const BlockEventRecorder& rec, KvSlotAllocator& kv, const SeqLookup& seq_of) {
+void RequestStoryRecorder::on_recorded(uint64_t step, const BlockEventRecorder& rec, KvSlotAllocator& kv,
+                                       const SeqLookup& seq_of) {
   // Evictions first (from the allocator, which knows whose allocation took the block), so that
   // an admission of this step that missed a block evicted earlier in the same step sees it; its
   // own new blocks (registered this step) come after.
@@ -149,7 +163,9 @@ void RequestStoryRecorder::apply_events(uint64_t step, const BlockEventRecorder&
         break;
       case BlockEventKind::CopiedOnWrite: {
         const auto& blocks = rec.blocks(e.group);
-        const SeqId owner = e.block >= 0 && e.block < static_cast<BlockId>(blocks.size()) ? blocks[static_cast<size_t>(e.block)].owner : -1;
+        const SeqId owner = e.block >= 0 && e.block < static_cast<BlockId>(blocks.size())
+                                ? blocks[static_cast<size_t>(e.block)].owner
+                                : -1;
         if (RequestStory* st = story(owner)) push_bounded(st->copies, StoryCopy{step, e.other, e.block, e.group});
         break;
       }
@@ -160,9 +176,14 @@ void RequestStoryRecorder::apply_events(uint64_t step, const BlockEventRecorder&
           if (first == 0) first = step;
         }
         break;
-      case BlockEventKind::Freed: count_release(e.seq, false); break;
-      case BlockEventKind::Cached: count_release(e.seq, true); break;
-      default: break;
+      case BlockEventKind::Freed:
+        count_release(e.seq, false);
+        break;
+      case BlockEventKind::Cached:
+        count_release(e.seq, true);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -179,7 +200,8 @@ void RequestStoryRecorder::count_release(SeqId seq, bool cached) {
   }
 }
 
-std::vector<PromptCandidate> RequestStoryRecorder::candidates(const PendingAdmission& p, const SeqLookup& seq_of) const {
+std::vector<PromptCandidate> RequestStoryRecorder::candidates(const PendingAdmission& p,
+                                                              const SeqLookup& seq_of) const {
   std::vector<PromptCandidate> out;
   for (const RequestStory* s : log_->all()) {
     if (s->engine == engine_ && s->id == p.seq) continue;

@@ -49,7 +49,7 @@ class RequestStoryRecorder {
   struct PendingAdmission {
     SeqId seq = -1;
     StoryAdmission adm;
-    std::vector<TokenId> tokens;           // what the lookup walked
+    std::vector<TokenId> tokens;  // what the lookup walked
     std::vector<int32_t> group_hits;
     std::unordered_map<SeqId, int32_t> kv_of_live;  // other live requests' computed tokens then
   };
@@ -67,8 +67,8 @@ class RequestStoryRecorder {
   uint64_t engine_ = 0;
   PrefixLedger ledger_;
   std::vector<PendingAdmission> pending_;
-  std::unordered_map<SeqId, double> queued_ms_;     // when it (re)joined the waiting queue
-  std::unordered_map<SeqId, size_t> preempted_now_; // this step's victims -> their preemption entry
+  std::unordered_map<SeqId, double> queued_ms_;      // when it (re)joined the waiting queue
+  std::unordered_map<SeqId, size_t> preempted_now_;  // this step's victims -> their preemption entry
   std::vector<SeqId> finished_now_;
   std::vector<EvictionRecord> evictions_;  // scratch
 };

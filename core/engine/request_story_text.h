@@ -12,7 +12,7 @@ namespace kvscope {
 
 struct StoryLine {
   uint64_t step = 0;
-  std::string kind;   // arrival, wait, admission, lookup, miss, blocks, copy, preemption, window, finish
+  std::string kind;  // arrival, wait, admission, lookup, miss, blocks, copy, preemption, window, finish
   std::string text;
 };
 

@@ -47,8 +47,8 @@ TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> 
   if (penalize) {
     // llama.cpp semantics: each distinct recent token's logit is divided by the penalty when
     // positive and multiplied when negative.
-    const size_t n = p_.repetition_last_n < 0 ? history.size()
-                                              : std::min(history.size(), static_cast<size_t>(p_.repetition_last_n));
+    const size_t n =
+        p_.repetition_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p_.repetition_last_n));
     std::unordered_set<TokenId> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
     for (TokenId t : seen) {
       if (t < 0 || static_cast<size_t>(t) >= cand_.size()) continue;

@@ -42,7 +42,9 @@ void Scheduler::remove(Sequence* seq) {
 
 namespace {
 double used_pct(const AllocatorSnap& a) {
-  return a.total_slots > 0 ? 100.0 * static_cast<double>(a.total_slots - a.total_free) / static_cast<double>(a.total_slots) : 0.0;
+  return a.total_slots > 0
+             ? 100.0 * static_cast<double>(a.total_slots - a.total_free) / static_cast<double>(a.total_slots)
+             : 0.0;
 }
 }  // namespace
 
@@ -59,7 +61,8 @@ void Scheduler::preempt(Sequence* seq, SeqId by, SchedulerOutput& out) {
   PreemptionInfo info{.victim = seq->id,
                       .by = by,
                       .tokens_lost = seq->num_computed,
-                      .blocks_held = static_cast<int32_t>(std::count_if(table.begin(), table.end(), [](BlockId b) { return b != kNoBlock; })),
+                      .blocks_held = static_cast<int32_t>(
+                          std::count_if(table.begin(), table.end(), [](BlockId b) { return b != kNoBlock; })),
                       .blocks_released = static_cast<int32_t>((after.total_free - before.total_free) / slots_per_block),
                       .used_before_pct = used_pct(before),
                       .used_after_pct = used_pct(after)};
@@ -104,7 +107,9 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
     return true;
   }
   if (need > cfg_.max_model_len) {
-    reject(seq, std::to_string(len) + " tokens + 1 to generate exceed max_model_len " + std::to_string(cfg_.max_model_len), out);
+    reject(seq,
+           std::to_string(len) + " tokens + 1 to generate exceed max_model_len " + std::to_string(cfg_.max_model_len),
+           out);
     return true;
   }
   if (auto why = kv_.never_fits(need, cfg_.max_batched_tokens); !why.empty()) {
@@ -173,7 +178,8 @@ SchedulerOutput Scheduler::schedule() {
     Sequence* s = running_[i];
     const std::span<const TokenId> tokens = s->tokens;
     const int32_t total = static_cast<int32_t>(tokens.size());
-    KV_CHECK(kv_.seq_len(s->id) == s->num_computed, "sequence " + std::to_string(s->id) + ": KV length != num_computed");
+    KV_CHECK(kv_.seq_len(s->id) == s->num_computed,
+             "sequence " + std::to_string(s->id) + ": KV length != num_computed");
     if (total > cfg_.max_model_len) {
       // Its newest token would need position max_model_len: it is done, by length.
       finish(s, SeqState::Finished, FinishReason::Length);

@@ -19,26 +19,25 @@
 
 namespace kvscope {
 
-
 struct ScheduledChunk {
   Sequence* seq;
-  int32_t first_pos;   // == seq->num_computed before the step
-  int32_t n_tokens;    // tokens of seq->tokens [first_pos, first_pos + n_tokens) to compute
-  bool wants_logits;   // the chunk reaches the end of the sequence: sample a token after it
+  int32_t first_pos;  // == seq->num_computed before the step
+  int32_t n_tokens;   // tokens of seq->tokens [first_pos, first_pos + n_tokens) to compute
+  bool wants_logits;  // the chunk reaches the end of the sequence: sample a token after it
 };
 
 // What the story of a request needs from the scheduler's decisions (engine/request_story.h).
 struct AdmissionInfo {
   SeqId seq = -1;
-  int32_t cached = 0;                   // prompt tokens attached from the prefix cache
-  std::vector<int32_t> group_hits;      // what each KV group alone would have hit
+  int32_t cached = 0;               // prompt tokens attached from the prefix cache
+  std::vector<int32_t> group_hits;  // what each KV group alone would have hit
 };
 struct PreemptionInfo {
   SeqId victim = -1;
-  SeqId by = -1;                        // the running sequence that needed the blocks
-  int32_t tokens_lost = 0;              // the victim's computed tokens, thrown away
-  int32_t blocks_held = 0;              // its blocks (KV group 0) just before they were released
-  int32_t blocks_released = 0;          // of those, back in the pool (the rest shared with others)
+  SeqId by = -1;                                   // the running sequence that needed the blocks
+  int32_t tokens_lost = 0;                         // the victim's computed tokens, thrown away
+  int32_t blocks_held = 0;                         // its blocks (KV group 0) just before they were released
+  int32_t blocks_released = 0;                     // of those, back in the pool (the rest shared with others)
   double used_before_pct = 0, used_after_pct = 0;  // pool usage around the victim's free
 };
 // Why admission stopped this step with requests still waiting (the head's reason).
@@ -46,11 +45,11 @@ enum class AdmissionStop : uint8_t { None, PoolFull, MaxRunning, TokenBudget, Af
 
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
-  std::vector<SeqId> preempted;       // this step
-  std::vector<SeqId> rejected;        // can never fit; state Rejected with error set
-  std::vector<BlockCopy> copies;      // copy-on-write block copies to perform before the forward
+  std::vector<SeqId> preempted;        // this step
+  std::vector<SeqId> rejected;         // can never fit; state Rejected with error set
+  std::vector<BlockCopy> copies;       // copy-on-write block copies to perform before the forward
   std::vector<BlockRelease> released;  // blocks freed since the last step (KIVI), applied before the copies
-  std::vector<SeqId> length_capped;   // reached max_model_len: state Finished, FinishReason::Length
+  std::vector<SeqId> length_capped;    // reached max_model_len: state Finished, FinishReason::Length
   std::vector<AdmissionInfo> admitted;
   std::vector<PreemptionInfo> preemption_info;  // parallel to preempted
   AdmissionStop admission_stop = AdmissionStop::None;
@@ -61,11 +60,11 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& cfg, KvSlotAllocator& kv);
   const SchedulerConfig& config() const { return cfg_; }
-  void add(Sequence* seq);             // state Waiting, goes to the back of the queue (not owned)
+  void add(Sequence* seq);  // state Waiting, goes to the back of the queue (not owned)
   // A sequence that is already computed up to num_computed and holds its slots (a fork of a
   // running sequence): joins the running list as the newest.
   void add_running(Sequence* seq);
-  SchedulerOutput schedule();          // one step's plan; allocates the slots it schedules
+  SchedulerOutput schedule();  // one step's plan; allocates the slots it schedules
   // After the forward, before sampling: the chunks' K/V are computed.
   void on_step_done(const SchedulerOutput& out);
   // After sampling: the engine appended tokens / finished sequences. Applies
@@ -86,16 +85,16 @@ class Scheduler {
   void preempt(Sequence* seq, SeqId by, SchedulerOutput& out);
   void admit_waiting(int32_t& budget, SchedulerOutput& out);
   void reject(Sequence* seq, std::string why, SchedulerOutput& out);
-  void remove(Sequence* seq);                         // out of running_ and waiting_
+  void remove(Sequence* seq);  // out of running_ and waiting_
   bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);
 
   SchedulerConfig cfg_;
   KvSlotAllocator& kv_;
   std::deque<Sequence*> waiting_;
-  std::vector<Sequence*> running_;     // in admission order (newest last)
+  std::vector<Sequence*> running_;  // in admission order (newest last)
   uint64_t preemptions_ = 0;
-  int64_t step_ = 0;             // schedule() calls so far (Sequence::arrival_step)
-  uint64_t next_arrival_ = 0;    // Sequence::arrival_order
+  int64_t step_ = 0;           // schedule() calls so far (Sequence::arrival_step)
+  uint64_t next_arrival_ = 0;  // Sequence::arrival_order
 };
 
 }  // namespace kvscope

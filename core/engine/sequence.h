@@ -23,19 +23,21 @@ struct Sequence {
   SamplingParams sampling;
   SeqState state = SeqState::Waiting;
   FinishReason finish = FinishReason::None;
-  std::string error;               // why it was rejected
-  int32_t num_computed = 0;        // tokens whose K/V are in the cache (prefix hits included)
-  int32_t num_cached_prompt = 0;   // prompt tokens reused from the prefix cache at (last) admission
+  std::string error;              // why it was rejected
+  int32_t num_computed = 0;       // tokens whose K/V are in the cache (prefix hits included)
+  int32_t num_cached_prompt = 0;  // prompt tokens reused from the prefix cache at (last) admission
   int32_t preemptions = 0;
   int64_t arrival_step = 0;
-  uint64_t arrival_order = 0;      // FCFS tie-break
+  uint64_t arrival_order = 0;  // FCFS tie-break
 
   void set_prompt(std::vector<TokenId> p) {
     tokens = std::move(p);
     prompt_len = static_cast<int32_t>(tokens.size());
   }
   std::span<const TokenId> prompt() const { return {tokens.data(), static_cast<size_t>(prompt_len)}; }
-  std::span<const TokenId> output() const { return std::span<const TokenId>(tokens).subspan(static_cast<size_t>(prompt_len)); }
+  std::span<const TokenId> output() const {
+    return std::span<const TokenId>(tokens).subspan(static_cast<size_t>(prompt_len));
+  }
   // Copies, for callers that keep or compare them.
   std::vector<TokenId> prompt_tokens() const { return {tokens.begin(), tokens.begin() + prompt_len}; }
   std::vector<TokenId> output_tokens() const { return {tokens.begin() + prompt_len, tokens.end()}; }

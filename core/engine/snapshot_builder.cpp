@@ -7,7 +7,8 @@ namespace kvscope {
 namespace {
 
 // The leading blocks of a table that hold attention-sink positions.
-void mark_sink_blocks(const std::vector<BlockId>& table, int32_t block_size, int32_t sinks, std::vector<BlockSnap>& blocks) {
+void mark_sink_blocks(const std::vector<BlockId>& table, int32_t block_size, int32_t sinks,
+                      std::vector<BlockSnap>& blocks) {
   for (size_t lb = 0; lb < table.size() && static_cast<int64_t>(lb) * block_size < sinks; ++lb)
     if (table[lb] != kNoBlock) blocks[static_cast<size_t>(table[lb])].sink = true;
 }
@@ -87,7 +88,9 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   g1.bytes_per_block = G[1].bytes_per_block();
   g1.blocks = src.recorder.blocks(1);
   for (const SeqSnap& q : S.seqs)
-    if (!q.tables_after_first_group.empty()) mark_sink_blocks(q.tables_after_first_group[0], G[1].block_size, src.cfg.sinks_in_sliding_layers ? S.sinks : 0, g1.blocks);
+    if (!q.tables_after_first_group.empty())
+      mark_sink_blocks(q.tables_after_first_group[0], G[1].block_size, src.cfg.sinks_in_sliding_layers ? S.sinks : 0,
+                       g1.blocks);
   const BlockTotals& t = src.recorder.totals(1);
   g1.blocks_total = src.kv.num_blocks(1);
   g1.blocks_used = t.used;

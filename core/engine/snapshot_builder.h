@@ -21,7 +21,7 @@ struct SnapshotSources {
   const KvSlotAllocator& kv;
   const BlockEventRecorder& recorder;
   const std::unordered_map<SeqId, std::unique_ptr<RequestRecord>>& requests;
-  int32_t sliding_window = 0;       // the hybrid KV cache's sliding group
+  int32_t sliding_window = 0;  // the hybrid KV cache's sliding group
   int32_t running = 0, waiting = 0;
   EngineCounters counters;
   double elapsed_s = 0, step_ms = 0, tokens_per_s = 0;

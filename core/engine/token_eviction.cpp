@@ -11,7 +11,8 @@ std::vector<int32_t> lowest_scored_rows(std::span<const float> score, std::span<
   for (int32_t r = 0; r < static_cast<int32_t>(may_go.size()); ++r)
     if (may_go[static_cast<size_t>(r)]) cand.push_back(r);
   const auto n = static_cast<size_t>(std::clamp(live - budget, 0, static_cast<int32_t>(cand.size())));
-  std::stable_sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) { return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)]; });
+  std::stable_sort(cand.begin(), cand.end(),
+                   [&](int32_t a, int32_t b) { return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)]; });
   cand.resize(n);
   std::sort(cand.begin(), cand.end());
   return cand;
@@ -22,7 +23,8 @@ std::vector<float> max_pool(std::span<const float> score, std::span<const uint8_
   std::vector<float> out(score.size(), 0.0f);
   for (int32_t i = 0; i < n; ++i)
     for (int32_t j = std::max(0, i - kernel / 2); j <= std::min(n - 1, i + kernel / 2); ++j)
-      if (live[static_cast<size_t>(j)]) out[static_cast<size_t>(i)] = std::max(out[static_cast<size_t>(i)], score[static_cast<size_t>(j)]);
+      if (live[static_cast<size_t>(j)])
+        out[static_cast<size_t>(i)] = std::max(out[static_cast<size_t>(i)], score[static_cast<size_t>(j)]);
   return out;
 }
 
@@ -78,7 +80,8 @@ void TokenEvictor::after_step(const SchedulerOutput& out) {
     }
     SeqPlan& p = plan(*ch.seq);
     const int32_t done = kv_.seq_len(id);
-    if (cfg_.policy == EvictPolicy::H2O) cfg_.per_layer() ? evict_per_layer(id, p, false) : evict(id, p, false);
+    if (cfg_.policy == EvictPolicy::H2O)
+      cfg_.per_layer() ? evict_per_layer(id, p, false) : evict(id, p, false);
     else if (!p.selected && done >= p.select_at) {
       cfg_.per_layer() ? evict_per_layer(id, p, true) : evict(id, p, true);
       p.selected = true;
@@ -134,7 +137,8 @@ void TokenEvictor::evict_per_layer(SeqId id, const SeqPlan& p, bool pool) {
       live[i] = reachable && !kv_.token_holes().row_hidden(id, l, r);
       n_live += live[i];
       cand[i] = live[i] && may_go[i];
-      score[i] = live[i] && !mass.empty() ? mass[static_cast<size_t>(l) * n_slots + static_cast<size_t>(slot[i])] : 0.0f;
+      score[i] =
+          live[i] && !mass.empty() ? mass[static_cast<size_t>(l) * n_slots + static_cast<size_t>(slot[i])] : 0.0f;
     }
     if (n_live > p.budget) {
       if (pool) score = max_pool(score, live, 7);

@@ -66,8 +66,8 @@ void dequant_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < QK4_0 / 2; ++j) {
-      y[i * QK4_0 + j] = ((x[i].qs[j] & 0x0F) - 8) * d;              // low nibbles: first half
-      y[i * QK4_0 + j + QK4_0 / 2] = ((x[i].qs[j] >> 4) - 8) * d;   // high nibbles: second half
+      y[i * QK4_0 + j] = ((x[i].qs[j] & 0x0F) - 8) * d;            // low nibbles: first half
+      y[i * QK4_0 + j + QK4_0 / 2] = ((x[i].qs[j] >> 4) - 8) * d;  // high nibbles: second half
     }
   }
 }

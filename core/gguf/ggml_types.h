@@ -9,11 +9,38 @@
 namespace kvscope {
 
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
 };
 
 constexpr int QK8_0 = 32;
@@ -28,17 +55,59 @@ constexpr int K_SCALE_SIZE = 12;
 using ggml_half = uint16_t;  // IEEE binary16 bits
 
 #pragma pack(push, 1)
-struct BlockQ8_0 { ggml_half d; int8_t qs[QK8_0]; };                          // 34 bytes
-struct BlockQ4_0 { ggml_half d; uint8_t qs[QK4_0 / 2]; };                     // 18 bytes
-struct BlockQ4_1 { ggml_half d; ggml_half m; uint8_t qs[QK4_1 / 2]; };      // 20 bytes
-struct BlockQ5_0 { ggml_half d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };      // 22 bytes
-struct BlockQ5_1 { ggml_half d; ggml_half m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };  // 24 bytes
-struct BlockQ8_1 { ggml_half d; ggml_half s; int8_t qs[QK8_1]; };             // 36 (activations only)
-struct BlockQ4_K { ggml_half d; ggml_half dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };  // 144
-struct BlockQ5_K { ggml_half d; ggml_half dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8];
-                   uint8_t qs[QK_K / 2]; };                                    // 176
-struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; ggml_half d; }; // 210
-struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };     // 292 (activations only)
+struct BlockQ8_0 {
+  ggml_half d;
+  int8_t qs[QK8_0];
+};  // 34 bytes
+struct BlockQ4_0 {
+  ggml_half d;
+  uint8_t qs[QK4_0 / 2];
+};  // 18 bytes
+struct BlockQ4_1 {
+  ggml_half d;
+  ggml_half m;
+  uint8_t qs[QK4_1 / 2];
+};  // 20 bytes
+struct BlockQ5_0 {
+  ggml_half d;
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};  // 22 bytes
+struct BlockQ5_1 {
+  ggml_half d;
+  ggml_half m;
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};  // 24 bytes
+struct BlockQ8_1 {
+  ggml_half d;
+  ggml_half s;
+  int8_t qs[QK8_1];
+};  // 36 (activations only)
+struct BlockQ4_K {
+  ggml_half d;
+  ggml_half dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qs[QK_K / 2];
+};  // 144
+struct BlockQ5_K {
+  ggml_half d;
+  ggml_half dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};  // 176
+struct BlockQ6_K {
+  uint8_t ql[QK_K / 2];
+  uint8_t qh[QK_K / 4];
+  int8_t scales[QK_K / 16];
+  ggml_half d;
+};  // 210
+struct BlockQ8_K {
+  float d;
+  int8_t qs[QK_K];
+  int16_t bsums[QK_K / 16];
+};  // 292 (activations only)
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);

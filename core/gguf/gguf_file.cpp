@@ -23,8 +23,8 @@ namespace kvscope {
 // Named (not anonymous) so GgufFile's private parse steps can take a ByteReader.
 namespace gguf_detail {
 
-constexpr int kMaxDims = 4;           // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 4;     // nested arrays are legal GGUF but never deep in practice
+constexpr int kMaxDims = 4;        // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 4;  // nested arrays are legal GGUF but never deep in practice
 // A parsed array element costs ~90 bytes of GgufValue; cap the total so that a small hostile
 // file cannot make us allocate gigabytes. Real vocabularies stay well below a million entries.
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
@@ -34,12 +34,25 @@ std::string offset_str(uint64_t off) { return " (at byte offset " + std::to_stri
 // Smallest encoded size of a value of type t, so that counts can be checked before reading.
 uint64_t min_encoded_size(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
-    case GgufValueType::STRING: return 8;   // length prefix
-    case GgufValueType::ARRAY: return 12;   // element type + count
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL:
+      return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+      return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32:
+      return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
+      return 8;
+    case GgufValueType::STRING:
+      return 8;  // length prefix
+    case GgufValueType::ARRAY:
+      return 12;  // element type + count
   }
   return 1;
 }
@@ -108,7 +121,8 @@ void pread_exact(int fd, uint8_t* dst, uint64_t n, uint64_t off, const std::stri
     if (got < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      throw GgufError("gguf '" + path + "': read failed at byte " + std::to_string(off + done) + ": " + std::strerror(err));
+      throw GgufError("gguf '" + path + "': read failed at byte " + std::to_string(off + done) + ": " +
+                      std::strerror(err));
     }
     if (got == 0)
       throw GgufError("gguf '" + path + "': the file shrank while it was being read: it had " +
@@ -127,19 +141,45 @@ class MetadataParser {
     v.type = type;
     const std::string what = "value of key '" + key + "'";
     switch (type) {
-      case GgufValueType::UINT8: v.u = r_.read<uint8_t>(what); break;
-      case GgufValueType::INT8: v.i = r_.read<int8_t>(what); break;
-      case GgufValueType::UINT16: v.u = r_.read<uint16_t>(what); break;
-      case GgufValueType::INT16: v.i = r_.read<int16_t>(what); break;
-      case GgufValueType::UINT32: v.u = r_.read<uint32_t>(what); break;
-      case GgufValueType::INT32: v.i = r_.read<int32_t>(what); break;
-      case GgufValueType::UINT64: v.u = r_.read<uint64_t>(what); break;
-      case GgufValueType::INT64: v.i = r_.read<int64_t>(what); break;
-      case GgufValueType::FLOAT32: v.f = r_.read<float>(what); break;
-      case GgufValueType::FLOAT64: v.f = r_.read<double>(what); break;
-      case GgufValueType::BOOL: v.u = r_.read<uint8_t>(what) != 0 ? 1 : 0; break;
-      case GgufValueType::STRING: v.s = r_.read_string(what); break;
-      case GgufValueType::ARRAY: read_array(v, key, depth); break;
+      case GgufValueType::UINT8:
+        v.u = r_.read<uint8_t>(what);
+        break;
+      case GgufValueType::INT8:
+        v.i = r_.read<int8_t>(what);
+        break;
+      case GgufValueType::UINT16:
+        v.u = r_.read<uint16_t>(what);
+        break;
+      case GgufValueType::INT16:
+        v.i = r_.read<int16_t>(what);
+        break;
+      case GgufValueType::UINT32:
+        v.u = r_.read<uint32_t>(what);
+        break;
+      case GgufValueType::INT32:
+        v.i = r_.read<int32_t>(what);
+        break;
+      case GgufValueType::UINT64:
+        v.u = r_.read<uint64_t>(what);
+        break;
+      case GgufValueType::INT64:
+        v.i = r_.read<int64_t>(what);
+        break;
+      case GgufValueType::FLOAT32:
+        v.f = r_.read<float>(what);
+        break;
+      case GgufValueType::FLOAT64:
+        v.f = r_.read<double>(what);
+        break;
+      case GgufValueType::BOOL:
+        v.u = r_.read<uint8_t>(what) != 0 ? 1 : 0;
+        break;
+      case GgufValueType::STRING:
+        v.s = r_.read_string(what);
+        break;
+      case GgufValueType::ARRAY:
+        read_array(v, key, depth);
+        break;
     }
     return v;
   }
@@ -147,7 +187,8 @@ class MetadataParser {
  private:
   void read_array(GgufValue& v, const std::string& key, int depth) {
     const uint64_t at = r_.pos();
-    if (depth >= kMaxArrayDepth) r_.fail("key '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth), at);
+    if (depth >= kMaxArrayDepth)
+      r_.fail("key '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth), at);
     const uint32_t et = r_.read<uint32_t>("array element type of key '" + key + "'");
     if (!valid_value_type(et)) r_.fail("key '" + key + "': unknown array element value type " + std::to_string(et), at);
     v.elem_type = static_cast<GgufValueType>(et);
@@ -286,11 +327,12 @@ void GgufFile::read_tensor_data() const {
   // MAP_POPULATE: the pages are faulted in by one call instead of one fault per 4 KiB page as
   // pread fills them (about a third less CPU for a 236 MiB model). No MADV_HUGEPAGE: with the
   // common defrag=madvise setting it can stall the load in direct compaction for a second.
-  void* m = ::mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* m = ::mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (m == MAP_FAILED) {
     const int err = errno;
-    throw GgufError("gguf '" + path_ + "': cannot allocate " + std::to_string(map_bytes >> 20) + " MiB for the tensor data: " +
-                    std::strerror(err));
+    throw GgufError("gguf '" + path_ + "': cannot allocate " + std::to_string(map_bytes >> 20) +
+                    " MiB for the tensor data: " + std::strerror(err));
   }
   try {
     pread_exact(fd_, static_cast<uint8_t*>(m), end, data_offset_, path_, size_);
@@ -329,8 +371,7 @@ void GgufFile::parse_header(ByteReader& r, uint64_t& n_tensors, uint64_t& n_kv) 
   if (version_ == 1)
     r.fail("GGUF v1 is not supported (kvscope reads v2 and v3; re-convert the model with a current llama.cpp)",
            version_at);
-  if (version_ == 0x02000000u || version_ == 0x03000000u)
-    r.fail("big-endian GGUF is not supported", version_at);
+  if (version_ == 0x02000000u || version_ == 0x03000000u) r.fail("big-endian GGUF is not supported", version_at);
   if (version_ != 2 && version_ != 3) r.fail("unsupported GGUF version " + std::to_string(version_), version_at);
 
   const uint64_t counts_at = r.pos();
@@ -357,16 +398,15 @@ void GgufFile::parse_metadata(ByteReader& r, uint64_t n_kv) {
     if (!keys.insert(kv.key).second) r.fail("duplicate metadata key '" + kv.key + "'", at);
     const uint64_t type_at = r.pos();
     const uint32_t type = r.read<uint32_t>("value type of key '" + kv.key + "'");
-    if (!valid_value_type(type))
-      r.fail("key '" + kv.key + "' has unknown value type " + std::to_string(type), type_at);
+    if (!valid_value_type(type)) r.fail("key '" + kv.key + "' has unknown value type " + std::to_string(type), type_at);
     kv.value = mp.read_value(static_cast<GgufValueType>(type), kv.key, 0);
     kv_.push_back(std::move(kv));
   }
 
   alignment_ = 32;
   if (const GgufValue* a = find("general.alignment")) {
-    if (!a->is_integer()) r.fail("general.alignment must be an integer, found " + std::string(gguf_value_type_name(a->type)),
-             alignment_at);
+    if (!a->is_integer())
+      r.fail("general.alignment must be an integer, found " + std::string(gguf_value_type_name(a->type)), alignment_at);
     const int64_t v = a->as_int();
     if (v <= 0 || (v & (v - 1)) != 0)
       r.fail("general.alignment " + std::to_string(v) + " is not a nonzero power of two", alignment_at);
@@ -392,7 +432,8 @@ std::vector<uint64_t> GgufFile::parse_tensor_infos(ByteReader& r, uint64_t n_ten
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne_at = r.pos();
       const int64_t ne = r.read<int64_t>(tn + " dimension");
-      if (ne <= 0) r.fail(tn + " dimension " + std::to_string(d) + " is " + std::to_string(ne) + " (must be positive)", ne_at);
+      if (ne <= 0)
+        r.fail(tn + " dimension " + std::to_string(d) + " is " + std::to_string(ne) + " (must be positive)", ne_at);
       const auto prod = checked_mul(n_elems, static_cast<uint64_t>(ne));
       if (!prod || *prod > static_cast<uint64_t>(INT64_MAX))
         r.fail(tn + ": the product of its dimensions overflows int64", ne_at);

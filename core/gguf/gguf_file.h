@@ -33,8 +33,19 @@ struct GgufError : std::runtime_error {
 };
 
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 const char* gguf_value_type_name(GgufValueType t);
 
@@ -42,17 +53,17 @@ const char* gguf_value_type_name(GgufValueType t);
 struct GgufValue {
   GgufValueType type = GgufValueType::UINT8;
   GgufValueType elem_type = GgufValueType::UINT8;  // meaningful for ARRAY only
-  uint64_t u = 0;       // unsigned integer types, BOOL (0/1)
-  int64_t i = 0;        // signed integer types
-  double f = 0;         // FLOAT32 / FLOAT64
-  std::string s;        // STRING
-  std::vector<GgufValue> arr;  // ARRAY (nested arrays allowed)
+  uint64_t u = 0;                                  // unsigned integer types, BOOL (0/1)
+  int64_t i = 0;                                   // signed integer types
+  double f = 0;                                    // FLOAT32 / FLOAT64
+  std::string s;                                   // STRING
+  std::vector<GgufValue> arr;                      // ARRAY (nested arrays allowed)
 
   bool is_integer() const;
   bool is_float() const;
   // Conversions throw GgufError when the value is not of a compatible kind.
-  int64_t as_int() const;    // any integer type or BOOL
-  double as_float() const;   // any integer or float type
+  int64_t as_int() const;   // any integer type or BOOL
+  double as_float() const;  // any integer or float type
   bool as_bool() const;
   const std::string& as_string() const;
   std::vector<std::string> as_string_array() const;
@@ -136,14 +147,14 @@ class GgufFile {
 
   std::string path_;
   uint64_t size_ = 0;
-  std::vector<uint8_t> owned_;       // the whole file when parsed from memory
+  std::vector<uint8_t> owned_;  // the whole file when parsed from memory
   // Opened files: the descriptor (until the data is read) and the data section copy.
   mutable int fd_ = -1;
   mutable std::once_flag data_once_;
   mutable void* data_map_ = nullptr;  // anonymous mapping holding [data_offset_, data_offset_ + data_bytes_)
   mutable uint64_t data_bytes_ = 0;
   mutable uint64_t data_map_bytes_ = 0;
-  const uint8_t* data_ = nullptr;    // start of the data section, from_bytes only (else data_map_)
+  const uint8_t* data_ = nullptr;  // start of the data section, from_bytes only (else data_map_)
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

@@ -44,11 +44,18 @@ std::string valid_utf8(const std::string& s) {
 
 nlohmann::json value_json(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::UINT8: case GgufValueType::UINT16: case GgufValueType::UINT32: case GgufValueType::UINT64:
+    case GgufValueType::UINT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::UINT64:
       return v.u;
-    case GgufValueType::INT8: case GgufValueType::INT16: case GgufValueType::INT32: case GgufValueType::INT64:
+    case GgufValueType::INT8:
+    case GgufValueType::INT16:
+    case GgufValueType::INT32:
+    case GgufValueType::INT64:
       return v.i;
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64:
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64:
       return v.f;
     case GgufValueType::BOOL:
       return v.u != 0;
@@ -78,8 +85,10 @@ std::string value_text(const GgufValue& v) {
       if (s.size() > 80) s.replace(77, std::string::npos, "...");
       std::string out = "\"";
       for (char c : s) {
-        if (c == '\n') out.append("\\n");
-        else out.push_back(c);
+        if (c == '\n')
+          out.append("\\n");
+        else
+          out.push_back(c);
       }
       out.push_back('"');
       return out;
@@ -94,7 +103,8 @@ std::string value_text(const GgufValue& v) {
       if (v.arr.size() > n) out.append(", ...");
       return out;
     }
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%g", v.f);
       return buf;
@@ -106,10 +116,14 @@ std::string value_text(const GgufValue& v) {
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
-  if (b >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(uint64_t{1} << 30));
-  else if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(uint64_t{1} << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(uint64_t{1} << 30));
+  else if (b >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(uint64_t{1} << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -132,8 +146,8 @@ nlohmann::json gguf_summary_json(const GgufFile& f) {
   uint64_t tensor_bytes = 0;
   for (const auto& t : f.tensors()) {
     const std::string type = ggml_type_name(t.raw_type);
-    tensors.push_back({{"name", valid_utf8(t.name)}, {"type", type}, {"shape", t.ne}, {"offset", t.offset},
-                       {"bytes", t.nbytes}});
+    tensors.push_back(
+        {{"name", valid_utf8(t.name)}, {"type", type}, {"shape", t.ne}, {"offset", t.offset}, {"bytes", t.nbytes}});
     ++type_counts[type];
     n_params += t.n_elements();
     tensor_bytes += t.nbytes;

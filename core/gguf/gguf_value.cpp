@@ -7,19 +7,32 @@ namespace kvscope {
 
 const char* gguf_value_type_name(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: return "uint8";
-    case GgufValueType::INT8: return "int8";
-    case GgufValueType::UINT16: return "uint16";
-    case GgufValueType::INT16: return "int16";
-    case GgufValueType::UINT32: return "uint32";
-    case GgufValueType::INT32: return "int32";
-    case GgufValueType::FLOAT32: return "float32";
-    case GgufValueType::BOOL: return "bool";
-    case GgufValueType::STRING: return "string";
-    case GgufValueType::ARRAY: return "array";
-    case GgufValueType::UINT64: return "uint64";
-    case GgufValueType::INT64: return "int64";
-    case GgufValueType::FLOAT64: return "float64";
+    case GgufValueType::UINT8:
+      return "uint8";
+    case GgufValueType::INT8:
+      return "int8";
+    case GgufValueType::UINT16:
+      return "uint16";
+    case GgufValueType::INT16:
+      return "int16";
+    case GgufValueType::UINT32:
+      return "uint32";
+    case GgufValueType::INT32:
+      return "int32";
+    case GgufValueType::FLOAT32:
+      return "float32";
+    case GgufValueType::BOOL:
+      return "bool";
+    case GgufValueType::STRING:
+      return "string";
+    case GgufValueType::ARRAY:
+      return "array";
+    case GgufValueType::UINT64:
+      return "uint64";
+    case GgufValueType::INT64:
+      return "int64";
+    case GgufValueType::FLOAT64:
+      return "float64";
   }
   return "unknown";
 }

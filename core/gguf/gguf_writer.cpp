@@ -35,18 +35,42 @@ class ByteSink {
 
 void put_value(ByteSink& out, const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::UINT8: out.put(static_cast<uint8_t>(v.u)); break;
-    case GgufValueType::INT8: out.put(static_cast<int8_t>(v.i)); break;
-    case GgufValueType::UINT16: out.put(static_cast<uint16_t>(v.u)); break;
-    case GgufValueType::INT16: out.put(static_cast<int16_t>(v.i)); break;
-    case GgufValueType::UINT32: out.put(static_cast<uint32_t>(v.u)); break;
-    case GgufValueType::INT32: out.put(static_cast<int32_t>(v.i)); break;
-    case GgufValueType::UINT64: out.put(static_cast<uint64_t>(v.u)); break;
-    case GgufValueType::INT64: out.put(static_cast<int64_t>(v.i)); break;
-    case GgufValueType::FLOAT32: out.put(static_cast<float>(v.f)); break;
-    case GgufValueType::FLOAT64: out.put(v.f); break;
-    case GgufValueType::BOOL: out.put(static_cast<uint8_t>(v.u != 0)); break;
-    case GgufValueType::STRING: out.put_string(v.s); break;
+    case GgufValueType::UINT8:
+      out.put(static_cast<uint8_t>(v.u));
+      break;
+    case GgufValueType::INT8:
+      out.put(static_cast<int8_t>(v.i));
+      break;
+    case GgufValueType::UINT16:
+      out.put(static_cast<uint16_t>(v.u));
+      break;
+    case GgufValueType::INT16:
+      out.put(static_cast<int16_t>(v.i));
+      break;
+    case GgufValueType::UINT32:
+      out.put(static_cast<uint32_t>(v.u));
+      break;
+    case GgufValueType::INT32:
+      out.put(static_cast<int32_t>(v.i));
+      break;
+    case GgufValueType::UINT64:
+      out.put(static_cast<uint64_t>(v.u));
+      break;
+    case GgufValueType::INT64:
+      out.put(static_cast<int64_t>(v.i));
+      break;
+    case GgufValueType::FLOAT32:
+      out.put(static_cast<float>(v.f));
+      break;
+    case GgufValueType::FLOAT64:
+      out.put(v.f);
+      break;
+    case GgufValueType::BOOL:
+      out.put(static_cast<uint8_t>(v.u != 0));
+      break;
+    case GgufValueType::STRING:
+      out.put_string(v.s);
+      break;
     case GgufValueType::ARRAY:
       out.put(static_cast<uint32_t>(v.elem_type));
       out.put<uint64_t>(v.arr.size());

@@ -32,7 +32,12 @@ class GgufWriter {
   void write(const std::string& path) const;  // throws std::runtime_error on I/O failure
 
  private:
-  struct Tensor { std::string name; std::vector<int64_t> ne; uint32_t raw_type; std::vector<uint8_t> bytes; };
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> ne;
+    uint32_t raw_type;
+    std::vector<uint8_t> bytes;
+  };
   uint64_t alignment_;
   std::vector<GgufKV> kv_;
   std::vector<Tensor> tensors_;

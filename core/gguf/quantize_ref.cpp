@@ -161,8 +161,8 @@ void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
 
 // Fits x ~ scale * L + min (min <= 0) with L in [0, nmax], minimising the weighted squared
 // error over a small grid of candidate inverse scales. Returns scale; *the_min = -min.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
+                       float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];

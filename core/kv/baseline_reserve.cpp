@@ -15,9 +15,12 @@ std::optional<BaselineReserve> parse_baseline_reserve(std::string_view text) {
 
 std::string baseline_reserve_name(const BaselineReserve& r) {
   switch (r.kind) {
-    case BaselineReserveKind::MaxModelLen: return "max-model-len";
-    case BaselineReserveKind::Request: return "request";
-    case BaselineReserveKind::Fixed: return std::to_string(r.fixed_slots);
+    case BaselineReserveKind::MaxModelLen:
+      return "max-model-len";
+    case BaselineReserveKind::Request:
+      return "request";
+    case BaselineReserveKind::Fixed:
+      return std::to_string(r.fixed_slots);
   }
   return "?";
 }

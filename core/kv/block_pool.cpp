@@ -31,8 +31,8 @@ int32_t BlockPool::num_evictable() const { return evictable_; }
 int32_t BlockPool::num_used() const { return used_; }
 
 void BlockPool::check_id(BlockId b) const {
-  KV_CHECK(b >= 0 && b < num_blocks(), "block id " + std::to_string(b) + " out of range [0, " +
-                                           std::to_string(num_blocks()) + ")");
+  KV_CHECK(b >= 0 && b < num_blocks(),
+           "block id " + std::to_string(b) + " out of range [0, " + std::to_string(num_blocks()) + ")");
 }
 
 const BlockState& BlockPool::state(BlockId b) const {
@@ -82,8 +82,10 @@ void BlockPool::unref(BlockId b) {
   --used_;
   ++counters_.frees;
   lru_pos_[b] = lru_.insert(lru_.end(), b);  // most recently freed: evicted last
-  if (st.hashed) ++evictable_;
-  else if (track_releases_) released_.push_back(b);
+  if (st.hashed)
+    ++evictable_;
+  else if (track_releases_)
+    released_.push_back(b);
 }
 
 void BlockPool::set_filled(BlockId b, int32_t filled) {

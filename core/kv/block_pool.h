@@ -23,19 +23,19 @@ namespace kvscope {
 
 struct BlockState {
   int32_t ref_count = 0;
-  int32_t filled = 0;                 // slots written (0..block_size)
-  int32_t holes = 0;                  // of those, evicted by token eviction (never in a shared block)
-  bool hashed = false;                // full block registered in the prefix cache
+  int32_t filled = 0;   // slots written (0..block_size)
+  int32_t holes = 0;    // of those, evicted by token eviction (never in a shared block)
+  bool hashed = false;  // full block registered in the prefix cache
   BlockHash hash = 0;
-  BlockId parent = kNoBlock;          // previous block of the hash chain (exact collision check)
-  std::vector<TokenId> tokens;        // token ids of a hashed block (exact collision check)
+  BlockId parent = kNoBlock;    // previous block of the hash chain (exact collision check)
+  std::vector<TokenId> tokens;  // token ids of a hashed block (exact collision check)
 };
 
 struct BlockPoolCounters {
   uint64_t allocations = 0;
-  uint64_t frees = 0;       // ref count reached 0
-  uint64_t evictions = 0;   // a cached block's hash dropped to reuse the block
-  uint64_t orphaned = 0;    // cached descendants un-hashed because an ancestor was evicted
+  uint64_t frees = 0;      // ref count reached 0
+  uint64_t evictions = 0;  // a cached block's hash dropped to reuse the block
+  uint64_t orphaned = 0;   // cached descendants un-hashed because an ancestor was evicted
 };
 
 class BlockPool {
@@ -43,13 +43,13 @@ class BlockPool {
   explicit BlockPool(int32_t num_blocks);
   BlockPool(int32_t num_blocks, int32_t block_size);  // block_size > 0 also bounds set_filled/set_hash
   int32_t num_blocks() const;
-  int32_t num_free() const;        // allocatable now: truly free + cached-evictable
-  int32_t num_evictable() const;   // ref 0 but still hashed
-  int32_t num_used() const;        // ref > 0
+  int32_t num_free() const;       // allocatable now: truly free + cached-evictable
+  int32_t num_evictable() const;  // ref 0 but still hashed
+  int32_t num_used() const;       // ref > 0
 
-  std::optional<BlockId> allocate();        // ref becomes 1; evicts the LRU cached block if needed
-  void ref(BlockId b);                      // another table holds b (revives an evictable block)
-  void unref(BlockId b);                    // ref 0: to the LRU tail (hashed blocks stay cached)
+  std::optional<BlockId> allocate();  // ref becomes 1; evicts the LRU cached block if needed
+  void ref(BlockId b);                // another table holds b (revives an evictable block)
+  void unref(BlockId b);              // ref 0: to the LRU tail (hashed blocks stay cached)
   void set_filled(BlockId b, int32_t filled);
   void set_holes(BlockId b, int32_t holes);  // token eviction: evicted slots among the filled ones
   // Take a held block out of the prefix cache (its cached descendants too): token eviction
@@ -84,20 +84,20 @@ class BlockPool {
   void check_id(BlockId b) const;
   void unlink_child(BlockId parent, BlockId child);
   void mark_changed(BlockId b);
-  int32_t block_size_ = 0;                                  // 0: unknown (no upper bound checks)
-  int32_t evictable_ = 0;                                   // ref 0 and hashed
-  std::vector<std::vector<BlockId>> children_;              // hashed blocks whose parent is this block
+  int32_t block_size_ = 0;                      // 0: unknown (no upper bound checks)
+  int32_t evictable_ = 0;                       // ref 0 and hashed
+  std::vector<std::vector<BlockId>> children_;  // hashed blocks whose parent is this block
   std::vector<BlockState> blocks_;
-  std::list<BlockId> lru_;                                  // ref-0 blocks, least recently freed first
-  std::vector<std::list<BlockId>::iterator> lru_pos_;       // per block, valid when ref 0
-  std::unordered_multimap<BlockHash, BlockId> cached_;      // hash -> block
+  std::list<BlockId> lru_;                              // ref-0 blocks, least recently freed first
+  std::vector<std::list<BlockId>::iterator> lru_pos_;   // per block, valid when ref 0
+  std::unordered_multimap<BlockHash, BlockId> cached_;  // hash -> block
   BlockPoolCounters counters_;
   int32_t used_ = 0;
-  std::vector<BlockId> changed_;                            // see take_changed()
-  std::vector<uint8_t> is_changed_;                         // per block: already in changed_
+  std::vector<BlockId> changed_;     // see take_changed()
+  std::vector<uint8_t> is_changed_;  // per block: already in changed_
   bool track_releases_ = false;
-  std::vector<BlockId> released_;                            // see take_released()
-  std::vector<DroppedHash> dropped_;                        // see take_dropped()
+  std::vector<BlockId> released_;     // see take_released()
+  std::vector<DroppedHash> dropped_;  // see take_dropped()
 };
 
 }  // namespace kvscope

@@ -6,7 +6,8 @@
 
 namespace kvscope {
 
-ContiguousKvManager::ContiguousKvManager(int64_t total_slots, int32_t max_model_len, BaselineReserve policy, int32_t unit)
+ContiguousKvManager::ContiguousKvManager(int64_t total_slots, int32_t max_model_len, BaselineReserve policy,
+                                         int32_t unit)
     : arena_(total_slots), max_model_len_(max_model_len), policy_(policy), unit_(unit) {
   if (max_model_len <= 0) throw std::invalid_argument("ContiguousKvManager: reservation must be > 0 slots");
   if (unit <= 0) throw std::invalid_argument("ContiguousKvManager: the reservation unit must be > 0 slots");
@@ -36,9 +37,14 @@ int32_t ContiguousKvManager::reservation_for(int32_t n_tokens, int32_t max_len) 
   if (max_len <= 0) max_len = max_model_len_;
   int64_t want = 0;
   switch (policy_.kind) {
-    case BaselineReserveKind::MaxModelLen: return round_up(max_model_len_);
-    case BaselineReserveKind::Request: want = std::min(max_len, max_model_len_); break;
-    case BaselineReserveKind::Fixed: want = policy_.fixed_slots; break;
+    case BaselineReserveKind::MaxModelLen:
+      return round_up(max_model_len_);
+    case BaselineReserveKind::Request:
+      want = std::min(max_len, max_model_len_);
+      break;
+    case BaselineReserveKind::Fixed:
+      want = policy_.fixed_slots;
+      break;
   }
   return std::max(round_up(n_tokens), std::min(round_up(want), ceiling()));
 }
@@ -79,11 +85,12 @@ int32_t ContiguousKvManager::blocks_needed(SeqId seq, int32_t n_new) const {
 
 void ContiguousKvManager::copy_slots(int64_t src, int64_t dst, int32_t n) {
   KV_CHECK(src % unit_ == 0 && dst % unit_ == 0, "contiguous copies must start on a unit boundary");
-  KV_CHECK((src + n) / unit_ <= std::numeric_limits<BlockId>::max() && (dst + n) / unit_ <= std::numeric_limits<BlockId>::max(),
+  KV_CHECK((src + n) / unit_ <= std::numeric_limits<BlockId>::max() &&
+               (dst + n) / unit_ <= std::numeric_limits<BlockId>::max(),
            "arena too large for BlockCopy ids");
   for (int32_t off = 0; off < n; off += unit_)
-    pending_copies_.push_back(BlockCopy{static_cast<BlockId>((src + off) / unit_), static_cast<BlockId>((dst + off) / unit_),
-                                        std::min(unit_, n - off)});
+    pending_copies_.push_back(BlockCopy{static_cast<BlockId>((src + off) / unit_),
+                                        static_cast<BlockId>((dst + off) / unit_), std::min(unit_, n - off)});
 }
 
 bool ContiguousKvManager::grow(SeqId seq, SeqEntry& e, int32_t needed) {
@@ -165,7 +172,8 @@ void ContiguousKvManager::fork(SeqId parent, SeqId child) {
     // a full copy of the parent's filled slots.
     const int32_t size = reservation_for(p.len, p.max_len);
     const auto base = arena_.reserve(child, size);
-    if (!base) throw std::runtime_error("contiguous baseline: no free run of " + std::to_string(size) + " slots to fork into");
+    if (!base)
+      throw std::runtime_error("contiguous baseline: no free run of " + std::to_string(size) + " slots to fork into");
     c.reserved = true;
     arena_.set_filled(child, c.len);
     copy_slots(arena_.base(parent), *base, c.len);
@@ -212,7 +220,8 @@ std::string ContiguousKvManager::never_fits(int32_t n_tokens, int32_t) const {
     return {};
   }
   if (round_up(n_tokens) > ceiling())
-    return "needs " + std::to_string(round_up(n_tokens)) + " slots, but no reservation may exceed " + std::to_string(ceiling());
+    return "needs " + std::to_string(round_up(n_tokens)) + " slots, but no reservation may exceed " +
+           std::to_string(ceiling());
   return {};
 }
 
@@ -220,7 +229,8 @@ void ContiguousKvManager::validate() const {
   arena_.validate();
   for (const auto& [id, e] : seqs_) {
     if (e.reserved != arena_.has(id)) throw std::logic_error("ContiguousKvManager invariant: reservation flag drifted");
-    if (e.reserved && arena_.filled(id) != e.len) throw std::logic_error("ContiguousKvManager invariant: fill != length");
+    if (e.reserved && arena_.filled(id) != e.len)
+      throw std::logic_error("ContiguousKvManager invariant: fill != length");
     if (e.reserved && (arena_.base(id) % unit_ != 0 || arena_.reserved(id) % unit_ != 0))
       throw std::logic_error("ContiguousKvManager invariant: a reservation is not unit-aligned");
   }

@@ -30,12 +30,12 @@ namespace kvscope {
 
 // What the baseline did beyond plain reservations, over the manager's life.
 struct BaselineCounters {
-  uint64_t overflows = 0;            // a sequence needed more than its reservation (once per size)
-  uint64_t grown_in_place = 0;       // ... and the free run after it took the growth
-  uint64_t relocations = 0;          // ... and it moved to a larger run (realloc)
-  uint64_t relocated_slots = 0;      // filled slots those moves copied
-  uint64_t overflow_preemptions = 0; // ... and it was freed (preempted) before it could grow
-  uint64_t refused_overflows = 0;    // needed more than max_model_len: refused (the scheduler caps first)
+  uint64_t overflows = 0;             // a sequence needed more than its reservation (once per size)
+  uint64_t grown_in_place = 0;        // ... and the free run after it took the growth
+  uint64_t relocations = 0;           // ... and it moved to a larger run (realloc)
+  uint64_t relocated_slots = 0;       // filled slots those moves copied
+  uint64_t overflow_preemptions = 0;  // ... and it was freed (preempted) before it could grow
+  uint64_t refused_overflows = 0;     // needed more than max_model_len: refused (the scheduler caps first)
   // Steps in which the head of the queue was refused by can_admit(), and of those the ones in
   // which the free slots in all would have held its reservation but no single run did.
   uint64_t blocked_admission_steps = 0;
@@ -54,7 +54,7 @@ class ContiguousKvManager : public KvSlotAllocator {
   int32_t reservation_for(int32_t n_tokens, int32_t max_len) const;
 
   int32_t attach_cached_prefix(SeqId seq, std::span<const TokenId> prompt) override;  // always 0
-  int32_t blocks_needed(SeqId seq, int32_t n_new) const override;  // slots newly reserved
+  int32_t blocks_needed(SeqId seq, int32_t n_new) const override;                     // slots newly reserved
   // Beyond the reservation: grows it (see above); false when there is no room to grow.
   bool allocate_slots(SeqId seq, std::span<const TokenId> tokens, int32_t n_new) override;
   int64_t slot(SeqId seq, int32_t pos) const override;
@@ -82,9 +82,9 @@ class ContiguousKvManager : public KvSlotAllocator {
 
  private:
   struct SeqEntry {
-    int32_t len = 0;        // tokens with a slot
-    int32_t max_len = 0;    // the request's limit (set_max_len; max_model_len when never told)
-    bool reserved = false;  // the arena holds its range (taken on the first allocate_slots)
+    int32_t len = 0;            // tokens with a slot
+    int32_t max_len = 0;        // the request's limit (set_max_len; max_model_len when never told)
+    bool reserved = false;      // the arena holds its range (taken on the first allocate_slots)
     int32_t overflowed_at = 0;  // reservation size whose overflow was counted (0: none pending)
   };
   const SeqEntry& entry(SeqId seq) const;

@@ -67,7 +67,8 @@ bool HybridKvManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens,
 
 int32_t HybridKvManager::seq_len(SeqId seq) const {
   const int32_t len = groups_[kGlobal].seq_len(seq);
-  KV_CHECK(groups_[kSliding].seq_len(seq) == len, "KV groups disagree on the length of sequence " + std::to_string(seq));
+  KV_CHECK(groups_[kSliding].seq_len(seq) == len,
+           "KV groups disagree on the length of sequence " + std::to_string(seq));
   return len;
 }
 
@@ -110,10 +111,12 @@ void HybridKvManager::take_evictions(std::vector<EvictionRecord>& out) {
 void HybridKvManager::validate() const {
   for (const KvCacheManager& g : groups_) g.validate();
   const auto ids = groups_[kGlobal].sequences();
-  if (ids != groups_[kSliding].sequences()) throw std::logic_error("HybridKvManager invariant: the groups hold different sequences");
+  if (ids != groups_[kSliding].sequences())
+    throw std::logic_error("HybridKvManager invariant: the groups hold different sequences");
   for (SeqId id : ids)
     if (groups_[kGlobal].seq_len(id) != groups_[kSliding].seq_len(id))
-      throw std::logic_error("HybridKvManager invariant: sequence " + std::to_string(id) + " has different lengths in the groups");
+      throw std::logic_error("HybridKvManager invariant: sequence " + std::to_string(id) +
+                             " has different lengths in the groups");
 }
 
 KvAllocatorCounters HybridKvManager::allocator_counters() const {

@@ -52,8 +52,8 @@ class HybridKvManager : public KvSlotAllocator {
   bool has_seq(SeqId seq) const override { return groups_[kGlobal].has_seq(seq); }
   void fork(SeqId parent, SeqId child) override;
   void free(SeqId seq) override;
-  std::vector<BlockCopy> take_pending_copies() override;  // each copy tagged with its group
-  std::vector<BlockRelease> take_released_blocks() override;  // each tagged with its group
+  std::vector<BlockCopy> take_pending_copies() override;           // each copy tagged with its group
+  std::vector<BlockRelease> take_released_blocks() override;       // each tagged with its group
   void take_evictions(std::vector<EvictionRecord>& out) override;  // each tagged with its group
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override;
   std::vector<int32_t> peek_cached_prefix_by_group(std::span<const TokenId> prompt) const override {
@@ -73,7 +73,9 @@ class HybridKvManager : public KvSlotAllocator {
   // (prefix counters are the hybrid's own); the free space is the global group's.
   int32_t num_groups() const override { return kGroups; }
   int32_t num_blocks(int32_t g) const override { return group(g).num_blocks(0); }
-  std::vector<BlockId> group_block_table(SeqId seq, int32_t g) const override { return group(g).group_block_table(seq, 0); }
+  std::vector<BlockId> group_block_table(SeqId seq, int32_t g) const override {
+    return group(g).group_block_table(seq, 0);
+  }
   int64_t group_slot(int32_t g, SeqId seq, int32_t pos) const override { return slot(g, seq, pos); }
   void take_block_changes(int32_t g, std::vector<BlockChange>& out) override { group(g).take_block_changes(0, out); }
   KvAllocatorCounters allocator_counters() const override;

@@ -22,10 +22,10 @@ struct HybridPoolInput {
   int64_t global_block_bytes = 0;  // bytes of one block of each group (its layers only)
   int64_t sliding_block_bytes = 0;
   int32_t block_size = 16;
-  int32_t window = 0;              // the sliding group's window (> 0)
+  int32_t window = 0;  // the sliding group's window (> 0)
   int32_t sinks = 0;
   int32_t max_model_len = 0;
-  int32_t max_chunk = 512;         // max batched tokens per step
+  int32_t max_chunk = 512;  // max batched tokens per step
   int32_t max_running = 64;
 };
 

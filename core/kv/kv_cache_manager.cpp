@@ -143,8 +143,8 @@ KvCacheManager::AllocationPlan KvCacheManager::plan_allocation(const SeqTable& t
   // Window drops form the range [sink blocks, first block still read); everything below its
   // present tail was dropped before.
   if (cfg_.sliding_window > 0) {
-    const int32_t limit = std::min<int32_t>(std::max(0, len - cfg_.sliding_window + 1) / bs,
-                                            static_cast<int32_t>(t.blocks.size()));
+    const int32_t limit =
+        std::min<int32_t>(std::max(0, len - cfg_.sliding_window + 1) / bs, static_cast<int32_t>(t.blocks.size()));
     for (int32_t bi = limit - 1; bi >= 0 && block_outside_window(bi, len) && t.blocks[bi] != kNoBlock; --bi) {
       p.drops.push_back(bi);
       if (pool_.state(t.blocks[bi]).ref_count == 1) ++p.freed_by_drops;
@@ -218,8 +218,8 @@ bool KvCacheManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, 
   return true;
 }
 
-void KvCacheManager::register_full_blocks(std::vector<BlockId>& table, std::span<const TokenId> tokens,
-                                          int32_t first, int32_t end) {
+void KvCacheManager::register_full_blocks(std::vector<BlockId>& table, std::span<const TokenId> tokens, int32_t first,
+                                          int32_t end) {
   const int32_t bs = cfg_.block_size;
   for (int32_t bi = first; bi < end; ++bi) {
     // Only a lagged range reaches back over prefix-cache hits (hashed) or dropped blocks.
@@ -245,7 +245,8 @@ int64_t KvCacheManager::slot(SeqId seq, int32_t pos) const {
   const int32_t row = pos - t.shift;  // == pos unless token eviction compacted the table
   KV_CHECK(row >= 0 && row < t.len, "slot(): position " + std::to_string(pos) + " has no slot");
   const BlockId b = t.blocks[row / cfg_.block_size];
-  KV_CHECK(b != kNoBlock, "slot(): position " + std::to_string(pos) + " was dropped (outside the window or token-evicted)");
+  KV_CHECK(b != kNoBlock,
+           "slot(): position " + std::to_string(pos) + " was dropped (outside the window or token-evicted)");
   return static_cast<int64_t>(b) * cfg_.block_size + row % cfg_.block_size;
 }
 
@@ -291,7 +292,8 @@ void KvCacheManager::validate() const {
     for (int32_t bi = 0; bi < static_cast<int32_t>(t.blocks.size()); ++bi) {
       const BlockId b = t.blocks[bi];
       if (b == kNoBlock) {
-        if (!t.token_evicted && !block_outside_window(bi, t.len)) broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
+        if (!t.token_evicted && !block_outside_window(bi, t.len))
+          broken(id, "kNoBlock at table index " + std::to_string(bi) + " inside the window or sinks");
         continue;
       }
       if (b < 0 || b >= n) broken(id, "table holds out-of-range block " + std::to_string(b));
@@ -310,7 +312,8 @@ void KvCacheManager::validate() const {
     if (!cfg_.prefix_caching) throw std::logic_error("KvCacheManager invariant: hashed block with prefix caching off");
     const BlockHash ph = st.parent == kNoBlock ? kRootBlockHash : pool_.state(st.parent).hash;
     if (st.hash != block_hash(ph, st.tokens, cfg_.hash_salt))
-      throw std::logic_error("KvCacheManager invariant: block " + std::to_string(b) + " hash is not hash(parent, tokens)");
+      throw std::logic_error("KvCacheManager invariant: block " + std::to_string(b) +
+                             " hash is not hash(parent, tokens)");
     if (!pool_.lookup(st.hash, st.parent, st.tokens))
       throw std::logic_error("KvCacheManager invariant: cached block " + std::to_string(b) + " not findable");
   }

@@ -21,14 +21,14 @@
 namespace kvscope {
 
 struct KvCacheConfig {
-  int32_t block_size = 16;       // 8, 16, 32, 64 or 128
+  int32_t block_size = 16;  // 8, 16, 32, 64 or 128
   int32_t num_blocks = 0;
   bool prefix_caching = true;
-  int32_t sliding_window = 0;    // 0: full attention; else attention sees the last W positions
-  int32_t sink_tokens = 0;       // with a window: the first S tokens are kept forever (StreamingLLM)
-  uint64_t hash_salt = 0;        // mixed into every block hash: KV dtype, model identity...
-  bool token_eviction = false;   // keep a per-slot hole mask (kv/token_holes.h)
-  int32_t hole_layers = 0;       // > 0 (with token_eviction): per-layer token eviction, one more mask per layer
+  int32_t sliding_window = 0;   // 0: full attention; else attention sees the last W positions
+  int32_t sink_tokens = 0;      // with a window: the first S tokens are kept forever (StreamingLLM)
+  uint64_t hash_salt = 0;       // mixed into every block hash: KV dtype, model identity...
+  bool token_eviction = false;  // keep a per-slot hole mask (kv/token_holes.h)
+  int32_t hole_layers = 0;      // > 0 (with token_eviction): per-layer token eviction, one more mask per layer
   // KIVI's residual (kv/register_lag.h): a full block enters the prefix cache only once this
   // many tokens of its sequence follow it. 0: as soon as it is full.
   int32_t register_lag = 0;
@@ -36,7 +36,6 @@ struct KvCacheConfig {
   // drops their residual). Off: nothing is collected.
   bool report_released = false;
 };
-
 
 // BlockCopy (copy-on-write work for the backend) lives in kv/kv_types.h, shared with the baseline.
 
@@ -71,7 +70,7 @@ class KvCacheManager : public KvSlotAllocator {
   // Physical slot (block * block_size + offset) of position pos of seq.
   int64_t slot(SeqId seq, int32_t pos) const override;
   std::span<const BlockId> block_table(SeqId seq) const;  // kNoBlock where a block was dropped
-  int32_t seq_len(SeqId seq) const override;                 // tokens with a slot
+  int32_t seq_len(SeqId seq) const override;              // tokens with a slot
   bool has_seq(SeqId seq) const override;
   // child shares all of parent's blocks (ref++); a partially filled last block is copied when
   // either side next appends to it (see take_pending_copies).
@@ -112,10 +111,10 @@ class KvCacheManager : public KvSlotAllocator {
  private:
   const SeqTable& table_of(SeqId seq) const;  // checks the sequence exists
   struct AllocationPlan {
-    std::vector<int32_t> drops;   // table indices leaving the window, highest first
-    int32_t freed_by_drops = 0;   // of those, blocks nobody else holds (back in the pool)
-    bool cow = false;             // the shared partial last block must be copied first
-    int32_t need = 0;             // blocks to take from the pool
+    std::vector<int32_t> drops;  // table indices leaving the window, highest first
+    int32_t freed_by_drops = 0;  // of those, blocks nobody else holds (back in the pool)
+    bool cow = false;            // the shared partial last block must be copied first
+    int32_t need = 0;            // blocks to take from the pool
   };
   AllocationPlan plan_allocation(const SeqTable& t, int32_t n_new) const;
   // The prefix-cache walk shared by attach and the dry runs: the hit blocks in prompt order,
@@ -124,15 +123,14 @@ class KvCacheManager : public KvSlotAllocator {
   // Block index bi of a sequence whose next position is `len` will never be read again.
   bool block_outside_window(int32_t bi, int32_t len) const;
   // Register blocks [first, end) of table, all full, in the prefix cache while the chain holds.
-  void register_full_blocks(std::vector<BlockId>& table, std::span<const TokenId> tokens, int32_t first,
-                            int32_t end);
+  void register_full_blocks(std::vector<BlockId>& table, std::span<const TokenId> tokens, int32_t first, int32_t end);
 
   KvCacheConfig cfg_;
   BlockPool pool_;
   SeqTables seqs_;
   std::vector<BlockCopy> pending_copies_;
-  RegisterLag register_lag_;    // KIVI's residual: when a full block may be registered
-  EvictionLog evictions_;       // prefix-cache evictions, attributed (before token_holes_: it refers to it)
+  RegisterLag register_lag_;  // KIVI's residual: when a full block may be registered
+  EvictionLog evictions_;     // prefix-cache evictions, attributed (before token_holes_: it refers to it)
   TokenHoles token_holes_;
   uint64_t queries_tokens_ = 0;
   uint64_t hits_tokens_ = 0;

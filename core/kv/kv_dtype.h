@@ -32,16 +32,17 @@ inline constexpr int32_t kDefaultKvGroup = 32;
 const char* kv_dtype_name(KvDtype t);  // "f32", ..., "fp8_e5m2", "int4", "kivi4", "kivi2", "rot4", "rot4c"
 // Accepts the names above and "fp8" (= fp8_e4m3, the usual choice for KV).
 std::optional<KvDtype> parse_kv_dtype(const std::string& s);
-const char* kv_dtype_choices();       // for error messages
-int32_t kv_elem_bytes(KvDtype t);      // bytes of one element, scales excluded (1 for the sub-byte formats: their container)
-int32_t kv_code_bits(KvDtype t);       // bits of one element's code: 32, 16, 8, 4 or 2
-bool kv_dtype_scaled(KvDtype t);       // one f32 scale per head vector in a side array (int8, fp8)
-bool kv_dtype_packed(KvDtype t);       // a sub-byte format: codes and f16 parameters inside the tile
-bool kv_dtype_kivi(KvDtype t);         // keys per channel per block (kivi4, kivi2)
+const char* kv_dtype_choices();  // for error messages
+int32_t kv_elem_bytes(
+    KvDtype t);                   // bytes of one element, scales excluded (1 for the sub-byte formats: their container)
+int32_t kv_code_bits(KvDtype t);  // bits of one element's code: 32, 16, 8, 4 or 2
+bool kv_dtype_scaled(KvDtype t);  // one f32 scale per head vector in a side array (int8, fp8)
+bool kv_dtype_packed(KvDtype t);  // a sub-byte format: codes and f16 parameters inside the tile
+bool kv_dtype_kivi(KvDtype t);    // keys per channel per block (kivi4, kivi2)
 // Quantized a whole block at a time (kivi4, kivi2, rot4c): a filling block waits in the f16
 // residual, the `kivi_residual` setting applies, single slots cannot move.
 bool kv_dtype_block_quantized(KvDtype t);
-bool kv_dtype_rotated(KvDtype t);      // stored in a rotated basis (rot4, rot4c)
+bool kv_dtype_rotated(KvDtype t);  // stored in a rotated basis (rot4, rot4c)
 // Bytes to store one head vector of head_dim elements (plus its scale for quantized types).
 // For the packed formats: (K + V bytes per token-head at block size 16, default group) / 2.
 int64_t kv_bytes_per_head_vector(KvDtype t, int32_t head_dim);

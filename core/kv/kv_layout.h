@@ -39,7 +39,8 @@ struct KvLayout {
 
   // Exact: codes, scales, zero points and padding (kv/kv_dtype.h), for every dtype.
   int64_t bytes_per_token() const {
-    return static_cast<int64_t>(n_layer) * n_head_kv * kv_bytes_per_token_head(dtype, head_dim, block_size, quant_group);
+    return static_cast<int64_t>(n_layer) * n_head_kv *
+           kv_bytes_per_token_head(dtype, head_dim, block_size, quant_group);
   }
   int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }

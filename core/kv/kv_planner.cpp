@@ -38,10 +38,18 @@ std::optional<PlanModel> find_plan_preset(const std::string& name) {
 
 std::optional<double> weight_bits(const std::string& name) {
   static const std::pair<const char*, double> table[] = {
-      {"f32", 32}, {"f16", 16}, {"bf16", 16}, {"fp8", 8}, {"int8", 8}, {"int4", 4},
+      {"f32", 32},
+      {"f16", 16},
+      {"bf16", 16},
+      {"fp8", 8},
+      {"int8", 8},
+      {"int4", 4},
       // GGUF blocks carry their scales: q8_0 = 32 x 8 bit + f16 scale per 32; q4_0 = 32 x 4 bit +
       // f16 scale; q4_k / q6_k = 256-element super-blocks (144 and 210 bytes).
-      {"q8_0", 8.5}, {"q6_k", 6.5625}, {"q4_k", 4.5}, {"q4_0", 4.5}};
+      {"q8_0", 8.5},
+      {"q6_k", 6.5625},
+      {"q4_k", 4.5},
+      {"q4_0", 4.5}};
   for (const auto& [n, b] : table)
     if (lower(name) == n) return b;
   return std::nullopt;
@@ -70,7 +78,9 @@ std::optional<int64_t> parse_token_count(const std::string& s) {
 static std::pair<int64_t, int64_t> kept_positions(int64_t ctx, int32_t window, int32_t sinks, int64_t prefix) {
   const int64_t lo = window > 0 ? std::max<int64_t>(0, ctx - window) : 0;
   const int64_t n_sink = window > 0 ? std::min<int64_t>(sinks, lo) : 0;
-  auto overlap = [](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0)); };
+  auto overlap = [](int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+  };
   const int64_t shared = overlap(0, n_sink, 0, prefix) + overlap(lo, ctx, 0, prefix);
   const int64_t total = n_sink + (ctx - lo);
   return {shared, total - shared};
@@ -95,7 +105,8 @@ PlanResult plan_memory(const PlanInput& in) {
     r.weights_bytes = m.file_weight_bytes;
   } else {
     const auto bits = weight_bits(in.weights);
-    if (!bits) throw std::invalid_argument("plan: unknown weight precision '" + in.weights + "' (" + weight_choices() + ")");
+    if (!bits)
+      throw std::invalid_argument("plan: unknown weight precision '" + in.weights + "' (" + weight_choices() + ")");
     r.weights_bytes = static_cast<int64_t>(std::llround(m.n_params * *bits / 8.0));
   }
 
@@ -111,9 +122,9 @@ PlanResult plan_memory(const PlanInput& in) {
   r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
   if (kv_dtype_packed(in.kv_dtype))  // codes + f16 scales/mins (+ KIVI's per-block key parameters), 16-token blocks
     r.formula = std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x " +
-                std::to_string(kv_bytes_per_token_head(in.kv_dtype, m.head_dim, per_layer.block_size, 0)) + " B (K+V: " +
-                std::to_string(m.head_dim) + " x " + std::to_string(kv_code_bits(in.kv_dtype)) + "-bit codes x 2 + f16 scales) = " +
-                std::to_string(r.kv_bytes_per_token) + " B/token";
+                std::to_string(kv_bytes_per_token_head(in.kv_dtype, m.head_dim, per_layer.block_size, 0)) +
+                " B (K+V: " + std::to_string(m.head_dim) + " x " + std::to_string(kv_code_bits(in.kv_dtype)) +
+                "-bit codes x 2 + f16 scales) = " + std::to_string(r.kv_bytes_per_token) + " B/token";
   else
     r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
                 std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +

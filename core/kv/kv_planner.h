@@ -19,10 +19,10 @@ namespace kvscope {
 
 struct PlanModel {
   std::string name;
-  double n_params = 0;            // parameters (weights at a chosen precision = n_params x bits / 8)
+  double n_params = 0;  // parameters (weights at a chosen precision = n_params x bits / 8)
   int32_t n_layer = 0;
-  int32_t n_head = 0;             // query heads
-  int32_t n_head_kv = 0;          // key/value heads (grouped-query attention when < n_head)
+  int32_t n_head = 0;     // query heads
+  int32_t n_head_kv = 0;  // key/value heads (grouped-query attention when < n_head)
   int32_t head_dim = 0;
   int32_t n_ctx_train = 0;
   int32_t sliding_window = 0;     // the model's own window, 0 if none
@@ -45,39 +45,39 @@ std::optional<int64_t> parse_token_count(const std::string& s);
 
 struct PlanInput {
   PlanModel model;
-  int64_t context = 0;            // tokens per sequence
-  int32_t batch = 1;              // concurrent sequences at full context
-  std::string weights;            // precision name; empty: model.file_weight_bytes
+  int64_t context = 0;  // tokens per sequence
+  int32_t batch = 1;    // concurrent sequences at full context
+  std::string weights;  // precision name; empty: model.file_weight_bytes
   KvDtype kv_dtype = KvDtype::F16;
-  int32_t window = 0;             // 0: full attention (model's own window still applies)
+  int32_t window = 0;  // 0: full attention (model's own window still applies)
   int32_t sinks = 0;
-  int64_t shared_prefix = 0;      // first P tokens identical in every sequence, stored once
-  bool mha = false;               // count every query head as a KV head (the statement's formula)
+  int64_t shared_prefix = 0;  // first P tokens identical in every sequence, stored once
+  bool mha = false;           // count every query head as a KV head (the statement's formula)
   double gpu_gib = 80;
-  double gpu_util = 1.0;          // usable fraction of each GPU's memory
+  double gpu_util = 1.0;  // usable fraction of each GPU's memory
 };
 
 // Layers that share a window: KV kept per sequence and for the whole batch.
 struct PlanGroup {
-  std::string kind;               // "full" or "window W"
+  std::string kind;  // "full" or "window W"
   int32_t n_layer = 0;
   int32_t window = 0;
-  int64_t tokens_per_seq = 0;     // positions kept per sequence at full context
-  int64_t tokens_stored = 0;      // over the batch, shared-prefix positions counted once
+  int64_t tokens_per_seq = 0;  // positions kept per sequence at full context
+  int64_t tokens_stored = 0;   // over the batch, shared-prefix positions counted once
   int64_t bytes = 0;
 };
 
 struct PlanResult {
-  int32_t kv_heads = 0;                 // n_head_kv, or n_head with mha
-  int64_t kv_bytes_per_token = 0;       // all layers, one token, scales included
+  int32_t kv_heads = 0;            // n_head_kv, or n_head with mha
+  int64_t kv_bytes_per_token = 0;  // all layers, one token, scales included
   int64_t kv_element_bytes_per_token = 0;
-  std::string formula;                  // "2 x 80 layers x 8 KV heads x (128 x 2 B) = 327680 B/token"
+  std::string formula;  // "2 x 80 layers x 8 KV heads x (128 x 2 B) = 327680 B/token"
   int64_t weights_bytes = 0;
   int64_t kv_bytes = 0;
-  int64_t kv_element_bytes = 0;         // kv_bytes without the int8/fp8 scales
+  int64_t kv_element_bytes = 0;  // kv_bytes without the int8/fp8 scales
   int64_t kv_scale_bytes = 0;
   int64_t total_bytes = 0;
-  int32_t gpus = 0;                     // ceil(total / usable bytes per GPU)
+  int32_t gpus = 0;  // ceil(total / usable bytes per GPU)
   std::vector<PlanGroup> groups;
 };
 

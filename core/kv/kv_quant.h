@@ -68,10 +68,10 @@ KVSCOPE_HD inline float float_of(uint32_t u) {
 // exceed the largest finite code; the caller applies the format's overflow rule.
 template <int M, int B>
 KVSCOPE_HD inline uint32_t fp8_round_magnitude(uint32_t mag) {
-  if (mag < 0x00800000u) return 0;  // f32 zero or subnormal: far below half the fp8 minimum
+  if (mag < 0x00800000u) return 0;                          // f32 zero or subnormal: far below half the fp8 minimum
   const int32_t e = static_cast<int32_t>(mag >> 23) - 127;  // unbiased f32 exponent
-  if (e > 20) return 0x7FFu;                               // far beyond any fp8 range
-  const uint32_t full = (mag & 0x7FFFFFu) | 0x800000u;     // 24-bit significand, implicit 1
+  if (e > 20) return 0x7FFu;                                // far beyond any fp8 range
+  const uint32_t full = (mag & 0x7FFFFFu) | 0x800000u;      // 24-bit significand, implicit 1
   // Units of the result's last place: 2^(e - M) for normals, 2^(1 - B - M) (the smallest
   // subnormal) below the normal range. shift = how many significand bits fall below that unit.
   const int32_t min_normal_e = 1 - B;
@@ -90,7 +90,7 @@ KVSCOPE_HD inline uint8_t f32_to_fp8_e4m3(float x, Fp8Overflow mode) {
   const uint32_t u = bits_of(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t mag = u & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
+  if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);         // NaN
   const uint32_t overflow = mode == Fp8Overflow::Saturate ? 0x7Eu : 0x7Fu;  // 448, or NaN (no inf)
   if (mag == 0x7F800000u) return static_cast<uint8_t>(sign | overflow);
   uint32_t code = fp8_round_magnitude<3, 7>(mag);
@@ -102,7 +102,7 @@ KVSCOPE_HD inline uint8_t f32_to_fp8_e5m2(float x, Fp8Overflow mode) {
   const uint32_t u = bits_of(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t mag = u & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
+  if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);         // NaN
   const uint32_t overflow = mode == Fp8Overflow::Saturate ? 0x7Bu : 0x7Cu;  // 57344, or inf
   if (mag == 0x7F800000u) return static_cast<uint8_t>(sign | overflow);
   uint32_t code = fp8_round_magnitude<2, 15>(mag);
@@ -139,7 +139,7 @@ KVSCOPE_HD inline float round_half_even(float x) {
 }
 
 KVSCOPE_HD inline int8_t f32_to_int8(float x) {
-  if (x != x) return 0;  // NaN
+  if (x != x) return 0;          // NaN
   float r = round_half_even(x);  // wrong beyond 2^22, but such values clamp to +-127 anyway
   r = r > kInt8Max ? kInt8Max : (r < -kInt8Max ? -kInt8Max : r);
   return static_cast<int8_t>(r);

@@ -15,15 +15,26 @@ constexpr BlockId kNoBlock = -1;  // a block-table entry whose block was dropped
 // Copy-on-write work for the backend: copy slots [src*bs, src*bs + n_slots) to [dst*bs, ...),
 // bs being the allocator's block size (1 for the contiguous baseline, whose "blocks" are slots).
 // group: the KV layer group whose pool holds both blocks (0 unless the hybrid KV cache is on).
-struct BlockCopy { BlockId src; BlockId dst; int32_t n_slots; int32_t group = 0; };
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+  int32_t n_slots;
+  int32_t group = 0;
+};
 
 // A block whose last reference went and that is not in the prefix cache: nobody reads its K/V
 // again. A backend keeping per-block state beside the pool (KIVI's f16 residual) drops it.
-struct BlockRelease { BlockId block; int32_t group = 0; };
+struct BlockRelease {
+  BlockId block;
+  int32_t group = 0;
+};
 
 // Token eviction's compaction: copy one slot's K/V (every layer) from src to dst (physical slots
 // block * block_size + offset). Applied in order: a later copy may overwrite an earlier source.
-struct SlotCopy { int64_t src; int64_t dst; };
+struct SlotCopy {
+  int64_t src;
+  int64_t dst;
+};
 
 // A hash that left the prefix cache because an allocation needed its block (or, orphaned, a
 // block before it in the hash chain): who evicted what, for the request stories' miss reasons.
@@ -43,5 +54,7 @@ struct EvictionRecord {
 
 }  // namespace kvscope
 
-#define KV_CHECK(cond, what) \
-  do { if (!(cond)) ::kvscope::kv_check_failed(#cond, (what), __FILE__, __LINE__); } while (0)
+#define KV_CHECK(cond, what)                                                    \
+  do {                                                                          \
+    if (!(cond)) ::kvscope::kv_check_failed(#cond, (what), __FILE__, __LINE__); \
+  } while (0)

@@ -15,9 +15,9 @@ struct SeqCacheStats {
 
 struct SeqTable {
   std::vector<BlockId> blocks;
-  int32_t len = 0;                // cache rows (holes included)
-  int32_t shift = 0;              // rows removed by compaction: position = row + shift
-  bool token_evicted = false;     // token eviction touched it: nothing more enters the prefix cache
+  int32_t len = 0;             // cache rows (holes included)
+  int32_t shift = 0;           // rows removed by compaction: position = row + shift
+  bool token_evicted = false;  // token eviction touched it: nothing more enters the prefix cache
   SeqCacheStats stats;
 };
 

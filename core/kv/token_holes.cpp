@@ -35,7 +35,8 @@ void TokenHoles::fresh_block(BlockId b) {
   if (holes_.empty()) return;
   const auto bs = static_cast<size_t>(cfg_.block_size);
   std::fill_n(holes_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * bs), bs, uint8_t{0});
-  for (int32_t l = 0; l < cfg_.layers; ++l) std::fill_n(&layer_hole(l, static_cast<int64_t>(b) * cfg_.block_size), bs, uint8_t{0});
+  for (int32_t l = 0; l < cfg_.layers; ++l)
+    std::fill_n(&layer_hole(l, static_cast<int64_t>(b) * cfg_.block_size), bs, uint8_t{0});
 }
 
 void TokenHoles::note_positions(const SeqTable& t, int32_t from, int32_t to) {
@@ -51,9 +52,11 @@ bool TokenHoles::row_hidden(SeqId seq, int32_t layer, int32_t row) const {
 }
 
 void TokenHoles::hide_rows(SeqId seq, int32_t layer, std::span<const int32_t> rows) {
-  KV_CHECK(cfg_.layers > 0 && layer >= 0 && layer < cfg_.layers, "hide_rows() without per-layer token eviction for layer " + std::to_string(layer));
+  KV_CHECK(cfg_.layers > 0 && layer >= 0 && layer < cfg_.layers,
+           "hide_rows() without per-layer token eviction for layer " + std::to_string(layer));
   for (int32_t row : rows) {
-    KV_CHECK(row_punchable(seq, row) && !row_hidden(seq, layer, row), "hide_rows(): row " + std::to_string(row) + " is not punchable in layer " + std::to_string(layer));
+    KV_CHECK(row_punchable(seq, row) && !row_hidden(seq, layer, row),
+             "hide_rows(): row " + std::to_string(row) + " is not punchable in layer " + std::to_string(layer));
     const int64_t s = row_slot(seq, row);
     layer_hole(layer, s) = 1;
     const BlockId b = static_cast<BlockId>(s / cfg_.block_size);
@@ -106,7 +109,7 @@ TokenHoles::PunchOutcome TokenHoles::punch_rows(SeqId seq, std::span<const int32
     const BlockId b = static_cast<BlockId>(s / bs);
     holes_[static_cast<size_t>(s)] = 1;
     for (int32_t l = 0; l < cfg_.layers; ++l) layer_hole(l, s) = 0;  // a hole hides it from every layer
-    if (pool_.state(b).hashed) pool_.unhash(b);  // its bytes no longer match the hash chain
+    if (pool_.state(b).hashed) pool_.unhash(b);                      // its bytes no longer match the hash chain
     pool_.set_holes(b, pool_.state(b).holes + 1);
     ++out.punched;
     // A block whose every slot is a hole (never the one still being appended to) is given back.
@@ -125,7 +128,8 @@ TokenHoles::PunchOutcome TokenHoles::punch_rows(SeqId seq, std::span<const int32
 
 int32_t TokenHoles::first_holed_block(const SeqTable& t) const {
   for (int32_t bi = 0; bi < static_cast<int32_t>(t.blocks.size()); ++bi)
-    if (t.blocks[static_cast<size_t>(bi)] == kNoBlock || pool_.state(t.blocks[static_cast<size_t>(bi)]).holes > 0) return bi;
+    if (t.blocks[static_cast<size_t>(bi)] == kNoBlock || pool_.state(t.blocks[static_cast<size_t>(bi)]).holes > 0)
+      return bi;
   return -1;
 }
 

@@ -26,8 +26,8 @@ namespace kvscope {
 struct TokenHolesConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;
-  bool enabled = false;     // off: no masks, no row is ever punchable
-  int32_t layers = 0;       // > 0 (with enabled): per-layer token eviction, one more mask per layer
+  bool enabled = false;  // off: no masks, no row is ever punchable
+  int32_t layers = 0;    // > 0 (with enabled): per-layer token eviction, one more mask per layer
 };
 
 class TokenHoles {
@@ -43,9 +43,9 @@ class TokenHoles {
   std::span<const int32_t> slot_positions() const { return slot_pos_; }
   int32_t cache_rows(SeqId seq) const { return table_of(seq).len; }
   int32_t cache_row(SeqId seq, int32_t pos) const { return pos - table_of(seq).shift; }
-  int64_t row_slot(SeqId seq, int32_t row) const;        // -1 when the row's block was freed
-  bool row_punchable(SeqId seq, int32_t row) const;      // a live slot of a block only seq holds
-  int32_t seq_holes(SeqId seq) const;                    // holes in seq's blocks now
+  int64_t row_slot(SeqId seq, int32_t row) const;    // -1 when the row's block was freed
+  bool row_punchable(SeqId seq, int32_t row) const;  // a live slot of a block only seq holds
+  int32_t seq_holes(SeqId seq) const;                // holes in seq's blocks now
   struct PunchOutcome {
     int32_t punched = 0, blocks_freed = 0;
   };
@@ -62,7 +62,7 @@ class TokenHoles {
   // compaction moves a survivor's per-layer bits with it. [layers][num_blocks * block_size].
   std::span<const uint8_t> layer_hole_mask() const { return layer_holes_; }
   int32_t layers() const { return cfg_.layers; }
-  bool row_hidden(SeqId seq, int32_t layer, int32_t row) const;  // hidden from that layer (or a hole)
+  bool row_hidden(SeqId seq, int32_t layer, int32_t row) const;             // hidden from that layer (or a hole)
   void hide_rows(SeqId seq, int32_t layer, std::span<const int32_t> rows);  // every row punchable, not hidden
   int64_t hidden_slots() const;  // (layer, slot) pairs hidden now, holes not counted
   TokenEvictionCounters counters() const {

@@ -27,7 +27,7 @@ class BpeTokenizer final : public Tokenizer {
  private:
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
   void encode_word(const std::string& word, std::vector<TokenId>& out) const;  // word already byte-mapped
-  int merge_rank(std::string_view left, std::string_view right) const;        // -1 when no such merge
+  int merge_rank(std::string_view left, std::string_view right) const;         // -1 when no such merge
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> ranks_;  // key: merge_key(left, right)

@@ -32,8 +32,8 @@ std::string Model::describe() const {
   std::ostringstream os;
   const ModelConfig& c = config;
   os << c.arch << (c.name.empty() ? "" : " '" + c.name + "'") << ", " << weights.n_params / 1000 << "K params, "
-     << c.n_layer << " layers, n_embd " << c.n_embd << ", heads " << c.n_head << "/" << c.n_head_kv << " (q/kv), head_dim "
-     << c.head_dim << ", vocab " << c.n_vocab;
+     << c.n_layer << " layers, n_embd " << c.n_embd << ", heads " << c.n_head << "/" << c.n_head_kv
+     << " (q/kv), head_dim " << c.head_dim << ", vocab " << c.n_vocab;
   if (synthetic) os << " [synthetic: RANDOM WEIGHTS, output is gibberish]";
   return os.str();
 }

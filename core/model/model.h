@@ -11,15 +11,15 @@
 namespace kvscope {
 
 struct Model {
-  std::shared_ptr<GgufFile> file;   // owns the copied tensor data the weight views point into
+  std::shared_ptr<GgufFile> file;  // owns the copied tensor data the weight views point into
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  bool synthetic = false;           // general.name says random weights (built by make-model)
+  bool synthetic = false;  // general.name says random weights (built by make-model)
 
   // Throws GgufError / ModelError / std::runtime_error with a message naming the problem.
   static std::shared_ptr<Model> load(const std::string& path);
-  std::string describe() const;     // one line: arch, size, layers, heads, dtype mix
+  std::string describe() const;  // one line: arch, size, layers, heads, dtype mix
 };
 
 }  // namespace kvscope

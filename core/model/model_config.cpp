@@ -73,7 +73,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_layer = checked_i32(r.req_int("block_count"), c.arch + ".block_count", 1, 4096);
   c.n_head = checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
   // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
-  c.n_head_kv = checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
+  c.n_head_kv =
+      checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
   c.n_ff = checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
   c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
   if (c.n_head % c.n_head_kv != 0)
@@ -96,30 +97,36 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   double scale = r.opt_float("rope.scale_linear", 0.0);
   if (scale == 0.0) {
     const std::string type = f.get_string(c.arch + ".rope.scaling.type").value_or("none");
-    if (type == "linear") scale = r.opt_float("rope.scaling.factor", 1.0);
+    if (type == "linear")
+      scale = r.opt_float("rope.scaling.factor", 1.0);
     else if (type == "llama3" && f.find_tensor("rope_freqs.weight")) {
       // llama 3.1+: the scaling is entirely in the per-dimension factors read below.
     } else if (type != "none" && type != "")
       throw ModelError("rope scaling type '" + type + "' is not supported yet");
   }
   c.rope_freq_scale = scale > 0.0 ? static_cast<float>(1.0 / scale) : 1.0f;
-  c.rope_dim = checked_i32(r.opt_int("rope.dimension_count", c.head_dim), c.arch + ".rope.dimension_count", 2, c.head_dim);
+  c.rope_dim =
+      checked_i32(r.opt_int("rope.dimension_count", c.head_dim), c.arch + ".rope.dimension_count", 2, c.head_dim);
   if (c.rope_dim % 2 != 0) throw ModelError("rope.dimension_count must be even");
   // Llama 3.1+ GGUFs carry their RoPE scaling as per-pair frequency divisors (rope_freqs.weight,
   // rope_dim/2 f32 values): llama.cpp rotates pair i by pos * freq_scale * base^(-2i/d) / factor_i.
   if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
     if (rf->type() != GgmlType::F32 || rf->n_elements() != c.rope_dim / 2)
-      throw ModelError("rope_freqs.weight must be f32 with rope.dimension_count / 2 = " + std::to_string(c.rope_dim / 2) +
-                       " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
+      throw ModelError(
+          "rope_freqs.weight must be f32 with rope.dimension_count / 2 = " + std::to_string(c.rope_dim / 2) +
+          " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
     c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
     std::memcpy(c.rope_freq_factors.data(), f.view(*rf).data, c.rope_freq_factors.size() * sizeof(float));
     for (float v : c.rope_freq_factors)
-      if (!(v > 0.0f) || !std::isfinite(v)) throw ModelError("rope_freqs.weight holds a factor that is not a positive number");
+      if (!(v > 0.0f) || !std::isfinite(v))
+        throw ModelError("rope_freqs.weight holds a factor that is not a positive number");
   }
   if (c.traits.interleaved_swa) {
-    c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), c.arch + ".attention.sliding_window", 0, int64_t(1) << 30);
+    c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), c.arch + ".attention.sliding_window", 0,
+                                   int64_t(1) << 30);
     // Real Gemma 3 files omit the pattern; llama.cpp then uses 6 (5 sliding layers, 1 global).
-    c.swa_pattern = checked_i32(r.opt_int("attention.sliding_window_pattern", 6), c.arch + ".attention.sliding_window_pattern", 1, 4096);
+    c.swa_pattern = checked_i32(r.opt_int("attention.sliding_window_pattern", 6),
+                                c.arch + ".attention.sliding_window_pattern", 1, 4096);
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 

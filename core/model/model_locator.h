@@ -8,11 +8,11 @@ namespace kvscope {
 
 struct ModelChoice {
   std::string path;
-  std::string source;   // "--model", "$KVSCOPE_MODEL", "user model folder", "synthetic"
-  std::string note;     // shown to the user (e.g. why the synthetic model was chosen)
+  std::string source;  // "--model", "$KVSCOPE_MODEL", "user model folder", "synthetic"
+  std::string note;    // shown to the user (e.g. why the synthetic model was chosen)
 };
 
-std::string user_model_dir();       // $KVSCOPE_MODEL_DIR or $XDG_CACHE_HOME/kvscope/models or ~/.cache/kvscope/models
+std::string user_model_dir();  // $KVSCOPE_MODEL_DIR or $XDG_CACHE_HOME/kvscope/models or ~/.cache/kvscope/models
 // Throws std::runtime_error when a named model does not exist or the synthetic one cannot be written.
 ModelChoice resolve_model(const std::string& cli_model);
 // Writes (once) and returns the path of the built-in synthetic model.

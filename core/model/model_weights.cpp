@@ -32,9 +32,7 @@ struct Loader {
     check_shape(*t, {in, out});
     try {
       return f.view(*t);
-    } catch (const GgufError& e) {
-      throw ModelError(e.what());
-    }
+    } catch (const GgufError& e) { throw ModelError(e.what()); }
   }
   std::vector<float> vec(const std::string& name, int64_t n, bool required) const {
     const GgufTensorInfo* t = find(name, required);
@@ -43,9 +41,7 @@ struct Loader {
     TensorView v;
     try {
       v = f.view(*t);
-    } catch (const GgufError& e) {
-      throw ModelError(e.what());
-    }
+    } catch (const GgufError& e) { throw ModelError(e.what()); }
     std::vector<float> out(static_cast<size_t>(n));
     dequantize_row(v.type(), v.data, out.data(), n);
     for (float x : out)

@@ -198,8 +198,7 @@ size_t match_simple(S step, const Fragment& f, size_t pos) {
   switch (step) {
     case S::PunctRun: {
       auto pred = [](uint32_t x) {
-        if (x < 0x80 && (x == '$' || x == '+' || x == '<' || x == '=' || x == '>' || x == '^' || x == '~' ||
-                         x == '|'))
+        if (x < 0x80 && (x == '$' || x == '+' || x == '<' || x == '=' || x == '>' || x == '^' || x == '~' || x == '|'))
           return true;
         return (flags(x) & unicode::kPunctuation) && !(x >= 0x80 && is_ws(x));
       };

@@ -14,17 +14,17 @@ namespace kvscope {
 class PreTokenizer {
  public:
   enum class Step {
-    Gpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-    Llama3,         // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-    Qwen2,          // as Llama3 but \p{N} (single digits)
-    PunctRun,       // [\p{P}\$\+<=>\^~\|]+
-    NumberRun,      // \p{N}+
-    Number,         // \p{N}
-    AsciiDigits3,   // [0-9][0-9][0-9]
-    Newline,        // [\r\n]
-    SpaceLetters,   // \s?\p{L}+
-    SpacePunct,     // \s?\p{P}+
-    CjkRun,         // [一-龥ࠀ-一가-퟿]+
+    Gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    Llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    Qwen2,         // as Llama3 but \p{N} (single digits)
+    PunctRun,      // [\p{P}\$\+<=>\^~\|]+
+    NumberRun,     // \p{N}+
+    Number,        // \p{N}
+    AsciiDigits3,  // [0-9][0-9][0-9]
+    Newline,       // [\r\n]
+    SpaceLetters,  // \s?\p{L}+
+    SpacePunct,    // \s?\p{P}+
+    CjkRun,        // [一-龥ࠀ-一가-퟿]+
   };
 
   // Throws std::runtime_error naming `pre` when that pre-tokenizer type is not implemented.

@@ -27,8 +27,10 @@ void add_tokenizer(GgufWriter& w, int32_t n_vocab) {
   for (size_t i = 0; static_cast<int32_t>(tokens.size()) < n_vocab; ++i) {
     std::string piece;
     const size_t k = i % (2 * letters.size());
-    if (k < letters.size()) piece = "\xE2\x96\x81" + std::string(1, letters[k]);  // "▁x"
-    else piece = std::string(1, letters[k - letters.size()]);
+    if (k < letters.size())
+      piece = "\xE2\x96\x81" + std::string(1, letters[k]);  // "▁x"
+    else
+      piece = std::string(1, letters[k - letters.size()]);
     if (i >= 2 * letters.size()) piece += std::to_string(i / (2 * letters.size()));
     tokens.push_back(piece);
     types.push_back(1);

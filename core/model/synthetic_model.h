@@ -10,19 +10,19 @@
 namespace kvscope {
 
 struct SyntheticSpec {
-  std::string arch = "llama";     // llama, qwen2, qwen3, gemma3
-  int32_t n_vocab = 512;          // >= 259 (unk, bos, eos and 256 byte tokens)
+  std::string arch = "llama";  // llama, qwen2, qwen3, gemma3
+  int32_t n_vocab = 512;       // >= 259 (unk, bos, eos and 256 byte tokens)
   int32_t n_embd = 256;
   int32_t n_layer = 2;
   int32_t n_head = 4;
   int32_t n_head_kv = 2;
-  int32_t head_dim = 0;           // 0: n_embd / n_head
+  int32_t head_dim = 0;  // 0: n_embd / n_head
   int32_t n_ff = 768;
   int32_t n_ctx = 4096;
   float rope_base = 10000.0f;
-  int32_t sliding_window = 32;    // gemma3 only
-  int32_t swa_pattern = 3;        // gemma3 only
-  GgmlType dtype = GgmlType::F32; // matrices; norms stay f32
+  int32_t sliding_window = 32;     // gemma3 only
+  int32_t swa_pattern = 3;         // gemma3 only
+  GgmlType dtype = GgmlType::F32;  // matrices; norms stay f32
   bool tied_output = false;
   uint64_t seed = 1;
 };

@@ -18,23 +18,31 @@ std::runtime_error key_error(std::string_view key, const std::string& what) {
 }
 
 // Texts llama.cpp recognises as end-of-turn / end-of-generation tokens (its auto-detection).
-constexpr const char* kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                     "<|end_of_text|>", "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>",
-                                     "<end_of_utterance>"};
+constexpr const char* kEotTexts[] = {
+    "<|eot_id|>",      "<|im_end|>", "<|end|>", "<end_of_turn>",         "<|endoftext|>",
+    "<|end_of_text|>", "<EOT>",      "_<EOT>",  "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
 constexpr const char* kEomTexts[] = {"<|eom_id|>"};
-constexpr const char* kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                     "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-                                     "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"};
+constexpr const char* kEogTexts[] = {"<|eot_id|>",      "<|im_end|>",         "<|end|>",     "<end_of_turn>",
+                                     "<|endoftext|>",   "<|eom_id|>",         "<EOT>",       "_<EOT>",
+                                     "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>", "<|repo_name|>",
+                                     "<|file_sep|>"};
 
 uint32_t attr_from_type(TokenType t) {
   switch (t) {
-    case TokenType::Normal: return 1u << 2;
-    case TokenType::Unknown: return 1u << 0;
-    case TokenType::Control: return 1u << 3;
-    case TokenType::UserDefined: return 1u << 4;
-    case TokenType::Unused: return 1u << 1;
-    case TokenType::Byte: return 1u << 5;
-    default: return 0;
+    case TokenType::Normal:
+      return 1u << 2;
+    case TokenType::Unknown:
+      return 1u << 0;
+    case TokenType::Control:
+      return 1u << 3;
+    case TokenType::UserDefined:
+      return 1u << 4;
+    case TokenType::Unused:
+      return 1u << 1;
+    case TokenType::Byte:
+      return 1u << 5;
+    default:
+      return 0;
   }
 }
 
@@ -46,15 +54,13 @@ std::optional<std::vector<std::string>> Tokenizer::gguf_strings(const GgufFile& 
   const GgufValue* v = file.find(key);
   if (!v) return std::nullopt;
   if (v->type != GgufValueType::ARRAY || v->elem_type != GgufValueType::STRING)
-    throw key_error(key, std::string("must be an array of strings, found ") +
-                             (v->type == GgufValueType::ARRAY
-                                  ? std::string("array of ") + gguf_value_type_name(v->elem_type)
-                                  : std::string(gguf_value_type_name(v->type))));
+    throw key_error(key,
+                    std::string("must be an array of strings, found ") +
+                        (v->type == GgufValueType::ARRAY ? std::string("array of ") + gguf_value_type_name(v->elem_type)
+                                                         : std::string(gguf_value_type_name(v->type))));
   try {
     return v->as_string_array();
-  } catch (const std::exception& e) {
-    throw key_error(key, e.what());
-  }
+  } catch (const std::exception& e) { throw key_error(key, e.what()); }
 }
 
 std::optional<int64_t> Tokenizer::gguf_int(const GgufFile& file, std::string_view key) {
@@ -63,9 +69,7 @@ std::optional<int64_t> Tokenizer::gguf_int(const GgufFile& file, std::string_vie
   if (!v->is_integer()) throw key_error(key, std::string("must be an integer, found ") + gguf_value_type_name(v->type));
   try {
     return v->as_int();
-  } catch (const std::exception& e) {
-    throw key_error(key, e.what());
-  }
+  } catch (const std::exception& e) { throw key_error(key, e.what()); }
 }
 
 std::optional<bool> Tokenizer::gguf_bool(const GgufFile& file, std::string_view key) {
@@ -73,9 +77,7 @@ std::optional<bool> Tokenizer::gguf_bool(const GgufFile& file, std::string_view 
   if (!v) return std::nullopt;
   try {
     return v->as_bool();
-  } catch (const std::exception& e) {
-    throw key_error(key, e.what());
-  }
+  } catch (const std::exception& e) { throw key_error(key, e.what()); }
 }
 
 // ---- loading ---------------------------------------------------------------------------------
@@ -120,9 +122,7 @@ void Tokenizer::load_tokens(const GgufFile& file) {
     std::vector<float> scores;
     try {
       scores = sv->as_float_array();
-    } catch (const std::exception& e) {
-      throw key_error("tokenizer.ggml.scores", e.what());
-    }
+    } catch (const std::exception& e) { throw key_error("tokenizer.ggml.scores", e.what()); }
     if (scores.size() != n)
       throw key_error("tokenizer.ggml.scores", "has " + std::to_string(scores.size()) + " entries but there are " +
                                                    std::to_string(n) + " tokens");
@@ -134,12 +134,10 @@ void Tokenizer::load_tokens(const GgufFile& file) {
     std::vector<int64_t> types;
     try {
       types = tv->as_int_array();
-    } catch (const std::exception& e) {
-      throw key_error("tokenizer.ggml.token_type", e.what());
-    }
+    } catch (const std::exception& e) { throw key_error("tokenizer.ggml.token_type", e.what()); }
     if (types.size() != n)
-      throw key_error("tokenizer.ggml.token_type", "has " + std::to_string(types.size()) +
-                                                       " entries but there are " + std::to_string(n) + " tokens");
+      throw key_error("tokenizer.ggml.token_type", "has " + std::to_string(types.size()) + " entries but there are " +
+                                                       std::to_string(n) + " tokens");
     for (size_t i = 0; i < n; ++i) {
       if (types[i] < 0 || types[i] > 6)
         throw key_error("tokenizer.ggml.token_type",
@@ -184,11 +182,13 @@ void Tokenizer::load_special(const GgufFile& file) {
   if (add_bos_key) add_bos_ = *add_bos_key;
   if (add_eos_key) add_eos_ = *add_eos_key;
   if (add_bos_ && bos_ < 0) {
-    if (add_bos_key) throw std::runtime_error("tokenizer: tokenizer.ggml.add_bos_token is true, but there is no BOS token");
+    if (add_bos_key)
+      throw std::runtime_error("tokenizer: tokenizer.ggml.add_bos_token is true, but there is no BOS token");
     add_bos_ = false;
   }
   if (add_eos_ && eos_ < 0) {
-    if (add_eos_key) throw std::runtime_error("tokenizer: tokenizer.ggml.add_eos_token is true, but there is no EOS token");
+    if (add_eos_key)
+      throw std::runtime_error("tokenizer: tokenizer.ggml.add_eos_token is true, but there is no EOS token");
     add_eos_ = false;
   }
 
@@ -239,7 +239,8 @@ void Tokenizer::load_special(const GgufFile& file) {
   if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
     for (TokenId id : special_cache_) attrs_[id] |= kAttrRstrip;
     auto set_rstrip = [&](const char* text, bool on) {
-      if (TokenId id = find_token(text); id >= 0) attrs_[id] = on ? (attrs_[id] | kAttrRstrip) : (attrs_[id] & ~kAttrRstrip);
+      if (TokenId id = find_token(text); id >= 0)
+        attrs_[id] = on ? (attrs_[id] | kAttrRstrip) : (attrs_[id] & ~kAttrRstrip);
     };
     set_rstrip("</s>", true);
     for (const char* t : {"<unk>", "<s>", "<|endoftext|>"}) set_rstrip(t, false);
@@ -250,9 +251,7 @@ void Tokenizer::load_special(const GgufFile& file) {
 
 TokenType Tokenizer::token_type(TokenId id) const { return types_.at(static_cast<size_t>(id)); }
 
-bool Tokenizer::is_eog(TokenId id) const {
-  return id >= 0 && std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
-}
+bool Tokenizer::is_eog(TokenId id) const { return id >= 0 && std::binary_search(eog_ids_.begin(), eog_ids_.end(), id); }
 
 TokenId Tokenizer::find_token(std::string_view text) const {
   auto it = token_to_id_.find(text);

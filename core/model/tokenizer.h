@@ -17,7 +17,15 @@ namespace kvscope {
 class GgufFile;
 using TokenId = int32_t;
 
-enum class TokenType : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+enum class TokenType : int32_t {
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6
+};
 
 class Tokenizer {
  public:
@@ -44,7 +52,7 @@ class Tokenizer {
   bool add_eos() const { return add_eos_; }
   // SPM: encode() puts a space before the text (and after every special token), as SentencePiece.
   bool add_space_prefix() const { return add_space_prefix_; }
-  bool is_eog(TokenId id) const;        // EOS, EOT or other end-of-generation ids
+  bool is_eog(TokenId id) const;  // EOS, EOT or other end-of-generation ids
 
   // --- added by the tokenizer implementation ---
   TokenId unk() const { return unk_; }  // -1 when none
@@ -56,12 +64,18 @@ class Tokenizer {
  protected:
   // llama.cpp's per-token attributes (llama_token_attr), derived from token types and overrides.
   enum Attr : uint32_t {
-    kAttrUnknown = 1u << 0, kAttrUnused = 1u << 1, kAttrNormal = 1u << 2, kAttrControl = 1u << 3,
-    kAttrUserDefined = 1u << 4, kAttrByte = 1u << 5, kAttrLstrip = 1u << 7, kAttrRstrip = 1u << 8,
+    kAttrUnknown = 1u << 0,
+    kAttrUnused = 1u << 1,
+    kAttrNormal = 1u << 2,
+    kAttrControl = 1u << 3,
+    kAttrUserDefined = 1u << 4,
+    kAttrByte = 1u << 5,
+    kAttrLstrip = 1u << 7,
+    kAttrRstrip = 1u << 8,
   };
   // A piece of the input after special-token partitioning: a special token, or raw text.
   struct Fragment {
-    TokenId token = -1;  // >= 0: this special token
+    TokenId token = -1;             // >= 0: this special token
     size_t offset = 0, length = 0;  // raw text: bytes [offset, offset + length) of the input
   };
   struct StringHash {
@@ -107,7 +121,7 @@ class Tokenizer {
 class Utf8StreamDecoder {
  public:
   std::string push(std::string_view bytes);  // returns the text that is complete so far
-  std::string flush();                        // whatever is left, invalid bytes as U+FFFD
+  std::string flush();                       // whatever is left, invalid bytes as U+FFFD
  private:
   std::string pending_;
 };

@@ -7,15 +7,14 @@ namespace kvscope::unicode {
 namespace {
 
 // Unicode White_Space (PropList.txt); str.isspace() and the C locale differ, so it is spelled out.
-constexpr uint32_t kWhiteSpace[] = {0x0009, 0x000A, 0x000B, 0x000C, 0x000D, 0x0020, 0x0085, 0x00A0,
-                                    0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006,
-                                    0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F,
-                                    0x3000};
+constexpr uint32_t kWhiteSpace[] = {0x0009, 0x000A, 0x000B, 0x000C, 0x000D, 0x0020, 0x0085, 0x00A0, 0x1680,
+                                    0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008,
+                                    0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
 
 uint16_t lookup_ranges(uint32_t cpt) {
   const FlagRange* end = kFlagRanges + kFlagRangeCount;
-  const FlagRange* it = std::upper_bound(kFlagRanges, end, cpt,
-                                         [](uint32_t c, const FlagRange& r) { return c < r.start; });
+  const FlagRange* it =
+      std::upper_bound(kFlagRanges, end, cpt, [](uint32_t c, const FlagRange& r) { return c < r.start; });
   uint16_t f = (it == kFlagRanges) ? uint16_t(kUndefined) : (it - 1)->flags;
   for (uint32_t ws : kWhiteSpace) {
     if (ws == cpt) f |= kWhitespace;
@@ -43,9 +42,9 @@ const ByteMap& byte_map() {
   static const ByteMap map = [] {
     ByteMap m;
     std::array<bool, 256> direct{};
-    for (int b = 0x21; b <= 0x7E; ++b) direct[b] = true;   // '!' .. '~'
-    for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;   // '¡' .. '¬'
-    for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;   // '®' .. 'ÿ'
+    for (int b = 0x21; b <= 0x7E; ++b) direct[b] = true;  // '!' .. '~'
+    for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;  // '¡' .. '¬'
+    for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;  // '®' .. 'ÿ'
     m.byte_of.fill(-1);
     uint32_t next = 256;  // the 68 bytes without a printable image get U+0100 .. U+0143, in byte order
     for (int b = 0; b < 256; ++b) {
@@ -91,8 +90,7 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
       i += 3;
     } else if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
       const uint32_t c = ((b & 0x07u) << 18) | ((static_cast<uint8_t>(s[i + 1]) & 0x3Fu) << 12) |
-                         ((static_cast<uint8_t>(s[i + 2]) & 0x3Fu) << 6) |
-                         (static_cast<uint8_t>(s[i + 3]) & 0x3Fu);
+                         ((static_cast<uint8_t>(s[i + 2]) & 0x3Fu) << 6) | (static_cast<uint8_t>(s[i + 3]) & 0x3Fu);
       if (c > kMaxCodepoint) {
         out.push_back(kReplacement);
         i += 1;

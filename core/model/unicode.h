@@ -20,7 +20,7 @@ enum Flag : uint16_t {
   kSymbol = 0x0040,       // \p{S}
   kControl = 0x0080,      // \p{C} except Cn
   kCategoryMask = 0x00FF,
-  kWhitespace = 0x0100,   // Unicode White_Space property (\s)
+  kWhitespace = 0x0100,  // Unicode White_Space property (\s)
 };
 
 struct FlagRange {

@@ -26,8 +26,9 @@ std::vector<Workload> builtin_scenarios() {
   tiny.max_model_len = 2048;
   Workload tiny_w = many_short_chats(tiny);
   tiny_w.name = "tiny-completions";
-  tiny_w.description = "48 story beginnings of 5-16 words asking for 16-64 new tokens each (~70 tokens per request), "
-                       "arriving about every 2 steps: many-short-chats cut far below real chat lengths.";
+  tiny_w.description =
+      "48 story beginnings of 5-16 words asking for 16-64 new tokens each (~70 tokens per request), "
+      "arriving about every 2 steps: many-short-chats cut far below real chat lengths.";
   out.push_back(std::move(tiny_w));
 
   SharedSystemPromptParams sys;  // ~200-token system prompt, 16 questions

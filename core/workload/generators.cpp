@@ -58,9 +58,9 @@ Workload many_short_chats(const ManyShortChatsParams& p) {
   StoryWriter w(p.seed);
   Workload out;
   out.name = "many-short-chats";
-  out.description = std::to_string(p.n_requests) + " independent story beginnings (" + std::to_string(p.min_words) + "-" +
-                    std::to_string(p.max_words) + " words) asking for " + std::to_string(p.min_new_tokens) +
-                    "-" + std::to_string(p.max_new_tokens) + " new tokens each, arriving about every " +
+  out.description = std::to_string(p.n_requests) + " independent story beginnings (" + std::to_string(p.min_words) +
+                    "-" + std::to_string(p.max_words) + " words) asking for " + std::to_string(p.min_new_tokens) + "-" +
+                    std::to_string(p.max_new_tokens) + " new tokens each, arriving about every " +
                     std::to_string(p.mean_arrival_gap) + " steps. No shared prefix beyond BOS.";
   out.max_model_len = p.max_model_len;
   std::set<std::string> seen;
@@ -159,7 +159,8 @@ Workload multi_turn(const MultiTurnParams& p) {
       const std::string line = distinct(seen, [&] { return w.follow_up(cast); });
       const std::string text = t == 0 ? w.snippet(cast, p.opening_sentences) + " " + line : line;
       // Later turns may start as soon as the previous one finishes: their arrival is the conversation's.
-      WorkloadRequest r = text_request(conv + "-turn-" + std::to_string(t), text, start, p.max_new_tokens, p.ignore_eos);
+      WorkloadRequest r =
+          text_request(conv + "-turn-" + std::to_string(t), text, start, p.max_new_tokens, p.ignore_eos);
       r.conversation = conv;
       r.turn = t;
       out.requests.push_back(std::move(r));

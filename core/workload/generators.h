@@ -21,8 +21,8 @@ struct ManyShortChatsParams {
   // ~35-105 tokens, mean ~70.
   int32_t min_words = 15, max_words = 45;
   int32_t min_new_tokens = 100, max_new_tokens = 330;  // mean 215
-  int32_t mean_arrival_gap = 2;                     // steps; gaps are uniform in [0, 2 * mean]
-  float temperature = 0.8f;                         // > 0: sampled with a per-request seed; 0: greedy
+  int32_t mean_arrival_gap = 2;                        // steps; gaps are uniform in [0, 2 * mean]
+  float temperature = 0.8f;                            // > 0: sampled with a per-request seed; 0: greedy
   bool ignore_eos = true;
   std::optional<int32_t> max_model_len;
   uint64_t seed = 1;
@@ -33,9 +33,9 @@ Workload many_short_chats(const ManyShortChatsParams& p = {});
 // arrivals: the prefix-caching workload.
 struct SharedSystemPromptParams {
   int32_t n_questions = 16;
-  int32_t story_sentences = 5;                      // the story inside the system prompt
+  int32_t story_sentences = 5;  // the story inside the system prompt
   int32_t max_new_tokens = 32;
-  int32_t arrival_gap = 4;                          // steps between questions
+  int32_t arrival_gap = 4;  // steps between questions
   bool ignore_eos = true;
   std::optional<int32_t> max_model_len;
   uint64_t seed = 2;
@@ -61,8 +61,8 @@ struct MultiTurnParams {
   int32_t n_conversations = 4;
   int32_t n_turns = 4;
   int32_t opening_sentences = 3;
-  int32_t max_new_tokens = 32;                      // per turn
-  int32_t conversation_gap = 8;                     // steps between conversations' first turns
+  int32_t max_new_tokens = 32;   // per turn
+  int32_t conversation_gap = 8;  // steps between conversations' first turns
   bool ignore_eos = true;
   std::optional<int32_t> max_model_len;
   uint64_t seed = 4;
@@ -73,7 +73,7 @@ Workload multi_turn(const MultiTurnParams& p = {});
 // prompt = document + question: long shared prefixes, short answers.
 struct LongDocumentRagParams {
   int32_t n_stories = 5;
-  int32_t sentences_per_story = 7;                  // ~22 stories260K tokens per sentence
+  int32_t sentences_per_story = 7;  // ~22 stories260K tokens per sentence
   int32_t n_questions = 8;
   int32_t max_new_tokens = 32;
   int32_t arrival_gap = 4;

@@ -21,32 +21,33 @@ int32_t WorkloadRng::uniform(int32_t lo, int32_t hi) {
 }
 
 const std::vector<std::string>& StoryWriter::names() {
-  static const std::vector<std::string> v = {"Lily", "Tom", "Ben", "Mia", "Sue", "Max", "Anna", "Sam",
-                                             "Tim", "Lucy", "Jack", "Sara", "Joe", "Amy", "Kate", "Bob"};
+  static const std::vector<std::string> v = {"Lily", "Tom",  "Ben",  "Mia",  "Sue", "Max", "Anna", "Sam",
+                                             "Tim",  "Lucy", "Jack", "Sara", "Joe", "Amy", "Kate", "Bob"};
   return v;
 }
 const std::vector<std::string>& StoryWriter::animals() {
-  static const std::vector<std::string> v = {"dog", "cat", "bird", "bunny", "frog", "duck",
+  static const std::vector<std::string> v = {"dog",  "cat",  "bird",  "bunny", "frog", "duck",
                                              "bear", "fish", "puppy", "mouse", "lion", "cow"};
   return v;
 }
 const std::vector<std::string>& StoryWriter::objects() {
-  static const std::vector<std::string> v = {"ball", "toy", "kite", "box", "hat", "car", "book",
+  static const std::vector<std::string> v = {"ball", "toy",    "kite", "box",  "hat",     "car", "book",
                                              "cake", "flower", "boat", "doll", "balloon", "cup", "cookie"};
   return v;
 }
 const std::vector<std::string>& StoryWriter::places() {
   static const std::vector<std::string> v = {"park", "garden", "house", "forest", "beach",
-                                             "pond", "farm", "yard", "room", "town"};
+                                             "pond", "farm",   "yard",  "room",   "town"};
   return v;
 }
 const std::vector<std::string>& StoryWriter::adjectives() {
-  static const std::vector<std::string> v = {"big", "little", "red", "blue", "shiny", "soft",
-                                             "pretty", "funny", "green", "yellow", "tiny", "new"};
+  static const std::vector<std::string> v = {"big",    "little", "red",   "blue",   "shiny", "soft",
+                                             "pretty", "funny",  "green", "yellow", "tiny",  "new"};
   return v;
 }
 const std::vector<std::string>& StoryWriter::feelings() {
-  static const std::vector<std::string> v = {"happy", "sad", "scared", "excited", "proud", "sleepy", "angry", "surprised"};
+  static const std::vector<std::string> v = {"happy", "sad",    "scared", "excited",
+                                             "proud", "sleepy", "angry",  "surprised"};
   return v;
 }
 
@@ -146,8 +147,10 @@ std::string StoryWriter::story(const StoryCast& c, int n_sentences) {
   const std::vector<std::string>& deck = middle_templates();
   std::vector<size_t> order(deck.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[static_cast<size_t>(rng_.uniform(0, static_cast<int32_t>(i)))]);
-  for (size_t k = 0; static_cast<int>(s.size()) < n_sentences - 1; ++k) s.push_back(fill(deck[order[k % order.size()]], c, rng_));
+  for (size_t i = order.size() - 1; i > 0; --i)
+    std::swap(order[i], order[static_cast<size_t>(rng_.uniform(0, static_cast<int32_t>(i)))]);
+  for (size_t k = 0; static_cast<int>(s.size()) < n_sentences - 1; ++k)
+    s.push_back(fill(deck[order[k % order.size()]], c, rng_));
   s.push_back("At the end of the day, " + c.name + " went home and felt " + c.feeling + ".");
   std::string out;
   for (const std::string& x : s) {
@@ -168,10 +171,8 @@ std::string StoryWriter::snippet(const StoryCast& c, int n) {
 
 std::string StoryWriter::question(const StoryCast& c) {
   const std::vector<std::string> v = {
-      "What did " + c.name + " like to play with?",
-      "Where did " + c.name + " like to play?",
-      "Who came to play with " + c.name + "?",
-      "How did " + c.name + " feel at the end of the day?",
+      "What did " + c.name + " like to play with?", "Where did " + c.name + " like to play?",
+      "Who came to play with " + c.name + "?",      "How did " + c.name + " feel at the end of the day?",
       "What animal did " + c.name + " have?",
   };
   return rng_.pick(v);
@@ -179,12 +180,9 @@ std::string StoryWriter::question(const StoryCast& c) {
 
 std::string StoryWriter::follow_up(const StoryCast& c) {
   static const std::vector<std::string> v = {
-      "Then {name} found a {adj2} {object2}. What did {name} do next?",
-      "What did {friend} say to {name}?",
-      "Tell me what happened when the {animal2} came to the {place}.",
-      "Why was {name} {feeling}?",
-      "Then it started to rain. What did {name} and {friend} do?",
-      "What did Mom say when {name} came home?",
+      "Then {name} found a {adj2} {object2}. What did {name} do next?", "What did {friend} say to {name}?",
+      "Tell me what happened when the {animal2} came to the {place}.",  "Why was {name} {feeling}?",
+      "Then it started to rain. What did {name} and {friend} do?",      "What did Mom say when {name} came home?",
   };
   return fill(rng_.pick(v), c, rng_);
 }

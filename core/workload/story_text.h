@@ -16,7 +16,9 @@ class WorkloadRng {
   uint64_t next();
   int32_t uniform(int32_t lo, int32_t hi);  // inclusive; lo <= hi
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[static_cast<size_t>(uniform(0, static_cast<int32_t>(v.size()) - 1))]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[static_cast<size_t>(uniform(0, static_cast<int32_t>(v.size()) - 1))];
+  }
 
  private:
   uint64_t state_;
@@ -37,7 +39,7 @@ class StoryWriter {
   // falls back to any name once all are taken.
   StoryCast cast_avoiding(const std::vector<std::string>& used);
 
-  std::string opening(const StoryCast& c);  // "Once upon a time, ..."
+  std::string opening(const StoryCast& c);   // "Once upon a time, ..."
   std::string sentence(const StoryCast& c);  // a random middle sentence about the cast
   // Opening, the sentences that state the cast's facts (object, place, friend, feeling), random
   // middle sentences up to n_sentences, and an ending. n_sentences >= 5.

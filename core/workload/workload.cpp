@@ -104,7 +104,8 @@ SamplingParams parse_sampling(const json& j, const std::string& where) {
   if (r.has("top_p")) s.top_p = r.number("top_p", 0.0, 1.0);
   if (r.has("min_p")) s.min_p = r.number("min_p", 0.0, 1.0);
   if (r.has("repetition_penalty")) s.repetition_penalty = r.number("repetition_penalty", 1e-3, 100.0);
-  if (r.has("repetition_last_n")) s.repetition_last_n = static_cast<int32_t>(r.integer("repetition_last_n", 0, kMaxI32));
+  if (r.has("repetition_last_n"))
+    s.repetition_last_n = static_cast<int32_t>(r.integer("repetition_last_n", 0, kMaxI32));
   if (r.has("seed")) s.seed = r.unsigned_integer("seed");
   r.reject_unknown();
   return s;
@@ -112,7 +113,8 @@ SamplingParams parse_sampling(const json& j, const std::string& where) {
 
 WorkloadRequest parse_request(const json& j, size_t index) {
   std::string where = "requests[" + std::to_string(index) + "]";
-  if (j.is_object() && j.contains("id") && j.at("id").is_string()) where += " (id \"" + j.at("id").get<std::string>() + "\")";
+  if (j.is_object() && j.contains("id") && j.at("id").is_string())
+    where += " (id \"" + j.at("id").get<std::string>() + "\")";
   ObjectReader r(j, where);
   WorkloadRequest q;
   // A hand-written file may leave ids out; the index keeps them unique and stable.
@@ -123,7 +125,8 @@ WorkloadRequest parse_request(const json& j, size_t index) {
   if (has_text) q.prompt = r.str("prompt", true);
   if (has_ids) {
     const json& ids = r.at("prompt_ids");
-    if (!ids.is_array() || ids.empty()) fail(r.field("prompt_ids"), "expected a non-empty array of token ids, got " + show(ids));
+    if (!ids.is_array() || ids.empty())
+      fail(r.field("prompt_ids"), "expected a non-empty array of token ids, got " + show(ids));
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!ids[i].is_number_integer() || ids[i].get<int64_t>() < 0 || ids[i].get<int64_t>() > kMaxI32)
         fail(r.field("prompt_ids[" + std::to_string(i) + "]"), "expected a token id >= 0, got " + show(ids[i]));
@@ -157,7 +160,10 @@ json float_json(float f) {
 
 void validate_workload(const Workload& w) {
   std::set<std::string> ids;
-  struct Conv { int32_t next_turn = 0; int64_t last_arrival = 0; };
+  struct Conv {
+    int32_t next_turn = 0;
+    int64_t last_arrival = 0;
+  };
   std::map<std::string, Conv> convs;
   for (size_t i = 0; i < w.requests.size(); ++i) {
     const WorkloadRequest& q = w.requests[i];
@@ -167,7 +173,8 @@ void validate_workload(const Workload& w) {
     if (q.prompt.empty() == q.prompt_ids.empty()) fail(where, "needs exactly one of a text prompt or prompt ids");
     if (q.max_new_tokens < 1) fail(where, "max_tokens: must be >= 1, got " + std::to_string(q.max_new_tokens));
     if (q.arrival_step < 0) fail(where, "arrival_step: must be >= 0, got " + std::to_string(q.arrival_step));
-    if (!(q.arrival_s >= 0)) fail(where, "arrival_s: must be a number of seconds >= 0, got " + std::to_string(q.arrival_s));
+    if (!(q.arrival_s >= 0))
+      fail(where, "arrival_s: must be a number of seconds >= 0, got " + std::to_string(q.arrival_s));
     if (q.n < 1) fail(where, "n: must be >= 1, got " + std::to_string(q.n));
     if (q.conversation.empty()) {
       if (q.turn != 0) fail(where, "turn: set without a conversation");
@@ -209,9 +216,7 @@ Workload load_workload(const std::filesystem::path& path) {
     return parse_workload(json::parse(in));
   } catch (const json::exception& e) {  // syntax errors carry a byte offset
     throw std::runtime_error(path.string() + ": invalid JSON: " + e.what());
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path.string() + ": " + e.what());
-  }
+  } catch (const std::runtime_error& e) { throw std::runtime_error(path.string() + ": " + e.what()); }
 }
 
 namespace {

@@ -24,22 +24,22 @@
 namespace kvscope {
 
 struct WorkloadRequest {
-  std::string id;                   // unique within the workload; used as the engine's label
+  std::string id;  // unique within the workload; used as the engine's label
   // Exactly one of the two is non-empty. For a conversation turn > 0, `prompt` / `prompt_ids`
   // hold only the NEW user text: the replayer prepends the previous turn's full token sequence
   // (see build_turn_prompt in workload_tokens.h).
   std::string prompt;
   std::vector<int32_t> prompt_ids;
-  int64_t arrival_step = 0;         // engine step at which it is submitted (0 = at start);
-                                    // for turn > 0 the earliest step, also waiting for turn - 1
-  double arrival_s = 0;             // seconds after the run started (wall clock); a request is
-                                    // submitted once both its step and its time have come
-  int32_t max_new_tokens = 16;      // JSON "max_tokens"
+  int64_t arrival_step = 0;     // engine step at which it is submitted (0 = at start);
+                                // for turn > 0 the earliest step, also waiting for turn - 1
+  double arrival_s = 0;         // seconds after the run started (wall clock); a request is
+                                // submitted once both its step and its time have come
+  int32_t max_new_tokens = 16;  // JSON "max_tokens"
   bool ignore_eos = false;
   std::optional<SamplingParams> sampling;  // absent: the runner's default (greedy)
-  int32_t n = 1;                    // parallel samples of this prompt (Engine::submit_parallel)
-  std::string conversation;         // empty: not part of a multi-turn chat
-  int32_t turn = 0;                 // 0-based index within `conversation`
+  int32_t n = 1;                           // parallel samples of this prompt (Engine::submit_parallel)
+  std::string conversation;                // empty: not part of a multi-turn chat
+  int32_t turn = 0;                        // 0-based index within `conversation`
 
   bool has_ids() const { return !prompt_ids.empty(); }
   bool is_follow_up_turn() const { return !conversation.empty() && turn > 0; }

@@ -12,9 +12,9 @@ void check_ids(const WorkloadRequest& r, const Tokenizer& tok) {
   for (size_t i = 0; i < r.prompt_ids.size(); ++i) {
     const TokenId id = r.prompt_ids[i];
     if (id < 0 || id >= tok.n_vocab())
-      throw std::runtime_error("workload: request \"" + r.id + "\": prompt_ids[" + std::to_string(i) + "] = " +
-                               std::to_string(id) + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) +
-                               " tokens)");
+      throw std::runtime_error("workload: request \"" + r.id + "\": prompt_ids[" + std::to_string(i) +
+                               "] = " + std::to_string(id) + " is outside the vocabulary (" +
+                               std::to_string(tok.n_vocab()) + " tokens)");
   }
 }
 

@@ -9,17 +9,22 @@
 #include "../kv_math.h"
 using namespace kvscope::kvmath;
 int main() {
-  uint64_t bad[4] = {0,0,0,0};
+  uint64_t bad[4] = {0, 0, 0, 0};
   for (uint64_t i = 0; i <= 0xFFFFFFFFull; ++i) {
-    uint32_t u = (uint32_t)i; float x; memcpy(&x, &u, 4);
+    uint32_t u = (uint32_t)i;
+    float x;
+    memcpy(&x, &u, 4);
     if (is_nan_bits(u)) continue;
     uint8_t a = f32_to_fp8_e4m3(x, Fp8Overflow::Saturate), b = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
     if (a != b && bad[0]++ < 5) printf("e4m3 sat %08x %g: %02x vs %02x\n", u, x, a, b);
-    a = f32_to_fp8_e4m3(x, Fp8Overflow::Ieee); b = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3);
+    a = f32_to_fp8_e4m3(x, Fp8Overflow::Ieee);
+    b = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3);
     if (a != b && bad[1]++ < 5) printf("e4m3 nosat %08x %g: %02x vs %02x\n", u, x, a, b);
-    a = f32_to_fp8_e5m2(x, Fp8Overflow::Saturate); b = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+    a = f32_to_fp8_e5m2(x, Fp8Overflow::Saturate);
+    b = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
     if (a != b && bad[2]++ < 5) printf("e5m2 sat %08x %g: %02x vs %02x\n", u, x, a, b);
-    a = f32_to_fp8_e5m2(x, Fp8Overflow::Ieee); b = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2);
+    a = f32_to_fp8_e5m2(x, Fp8Overflow::Ieee);
+    b = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2);
     if (a != b && bad[3]++ < 5) printf("e5m2 nosat %08x %g: %02x vs %02x\n", u, x, a, b);
   }
   for (int c = 0; c < 256; ++c) {

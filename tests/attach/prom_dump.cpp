@@ -24,8 +24,12 @@ int main(int argc, char** argv) {
     // JSON has no NaN or Inf: the value as text too.
     samples.push_back({{"name", s.name}, {"labels", labels}, {"value", std::to_string(s.value)}, {"v", s.value}});
   }
-  std::cout << nlohmann::json{{"samples", samples}, {"errors", p.errors}, {"first_error", p.first_error}, {"types", p.types},
-                              {"helps", p.helps}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+  std::cout << nlohmann::json{{"samples", samples},
+                              {"errors", p.errors},
+                              {"first_error", p.first_error},
+                              {"types", p.types},
+                              {"helps", p.helps}}
+                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
             << "\n";
   return 0;
 }

@@ -43,12 +43,14 @@ using Packer = msgpack::packer<msgpack::sbuffer>;
 
 std::string str(const msgpack::sbuffer& b) { return std::string(b.data(), b.size()); }
 
-KvBlockStored stored(std::vector<BlockHash> hs, std::optional<BlockHash> parent, std::optional<std::string> medium = "GPU") {
+KvBlockStored stored(std::vector<BlockHash> hs, std::optional<BlockHash> parent,
+                     std::optional<std::string> medium = "GPU") {
   KvBlockStored s;
   s.block_hashes = std::move(hs);
   s.parent_block_hash = parent;
   s.token_ids.resize(16 * s.block_hashes.size());
-  for (size_t i = 0; i < s.token_ids.size(); ++i) s.token_ids[i] = static_cast<int64_t>(i + 100 * s.block_hashes[0].bits());
+  for (size_t i = 0; i < s.token_ids.size(); ++i)
+    s.token_ids[i] = static_cast<int64_t>(i + 100 * s.block_hashes[0].bits());
   s.medium = std::move(medium);
   return s;
 }
@@ -103,7 +105,8 @@ class TestAttachUnits : public QObject {
     msgpack::sbuffer buf;
     Packer p(buf);
     p.pack_array(3), p.pack_double(1.5), p.pack_array(3);
-    p.pack_array(7), p.pack(std::string("BlockStored")), p.pack(std::vector<uint64_t>{0xfedcba9876543210ull}), p.pack_nil();
+    p.pack_array(7), p.pack(std::string("BlockStored")), p.pack(std::vector<uint64_t>{0xfedcba9876543210ull}),
+        p.pack_nil();
     p.pack(std::vector<int>(16, 7)), p.pack(16), p.pack_nil(), p.pack(std::string("CPU"));
     p.pack_array(3), p.pack(std::string("BlockRemoved")), p.pack(std::vector<uint64_t>{5}), p.pack(std::string("GPU"));
     p.pack_array(1), p.pack(std::string("AllBlocksCleared"));
@@ -159,10 +162,12 @@ class TestAttachUnits : public QObject {
     s.on_message({"kv", encode_sequence_number(0)}, 1);
     s.on_message({"kv", encode_sequence_number(0), "x", "y"}, 1);
     s.on_message({"kv", "short", encode_kv_event_batch({1, {}, 0})}, 1);
-    s.on_message({"kv", encode_sequence_number(-1), encode_kv_event_batch({1, {}, 0})}, 1);  // the replay's end marker, live
+    s.on_message({"kv", encode_sequence_number(-1), encode_kv_event_batch({1, {}, 0})},
+                 1);  // the replay's end marker, live
     QCOMPARE(s.counters().bad_frames, uint64_t(4));
     s.on_message({"kv", encode_sequence_number(INT64_MAX), encode_kv_event_batch({1, {}, 0})}, 1);
-    s.on_message({"kv", encode_sequence_number(INT64_MAX), encode_kv_event_batch({1, {}, 0})}, 1);  // no overflow past it
+    s.on_message({"kv", encode_sequence_number(INT64_MAX), encode_kv_event_batch({1, {}, 0})},
+                 1);  // no overflow past it
     QCOMPARE(s.counters().duplicates, uint64_t(1));
     QCOMPARE(s.counters().lost_batches, uint64_t(INT64_MAX));
     s = InstanceStream();
@@ -174,7 +179,8 @@ class TestAttachUnits : public QObject {
   void bad_truncated_msgpack() {
     const std::string good = encode_kv_event_batch({1, {stored({1, 2}, 9), KvBlockRemoved{{1}, "GPU", 0}}, 0});
     InstanceStream s;
-    for (size_t n = 0; n < good.size(); ++n) s.on_message({"kv", encode_sequence_number(static_cast<int64_t>(n)), good.substr(0, n)}, 1);
+    for (size_t n = 0; n < good.size(); ++n)
+      s.on_message({"kv", encode_sequence_number(static_cast<int64_t>(n)), good.substr(0, n)}, 1);
     QCOMPARE(s.counters().undecodable, uint64_t(good.size()));  // every prefix is incomplete msgpack
     QVERIFY(s.stale());
     QVERIFY(!s.last_error().empty());
@@ -186,7 +192,8 @@ class TestAttachUnits : public QObject {
     const std::string events_claim("\x92\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00\xdd\xff\xff\xff\xff", 15);
     const std::string batch_claim("\xdd\xff\xff\xff\xff", 5);
     const std::string map_claim("\xdf\xff\xff\xff\xff", 5);
-    for (const std::string& p : {events_claim, batch_claim, map_claim}) QVERIFY_THROWS_EXCEPTION(KvEventDecodeError, decode_kv_event_batch(p));
+    for (const std::string& p : {events_claim, batch_claim, map_claim})
+      QVERIFY_THROWS_EXCEPTION(KvEventDecodeError, decode_kv_event_batch(p));
   }
 
   void bad_deep_nesting() {
@@ -196,7 +203,8 @@ class TestAttachUnits : public QObject {
     // 31 levels inside an event field: still rejected as a wrong type, not a crash.
     msgpack::sbuffer buf;
     Packer k(buf);
-    k.pack_array(2), k.pack(1), k.pack_array(1), k.pack_map(2), k.pack(std::string("type")), k.pack(std::string("BlockStored"));
+    k.pack_array(2), k.pack(1), k.pack_array(1), k.pack_map(2), k.pack(std::string("type")),
+        k.pack(std::string("BlockStored"));
     k.pack(std::string("block_hashes"));
     for (int i = 0; i < 25; ++i) k.pack_array(1);
     k.pack(1);
@@ -259,8 +267,8 @@ class TestAttachUnits : public QObject {
   void gap_recovered_through_replay() {
     BufferReplayer r;
     std::vector<std::vector<std::string>> msgs;
-    KvEventBatch b0{1, {stored({1}, std::nullopt)}, 0}, b1{2, {stored({2}, 1)}, 0}, b2{3, {KvBlockRemoved{{1}, "GPU", {}}}, 0},
-        b3{4, {stored({3}, 2)}, 0};
+    KvEventBatch b0{1, {stored({1}, std::nullopt)}, 0}, b1{2, {stored({2}, 1)}, 0},
+        b2{3, {KvBlockRemoved{{1}, "GPU", {}}}, 0}, b3{4, {stored({3}, 2)}, 0};
     int64_t seq = 0;
     for (auto* b : {&b0, &b1, &b2, &b3}) r.buffer.emplace_back(seq++, encode_kv_event_batch(*b));
     InstanceStream s(&r);
@@ -276,7 +284,8 @@ class TestAttachUnits : public QObject {
 
   void attach_late_syncs_history_then_goes_live() {
     BufferReplayer r;
-    for (int64_t q = 5; q < 8; ++q) r.buffer.emplace_back(q, encode_kv_event_batch({1, {stored({BlockHash(uint64_t(q))}, std::nullopt)}, 0}));
+    for (int64_t q = 5; q < 8; ++q)
+      r.buffer.emplace_back(q, encode_kv_event_batch({1, {stored({BlockHash(uint64_t(q))}, std::nullopt)}, 0}));
     InstanceStream s(&r);
     s.sync_from_replay();  // the buffer starts at 5: 0..4 are gone
     QCOMPARE(s.counters().replayed, uint64_t(3));
@@ -331,7 +340,7 @@ class TestAttachUnits : public QObject {
     QCOMPARE(f.overlap.nodes, uint64_t(5));
     QCOMPARE(f.overlap.copies, uint64_t(8));
     QCOMPARE(f.overlap.shared_nodes, uint64_t(2));
-    QCOMPARE(f.overlap.duplicated_blocks, uint64_t(3));   // 1 twice more, 2 once more
+    QCOMPARE(f.overlap.duplicated_blocks, uint64_t(3));  // 1 twice more, 2 once more
     QCOMPARE(f.overlap.duplicated_tokens, uint64_t(48));
     QCOMPARE(f.token_copies, uint64_t(128));
     QCOMPARE(f.ideal_router_token_saving, 48.0 / 128.0);
@@ -369,15 +378,17 @@ class TestAttachUnits : public QObject {
     m.url = "http://x/metrics";
     auto answer = [&](uint64_t ok, double usage, double hits, double queries, double preempt) {
       m.ok = ok;
-      m.values = {{"kv_cache_usage_perc", usage}, {"prefix_cache_hits_total", hits},
-                  {"prefix_cache_queries_total", queries}, {"num_preemptions_total", preempt}};
+      m.values = {{"kv_cache_usage_perc", usage},
+                  {"prefix_cache_hits_total", hits},
+                  {"prefix_cache_queries_total", queries},
+                  {"num_preemptions_total", preempt}};
     };
     answer(1, 0.5, 100, 200, 3);  // before the attach: only the baseline
     t.add({1000.0, 10, 0, 0, 0, &m});
     answer(2, 0.6, 130, 240, 5);
     t.add({1000.5, 12, 4, 2, 0.1, &m});
     t.add({1001.0, 11, 4, 2, 0.1, &m});  // the same answer again: the level holds, nothing increased
-    answer(3, 0.4, 10, 20, 5);    // the counters went down: the engine restarted, all is new
+    answer(3, 0.4, 10, 20, 5);           // the counters went down: the engine restarted, all is new
     t.add({1001.5, 11, 4, 2, 0.1, &m});
     const auto& s = t.samples();
     QCOMPARE(s.size(), size_t(4));
@@ -421,7 +432,8 @@ class TestAttachUnits : public QObject {
   void timeline_stays_bounded_and_merges_exactly() {
     // Hours of ticks: 20,000 at 4 a second (83 minutes), one event each, blocks rising.
     InstanceTimeline t(64, 0.25);
-    for (uint64_t i = 0; i < 20000; ++i) t.add({100.0 + 0.25 * static_cast<double>(i), i, i, i, 0.01 * static_cast<double>(i), nullptr});
+    for (uint64_t i = 0; i < 20000; ++i)
+      t.add({100.0 + 0.25 * static_cast<double>(i), i, i, i, 0.01 * static_cast<double>(i), nullptr});
     const auto& s = t.samples();
     QVERIFY2(s.size() <= 64 && s.size() > 16, qPrintable(QString::number(s.size())));
     QVERIFY(t.bucket_s() >= 64);
@@ -482,7 +494,13 @@ class TestAttachUnits : public QObject {
       zmq::send_multipart(*pub, f);
     };
     // Until the subscription has reached the publisher its messages are dropped: resend seq 0.
-    QVERIFY(wait_for([&] { send(0, {1, {stored({1}, std::nullopt)}, 0}); z.poll_for(50); return z.stream(0).counters().batches > 0; }, 5000));
+    QVERIFY(wait_for(
+        [&] {
+          send(0, {1, {stored({1}, std::nullopt)}, 0});
+          z.poll_for(50);
+          return z.stream(0).counters().batches > 0;
+        },
+        5000));
     send(1, {2, {stored({2}, 1)}, 0});
     z.poll_for(300);
     QCOMPARE(z.stream(0).view().blocks().size(), size_t(2));
@@ -490,7 +508,13 @@ class TestAttachUnits : public QObject {
     z.poll_for(300);
     pub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pub);
     pub->bind(ep);  // ... and a new one starts on the same address, counting from 0
-    QVERIFY(wait_for([&] { send(0, {3, {stored({5}, std::nullopt)}, 0}); z.poll_for(50); return z.stream(0).counters().restarts > 0; }, 8000));
+    QVERIFY(wait_for(
+        [&] {
+          send(0, {3, {stored({5}, std::nullopt)}, 0});
+          z.poll_for(50);
+          return z.stream(0).counters().restarts > 0;
+        },
+        8000));
     z.poll_for(100);
     QCOMPARE(z.stream(0).view().blocks().size(), size_t(1));  // only the new engine's block
     QVERIFY(z.stream(0).view().blocks().count(BlockKey{0, "GPU", 5}));

@@ -37,8 +37,8 @@ void pass(OnlineAttention& att, const float* k, const float* v, int32_t d, int32
 }
 
 // Greedy decode of one long sequence; returns every step's logits.
-std::vector<std::vector<float>> decode_logits(const std::shared_ptr<const Model>& m, int threads, int32_t window, int32_t sinks,
-                                              KvDtype dtype) {
+std::vector<std::vector<float>> decode_logits(const std::shared_ptr<const Model>& m, int threads, int32_t window,
+                                              int32_t sinks, KvDtype dtype) {
   EngineConfig cfg;
   cfg.kv_dtype = dtype;
   cfg.num_blocks = 200;
@@ -88,11 +88,11 @@ class TestAttentionSplit : public QObject {
   }
 
   void splits_only_when_threads_would_idle() {
-    QCOMPARE(plan_attention_split(1, 4096, 2).parts, 4);   // decode, one KV head: every thread gets two parts
-    QCOMPARE(plan_attention_split(1, 600, 2).parts, 2);    // no part under kMinKeysPerPart keys
+    QCOMPARE(plan_attention_split(1, 4096, 2).parts, 4);  // decode, one KV head: every thread gets two parts
+    QCOMPARE(plan_attention_split(1, 600, 2).parts, 2);   // no part under kMinKeysPerPart keys
     QCOMPARE(plan_attention_split(1, 300, 2).parts, 1);
-    QCOMPARE(plan_attention_split(4, 8192, 2).parts, 1);   // enough pairs already
-    QCOMPARE(plan_attention_split(1, 8192, 1).parts, 1);   // one thread: nothing to share
+    QCOMPARE(plan_attention_split(4, 8192, 2).parts, 1);  // enough pairs already
+    QCOMPARE(plan_attention_split(1, 8192, 1).parts, 1);  // one thread: nothing to share
   }
 
   // The engine path: gemma-3-like synthetic model with ONE KV head, 1,500-token context (each
@@ -107,7 +107,8 @@ class TestAttentionSplit : public QObject {
     write_synthetic_model(spec, path.string());
     const std::shared_ptr<const Model> m = Model::load(path.string());
     // rot4 too: its rotation is undone on each part before the merge.
-    for (const auto& [window, sinks, dtype] : {std::tuple{0, 0, KvDtype::F32}, std::tuple{1024, 4, KvDtype::F32}, std::tuple{0, 0, KvDtype::ROT4}}) {
+    for (const auto& [window, sinks, dtype] :
+         {std::tuple{0, 0, KvDtype::F32}, std::tuple{1024, 4, KvDtype::F32}, std::tuple{0, 0, KvDtype::ROT4}}) {
       const auto one = decode_logits(m, 1, window, sinks, dtype), two = decode_logits(m, 2, window, sinks, dtype);
       QCOMPARE(one.size(), two.size());
       float worst = 0, scale = 0;
@@ -116,7 +117,8 @@ class TestAttentionSplit : public QObject {
           worst = std::max(worst, std::abs(one[r][i] - two[r][i]));
           scale = std::max(scale, std::abs(one[r][i]));
         }
-      qInfo("window %d sinks %d %s: max |logit diff| %g (max |logit| %g)", window, sinks, kv_dtype_name(dtype), worst, scale);
+      qInfo("window %d sinks %d %s: max |logit diff| %g (max |logit| %g)", window, sinks, kv_dtype_name(dtype), worst,
+            scale);
       QVERIFY2(worst <= 1e-4f * std::max(1.0f, scale), "split-KV changed the logits beyond float rounding");
     }
   }

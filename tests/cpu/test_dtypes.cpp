@@ -116,10 +116,10 @@ double q8_1_min_term_correction(GgmlType t, const uint8_t* w, const uint8_t* xc,
 }
 
 // Types ggml defines that kvscope refuses by name (no dequantizer, no dot kernel).
-constexpr GgmlType kRefusedTypes[] = {GgmlType::Q2_K,   GgmlType::Q3_K,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
-                                      GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ4_NL,  GgmlType::IQ3_S,
-                                      GgmlType::IQ2_S,  GgmlType::IQ4_XS, GgmlType::IQ1_M,   GgmlType::TQ1_0,
-                                      GgmlType::TQ2_0,  GgmlType::MXFP4};
+constexpr GgmlType kRefusedTypes[] = {GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                                      GgmlType::IQ3_XXS, GgmlType::IQ1_S,  GgmlType::IQ4_NL,  GgmlType::IQ3_S,
+                                      GgmlType::IQ2_S,   GgmlType::IQ4_XS, GgmlType::IQ1_M,   GgmlType::TQ1_0,
+                                      GgmlType::TQ2_0,   GgmlType::MXFP4};
 
 // Optional directory of files llama-quantize wrote from synth-llama-f32 in the types that
 // ../shared/models/synthetic lacks (tests/tools/make_quant_refs.py writes them).
@@ -163,9 +163,7 @@ class TestDtypes : public QObject {
       auto says_name = [&](auto fn) {
         try {
           fn();
-        } catch (const std::invalid_argument& e) {
-          return std::string(e.what()).find(name) != std::string::npos;
-        }
+        } catch (const std::invalid_argument& e) { return std::string(e.what()).find(name) != std::string::npos; }
         return false;
       };
       QVERIFY2(says_name([&] { dequantize_row(t, buf.data(), y.data(), 256); }), name.c_str());
@@ -179,10 +177,10 @@ class TestDtypes : public QObject {
   void q5_layouts_by_hand() {
     BlockQ5_0 b0{};
     b0.d = fp32_to_fp16(0.5f);
-    b0.qs[0] = 0x3A;        // element 0: low nibble 0xA, element 16: high nibble 0x3
-    b0.qh[0] = 0x01;        // fifth bit of element 0
-    b0.qh[2] = 0x01;        // fifth bit of element 16
-    b0.qs[15] = 0x0F;       // element 15: 0xF, no fifth bit; element 31: 0
+    b0.qs[0] = 0x3A;   // element 0: low nibble 0xA, element 16: high nibble 0x3
+    b0.qh[0] = 0x01;   // fifth bit of element 0
+    b0.qh[2] = 0x01;   // fifth bit of element 16
+    b0.qs[15] = 0x0F;  // element 15: 0xF, no fifth bit; element 31: 0
     auto y = dequantize(GgmlType::Q5_0, reinterpret_cast<const uint8_t*>(&b0), 32);
     QCOMPARE(y[0], (0x1A - 16) * 0.5f);
     QCOMPARE(y[16], (0x13 - 16) * 0.5f);
@@ -215,8 +213,8 @@ class TestDtypes : public QObject {
     k.dmin = fp32_to_fp16(0.0f);
     for (int j = 0; j < 4; ++j) k.scales[j] = 1;      // scales 0-3 (mins 0-3 stay 0)
     for (int j = 8; j < 12; ++j) k.scales[j] = 0x01;  // scales 4-7 low bits; mins 4-7 = 0
-    k.qs[32 * 2 + 5] = 0x73;  // chunk 2, l = 5: sub-block 4 value 3, sub-block 5 value 7
-    k.qh[5] = 0x30;           // bits 4, 5: fifth bits of both
+    k.qs[32 * 2 + 5] = 0x73;                          // chunk 2, l = 5: sub-block 4 value 3, sub-block 5 value 7
+    k.qh[5] = 0x30;                                   // bits 4, 5: fifth bits of both
     y = dequantize(GgmlType::Q5_K, reinterpret_cast<const uint8_t*>(&k), QK_K);
     QCOMPARE(y[128 + 5], 19.0f);
     QCOMPARE(y[160 + 5], 23.0f);
@@ -245,8 +243,8 @@ class TestDtypes : public QObject {
     QCOMPARE(fp32_to_fp16(65519.99f), uint16_t{0x7BFF});
     QCOMPARE(fp32_to_fp16(65520.0f), uint16_t{0x7C00});  // tie rounds to even = infinity
     QCOMPARE(fp32_to_fp16(std::ldexp(1.0f, -24)), uint16_t{0x0001});
-    QCOMPARE(fp32_to_fp16(std::ldexp(1.0f, -25)), uint16_t{0x0000});      // tie to even (0)
-    QCOMPARE(fp32_to_fp16(std::ldexp(3.0f, -25)), uint16_t{0x0002});      // tie to even (2)
+    QCOMPARE(fp32_to_fp16(std::ldexp(1.0f, -25)), uint16_t{0x0000});         // tie to even (0)
+    QCOMPARE(fp32_to_fp16(std::ldexp(3.0f, -25)), uint16_t{0x0002});         // tie to even (2)
     QCOMPARE(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), uint16_t{0x3C00});  // tie down to even
     QCOMPARE(fp32_to_fp16(1.0f + std::ldexp(3.0f, -11)), uint16_t{0x3C02});  // tie up to even
     QCOMPARE(fp32_to_fp16(-0.0f), uint16_t{0x8000});
@@ -323,7 +321,12 @@ class TestDtypes : public QObject {
     }
     // Q8_0 / Q8_K: half a step (amax/127) plus the f16 rounding of the scale.
     // Q4_0: one step (amax/8): the positive extreme clamps at +7 when the max is negative.
-    struct Case { GgmlType t; int block; float steps_per_amax; float bound_in_steps; };
+    struct Case {
+      GgmlType t;
+      int block;
+      float steps_per_amax;
+      float bound_in_steps;
+    };
     for (const Case c : {Case{GgmlType::Q8_0, 32, 127, 0.57f}, Case{GgmlType::Q8_K, 256, 127, 0.501f},
                          Case{GgmlType::Q4_0, 32, 8, 1.01f}}) {
       const auto y = dequantize(c.t, quantize(c.t, x).data(), n);
@@ -334,8 +337,11 @@ class TestDtypes : public QObject {
         for (int i = 0; i < c.block; ++i) {
           const int64_t k = b * c.block + i;
           if (std::fabs(y[k] - x[k]) > bound)
-            QFAIL(qPrintable(QString("%1: |%2 - %3| > %4").arg(ggml_type_name(uint32_t(c.t)).c_str())
-                                 .arg(y[k]).arg(x[k]).arg(bound)));
+            QFAIL(qPrintable(QString("%1: |%2 - %3| > %4")
+                                 .arg(ggml_type_name(uint32_t(c.t)).c_str())
+                                 .arg(y[k])
+                                 .arg(x[k])
+                                 .arg(bound)));
         }
       }
     }
@@ -348,8 +354,11 @@ class TestDtypes : public QObject {
         const float bound = (hi - lo) / levels * 0.5f + (std::fabs(lo) + std::fabs(hi)) * 2e-3f + 1e-7f;
         for (int i = 0; i < 32; ++i)
           if (std::fabs(y[b * 32 + i] - x[b * 32 + i]) > bound)
-            QFAIL(qPrintable(QString("%1 value %2: %3 vs %4").arg(ggml_type_name(uint32_t(t)).c_str())
-                                 .arg(b * 32 + i).arg(y[b * 32 + i]).arg(x[b * 32 + i])));
+            QFAIL(qPrintable(QString("%1 value %2: %3 vs %4")
+                                 .arg(ggml_type_name(uint32_t(t)).c_str())
+                                 .arg(b * 32 + i)
+                                 .arg(y[b * 32 + i])
+                                 .arg(x[b * 32 + i])));
       }
     }
     {  // Q5_0: one step (amax/16), as Q4_0
@@ -389,11 +398,11 @@ class TestDtypes : public QObject {
     quantize_row(GgmlType::Q8_0, x.data(), &ref, 32);
     QCOMPARE(fp16_to_fp32(act.d), 1.0f);
     QCOMPARE(int(act.qs[0]), 127);
-    QCOMPARE(int(act.qs[1]), 2);   // CPU backend: half to even
+    QCOMPARE(int(act.qs[1]), 2);  // CPU backend: half to even
     QCOMPARE(int(act.qs[2]), 4);
     QCOMPARE(int(act.qs[3]), -2);
     QCOMPARE(int(act.qs[4]), 0);
-    QCOMPARE(int(ref.qs[1]), 3);   // reference quantizer: roundf, half away from zero
+    QCOMPARE(int(ref.qs[1]), 3);  // reference quantizer: roundf, half away from zero
     // Q8_1 activations (for Q4_1 / Q5_1): the same quants as Q8_0 plus s = f16(d * sum(qs)).
     const std::vector<float> z = random_normal(64, 9);
     BlockQ8_1 a1[2];
@@ -439,8 +448,12 @@ class TestDtypes : public QObject {
         int64_t differing = 0;
         for (size_t b = 0; b < t.nbytes / bb; ++b) differing += std::memcmp(&ours[b * bb], theirs + b * bb, bb) != 0;
         if (differing)
-          QFAIL(qPrintable(QString("%1 %2 (%3): %4 of %5 blocks differ").arg(name).arg(t.name.c_str())
-                               .arg(ggml_type_name(t.raw_type).c_str()).arg(differing).arg(t.nbytes / bb)));
+          QFAIL(qPrintable(QString("%1 %2 (%3): %4 of %5 blocks differ")
+                               .arg(name)
+                               .arg(t.name.c_str())
+                               .arg(ggml_type_name(t.raw_type).c_str())
+                               .arg(differing)
+                               .arg(t.nbytes / bb)));
       }
     }
   }
@@ -468,17 +481,25 @@ class TestDtypes : public QObject {
         for (size_t b = 0; b < t.nbytes / bb; ++b) differing += std::memcmp(&ours[b * bb], theirs + b * bb, bb) != 0;
         blocks_per_type[ggml_type_name(t.raw_type)] += static_cast<int64_t>(t.nbytes / bb);
         if (differing)
-          QFAIL(qPrintable(QString("%1 %2 (%3): %4 of %5 blocks differ").arg(name).arg(t.name.c_str())
-                               .arg(ggml_type_name(t.raw_type).c_str()).arg(differing).arg(t.nbytes / bb)));
+          QFAIL(qPrintable(QString("%1 %2 (%3): %4 of %5 blocks differ")
+                               .arg(name)
+                               .arg(t.name.c_str())
+                               .arg(ggml_type_name(t.raw_type).c_str())
+                               .arg(differing)
+                               .arg(t.nbytes / bb)));
       }
     }
-    for (const auto& [type, blocks] : blocks_per_type) qInfo("%-5s %lld blocks identical to llama.cpp's", type.c_str(), (long long)blocks);
+    for (const auto& [type, blocks] : blocks_per_type)
+      qInfo("%-5s %lld blocks identical to llama.cpp's", type.c_str(), (long long)blocks);
     for (const char* type : {"q4_1", "q5_0", "q5_1", "q5_K"}) QVERIFY2(blocks_per_type[type] > 0, type);
   }
 
   void synthetic_dequant_vs_f32() {
     const auto f32 = GgufFile::open(synth("f32").string());
-    struct Case { const char* file; double max_rel_rms; };
+    struct Case {
+      const char* file;
+      double max_rel_rms;
+    };
     for (const Case c : {Case{"f16", 5e-4}, Case{"bf16", 4e-3}, Case{"q8_0", 0.01}, Case{"q6_k", 0.025},
                          Case{"q4_k_m", 0.09}, Case{"q4_0", 0.12}}) {
       const auto q = GgufFile::open(synth(c.file).string());
@@ -491,7 +512,8 @@ class TestDtypes : public QObject {
         const double rel = rms_diff(a, b) / rms(b);
         if (t.type() == GgmlType::F32) QCOMPARE(rel, 0.0);
         worst = std::max(worst, rel);
-        QVERIFY2(rel < c.max_rel_rms, qPrintable(QString("%1 %2: relative RMS %3").arg(c.file).arg(t.name.c_str()).arg(rel)));
+        QVERIFY2(rel < c.max_rel_rms,
+                 qPrintable(QString("%1 %2: relative RMS %3").arg(c.file).arg(t.name.c_str()).arg(rel)));
       }
       qInfo("%-7s worst relative RMS error vs f32: %.5f", c.file, worst);
     }
@@ -521,8 +543,14 @@ class TestDtypes : public QObject {
           for (int i = 0; i < QK_K; ++i) {
             const float orig = x[b * QK_K + i];
             if (std::fabs(y[i] - orig) > steps[i] * 1.0001f + 1e-7f)
-              QFAIL(qPrintable(QString("%1 %2 block %3 value %4: %5 vs %6, step %7").arg(name).arg(t.name.c_str())
-                                   .arg(b).arg(i).arg(y[i]).arg(orig).arg(steps[i])));
+              QFAIL(qPrintable(QString("%1 %2 block %3 value %4: %5 vs %6, step %7")
+                                   .arg(name)
+                                   .arg(t.name.c_str())
+                                   .arg(b)
+                                   .arg(i)
+                                   .arg(y[i])
+                                   .arg(orig)
+                                   .arg(steps[i])));
           }
         }
       }
@@ -561,7 +589,11 @@ class TestDtypes : public QObject {
         exact += q8_1_min_term_correction(t, packed.data(), xc.data(), n);
         const double tol = 5e-6 * mag + 1e-30;
         const QString what = QString("%1 n=%2: fast %3 scalar %4 exact %5")
-                                 .arg(ggml_type_name(uint32_t(t)).c_str()).arg(n).arg(fast).arg(scalar).arg(exact);
+                                 .arg(ggml_type_name(uint32_t(t)).c_str())
+                                 .arg(n)
+                                 .arg(fast)
+                                 .arg(scalar)
+                                 .arg(exact);
         QVERIFY2(std::fabs(scalar - exact) <= tol, qPrintable(what));
         QVERIFY2(std::fabs(fast - exact) <= tol, qPrintable(what));
         if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K)
@@ -599,7 +631,9 @@ class TestDtypes : public QObject {
 
   void matmul_matches_naive() {
     ThreadPool pool(2), single(1);
-    struct Shape { int64_t in, out; };
+    struct Shape {
+      int64_t in, out;
+    };
     for (GgmlType t : kWeightTypes) {
       for (const Shape s : {Shape{256, 37}, Shape{512, 64}, Shape{1024, 5}}) {
         const auto wf = random_normal(s.in * s.out, static_cast<uint32_t>(s.in + s.out), 0.05f);
@@ -631,8 +665,14 @@ class TestDtypes : public QObject {
               const float got = y[tok * s.out + r];
               if (std::fabs(got - exact) > 5e-6 * mag + 1e-30)
                 QFAIL(qPrintable(QString("%1 %2x%3 tokens %4: y[%5][%6] = %7, expected %8")
-                                     .arg(ggml_type_name(uint32_t(t)).c_str()).arg(s.in).arg(s.out).arg(n_tokens)
-                                     .arg(tok).arg(r).arg(got).arg(exact)));
+                                     .arg(ggml_type_name(uint32_t(t)).c_str())
+                                     .arg(s.in)
+                                     .arg(s.out)
+                                     .arg(n_tokens)
+                                     .arg(tok)
+                                     .arg(r)
+                                     .arg(got)
+                                     .arg(exact)));
             }
           }
         }

@@ -130,11 +130,13 @@ class TestGemm : public QObject {
     const auto isas = isas_here();
     if (isas.empty()) QSKIP("no x86 SIMD GEMM kernels on this CPU");
     ThreadPool one(1), two(2);
-    struct Shape { int64_t in, out; };
+    struct Shape {
+      int64_t in, out;
+    };
     for (GgmlType t : kTypes) {
-      const std::vector<Shape> shapes =
-          k_quant(t) ? std::vector<Shape>{{256, 1}, {256, 13}, {512, 37}, {768, 8}}
-                     : std::vector<Shape>{{32, 1}, {96, 13}, {640, 37}, {256, 8}, {512, 67}};
+      const std::vector<Shape> shapes = k_quant(t)
+                                            ? std::vector<Shape>{{256, 1}, {256, 13}, {512, 37}, {768, 8}}
+                                            : std::vector<Shape>{{32, 1}, {96, 13}, {640, 37}, {256, 8}, {512, 67}};
       for (const Shape s : shapes) {
         const Weights w = make_weights(t, s.in, s.out, static_cast<uint32_t>(s.in * 7 + s.out));
         for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 15, 16, 17, 33}) {
@@ -157,11 +159,19 @@ class TestGemm : public QObject {
               for (int64_t k = 0; k < n_tokens; ++k)
                 for (int64_t r = 0; r < s.out; ++r) {
                   const size_t i = static_cast<size_t>(k * s.out + r);
-                  const QString what = QString("%1 %2 %3x%4 tokens %5 threads %6: y[%7][%8] gemm %9 scalar %10 simd %11")
-                                           .arg(ggml_type_name(uint32_t(t)).c_str()).arg(gemm_isa_name(isa))
-                                           .arg(s.in).arg(s.out).arg(n_tokens).arg(pool->size()).arg(k).arg(r)
-                                           .arg(double(y[i]), 0, 'g', 9).arg(double(ref[i]), 0, 'g', 9)
-                                           .arg(double(fast[i]), 0, 'g', 9);
+                  const QString what =
+                      QString("%1 %2 %3x%4 tokens %5 threads %6: y[%7][%8] gemm %9 scalar %10 simd %11")
+                          .arg(ggml_type_name(uint32_t(t)).c_str())
+                          .arg(gemm_isa_name(isa))
+                          .arg(s.in)
+                          .arg(s.out)
+                          .arg(n_tokens)
+                          .arg(pool->size())
+                          .arg(k)
+                          .arg(r)
+                          .arg(double(y[i]), 0, 'g', 9)
+                          .arg(double(ref[i]), 0, 'g', 9)
+                          .arg(double(fast[i]), 0, 'g', 9);
                   if (bits(y[i]) != bits(ref[i])) QFAIL(qPrintable("not bit-equal to vec_dot_scalar: " + what));
                   if (k_quant(t)) {
                     if (bits(y[i]) != bits(fast[i])) QFAIL(qPrintable("not bit-equal to vec_dot: " + what));
@@ -210,10 +220,18 @@ class TestGemm : public QObject {
                 }
                 const size_t i = static_cast<size_t>(k * out + r);
                 const QString what = QString("%1 %2x%3 tokens %4 threads %5 y[%6][%7]: gemm %8 chain %9")
-                                         .arg(ggml_type_name(uint32_t(t)).c_str()).arg(in).arg(out).arg(n_tokens)
-                                         .arg(pool->size()).arg(k).arg(r).arg(double(y[i]), 0, 'g', 9).arg(double(chain), 0, 'g', 9);
+                                         .arg(ggml_type_name(uint32_t(t)).c_str())
+                                         .arg(in)
+                                         .arg(out)
+                                         .arg(n_tokens)
+                                         .arg(pool->size())
+                                         .arg(k)
+                                         .arg(r)
+                                         .arg(double(y[i]), 0, 'g', 9)
+                                         .arg(double(chain), 0, 'g', 9);
                 if (bits(y[i]) != bits(chain)) QFAIL(qPrintable("not the fma chain: " + what));
-                if (n_tokens >= kMatmulGemmMinTokens && bits(via_matmul[i]) != bits(chain)) QFAIL(qPrintable("matmul did not take the GEMM: " + what));
+                if (n_tokens >= kMatmulGemmMinTokens && bits(via_matmul[i]) != bits(chain))
+                  QFAIL(qPrintable("matmul did not take the GEMM: " + what));
                 const double bound = double(in + 32) * std::ldexp(1.0, -24) * mag;
                 if (std::fabs(double(y[i]) - vec_dot(t, in, w.row(r), xc.data() + k * xb)) > bound)
                   QFAIL(qPrintable(QString("beyond %1 of vec_dot: ").arg(bound) + what));
@@ -241,7 +259,8 @@ class TestGemm : public QObject {
         if (n_tokens == 1 && gemv_handles(t)) {
           std::vector<float> want(y.size());
           gemv(w.view(), xc.data(), want.data(), pool);
-          for (int64_t r = 0; r < out; ++r) QCOMPARE(bits(y[static_cast<size_t>(r)]), bits(want[static_cast<size_t>(r)]));
+          for (int64_t r = 0; r < out; ++r)
+            QCOMPARE(bits(y[static_cast<size_t>(r)]), bits(want[static_cast<size_t>(r)]));
           continue;
         }
         for (int64_t k = 0; k < n_tokens; ++k)
@@ -258,7 +277,7 @@ class TestGemm : public QObject {
     // The AVX-512 Q8_0 / Q8_K activation quantizers against the scalar rounding, byte for byte.
     const int64_t n = 256 * 6;
     std::vector<float> x = random_normal(static_cast<size_t>(n), 3, 2.0f);
-    for (int i = 0; i < 256; ++i) x[static_cast<size_t>(256 + i)] = 0.0f;                    // an all-zero block
+    for (int i = 0; i < 256; ++i) x[static_cast<size_t>(256 + i)] = 0.0f;                         // an all-zero block
     for (int i = 0; i < 256; ++i) x[static_cast<size_t>(512 + i)] = float(i % 255 - 127) + 0.5f;  // ties
     x[512 + 7] = 127.0f;
     x[768 + 3] = -50.0f;  // +-amax twice: the first one sets the Q8_K sign
@@ -289,17 +308,22 @@ class TestGemm : public QObject {
         const double v = x[i];
         const double want = act == FfnActivation::Silu
                                 ? v / (1.0 + std::exp(-v))
-                                : v / (1.0 + std::exp(-2.0 * 0.79788456080286535588 * (v + 0.044715 * v * v * v)));  // = 0.5 v (1 + tanh u)
+                                : v / (1.0 + std::exp(-2.0 * 0.79788456080286535588 *
+                                                      (v + 0.044715 * v * v * v)));  // = 0.5 v (1 + tanh u)
         const double err = std::fabs(double(g[i]) - want);
         // The exp argument z (x, or 2u for GELU) is itself computed in f32 (u: ~6 roundings of
         // 2^-24), so exp(z) cannot be closer than ~6 |z| 2^-24 relative.
         const double z = act == FfnActivation::Silu ? v : 2.0 * 0.79788456080286535588 * (v + 0.044715 * v * v * v);
         // Without AVX-512 the scalar tanh form runs: 1 + tanh(u) is rounded to ~2^-24 absolute
         // before the product, so the negative tail keeps only 0.5 |x| 2^-23 absolute accuracy.
-        const double tail = act == FfnActivation::GeluTanh && !ffn_activation_vectorised() ? 0.5 * std::fabs(v) * 0x1p-23 : 0.0;
+        const double tail =
+            act == FfnActivation::GeluTanh && !ffn_activation_vectorised() ? 0.5 * std::fabs(v) * 0x1p-23 : 0.0;
         if (!(err <= (4e-7 + 4e-7 * std::fmin(std::fabs(z), 90.0)) * std::fabs(want) + 1e-30 + tail))
-          QFAIL(qPrintable(QString("act %1 x=%2: got %3 want %4").arg(int(act)).arg(double(x[i]), 0, 'g', 9)
-                               .arg(double(g[i]), 0, 'g', 9).arg(want, 0, 'g', 9)));
+          QFAIL(qPrintable(QString("act %1 x=%2: got %3 want %4")
+                               .arg(int(act))
+                               .arg(double(x[i]), 0, 'g', 9)
+                               .arg(double(g[i]), 0, 'g', 9)
+                               .arg(want, 0, 'g', 9)));
       }
     }
   }

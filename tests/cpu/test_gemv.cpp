@@ -111,15 +111,22 @@ class TestGemv : public QObject {
             const float fast = vec_dot(t, in, w.row(r), xc.data());
             const float ref = vec_dot_scalar(t, in, w.row(r), xc.data());
             const QString what = QString("%1 %2x%3 row %4: gemv %5 vec_dot %6 scalar %7")
-                                     .arg(ggml_type_name(uint32_t(t)).c_str()).arg(in).arg(out).arg(r)
-                                     .arg(double(y1[i]), 0, 'g', 9).arg(double(fast), 0, 'g', 9).arg(double(ref), 0, 'g', 9);
+                                     .arg(ggml_type_name(uint32_t(t)).c_str())
+                                     .arg(in)
+                                     .arg(out)
+                                     .arg(r)
+                                     .arg(double(y1[i]), 0, 'g', 9)
+                                     .arg(double(fast), 0, 'g', 9)
+                                     .arg(double(ref), 0, 'g', 9);
             if (bits(y1[i]) != bits(y2[i])) QFAIL(qPrintable("1 and 2 threads differ: " + what));
             if (bits(via_matmul[i]) != bits(y1[i])) QFAIL(qPrintable("matmul did not take the GEMV: " + what));
             if (simd_vec_dot && bits(y1[i]) != bits(fast)) QFAIL(qPrintable("not bit-equal to vec_dot: " + what));
             double mag = 0;
-            for (int64_t j = 0; j < in; ++j) mag += std::fabs(double(w.dequant[static_cast<size_t>(r * in + j)]) * xd[static_cast<size_t>(j)]);
+            for (int64_t j = 0; j < in; ++j)
+              mag += std::fabs(double(w.dequant[static_cast<size_t>(r * in + j)]) * xd[static_cast<size_t>(j)]);
             const double bound = double(in / 32 + 8) * std::ldexp(1.0, -23) * mag;
-            if (std::fabs(double(y1[i]) - ref) > bound) QFAIL(qPrintable(QString("beyond %1 of vec_dot_scalar: ").arg(bound) + what));
+            if (std::fabs(double(y1[i]) - ref) > bound)
+              QFAIL(qPrintable(QString("beyond %1 of vec_dot_scalar: ").arg(bound) + what));
           }
         }
   }
@@ -154,8 +161,13 @@ class TestGemv : public QObject {
             matmul(views[i], x.data(), n_tokens, want[i].data(), *pool);
             for (size_t j = 0; j < want[i].size(); ++j)
               if (bits(got[i][j]) != bits(want[i][j]))
-                QFAIL(qPrintable(QString("target %1 tokens %2 k-quant %3: y[%4] %5 vs %6").arg(i).arg(n_tokens).arg(with_k_quant)
-                                     .arg(j).arg(double(got[i][j]), 0, 'g', 9).arg(double(want[i][j]), 0, 'g', 9)));
+                QFAIL(qPrintable(QString("target %1 tokens %2 k-quant %3: y[%4] %5 vs %6")
+                                     .arg(i)
+                                     .arg(n_tokens)
+                                     .arg(with_k_quant)
+                                     .arg(j)
+                                     .arg(double(got[i][j]), 0, 'g', 9)
+                                     .arg(double(want[i][j]), 0, 'g', 9)));
           }
         }
   }

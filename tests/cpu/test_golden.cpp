@@ -41,8 +41,8 @@ struct Compare {
 };
 
 // Teacher-forced comparison of one golden record.
-Compare compare_record(const std::shared_ptr<const Model>& m, const std::filesystem::path& json_path, int32_t block_size,
-                       uint64_t seed) {
+Compare compare_record(const std::shared_ptr<const Model>& m, const std::filesystem::path& json_path,
+                       int32_t block_size, uint64_t seed) {
   const json g = load_json(json_path);
   const auto prompt = g["prompt_tokens"].get<std::vector<TokenId>>();
   const auto tokens = g["tokens"].get<std::vector<TokenId>>();
@@ -102,7 +102,8 @@ class TestGolden : public QObject {
     KVSCOPE_REQUIRE_FILE(model_path);
     static std::shared_ptr<Model> model = Model::load(model_path.string());
     for (int32_t bs : {8, 16, 32, 64, 128}) {
-      const Compare c = compare_record(model, test::golden_dir() / "stories260K" / (name.toStdString() + ".json"), bs, 7 + bs);
+      const Compare c =
+          compare_record(model, test::golden_dir() / "stories260K" / (name.toStdString() + ".json"), bs, 7 + bs);
       qInfo("stories260K/%s bs=%d: max|dlogit| first 4 rows %.3g, top-10 of all steps %.3g", qPrintable(name), bs,
             c.full_max, c.topk_max);
       QVERIFY2(c.full_max < 1e-3f && c.topk_max < 1e-3f, "logits differ from llama.cpp by more than 1e-3");
@@ -113,17 +114,28 @@ class TestGolden : public QObject {
     QTest::addColumn<QString>("record");
     QTest::addColumn<QString>("model");
     QTest::addColumn<float>("tol");
-    QTest::newRow("llama-f32") << "synth-llama-f32" << "synth-llama-f32" << 1e-3f;
-    QTest::newRow("qwen2-f32") << "synth-qwen2-f32" << "synth-qwen2-f32" << 1e-3f;
-    QTest::newRow("qwen3-f32") << "synth-qwen3-f32" << "synth-qwen3-f32" << 1e-3f;
-    QTest::newRow("gemma3-exact-gelu") << "synth-gemma3-f32.exact-gelu" << "synth-gemma3-f32" << 1e-3f;
-    QTest::newRow("gemma3-f16-gelu-table") << "synth-gemma3-f32" << "synth-gemma3-f32" << 0.03f;
-    QTest::newRow("llama-f16") << "synth-llama-f16" << "synth-llama-f16" << 0.02f;
-    QTest::newRow("llama-bf16") << "synth-llama-bf16" << "synth-llama-bf16" << 0.1f;
-    QTest::newRow("llama-q8_0") << "synth-llama-q8_0" << "synth-llama-q8_0" << 0.5f;
-    QTest::newRow("llama-q4_0") << "synth-llama-q4_0" << "synth-llama-q4_0" << 0.5f;
-    QTest::newRow("llama-q4_k_m") << "synth-llama-q4_k_m" << "synth-llama-q4_k_m" << 0.5f;
-    QTest::newRow("llama-q6_k") << "synth-llama-q6_k" << "synth-llama-q6_k" << 0.5f;
+    QTest::newRow("llama-f32") << "synth-llama-f32"
+                               << "synth-llama-f32" << 1e-3f;
+    QTest::newRow("qwen2-f32") << "synth-qwen2-f32"
+                               << "synth-qwen2-f32" << 1e-3f;
+    QTest::newRow("qwen3-f32") << "synth-qwen3-f32"
+                               << "synth-qwen3-f32" << 1e-3f;
+    QTest::newRow("gemma3-exact-gelu") << "synth-gemma3-f32.exact-gelu"
+                                       << "synth-gemma3-f32" << 1e-3f;
+    QTest::newRow("gemma3-f16-gelu-table") << "synth-gemma3-f32"
+                                           << "synth-gemma3-f32" << 0.03f;
+    QTest::newRow("llama-f16") << "synth-llama-f16"
+                               << "synth-llama-f16" << 0.02f;
+    QTest::newRow("llama-bf16") << "synth-llama-bf16"
+                                << "synth-llama-bf16" << 0.1f;
+    QTest::newRow("llama-q8_0") << "synth-llama-q8_0"
+                                << "synth-llama-q8_0" << 0.5f;
+    QTest::newRow("llama-q4_0") << "synth-llama-q4_0"
+                                << "synth-llama-q4_0" << 0.5f;
+    QTest::newRow("llama-q4_k_m") << "synth-llama-q4_k_m"
+                                  << "synth-llama-q4_k_m" << 0.5f;
+    QTest::newRow("llama-q6_k") << "synth-llama-q6_k"
+                                << "synth-llama-q6_k" << 0.5f;
   }
   // Teacher-forced logits of all 32 steps (48-token prompt in one batch, then one token per
   // step) through the paged path with a shuffled block table.

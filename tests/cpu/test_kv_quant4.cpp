@@ -37,7 +37,8 @@ std::vector<float> ref_int4(const std::vector<float>& x, int32_t g, std::vector<
   std::vector<float> y(x.size());
   for (size_t g0 = 0; g0 < x.size(); g0 += static_cast<size_t>(g)) {
     double amax = 0;
-    for (size_t i = g0; i < g0 + static_cast<size_t>(g); ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+    for (size_t i = g0; i < g0 + static_cast<size_t>(g); ++i)
+      amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
     const float sc = f16r(static_cast<float>(amax / 7.0));
     if (s) s->push_back(sc);
     for (size_t i = g0; i < g0 + static_cast<size_t>(g); ++i) {
@@ -56,7 +57,8 @@ std::vector<float> ref_asym(const std::vector<float>& v, int bits, float* scale 
   if (scale) *scale = sc;
   std::vector<float> y(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    const double q = sc > 0 ? std::clamp(static_cast<double>(std::round((v[i] - mn) / sc)), 0.0, static_cast<double>(levels)) : 0.0;
+    const double q =
+        sc > 0 ? std::clamp(static_cast<double>(std::round((v[i] - mn) / sc)), 0.0, static_cast<double>(levels)) : 0.0;
     y[i] = static_cast<float>(q) * sc + mn;
   }
   return y;
@@ -86,7 +88,8 @@ std::vector<double> ref_attention(const std::vector<float>& q, const std::vector
   double mx = -INFINITY, sum = 0;
   for (int32_t j = 0; j < n; ++j) {
     double dot = 0;
-    for (int32_t i = 0; i < d; ++i) dot += static_cast<double>(q[static_cast<size_t>(i)]) * K[static_cast<size_t>(j) * d + i];
+    for (int32_t i = 0; i < d; ++i)
+      dot += static_cast<double>(q[static_cast<size_t>(i)]) * K[static_cast<size_t>(j) * d + i];
     s[static_cast<size_t>(j)] = dot / std::sqrt(d);
     mx = std::max(mx, s[static_cast<size_t>(j)]);
   }
@@ -152,7 +155,11 @@ class TestKvQuant4 : public QObject {
         const float sc = s[static_cast<size_t>(i / g)];
         QVERIFY2(std::fabs(y[static_cast<size_t>(i)] - want[static_cast<size_t>(i)]) <= 1e-6f * sc ||
                      std::fabs(std::fabs(y[static_cast<size_t>(i)] - want[static_cast<size_t>(i)]) - sc) <= 1e-6f * sc,
-                 qPrintable(QString("g %1 i %2: %3 vs reference %4").arg(g).arg(i).arg(y[static_cast<size_t>(i)]).arg(want[static_cast<size_t>(i)])));
+                 qPrintable(QString("g %1 i %2: %3 vs reference %4")
+                                .arg(g)
+                                .arg(i)
+                                .arg(y[static_cast<size_t>(i)])
+                                .arg(want[static_cast<size_t>(i)])));
         QVERIFY(std::fabs(y[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]) <= 0.51f * sc);
       }
     }
@@ -181,7 +188,8 @@ class TestKvQuant4 : public QObject {
         const std::vector<float> want = ref_asym(part, bits, &sc);
         for (int32_t i = 0; i < g; ++i) {
           QVERIFY(std::fabs(y[static_cast<size_t>(g0 + i)] - want[static_cast<size_t>(i)]) <= 1e-5f * (sc + 1));
-          QVERIFY(std::fabs(y[static_cast<size_t>(g0 + i)] - part[static_cast<size_t>(i)]) <= 0.51f * sc + 1e-3f * std::fabs(part[static_cast<size_t>(i)]));
+          QVERIFY(std::fabs(y[static_cast<size_t>(g0 + i)] - part[static_cast<size_t>(i)]) <=
+                  0.51f * sc + 1e-3f * std::fabs(part[static_cast<size_t>(i)]));
         }
       }
       // Keys: one channel with a large offset (KIVI's outlier channels) costs only that channel.
@@ -200,7 +208,8 @@ class TestKvQuant4 : public QObject {
         for (int32_t r = 0; r < n; ++r) {
           const float got = Y[static_cast<size_t>(r) * d + c];
           QVERIFY(std::fabs(got - want[static_cast<size_t>(r)]) <= 1e-5f * (sc + 1));
-          QVERIFY(std::fabs(got - col[static_cast<size_t>(r)]) <= 0.51f * sc + 1e-3f * std::fabs(col[static_cast<size_t>(r)]));
+          QVERIFY(std::fabs(got - col[static_cast<size_t>(r)]) <=
+                  0.51f * sc + 1e-3f * std::fabs(col[static_cast<size_t>(r)]));
         }
         if (c != 3) QVERIFY(sc < (bits == 4 ? 1.0f : 5.0f));  // the outlier channel's offset did not reach the others
       }
@@ -226,7 +235,8 @@ class TestKvQuant4 : public QObject {
       void (*f16)(const uint16_t*, int32_t, int32_t, float*);
     };
     const Level levels[] = {
-        {"dispatch", true, 1, kvq4::decode_int4_row, kvq4::decode_asym_row, kvq4::decode_channel_rows, kvq4::decode_f16_rows},
+        {"dispatch", true, 1, kvq4::decode_int4_row, kvq4::decode_asym_row, kvq4::decode_channel_rows,
+         kvq4::decode_f16_rows},
         {"avx2", kvq4::simd::available(), 8, kvq4::simd::decode_int4_row, kvq4::simd::decode_asym_row,
          kvq4::simd::decode_channel_rows, kvq4::simd::decode_f16_rows},
         {"avx512", kvq4::avx512::available(), 16, kvq4::avx512::decode_int4_row, kvq4::avx512::decode_asym_row,
@@ -260,7 +270,8 @@ class TestKvQuant4 : public QObject {
             kvq4::encode_channel_tile(K.data(), n, d, bits, codes.data(), stride, params.data());
             std::vector<float> kf(K.size()), kr(K.size());
             lv.channel(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kf.data());
-            kvq4::decode_channel_rows_scalar(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits, kr.data());
+            kvq4::decode_channel_rows_scalar(codes.data() + 3 * stride, stride, params.data(), n - 3, d, bits,
+                                             kr.data());
             QVERIFY2(same(kf, kr), qPrintable(QString("channel%1 ").arg(bits) + where));
           }
           std::vector<uint16_t> h(static_cast<size_t>(3 * d + 5));
@@ -401,7 +412,8 @@ class TestKvQuant4 : public QObject {
             ea += std::pow(ya[static_cast<size_t>(i)] - x[static_cast<size_t>(i)], 2);
             eb += std::pow(yb[static_cast<size_t>(i)] - x[static_cast<size_t>(i)], 2);
           }
-          QVERIFY2(eb <= ea * (1 + 1e-6), qPrintable(QString("g %1 rep %2: fitted %3 > plain %4").arg(g).arg(rep).arg(eb).arg(ea)));
+          QVERIFY2(eb <= ea * (1 + 1e-6),
+                   qPrintable(QString("g %1 rep %2: fitted %3 > plain %4").arg(g).arg(rep).arg(eb).arg(ea)));
           plain_total += ea, fitted_total += eb;
         }
       }
@@ -423,7 +435,8 @@ class TestKvQuant4 : public QObject {
     kvq4::center_rows(C.data(), n, d, center.data());
     for (int32_t c = 0; c < d; ++c) {
       double mean = 0, raw = 0;
-      for (int32_t r = 0; r < n; ++r) mean += C[static_cast<size_t>(r) * d + c], raw += X[static_cast<size_t>(r) * d + c];
+      for (int32_t r = 0; r < n; ++r)
+        mean += C[static_cast<size_t>(r) * d + c], raw += X[static_cast<size_t>(r) * d + c];
       QVERIFY(std::fabs(mean / n) <= std::fabs(raw / n) * 1e-3 + 1e-5);  // only the f16 rounding of the mean is left
     }
     // What attention reads: the fused decoder gives decode_int4_rows + add_center's bits.
@@ -554,8 +567,8 @@ class TestKvQuant4 : public QObject {
       double rel;
     };
     // Measured: int8 0.015, int4 0.33, rot4 0.23, rot4c 0.12, kivi4 0.11, kivi2 0.73 (2 bits: little is left).
-    const Tol tol[] = {{KvDtype::INT8, 0.03}, {KvDtype::INT4, 0.66}, {KvDtype::ROT4, 0.45}, {KvDtype::ROT4C, 0.25},
-                       {KvDtype::KIVI4, 0.22}, {KvDtype::KIVI2, 1.4}};
+    const Tol tol[] = {{KvDtype::INT8, 0.03},  {KvDtype::INT4, 0.66},  {KvDtype::ROT4, 0.45},
+                       {KvDtype::ROT4C, 0.25}, {KvDtype::KIVI4, 0.22}, {KvDtype::KIVI2, 1.4}};
     double err[16] = {};
     for (const Tol& tl : tol) {
       const double e = stored_attention_error(tl.t, q, K, V, n, d, bs);
@@ -564,7 +577,8 @@ class TestKvQuant4 : public QObject {
       QVERIFY(e > 0 && e < tl.rel);
     }
     QVERIFY(err[static_cast<int>(KvDtype::ROT4)] < err[static_cast<int>(KvDtype::INT4)]);
-    QVERIFY(err[static_cast<int>(KvDtype::ROT4C)] < err[static_cast<int>(KvDtype::ROT4)]);  // the outlier's offset centered away
+    QVERIFY(err[static_cast<int>(KvDtype::ROT4C)] <
+            err[static_cast<int>(KvDtype::ROT4)]);  // the outlier's offset centered away
     QVERIFY(err[static_cast<int>(KvDtype::KIVI4)] < err[static_cast<int>(KvDtype::INT4)]);
     QVERIFY(err[static_cast<int>(KvDtype::KIVI4)] < err[static_cast<int>(KvDtype::KIVI2)]);
   }
@@ -635,9 +649,10 @@ class TestKvQuant4 : public QObject {
     for (KvDtype t : {KvDtype::KIVI4, KvDtype::KIVI2, KvDtype::ROT4C}) {
       const auto one = run(t, 1);
       const double same = compare_logits(one, run(t, 16)).kl_max;
-      const double wider = compare_logits(one, run(t, 32)).kl_max;  // a chunk of 2 blocks: block 1 read in f16 by block 2's tokens
-      qInfo("%s: KL max token-by-token vs 16-token chunks %.3g, vs 32-token chunks %.3g (f32 KV: %.3g)", kv_dtype_name(t),
-            same, wider, floor);
+      const double wider =
+          compare_logits(one, run(t, 32)).kl_max;  // a chunk of 2 blocks: block 1 read in f16 by block 2's tokens
+      qInfo("%s: KL max token-by-token vs 16-token chunks %.3g, vs 32-token chunks %.3g (f32 KV: %.3g)",
+            kv_dtype_name(t), same, wider, floor);
       // rot4c picks each group's scale by least error: float noise can flip that choice for a
       // row, a larger (still far from the 32-token chunks') difference: 2.3e-5 measured.
       QVERIFY(same < (t == KvDtype::ROT4C ? 1e-3 : 1e-4));
@@ -663,9 +678,9 @@ class TestKvQuant4 : public QObject {
     // block centering takes the outlier channels' offsets out before the rotation spreads them),
     // in sink mode 1.5e-3 / 1.0. head_dim 8 leaves int4 and
     // rot4 one scale per 8 values; KIVI's per-channel keys suit this model's outlier channels.
-    const Tol tol[] = {{KvDtype::INT4, {}, 0.85},    {KvDtype::ROT4, {}, 0.5},       {KvDtype::KIVI4, {}, 3e-3},
-                       {KvDtype::KIVI2, {}, 0.06},   {KvDtype::ROT4, {16, 2}, 0.32}, {KvDtype::KIVI4, {16, 2}, 5e-3},
-                       {KvDtype::ROT4C, {}, 5e-3},   {KvDtype::ROT4C, {16, 2}, 4e-3}};
+    const Tol tol[] = {{KvDtype::INT4, {}, 0.85},  {KvDtype::ROT4, {}, 0.5},       {KvDtype::KIVI4, {}, 3e-3},
+                       {KvDtype::KIVI2, {}, 0.06}, {KvDtype::ROT4, {16, 2}, 0.32}, {KvDtype::KIVI4, {16, 2}, 5e-3},
+                       {KvDtype::ROT4C, {}, 5e-3}, {KvDtype::ROT4C, {16, 2}, 4e-3}};
     for (const Tol& tl : tol) {
       test::PagedRun ref(m, static_cast<int32_t>(toks.size()), 8, 1, KvDtype::F32, 2, tl.policy);
       const auto want = ref.teacher_forced(prompt, forced, rows);

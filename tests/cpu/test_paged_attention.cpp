@@ -18,9 +18,7 @@ namespace {
 
 constexpr float kTol = 1e-3f;
 
-std::shared_ptr<Model> load(const std::string& rel) {
-  return Model::load((test::models_dir() / rel).string());
-}
+std::shared_ptr<Model> load(const std::string& rel) { return Model::load((test::models_dir() / rel).string()); }
 
 std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -34,7 +32,9 @@ std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
 // One sequence in a shared pool: its own shuffled blocks.
 struct SeqPlacement {
   std::vector<BlockId> table;
-  int64_t slot(int32_t pos, int32_t bs) const { return static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs; }
+  int64_t slot(int32_t pos, int32_t bs) const {
+    return static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
+  }
 };
 
 }  // namespace
@@ -93,9 +93,11 @@ class TestPagedAttention : public QObject {
                tc = random_tokens(30, m->config.n_vocab, 3);
     test::ReferenceForward ra(m), rb(m), rc(m);
     std::vector<std::vector<float>> wa, wb, wc;
-    for (int i = 0; i < 30; ++i) wa.push_back(ra.step(ta[i])), wb.push_back(rb.step(tb[i])), wc.push_back(rc.step(tc[i]));
+    for (int i = 0; i < 30; ++i)
+      wa.push_back(ra.step(ta[i])), wb.push_back(rb.step(tb[i])), wc.push_back(rc.step(tc[i]));
 
-    auto add = [&](BatchView& b, const SeqPlacement& s, const std::vector<TokenId>& t, int32_t from, int32_t to, bool logits) {
+    auto add = [&](BatchView& b, const SeqPlacement& s, const std::vector<TokenId>& t, int32_t from, int32_t to,
+                   bool logits) {
       const int32_t si = static_cast<int32_t>(b.block_tables.size());
       b.block_tables.push_back(std::span<const BlockId>(s.table));
       for (int32_t p = from; p < to; ++p) {
@@ -157,8 +159,12 @@ class TestPagedAttention : public QObject {
               probe.paged(l, got.data());
               const float diff = test::max_abs_diff(got, want.data(), want.size());
               QVERIFY2(diff < 1e-5f, qPrintable(QString("%1 bs %2 ctx %3 layer %4 prefetch %5: %6")
-                                                    .arg(kv_dtype_name(dt)).arg(bs).arg(ctx).arg(l)
-                                                    .arg(threshold == 0 ? "on" : "off").arg(diff)));
+                                                    .arg(kv_dtype_name(dt))
+                                                    .arg(bs)
+                                                    .arg(ctx)
+                                                    .arg(l)
+                                                    .arg(threshold == 0 ? "on" : "off")
+                                                    .arg(diff)));
             }
           }
         }

@@ -45,7 +45,8 @@ std::vector<std::vector<float>> prompt_logits(const std::shared_ptr<const Model>
   const SeqId id = e.submit(r);
   e.run_until_idle();
   // The path under test really ran: every prompt query of every layer in tiles, or none.
-  const int64_t queries = int64_t{700} * m->config.n_layer * m->config.n_head_kv;  // 701 prompt tokens, the last decodes
+  const int64_t queries =
+      int64_t{700} * m->config.n_layer * m->config.n_head_kv;  // 701 prompt tokens, the last decodes
   if (tile > 1 ? cpu->phase_times().tiled_queries < queries : cpu->phase_times().tiled_queries != 0)
     throw std::runtime_error("tiled queries: " + std::to_string(cpu->phase_times().tiled_queries));
   return e.recorded_prompt_logits(id);
@@ -84,8 +85,9 @@ class TestQueryTiles : public QObject {
       const auto path = test::tmp_dir() / ("query-tiles-" + std::to_string(n_head_kv) + ".gguf");
       write_synthetic_model(spec, path.string());
       const std::shared_ptr<const Model> m = Model::load(path.string());
-      for (const auto& [window, dtype] : {std::tuple{0, KvDtype::F32}, std::tuple{100, KvDtype::F32}, std::tuple{0, KvDtype::F16},
-                                          std::tuple{0, KvDtype::INT8}, std::tuple{100, KvDtype::KIVI4}, std::tuple{0, KvDtype::ROT4}}) {
+      for (const auto& [window, dtype] :
+           {std::tuple{0, KvDtype::F32}, std::tuple{100, KvDtype::F32}, std::tuple{0, KvDtype::F16},
+            std::tuple{0, KvDtype::INT8}, std::tuple{100, KvDtype::KIVI4}, std::tuple{0, KvDtype::ROT4}}) {
         for (int threads : {1, 2}) {
           const auto untiled = prompt_logits(m, threads, 1, window, dtype);
           const auto tiled = prompt_logits(m, threads, kQueryTileMax, window, dtype);
@@ -97,8 +99,14 @@ class TestQueryTiles : public QObject {
               worst = std::max(worst, std::abs(tiled[r][i] - untiled[r][i]));
               scale = std::max(scale, std::abs(untiled[r][i]));
             }
-          const QString what = QStringLiteral("kv heads %1, window %2, %3, %4 threads: max |logit diff| %5 (max |logit| %6)")
-                                   .arg(n_head_kv).arg(window).arg(QString::fromLatin1(kv_dtype_name(dtype))).arg(threads).arg(worst).arg(scale);
+          const QString what =
+              QStringLiteral("kv heads %1, window %2, %3, %4 threads: max |logit diff| %5 (max |logit| %6)")
+                  .arg(n_head_kv)
+                  .arg(window)
+                  .arg(QString::fromLatin1(kv_dtype_name(dtype)))
+                  .arg(threads)
+                  .arg(worst)
+                  .arg(scale);
           qInfo("%s", qPrintable(what));
           // Same keys in the same 64-row chunks per query: the same arithmetic, bit for bit (a
           // rounding difference would also flip 4-bit codes of the next layer's keys and show).

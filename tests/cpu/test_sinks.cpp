@@ -36,8 +36,8 @@ std::vector<TokenId> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
 
 // Backend run: the prompt as one batch (every token with its own visible set), then decode
 // steps; logits after the prompt and after every decode step.
-std::vector<std::vector<float>> backend_rows(std::shared_ptr<const Model> m, const std::vector<TokenId>& toks, size_t n_prompt,
-                                             AttentionPolicy policy, int32_t bs) {
+std::vector<std::vector<float>> backend_rows(std::shared_ptr<const Model> m, const std::vector<TokenId>& toks,
+                                             size_t n_prompt, AttentionPolicy policy, int32_t bs) {
   test::PagedRun run(m, static_cast<int32_t>(toks.size()), bs, 17, KvDtype::F32, 2, policy);
   const std::vector<TokenId> prompt(toks.begin(), toks.begin() + static_cast<std::ptrdiff_t>(n_prompt));
   const std::vector<TokenId> forced(toks.begin() + static_cast<std::ptrdiff_t>(n_prompt), toks.end());
@@ -56,7 +56,8 @@ std::vector<std::vector<float>> reference_rows(Ref& ref, const std::vector<Token
 
 float worst_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
   float w = 0;
-  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r) w = std::max(w, test::max_abs_diff(a[r], b[r].data(), a[r].size()));
+  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r)
+    w = std::max(w, test::max_abs_diff(a[r], b[r].data(), a[r].size()));
   return w;
 }
 
@@ -162,7 +163,8 @@ class TestSinks : public QObject {
       nll.push_back(run.nll);
     }
     double diff = 0;  // same window and sinks, sinks in the sliding layers or not
-    for (size_t i = 0; i < nll[0].size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(nll[0][i] - nll[2][i])));
+    for (size_t i = 0; i < nll[0].size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(nll[0][i] - nll[2][i])));
     QVERIFY(diff > 1e-2);
   }
 

@@ -30,7 +30,7 @@ struct Fp8Format {
   const char* name;
   Decode decode;
   Encode encode;
-  uint8_t max_code;      // largest finite positive code
+  uint8_t max_code;  // largest finite positive code
   int mant_bits;
   bool is_nan_code(uint8_t c) const {
     const uint8_t a = c & 0x7F;
@@ -107,8 +107,10 @@ class TestCudaHostMath : public QObject {
       double v = e == 0 ? std::ldexp(m, -24) : (e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1024 + m, e - 25));
       if (h & 0x8000) v = -v;
       const float got = fp8_e5m2_to_f32(static_cast<uint8_t>(c));
-      if (std::isnan(v)) QVERIFY(std::isnan(got));
-      else QCOMPARE(static_cast<double>(got), v);
+      if (std::isnan(v))
+        QVERIFY(std::isnan(got));
+      else
+        QCOMPARE(static_cast<double>(got), v);
     }
   }
 
@@ -132,7 +134,8 @@ class TestCudaHostMath : public QObject {
         } else if (f.is_inf_code(code)) {
           QCOMPARE(back, static_cast<uint8_t>((code & 0x80) | (mode == Fp8Overflow::Saturate ? f.max_code : 0x7C)));
         } else {
-          QVERIFY2(back == code, qPrintable(QString("%1: code %2 -> %3 -> %4").arg(f.name).arg(c, 0, 16).arg(v).arg(back, 0, 16)));
+          QVERIFY2(back == code,
+                   qPrintable(QString("%1: code %2 -> %3 -> %4").arg(f.name).arg(c, 0, 16).arg(v).arg(back, 0, 16)));
         }
         ++checked;
       }
@@ -299,7 +302,7 @@ class TestCudaHostMath : public QObject {
     QCOMPARE(f32_to_int8(0.0f, 1.0f), int8_t(0));
     QCOMPARE(f32_to_int8(1e9f, 1.0f), int8_t(127));
     QCOMPARE(f32_to_int8(-1e9f, 1.0f), int8_t(-127));
-    QCOMPARE(f32_to_int8(2.5f, 1.0f), int8_t(2));   // ties to even
+    QCOMPARE(f32_to_int8(2.5f, 1.0f), int8_t(2));  // ties to even
     QCOMPARE(f32_to_int8(-3.5f, 1.0f), int8_t(-4));
   }
 
@@ -368,8 +371,10 @@ class TestCudaHostMath : public QObject {
               }
               for (size_t i = 0; i < static_cast<size_t>(d); ++i) {
                 if (static_cast<int32_t>(i) >= n_rot) QCOMPARE(got[i], want[i]);
-                QVERIFY2(std::fabs(got[i] - want[i]) <= bound[i],
-                         qPrintable(QString("n_rot %1 pos %2 i %3: %4 vs %5").arg(n_rot).arg(pos).arg(i).arg(got[i]).arg(want[i])));
+                QVERIFY2(
+                    std::fabs(got[i] - want[i]) <= bound[i],
+                    qPrintable(
+                        QString("n_rot %1 pos %2 i %3: %4 vs %5").arg(n_rot).arg(pos).arg(i).arg(got[i]).arg(want[i])));
               }
             }
   }
@@ -385,7 +390,8 @@ class TestCudaHostMath : public QObject {
             if (brute_visible(pos, k, window, sinks)) want.push_back(k);
           QVERIFY2(got == want, qPrintable(QString("window %1 sinks %2 pos %3").arg(window).arg(sinks).arg(pos)));
           for (size_t i = 0; i < want.size(); ++i) QCOMPARE(cache_position(r, want[i]), static_cast<int32_t>(i));
-          for (int32_t k = -1; k <= pos + 1; ++k) QCOMPARE(is_visible(pos, k, window, sinks), brute_visible(pos, k, window, sinks));
+          for (int32_t k = -1; k <= pos + 1; ++k)
+            QCOMPARE(is_visible(pos, k, window, sinks), brute_visible(pos, k, window, sinks));
           QVERIFY(r.n_sink <= r.lo);
         }
     // The union over a chunk of queries [pf, pl] (what a prefill tile loads).
@@ -449,7 +455,7 @@ class TestCudaHostMath : public QObject {
               const int64_t first = position_slot(table.data(), n_logical, bs, r.position(i));
               QVERIFY(first >= 0);
               for (int32_t j = 0; j < n; ++j) {
-                QCOMPARE(r.position(i + j), r.position(i) + j);  // contiguous positions ...
+                QCOMPARE(r.position(i + j), r.position(i) + j);              // contiguous positions ...
                 QCOMPARE(slot_block(first + j, bs), slot_block(first, bs));  // ... in one block
                 QCOMPARE(position_slot(table.data(), n_logical, bs, r.position(i + j)), first + j);
                 got.push_back(first + j);

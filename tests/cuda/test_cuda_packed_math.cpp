@@ -32,11 +32,21 @@ std::vector<float> make_rows(int32_t n, int32_t d, int flavour, std::mt19937_64&
   std::vector<float> x(static_cast<size_t>(n) * d);
   for (size_t i = 0; i < x.size(); ++i) {
     switch (flavour) {
-      case 0: x[i] = nd(rng); break;
-      case 1: x[i] = nd(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 40) - 20)); break;
-      case 2: x[i] = 0.5f * static_cast<float>(static_cast<int>(rng() % 31) - 15); break;  // ties
-      case 3: x[i] = 1.25f; break;
-      case 4: x[i] = 0.0f; break;
+      case 0:
+        x[i] = nd(rng);
+        break;
+      case 1:
+        x[i] = nd(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 40) - 20));
+        break;
+      case 2:
+        x[i] = 0.5f * static_cast<float>(static_cast<int>(rng() % 31) - 15);
+        break;  // ties
+      case 3:
+        x[i] = 1.25f;
+        break;
+      case 4:
+        x[i] = 0.0f;
+        break;
       default: {
         const uint64_t r = rng() % 23;
         x[i] = r == 0 ? INFINITY : r == 1 ? -INFINITY : r == 2 ? NAN : r == 3 ? 1e30f : r == 4 ? -7e4f : nd(rng);
@@ -57,7 +67,8 @@ struct Shape {
   int32_t d, g;
 };
 // head dims / groups the layout allows (g divides d, d * bits whole bytes); odd counts of groups.
-const Shape kShapes[] = {{8, 8}, {24, 8}, {40, 8}, {64, 32}, {96, 32}, {128, 32}, {128, 128}, {256, 64}, {48, 16}, {12, 4}};
+const Shape kShapes[] = {{8, 8},    {24, 8},    {40, 8},   {64, 32}, {96, 32},
+                         {128, 32}, {128, 128}, {256, 64}, {48, 16}, {12, 4}};
 
 }  // namespace
 
@@ -125,10 +136,12 @@ class TestCudaPackedMath : public QObject {
             std::vector<uint8_t> ra(static_cast<size_t>(bytes), 0xAB), rb(static_cast<size_t>(bytes), 0xCD);
             m4::encode_int4_row(a.data(), s.d, s.g, ra.data());
             kvq4::encode_int4_row(b.data(), s.d, s.g, rb.data());
-            QVERIFY2(ra == rb, qPrintable(QString("d %1 g %2 flavour %3 rot %4").arg(s.d).arg(s.g).arg(flavour).arg(rot)));
+            QVERIFY2(ra == rb,
+                     qPrintable(QString("d %1 g %2 flavour %3 rot %4").arg(s.d).arg(s.g).arg(flavour).arg(rot)));
             std::vector<float> y(static_cast<size_t>(s.d));
             kvq4::decode_int4_row_scalar(rb.data(), s.d, s.g, y.data());
-            for (int32_t i = 0; i < s.d; ++i) QVERIFY(same_bits(m4::int4_row_value(ra.data(), s.d, s.g, i), y[static_cast<size_t>(i)]));
+            for (int32_t i = 0; i < s.d; ++i)
+              QVERIFY(same_bits(m4::int4_row_value(ra.data(), s.d, s.g, i), y[static_cast<size_t>(i)]));
           }
         }
   }
@@ -147,7 +160,8 @@ class TestCudaPackedMath : public QObject {
             std::vector<uint8_t> ra(static_cast<size_t>(bytes), 0x11), rb(static_cast<size_t>(bytes), 0x22);
             m4::encode_asym_row(row, s.d, s.g, bits, ra.data());
             kvq4::encode_asym_row(row, s.d, s.g, bits, rb.data());
-            QVERIFY2(ra == rb, qPrintable(QString("d %1 g %2 bits %3 flavour %4").arg(s.d).arg(s.g).arg(bits).arg(flavour)));
+            QVERIFY2(ra == rb,
+                     qPrintable(QString("d %1 g %2 bits %3 flavour %4").arg(s.d).arg(s.g).arg(bits).arg(flavour)));
             std::vector<float> y(static_cast<size_t>(s.d));
             kvq4::decode_asym_row_scalar(rb.data(), s.d, s.g, bits, y.data());
             for (int32_t i = 0; i < s.d; ++i)
@@ -171,7 +185,8 @@ class TestCudaPackedMath : public QObject {
             std::vector<uint8_t> pa(static_cast<size_t>(4 * d), 0), pb(static_cast<size_t>(4 * d), 1);
             m4::encode_channel_tile(x.data(), n, d, bits, ca.data(), stride, pa.data());
             kvq4::encode_channel_tile(x.data(), n, d, bits, cb.data(), stride, pb.data());
-            QVERIFY2(ca == cb && pa == pb, qPrintable(QString("d %1 bits %2 n %3 flavour %4").arg(d).arg(bits).arg(n).arg(flavour)));
+            QVERIFY2(ca == cb && pa == pb,
+                     qPrintable(QString("d %1 bits %2 n %3 flavour %4").arg(d).arg(bits).arg(n).arg(flavour)));
             // The device's parallel form: each channel's parameters from channel_params alone.
             // The device's parallel form: each channel's parameters from channel_params alone,
             // each code byte from channel_code_byte alone.
@@ -180,17 +195,21 @@ class TestCudaPackedMath : public QObject {
             std::vector<float> ss(static_cast<size_t>(d)), mns(static_cast<size_t>(d));
             for (int32_t c = 0; c < d; ++c) {
               m4::channel_params(val, n, c, levels, &ss[static_cast<size_t>(c)], &mns[static_cast<size_t>(c)]);
-              QCOMPARE(m4::param_f16(ss[static_cast<size_t>(c)]), static_cast<uint16_t>(pb[4 * c] | pb[4 * c + 1] << 8));
-              QCOMPARE(m4::param_f16(mns[static_cast<size_t>(c)]), static_cast<uint16_t>(pb[4 * c + 2] | pb[4 * c + 3] << 8));
+              QCOMPARE(m4::param_f16(ss[static_cast<size_t>(c)]),
+                       static_cast<uint16_t>(pb[4 * c] | pb[4 * c + 1] << 8));
+              QCOMPARE(m4::param_f16(mns[static_cast<size_t>(c)]),
+                       static_cast<uint16_t>(pb[4 * c + 2] | pb[4 * c + 3] << 8));
             }
             for (int32_t r = 0; r < n; ++r)
               for (int32_t j = 0; j < d * bits / 8; ++j)
-                QCOMPARE(m4::channel_code_byte(val, r, j, bits, ss.data(), mns.data()), cb[static_cast<size_t>(r * stride + j)]);
+                QCOMPARE(m4::channel_code_byte(val, r, j, bits, ss.data(), mns.data()),
+                         cb[static_cast<size_t>(r * stride + j)]);
             std::vector<float> y(static_cast<size_t>(n) * d);
             kvq4::decode_channel_rows_scalar(cb.data(), stride, pb.data(), n, d, bits, y.data());
             for (int32_t r = 0; r < n; ++r)
               for (int32_t c = 0; c < d; ++c)
-                QVERIFY(same_bits(m4::channel_value(ca.data(), stride, pa.data(), bits, r, c), y[static_cast<size_t>(r) * d + c]));
+                QVERIFY(same_bits(m4::channel_value(ca.data(), stride, pa.data(), bits, r, c),
+                                  y[static_cast<size_t>(r) * d + c]));
           }
   }
 
@@ -216,7 +235,8 @@ class TestCudaPackedMath : public QObject {
     QTest::addColumn<int>("block_size");
     for (const char* k : {"int4", "rot4", "kivi4", "kivi2"})
       for (int g : {0, 16, 8})
-        for (int bs : {8, 16}) QTest::newRow(qPrintable(QString("%1 g%2 bs%3").arg(k).arg(g).arg(bs))) << QString(k) << g << bs;
+        for (int bs : {8, 16})
+          QTest::newRow(qPrintable(QString("%1 g%2 bs%3").arg(k).arg(g).arg(bs))) << QString(k) << g << bs;
   }
   void kernel_work_reads_back_like_cpu_storage() {
     QFETCH(QString, kv);
@@ -255,7 +275,8 @@ class TestCudaPackedMath : public QObject {
           }
           auto& r = res[v][b];
           if (r.empty()) r.assign(static_cast<size_t>(n_kv * bs * D), 0);
-          for (int32_t e = 0; e < D; ++e) r[static_cast<size_t>(m4::residual_offset(g, h, off) + e)] = m4::f32_to_f16_bits(x[static_cast<size_t>(e)]);
+          for (int32_t e = 0; e < D; ++e)
+            r[static_cast<size_t>(m4::residual_offset(g, h, off) + e)] = m4::f32_to_f16_bits(x[static_cast<size_t>(e)]);
         }
       if (g.kivi && off == bs - 1)  // launch_kivi_complete's grid: every (K/V, head) tile of the block
         for (int v = 0; v < 2; ++v) {
@@ -264,8 +285,10 @@ class TestCudaPackedMath : public QObject {
             uint8_t* tile = pool[v].data() + m4::tile_offset_bytes(g, v, b, h);
             if (!v) {
               std::vector<float> s(static_cast<size_t>(D)), mn(static_cast<size_t>(D));
-              for (int32_t c = 0; c < D; ++c) m4::complete_key_channel(g, rr, tile, c, &s[static_cast<size_t>(c)], &mn[static_cast<size_t>(c)]);
-              for (int32_t i = 0; i < bs * D * g.bits / 8; ++i) m4::complete_key_byte(g, rr, tile, i, s.data(), mn.data());
+              for (int32_t c = 0; c < D; ++c)
+                m4::complete_key_channel(g, rr, tile, c, &s[static_cast<size_t>(c)], &mn[static_cast<size_t>(c)]);
+              for (int32_t i = 0; i < bs * D * g.bits / 8; ++i)
+                m4::complete_key_byte(g, rr, tile, i, s.data(), mn.data());
             } else {
               for (int32_t row = 0; row < bs; ++row) m4::complete_value_row(g, rr, tile, row);
             }
@@ -283,10 +306,19 @@ class TestCudaPackedMath : public QObject {
           const uint8_t* tile = pool[v].data() + m4::tile_offset_bytes(g, v, b, h);
           for (int32_t sl = 0; sl < n; ++sl)
             for (int32_t e = 0; e < D; ++e) {
-              const float got = g.kivi && b == 1 ? m4::f16_bits_to_f32(res[v][b][static_cast<size_t>(m4::residual_offset(g, h, sl) + e)])
-                                                 : m4::tile_value(g, tile, v, sl, e);
+              const float got =
+                  g.kivi && b == 1
+                      ? m4::f16_bits_to_f32(res[v][b][static_cast<size_t>(m4::residual_offset(g, h, sl) + e)])
+                      : m4::tile_value(g, tile, v, sl, e);
               QVERIFY2(same_bits(got, ref[sl * D + e]),
-                       qPrintable(QString("block %1 %2 head %3 slot %4 elem %5: %6 vs cpu %7").arg(b).arg(v ? "V" : "K").arg(h).arg(sl).arg(e).arg(got).arg(ref[sl * D + e])));
+                       qPrintable(QString("block %1 %2 head %3 slot %4 elem %5: %6 vs cpu %7")
+                                      .arg(b)
+                                      .arg(v ? "V" : "K")
+                                      .arg(h)
+                                      .arg(sl)
+                                      .arg(e)
+                                      .arg(got)
+                                      .arg(ref[sl * D + e])));
             }
         }
   }

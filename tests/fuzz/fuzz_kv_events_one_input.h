@@ -33,9 +33,9 @@ inline bool run_one(const uint8_t* data, size_t size) {
   try {
     const kv_events::KvEventBatch b = kv_events::decode_kv_event_batch(bytes);
     decoded = true;
-    if (!std::isnan(b.ts)) invariant(kv_events::decode_kv_event_batch(kv_events::encode_kv_event_batch(b)) == b, "re-encoded batch differs");
-  } catch (const kv_events::KvEventDecodeError&) {
-  }
+    if (!std::isnan(b.ts))
+      invariant(kv_events::decode_kv_event_batch(kv_events::encode_kv_event_batch(b)) == b, "re-encoded batch differs");
+  } catch (const kv_events::KvEventDecodeError&) {}
   // Twice through one stream (a duplicate, then a gap after it), so removes meet stores.
   attach::InstanceStream s;
   s.on_message({"t", kv_events::encode_sequence_number(0), bytes}, 1);

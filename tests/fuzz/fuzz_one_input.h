@@ -43,8 +43,8 @@ struct Outcome {
   std::fprintf(stderr, "fuzz invariant violated at %s:%d: %s\n", file, line, what);
   std::abort();
 }
-#define KVSCOPE_FUZZ_CHECK(cond) \
-  do {                           \
+#define KVSCOPE_FUZZ_CHECK(cond)                                        \
+  do {                                                                  \
     if (!(cond)) ::kvscope::fuzz::fuzz_fail(#cond, __FILE__, __LINE__); \
   } while (0)
 
@@ -54,7 +54,11 @@ inline bool valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<uint8_t>(s[i]);
-    int n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    int n = c < 0x80                   ? 1
+            : (c >= 0xC2 && c <= 0xDF) ? 2
+            : (c >= 0xE0 && c <= 0xEF) ? 3
+            : (c >= 0xF0 && c <= 0xF4) ? 4
+                                       : 0;
     if (n == 0 || i + n > s.size()) return false;
     for (int k = 1; k < n; ++k)
       if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;

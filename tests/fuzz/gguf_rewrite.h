@@ -16,7 +16,7 @@ struct TensorCopy {
   std::string name;
   std::vector<int64_t> ne;
   GgmlType type = GgmlType::F32;  // the type it is written in (re-quantized from `data`)
-  std::vector<float> data;  // n_elements values
+  std::vector<float> data;        // n_elements values
   bool keep = true;
   // When set, written as these raw bytes with this raw type (types kvscope cannot encode).
   bool raw = false;
@@ -25,8 +25,8 @@ struct TensorCopy {
 };
 
 struct RewriteEdits {
-  std::function<bool(const std::string& key)> keep_key;    // default: keep every key
-  std::function<void(TensorCopy&)> tensor;                  // default: copy as is
+  std::function<bool(const std::string& key)> keep_key;  // default: keep every key
+  std::function<void(TensorCopy&)> tensor;               // default: copy as is
 };
 
 inline std::vector<float> tensor_as_f32(const GgufFile& f, const GgufTensorInfo& t) {
@@ -52,8 +52,10 @@ inline GgufWriter rewrite_gguf(const GgufFile& f, const RewriteEdits& edits = {}
     c.data = tensor_as_f32(f, t);
     if (edits.tensor) edits.tensor(c);
     if (!c.keep) continue;
-    if (c.raw) w.add_raw_tensor(c.name, c.ne, c.raw_type, c.raw_bytes);
-    else w.add_tensor(c.name, c.ne, c.type, c.data);
+    if (c.raw)
+      w.add_raw_tensor(c.name, c.ne, c.raw_type, c.raw_bytes);
+    else
+      w.add_tensor(c.name, c.ne, c.type, c.data);
   }
   return w;
 }

@@ -88,10 +88,14 @@ void models() {
     auto f = tiny_file(s, "mixed");
     RewriteEdits e;
     e.tensor = [](TensorCopy& c) {
-      if (c.name == "blk.0.ffn_down.weight") c.type = GgmlType::Q4_K;
-      else if (c.name == "blk.1.ffn_down.weight") c.type = GgmlType::Q6_K;
-      else if (c.name.find("ffn_") != std::string::npos && c.ne.size() == 2) c.type = GgmlType::Q8_0;
-      else if (c.ne.size() == 2) c.type = GgmlType::F16;
+      if (c.name == "blk.0.ffn_down.weight")
+        c.type = GgmlType::Q4_K;
+      else if (c.name == "blk.1.ffn_down.weight")
+        c.type = GgmlType::Q6_K;
+      else if (c.name.find("ffn_") != std::string::npos && c.ne.size() == 2)
+        c.type = GgmlType::Q8_0;
+      else if (c.ne.size() == 2)
+        c.type = GgmlType::F16;
     };
     save(rewrite_gguf(*f, e), "tiny-llama-mixed-kquants.gguf");
   }

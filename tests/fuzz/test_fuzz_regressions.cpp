@@ -32,7 +32,12 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 
 QString describe(const fuzz::Outcome& o) {
   QString s = QString("parsed %1 config %2 weights %3 tokenizer %4 model %5 generated %6")
-                  .arg(o.parsed).arg(o.config).arg(o.weights).arg(o.tokenizer).arg(o.model).arg(o.generated);
+                  .arg(o.parsed)
+                  .arg(o.config)
+                  .arg(o.weights)
+                  .arg(o.tokenizer)
+                  .arg(o.model)
+                  .arg(o.generated);
   if (!o.error.empty()) s += QString(" | %1").arg(QString::fromStdString(o.error).left(200));
   return s;
 }

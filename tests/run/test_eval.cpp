@@ -72,9 +72,8 @@ class TestEval : public QObject {
     QVERIFY(std::is_sorted(seen.begin(), seen.end()));
     QCOMPARE(seen.back(), 300);
     int calls = 0;
-    QVERIFY_THROWS_EXCEPTION(EvalStopped, eval_text(model_, text, config(KvDtype::F32), [&](int32_t, int32_t) {
-      return ++calls < 2;
-    }));
+    QVERIFY_THROWS_EXCEPTION(
+        EvalStopped, eval_text(model_, text, config(KvDtype::F32), [&](int32_t, int32_t) { return ++calls < 2; }));
     QCOMPARE(calls, 2);
   }
 
@@ -110,8 +109,10 @@ class TestEval : public QObject {
       double kl_max_mean, top1_min;
       int64_t bytes;
     };
-    const Want wants[] = {{KvDtype::F16, 1e-5, 0.99, 640},     {KvDtype::BF16, 5e-4, 0.97, 640},
-                          {KvDtype::INT8, 5e-3, 0.95, 480},    {KvDtype::FP8_E4M3, 4e-2, 0.90, 480},
+    const Want wants[] = {{KvDtype::F16, 1e-5, 0.99, 640},
+                          {KvDtype::BF16, 5e-4, 0.97, 640},
+                          {KvDtype::INT8, 5e-3, 0.95, 480},
+                          {KvDtype::FP8_E4M3, 4e-2, 0.90, 480},
                           {KvDtype::FP8_E5M2, 0.15, 0.85, 480}};
     std::vector<double> kls;
     for (const Want& w : wants) {
@@ -141,7 +142,8 @@ class TestEval : public QObject {
       const auto rows = direct.teacher_forced({text[0]}, forced, forced.size());
       QCOMPARE(rows.size(), run.logits.size());
       float worst = 0;
-      for (size_t r = 0; r < rows.size(); ++r) worst = std::max(worst, test::max_abs_diff(rows[r], run.logits[r].data(), rows[r].size()));
+      for (size_t r = 0; r < rows.size(); ++r)
+        worst = std::max(worst, test::max_abs_diff(rows[r], run.logits[r].data(), rows[r].size()));
       qInfo("window %d sinks %d: engine vs direct backend max |dlogit| %.3g", w, s, static_cast<double>(worst));
       QVERIFY(worst < 1e-4f);
     }
@@ -156,9 +158,10 @@ class TestEval : public QObject {
     const EvalRun full = eval_text(model_, story_, config(KvDtype::F32));
     const EvalRun win = eval_text(model_, story_, config(KvDtype::F32, 64, 0));
     const EvalRun sinks = eval_text(model_, story_, config(KvDtype::F32, 64, 4));
-    qInfo("%zu tokens: full attention ppl %.4f (peak %d blocks), window 64 ppl %.4f (%d blocks), window 64 + 4 sinks ppl %.4f (%d blocks)",
-          story_.size(), full.perplexity, full.peak_blocks_used, win.perplexity, win.peak_blocks_used, sinks.perplexity,
-          sinks.peak_blocks_used);
+    qInfo(
+        "%zu tokens: full attention ppl %.4f (peak %d blocks), window 64 ppl %.4f (%d blocks), window 64 + 4 sinks ppl %.4f (%d blocks)",
+        story_.size(), full.perplexity, full.peak_blocks_used, win.perplexity, win.peak_blocks_used, sinks.perplexity,
+        sinks.peak_blocks_used);
     QVERIFY(win.perplexity < full.perplexity);
     QVERIFY(std::fabs(std::log(sinks.perplexity / win.perplexity)) < 0.1);
     // Window W, chunk C, block size B: blocks overlapping [pos - W + 1, pos] for a whole chunk,

@@ -62,7 +62,8 @@ class TestEvalSweep : public QObject {
     const SweepAxes d = parse_sweep_axes({"window=64"});  // unnamed axes keep their defaults
     QCOMPARE(d.dtypes, std::vector<KvDtype>{KvDtype::F32});
     QCOMPARE(d.sinks, std::vector<int32_t>{0});
-    for (const char* bad : {"dtype=f17", "window=-1", "window=12x", "sinks=", "budget=4", "window", "=4", "window=1,,2"})
+    for (const char* bad :
+         {"dtype=f17", "window=-1", "window=12x", "sinks=", "budget=4", "window", "=4", "window=1,,2"})
       QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({bad}));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"window=4", "window=8"}));
     try {
@@ -107,7 +108,7 @@ class TestEvalSweep : public QObject {
   void pareto_frontier() {
     std::vector<SweepPoint> p = {point(100, 0.0), point(50, 0.01), point(50, 0.02), point(40, 0.5), point(60, 0.01)};
     mark_pareto(p);
-    QCOMPARE(p[0].pareto, true);   // most bytes, least KL
+    QCOMPARE(p[0].pareto, true);  // most bytes, least KL
     QCOMPARE(p[1].pareto, true);
     QCOMPARE(p[2].pareto, false);  // same bytes as [1], more KL
     QCOMPARE(p[3].pareto, true);   // fewest bytes
@@ -185,7 +186,8 @@ class TestEvalSweep : public QObject {
     QCOMPARE(j["points"][1]["evict"].get<std::string>(), std::string("h2o:25%"));
     QCOMPARE(j["points"][1]["label"].get<std::string>(), std::string("f32 full h2o:25%"));
     QCOMPARE(j["points"][1]["tokens_evicted"].get<uint64_t>(), h2o.run.tokens_evicted);
-    for (const char* k : {"peak_kept_tokens", "compactions", "compaction_bytes_copied"}) QVERIFY2(j["points"][1].contains(k), k);
+    for (const char* k : {"peak_kept_tokens", "compactions", "compaction_bytes_copied"})
+      QVERIFY2(j["points"][1].contains(k), k);
     QVERIFY(j["points"][1]["peak_kept_tokens"].get<int>() < 200);
   }
 
@@ -194,7 +196,8 @@ class TestEvalSweep : public QObject {
   // is there; the NLL kept per position gives the perplexity.
   void sweep_json_and_reference_point() {
     const auto toks = story(*model_, 200);
-    const SweepResult r = run_sweep(model_, toks, base_config(), parse_sweep_axes({"dtype=f32,int8", "window=0,64", "sinks=0,4"}), true);
+    const SweepResult r =
+        run_sweep(model_, toks, base_config(), parse_sweep_axes({"dtype=f32,int8", "window=0,64", "sinks=0,4"}), true);
     QCOMPARE(r.points.size(), size_t{6});
     const SweepPoint& f32 = r.points[0];
     QCOMPARE(f32.cfg.kv_dtype, KvDtype::F32);
@@ -204,7 +207,7 @@ class TestEvalSweep : public QObject {
     QCOMPARE(f32.agreement->kl_p99, 0.0);
     QCOMPARE(f32.agreement->top1, 1.0);
     QCOMPARE(f32.run.perplexity, r.reference.perplexity);
-    QVERIFY(f32.pareto);  // nothing has KL below 0
+    QVERIFY(f32.pareto);                    // nothing has KL below 0
     const SweepPoint& int8w = r.points[4];  // int8 window 64
     QCOMPARE(int8w.cfg.window, 64);
     QVERIFY(int8w.agreement->kl_mean > 0 && int8w.agreement->top1 < 1.0);
@@ -214,8 +217,9 @@ class TestEvalSweep : public QObject {
     QCOMPARE(j["n_tokens"].get<int>(), 200);
     QCOMPARE(j["frontier_metric"].get<std::string>(), std::string("kl_mean"));
     for (const auto& p : j["points"]) {
-      for (const char* k : {"label", "kv_dtype", "window", "sinks", "perplexity", "nll_mean", "kl_mean", "kl_p99", "kl_max",
-                            "top1_agreement", "kv_bytes_per_token", "peak_kv_bytes", "peak_residual_bytes", "peak_blocks_used", "pareto", "nll"})
+      for (const char* k : {"label", "kv_dtype", "window", "sinks", "perplexity", "nll_mean", "kl_mean", "kl_p99",
+                            "kl_max", "top1_agreement", "kv_bytes_per_token", "peak_kv_bytes", "peak_residual_bytes",
+                            "peak_blocks_used", "pareto", "nll"})
         QVERIFY2(p.contains(k), k);
       QCOMPARE(p["nll"].size(), size_t{199});
       double s = 0;

@@ -139,9 +139,7 @@ class TestServeUnits : public QObject {
     for (size_t n = 0; n < good.size(); ++n) {  // every truncation: decoded or a clear error
       try {
         decode_kv_event_batch(std::string_view(good.data(), n));
-      } catch (const KvEventDecodeError&) {
-        ++rejected;
-      }
+      } catch (const KvEventDecodeError&) { ++rejected; }
     }
     QCOMPARE(rejected, static_cast<int>(good.size()));
     std::mt19937 rng(3);
@@ -150,8 +148,7 @@ class TestServeUnits : public QObject {
       bad[rng() % bad.size()] = static_cast<char>(rng());
       try {
         decode_kv_event_batch(bad);
-      } catch (const KvEventDecodeError&) {
-      }
+      } catch (const KvEventDecodeError&) {}
     }
     QVERIFY_THROWS_EXCEPTION(KvEventDecodeError, decode_kv_event_batch("\x93\x01\x02\x03"));
     QCOMPARE(encode_sequence_number(-1), std::string(8, '\xff'));
@@ -314,9 +311,7 @@ class TestServeUnits : public QObject {
     try {
       q.submit(j);
       QFAIL("a closed queue took a request");
-    } catch (const ApiError& err) {
-      QCOMPARE(err.status, 503);
-    }
+    } catch (const ApiError& err) { QCOMPARE(err.status, 503); }
     q.detach("gone");
   }
 
@@ -328,7 +323,8 @@ class TestServeUnits : public QObject {
     sm.tokenizer = m->tokenizer.get();
     sm.max_model_len = 64;
     sm.n_vocab = m->config.n_vocab;
-    const ParsedRequest ok = parse_completion_request(R"({"prompt": "Once upon", "max_tokens": 5, "seed": 3, "top_k": -1})", sm);
+    const ParsedRequest ok =
+        parse_completion_request(R"({"prompt": "Once upon", "max_tokens": 5, "seed": 3, "top_k": -1})", sm);
     QCOMPARE(ok.job.max_tokens, 5);
     QCOMPARE(ok.job.sampling.top_k, 0);
     QCOMPARE(ok.job.sampling.temperature, 1.0f);  // OpenAI's default
@@ -337,18 +333,20 @@ class TestServeUnits : public QObject {
       QFAIL("accepted a completion past the context");
     } catch (const ApiError& e) {
       QCOMPARE(e.status, 400);
-      QVERIFY2(std::string(e.what()).find("64") != std::string::npos && std::string(e.what()).find("100 in the completion") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("64") != std::string::npos &&
+                   std::string(e.what()).find("100 in the completion") != std::string::npos,
+               e.what());
     }
     try {
       parse_chat_request(R"({"model": "other", "messages": [{"role": "user", "content": "hi"}]})", sm);
       QFAIL("accepted another model");
-    } catch (const ApiError& e) {
-      QCOMPARE(e.status, 404);
-    }
+    } catch (const ApiError& e) { QCOMPARE(e.status, 404); }
     // The chat prompt is the chat panel's first turn, token for token.
     const ParsedRequest chat = parse_chat_request(
-        R"({"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Tell a story."}], "max_tokens": 4})", sm);
-    QCOMPARE(chat.job.prompt, chat_turn_prompt(*m->tokenizer, ChatTemplateKind::Completion, "Be kind.", {}, "Tell a story."));
+        R"({"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Tell a story."}], "max_tokens": 4})",
+        sm);
+    QCOMPARE(chat.job.prompt,
+             chat_turn_prompt(*m->tokenizer, ChatTemplateKind::Completion, "Be kind.", {}, "Tell a story."));
   }
 
   void prometheus_text_has_vllm_names_and_cumulative_buckets() {
@@ -362,10 +360,14 @@ class TestServeUnits : public QObject {
     const std::string t = render_prometheus(s, m, MetricsContext{"tiny \"model\"", {{400, 3}}});
     QVERIFY(t.find("vllm:kv_cache_usage_perc{model_name=\"tiny \\\"model\\\"\"} 0.4\n") != std::string::npos);
     QVERIFY(t.find("vllm:num_requests_running{model_name=\"tiny \\\"model\\\"\"} 2\n") != std::string::npos);
-    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"0.001\"} 0\n") != std::string::npos);
-    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"0.005\"} 1\n") != std::string::npos);
-    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"+Inf\"} 2\n") != std::string::npos);
-    QVERIFY(t.find("kvscope:http_errors_total{model_name=\"tiny \\\"model\\\"\",status=\"400\"} 3\n") != std::string::npos);
+    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"0.001\"} 0\n") !=
+            std::string::npos);
+    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"0.005\"} 1\n") !=
+            std::string::npos);
+    QVERIFY(t.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny \\\"model\\\"\",le=\"+Inf\"} 2\n") !=
+            std::string::npos);
+    QVERIFY(t.find("kvscope:http_errors_total{model_name=\"tiny \\\"model\\\"\",status=\"400\"} 3\n") !=
+            std::string::npos);
   }
 };
 

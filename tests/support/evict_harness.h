@@ -24,7 +24,8 @@ inline std::shared_ptr<const Model> synthetic(uint64_t seed, int32_t n_head_kv =
   spec.n_embd = 128;
   spec.n_ff = 256;
   spec.seed = seed;
-  const auto path = test::tmp_dir() / ("evict-model-" + std::to_string(seed) + "-" + std::to_string(n_head_kv) + ".gguf");
+  const auto path =
+      test::tmp_dir() / ("evict-model-" + std::to_string(seed) + "-" + std::to_string(n_head_kv) + ".gguf");
   write_synthetic_model(spec, path.string());
   return Model::load(path.string());
 }
@@ -65,7 +66,8 @@ struct Driven {
   std::vector<TokenId> toks;
   // evict_layers > 0: per-layer eviction (one hole mask per layer).
   Driven(std::shared_ptr<const Model> model, int32_t bs, int32_t n_blocks, int32_t evict_layers = 0)
-      : m(std::move(model)), kv([&] {
+      : m(std::move(model)),
+        kv([&] {
           KvCacheConfig c;
           c.block_size = bs;
           c.num_blocks = n_blocks;

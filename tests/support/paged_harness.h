@@ -47,7 +47,8 @@ struct PagedRun {
       const int32_t pos = pos0 + static_cast<int32_t>(i);
       b.tokens.push_back(toks[i]);
       b.positions.push_back(pos);
-      b.slot_mapping.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / block_size)]) * block_size + pos % block_size);
+      b.slot_mapping.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / block_size)]) * block_size +
+                               pos % block_size);
       b.seq_index.push_back(0);
     }
     b.logits_rows.push_back(b.n_tokens() - 1);

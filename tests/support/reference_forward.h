@@ -49,7 +49,8 @@ class ReferenceForward {
       const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
       const bool rope_now = rope_at_ == RopeAt::TextPosition;
       for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
-      for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
+      for (int32_t h = 0; h < c.n_head_kv; ++h)
+        head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
       auto& K = k_[static_cast<size_t>(il)];
       auto& V = v_[static_cast<size_t>(il)];
       K.insert(K.end(), k.begin(), k.end());
@@ -114,7 +115,8 @@ class ReferenceForward {
       for (int32_t i = 0; i < D; ++i) {
         double acc = 0;
         for (int32_t t = 0; t < n; ++t)
-          acc += s[static_cast<size_t>(t)] / sum * V[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D + i)];
+          acc += s[static_cast<size_t>(t)] / sum *
+                 V[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D + i)];
         att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
       }
     }
@@ -126,7 +128,8 @@ class ReferenceForward {
     std::vector<double> r(h, h + c.head_dim);
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
-      const double theta = p * static_cast<double>(c.rope_freq_scale) * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
+      const double theta =
+          p * static_cast<double>(c.rope_freq_scale) * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];
@@ -146,7 +149,8 @@ class ReferenceForward {
     for (int64_t o = 0; o < w.ne(1); ++o) {
       dequantize_row(w.type(), w.row(o), r.data(), w.ne(0));
       double acc = 0;
-      for (int64_t i = 0; i < w.ne(0); ++i) acc += static_cast<double>(r[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < w.ne(0); ++i)
+        acc += static_cast<double>(r[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
       y[static_cast<size_t>(o)] = static_cast<float>(acc);
     }
     return y;
@@ -172,7 +176,8 @@ class ReferenceForward {
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
       const double factor = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[static_cast<size_t>(i)];
-      const double theta = pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) / factor;
+      const double theta =
+          pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) / factor;
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];

@@ -65,8 +65,7 @@ struct ScriptedRanks {
         }
         base = p;
         return true;
-      } catch (const zmq::error_t&) {
-      }
+      } catch (const zmq::error_t&) {}
     }
     return false;
   }
@@ -158,8 +157,9 @@ class TestAttachWindow : public QObject {
     ScriptedMetrics metrics;
     metrics.set(0.25, 100, 200, 3);  // before the attach: only a baseline
     metrics.start();
-    AttachWindow w(parse_attach_lines({QStringLiteral("tcp://127.0.0.1:%1 metrics http://127.0.0.1:%2/metrics").arg(pub.base).arg(metrics.port)},
-                                      2, QString()));
+    AttachWindow w(parse_attach_lines(
+        {QStringLiteral("tcp://127.0.0.1:%1 metrics http://127.0.0.1:%2/metrics").arg(pub.base).arg(metrics.port)}, 2,
+        QString()));
     w.show();
     w.tabs()->setCurrentIndex(1);
     QVERIFY(pub.subscribed(0, 10000));
@@ -175,7 +175,8 @@ class TestAttachWindow : public QObject {
     QCOMPARE(o->holderBars(), (std::vector<double>{3, 2}));  // B1 C1 C2 on one rank, A1 A2 on both
     QCOMPARE(o->uniqueBars(), (std::vector<double>{1, 2}));
     QCOMPARE(o->sharedBars(), (std::vector<double>{2, 2}));
-    QVERIFY2(o->numbersText().contains(QStringLiteral("<b>2</b> prefixes on 2+ instances")), qPrintable(o->numbersText()));
+    QVERIFY2(o->numbersText().contains(QStringLiteral("<b>2</b> prefixes on 2+ instances")),
+             qPrintable(o->numbersText()));
     QVERIFY(o->numbersText().contains(QStringLiteral("<b>2</b> blocks (<b>32</b> tokens) cached more than once")));
     QVERIFY(o->numbersText().contains(QStringLiteral("<b>28.6%</b> of the cached blocks")));  // 2 of 7 copies
 
@@ -194,9 +195,11 @@ class TestAttachWindow : public QObject {
       const auto& ip = shown->instances[i];
       const auto& sum = ip.timeline_summary;
       int with_usage = 0, with_hits = 0, with_lag = 0;
-      for (const auto& x : ip.timeline) with_usage += !std::isnan(x.usage), with_hits += !std::isnan(x.hit_rate()), with_lag += !std::isnan(x.lag_s());
+      for (const auto& x : ip.timeline)
+        with_usage += !std::isnan(x.usage), with_hits += !std::isnan(x.hit_rate()), with_lag += !std::isnan(x.lag_s());
       qInfo("instance %zu: %zu samples, %d with usage, %d with a hit rate, %d with lag; %llu live events, lag %.4f s",
-            i, ip.timeline.size(), with_usage, with_hits, with_lag, static_cast<unsigned long long>(sum.live_events), sum.lag_s_mean);
+            i, ip.timeline.size(), with_usage, with_hits, with_lag, static_cast<unsigned long long>(sum.live_events),
+            sum.lag_s_mean);
       QVERIFY(ip.timeline.size() >= 4);
       QCOMPARE(t->pointCount(i, S::CachedBlocks), static_cast<int>(ip.timeline.size()));
       QCOMPARE(t->pointCount(i, S::EventsPerS), static_cast<int>(ip.timeline.size()));
@@ -226,10 +229,12 @@ class TestAttachWindow : public QObject {
       kvscope::attach::InstanceTimeline tl;
       for (int k = 0; k < 20000; ++k) {
         m.ok = static_cast<uint64_t>(k / 4 + 1);
-        m.values = {{"kv_cache_usage_perc", 0.5 + 0.4 * std::sin(k / 300.0 + i)}, {"prefix_cache_hits_total", k * 3.0},
-                    {"prefix_cache_queries_total", k * 5.0}, {"num_preemptions_total", static_cast<double>(k / 1000)}};
-        tl.add({1000 + 0.25 * k, static_cast<uint64_t>(12500 + 2000 * std::sin(k / 500.0)), static_cast<uint64_t>(k) * 40,
-                static_cast<uint64_t>(k) * 4, k * 0.004, &m});
+        m.values = {{"kv_cache_usage_perc", 0.5 + 0.4 * std::sin(k / 300.0 + i)},
+                    {"prefix_cache_hits_total", k * 3.0},
+                    {"prefix_cache_queries_total", k * 5.0},
+                    {"num_preemptions_total", static_cast<double>(k / 1000)}};
+        tl.add({1000 + 0.25 * k, static_cast<uint64_t>(12500 + 2000 * std::sin(k / 500.0)),
+                static_cast<uint64_t>(k) * 40, static_cast<uint64_t>(k) * 4, k * 0.004, &m});
       }
       AttachInstancePicture ip;
       ip.endpoint = QStringLiteral("tcp://node-%1:5557").arg(i);
@@ -256,7 +261,8 @@ class TestAttachWindow : public QObject {
     }
     qInfo("8 instances x %zu samples: data + replot + one frame in %.2f ms", pic->instances[0].timeline.size(), ms);
     QCOMPARE(panel.instances(), size_t(8));
-    QCOMPARE(panel.pointCount(7, AttachTimelinePanel::Series::CachedBlocks), static_cast<int>(pic->instances[7].timeline.size()));
+    QCOMPARE(panel.pointCount(7, AttachTimelinePanel::Series::CachedBlocks),
+             static_cast<int>(pic->instances[7].timeline.size()));
     QVERIFY(panel.pointCount(7, AttachTimelinePanel::Series::Preemptions) >= 10);
     // Reported, not asserted (see the block map's case above).
     // A user's zoom stops following: new data no longer moves the view, until Follow is ticked.
@@ -285,16 +291,18 @@ class TestAttachWindow : public QObject {
   }
 
   void dialog_lines_parse_or_are_refused() {
-    const AttachTargets t = parse_attach_lines({QStringLiteral("tcp://a:5557 replay tcp://a:5558 metrics http://a:8000/metrics"),
-                                                QStringLiteral(""), QStringLiteral("tcp://b:5557 http://b:8000/metrics")},
-                                               1, QStringLiteral("kv"));
+    const AttachTargets t =
+        parse_attach_lines({QStringLiteral("tcp://a:5557 replay tcp://a:5558 metrics http://a:8000/metrics"),
+                            QStringLiteral(""), QStringLiteral("tcp://b:5557 http://b:8000/metrics")},
+                           1, QStringLiteral("kv"));
     QCOMPARE(t.specs.size(), size_t(2));
     QCOMPARE(t.specs[0].replay, std::string("tcp://a:5558"));
     QCOMPARE(t.specs[1].source, 1);
     QCOMPARE(t.metrics.at(1), std::string("http://b:8000/metrics"));
     QCOMPARE(t.specs[1].topic, std::string("kv"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_attach_lines({QStringLiteral(" ")}, 1, QString()));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_attach_lines({QStringLiteral("tcp://a:1 tcp://a:2 tcp://a:3")}, 1, QString()));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             parse_attach_lines({QStringLiteral("tcp://a:1 tcp://a:2 tcp://a:3")}, 1, QString()));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_attach_lines({QStringLiteral("tcp://a")}, 2, QString()));
   }
 };

@@ -76,7 +76,8 @@ class TestCompareEvict : public QObject {
     QCOMPARE(a->eviction.tokens_evicted, uint64_t{0});
     QCOMPARE(QString::fromStdString(b->eviction.policy), QStringLiteral("h2o:32"));
     QVERIFY2(b->eviction.tokens_evicted > 0, "B's engine evicted nothing");
-    if (b->memory.blocks_used == 0) QCOMPARE(b->eviction.holes, int64_t{0});  // freed blocks' old holes are not holes now
+    if (b->memory.blocks_used == 0)
+      QCOMPARE(b->eviction.holes, int64_t{0});  // freed blocks' old holes are not holes now
 
     QTableWidget* t = cmp->table();
     const int evicted = row_of(t, QStringLiteral("tokens evicted (holes now)")),
@@ -112,7 +113,8 @@ class TestCompareEvict : public QObject {
     QVERIFY(cmp->agreement().has_value());
     QVERIFY(cmp->agreement()->kl_mean > 0);
     const int ppl = row_of(t, QStringLiteral("perplexity (quality run)"));
-    QVERIFY2(t->item(ppl, 1)->text().contains(QStringLiteral("%1 evicted").arg(rb.tokens_evicted)), qPrintable(t->item(ppl, 1)->text()));
+    QVERIFY2(t->item(ppl, 1)->text().contains(QStringLiteral("%1 evicted").arg(rb.tokens_evicted)),
+             qPrintable(t->item(ppl, 1)->text()));
   }
 
   // A bad spec for B starts nothing, and Run both shows why in the panel's status line.
@@ -134,7 +136,8 @@ class TestCompareEvict : public QObject {
       if (p->text() == QStringLiteral("Run both")) run = p;
     QVERIFY(run);
     run->click();
-    QVERIFY2(cmp->statusLabel()->text().contains(QStringLiteral("is not a number")), qPrintable(cmp->statusLabel()->text()));
+    QVERIFY2(cmp->statusLabel()->text().contains(QStringLiteral("is not a number")),
+             qPrintable(cmp->statusLabel()->text()));
     QVERIFY(!cmp->lastSnapshot(0) && !cmp->lastSnapshot(1));  // nothing ran
     // A rule of the engine's validation (a budget beyond the 2048-token context) is refused the same way.
     cmp->evictB()->setText(QStringLiteral("h2o:5000"));
@@ -155,7 +158,8 @@ class TestCompareEvict : public QObject {
     QVERIFY(s->config() && !s->config()->evict.on());  // empty: off
     s->evictEdit()->setText(QStringLiteral("lru:3"));
     QVERIFY(!s->applyButton()->isEnabled());
-    QVERIFY2(s->fieldNote(QStringLiteral("evict")).contains(QStringLiteral("unknown policy 'lru'")), qPrintable(s->fieldNote(QStringLiteral("evict"))));
+    QVERIFY2(s->fieldNote(QStringLiteral("evict")).contains(QStringLiteral("unknown policy 'lru'")),
+             qPrintable(s->fieldNote(QStringLiteral("evict"))));
     s->evictEdit()->setText(QStringLiteral("h2o:6:6"));  // the engine's rule: recent window < budget
     QVERIFY(!s->applyButton()->isEnabled());
     QVERIFY2(s->fieldNote(QStringLiteral("evict")).contains(QStringLiteral("smaller than the eviction budget")),

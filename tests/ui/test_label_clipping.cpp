@@ -100,24 +100,31 @@ QStringList clipped_labels(QWidget* root, int* checked) {
     if (elided) {
       // An elided label must carry the whole text in its tooltip.
       const QString shown = plain.section(QChar(0x2026), 0, 0).trimmed();
-      if (l->toolTip().isEmpty() || !plain_text(l->toolTip(), Qt::mightBeRichText(l->toolTip()), l->font()).contains(shown))
+      if (l->toolTip().isEmpty() ||
+          !plain_text(l->toolTip(), Qt::mightBeRichText(l->toolTip()), l->font()).contains(shown))
         bad << QStringLiteral("%1: \"%2\" is elided without the full text in its tooltip").arg(who(l), plain);
       continue;
     }
-    if (needs > has + 1) bad << QStringLiteral("%1: \"%2\" (needs %3 px, has %4)").arg(who(l), plain).arg(needs).arg(has);
+    if (needs > has + 1)
+      bad << QStringLiteral("%1: \"%2\" (needs %3 px, has %4)").arg(who(l), plain).arg(needs).arg(has);
     if (const int over = cut_by_scroll_area(l); over > 1)
-      bad << QStringLiteral("%1: \"%2\" runs %3 px past its scroll area's right edge").arg(who(l), plain.left(60)).arg(over);
+      bad << QStringLiteral("%1: \"%2\" runs %3 px past its scroll area's right edge")
+                 .arg(who(l), plain.left(60))
+                 .arg(over);
   }
   for (LiveLabel* l : root->findChildren<LiveLabel*>()) {
     if (!l->isVisible() || l->text().isEmpty()) continue;
     ++*checked;
-    if (qEnvironmentVariableIsSet("KVSCOPE_TEST_VERBOSE")) qInfo() << who(l) << l->plainText() << l->width() << l->isElided();
+    if (qEnvironmentVariableIsSet("KVSCOPE_TEST_VERBOSE"))
+      qInfo() << who(l) << l->plainText() << l->width() << l->isElided();
     if (l->isElided()) {
-      if (!l->toolTip().contains(l->plainText())) bad << QStringLiteral("%1: elided without its text in the tooltip").arg(who(l));
+      if (!l->toolTip().contains(l->plainText()))
+        bad << QStringLiteral("%1: elided without its text in the tooltip").arg(who(l));
       continue;
     }
     const int needs = text_width(l->text(), true, l->font());
-    if (needs > l->width() + 1) bad << QStringLiteral("%1: \"%2\" (needs %3 px, has %4)").arg(who(l), l->plainText()).arg(needs).arg(l->width());
+    if (needs > l->width() + 1)
+      bad << QStringLiteral("%1: \"%2\" (needs %3 px, has %4)").arg(who(l), l->plainText()).arg(needs).arg(l->width());
   }
   return bad;
 }
@@ -159,7 +166,8 @@ class TestLabelClipping : public QObject {
     w.showStatus(w.host()->modelInfo().description + QStringLiteral(" — loaded from ") + w.host()->modelInfo().path, 0);
     const QString msg = w.statusBar()->currentMessage();
     if (msg.endsWith(QChar(0x2026))) {
-      if (!w.statusBar()->toolTip().contains(w.host()->modelInfo().path)) bad << QStringLiteral("status bar: elided without a tooltip");
+      if (!w.statusBar()->toolTip().contains(w.host()->modelInfo().path))
+        bad << QStringLiteral("status bar: elided without a tooltip");
     } else if (w.statusBar()->fontMetrics().horizontalAdvance(msg) > w.statusMessageWidth()) {
       bad << QStringLiteral("status bar: \"%1\" is cut").arg(msg);
     }

@@ -42,13 +42,17 @@ struct Expected {
   bool contiguous;
   const char* reserve;  // the baseline's policy ("" when paged)
   int blocks;
-  const char* lookAt;   // dock objectName or "blockMap"
+  const char* lookAt;  // dock objectName or "blockMap"
 };
 const Expected kExpected[] = {
-    {1, "f32", 0, 0, false, "", 256, "noCacheDock"},   {2, "f32", 0, 0, false, "", 256, "plannerDock"},
-    {3, "f32", 0, 0, true, "max-model-len", 256, "fragDock"}, {4, "f32", 0, 0, true, "request", 256, "fragDock"},
-    {5, "f32", 0, 0, false, "", 96, "blockMap"},       {6, "f32", 0, 0, false, "", 64, "prefixDock"},
-    {7, "f32", 64, 4, false, "", 256, "blockMap"},     {8, "int8", 0, 0, false, "", 256, "compareDock"},
+    {1, "f32", 0, 0, false, "", 256, "noCacheDock"},
+    {2, "f32", 0, 0, false, "", 256, "plannerDock"},
+    {3, "f32", 0, 0, true, "max-model-len", 256, "fragDock"},
+    {4, "f32", 0, 0, true, "request", 256, "fragDock"},
+    {5, "f32", 0, 0, false, "", 96, "blockMap"},
+    {6, "f32", 0, 0, false, "", 64, "prefixDock"},
+    {7, "f32", 64, 4, false, "", 256, "blockMap"},
+    {8, "int8", 0, 0, false, "", 256, "compareDock"},
 };
 }  // namespace
 
@@ -101,22 +105,25 @@ class TestLessons : public QObject {
       waitReady(e.lesson);
       const Lesson* l = find_lesson(e.lesson);
       QVERIFY(l);
-      QVERIFY2(lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 8 · %2").arg(e.lesson).arg(l->title)),
-               qPrintable(lessons_->titleLabel()->text()));
+      QVERIFY2(
+          lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 8 · %2").arg(e.lesson).arg(l->title)),
+          qPrintable(lessons_->titleLabel()->text()));
       QVERIFY(lessons_->stepsLabel()->text().contains(l->steps.front().toHtmlEscaped()));
       QCOMPARE(lessons_->previousButton()->isEnabled(), e.lesson > 1);
       QCOMPARE(lessons_->nextButton()->isEnabled(), e.lesson < 8);
 
       // The new engine's first snapshot says what it runs with.
-      QTRY_VERIFY_WITH_TIMEOUT(w_->host()->latest() && w_->host()->latest()->step == 0 &&
-                                   w_->host()->latest()->kv_dtype == e.dtype,
-                               kTimeoutMs);
+      QTRY_VERIFY_WITH_TIMEOUT(
+          w_->host()->latest() && w_->host()->latest()->step == 0 && w_->host()->latest()->kv_dtype == e.dtype,
+          kTimeoutMs);
       const SnapshotPtr s0 = w_->host()->latest();
       QCOMPARE(s0->window, e.window);
       QCOMPARE(s0->sinks, e.sinks);
       QCOMPARE(s0->allocator.contiguous, e.contiguous);
-      if (e.contiguous) QCOMPARE(QString::fromStdString(s0->allocator.reserve_policy), QString::fromLatin1(e.reserve));
-      else QCOMPARE(s0->memory.blocks_total, e.blocks);
+      if (e.contiguous)
+        QCOMPARE(QString::fromStdString(s0->allocator.reserve_policy), QString::fromLatin1(e.reserve));
+      else
+        QCOMPARE(s0->memory.blocks_total, e.blocks);
       QCOMPARE(w_->host()->modelInfo().config.kv_dtype, *parse_kv_dtype(e.dtype));
 
       // The panel to look at: raised (visible) and framed.
@@ -145,7 +152,8 @@ class TestLessons : public QObject {
       QTRY_VERIFY(lessons_->engineLabel()->text().contains(QStringLiteral("KV %1").arg(QString::fromLatin1(e.dtype))));
 
       if (e.lesson == 1) {
-        QTRY_VERIFY_WITH_TIMEOUT(!w_->noCachePanel()->isRunning() && !w_->noCachePanel()->points(1).empty(), kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(!w_->noCachePanel()->isRunning() && !w_->noCachePanel()->points(1).empty(),
+                                 kTimeoutMs);
       }
       if (e.lesson == 7) {
         // Enough steps for the window to drop blocks, marked on the map...

@@ -33,16 +33,13 @@ QString big_model() { return QString::fromStdString((test::tmp_dir() / "lifecycl
 
 QString file_name(const QString& path) { return QFileInfo(path).fileName(); }
 
-
 // Records, on the GUI thread, the longest gap between ticks of a 10 ms timer: how long the UI
 // thread was blocked while something else happened.
 class StallMeter : public QObject {
  public:
   StallMeter() {
     clock_.start();
-    connect(&timer_, &QTimer::timeout, this, [this] {
-      worst_ = std::max(worst_, clock_.restart());
-    });
+    connect(&timer_, &QTimer::timeout, this, [this] { worst_ = std::max(worst_, clock_.restart()); });
     timer_.start(10);
   }
   qint64 worstMs() const { return worst_; }
@@ -84,7 +81,8 @@ class TestLifecycle : public QObject {
     QSignalSpy loaded(w.host(), &EngineHost::modelLoaded);
     w.openModel(big_model());
     QVERIFY(w.host()->isLoading());
-    QVERIFY2(w.statusBar()->currentMessage().startsWith(QStringLiteral("Loading")), qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY2(w.statusBar()->currentMessage().startsWith(QStringLiteral("Loading")),
+             qPrintable(w.statusBar()->currentMessage()));
     w.openModel(small_model());
     QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 2 && !w.host()->isLoading(), kTimeoutMs);
     QCOMPARE(loaded.at(0).at(0).value<ModelInfo>().path, big_model());
@@ -121,11 +119,13 @@ class TestLifecycle : public QObject {
     w.openModel(big_model());
     w.openModel(QString::fromStdString(bad.string()));
     QTRY_VERIFY_WITH_TIMEOUT(w.errorCount() == 1 && !w.host()->isLoading(), kTimeoutMs);
-    QVERIFY2(w.lastError().contains(QStringLiteral("Could not load")) && w.lastError().contains(QStringLiteral("lifecycle-broken.gguf")),
+    QVERIFY2(w.lastError().contains(QStringLiteral("Could not load")) &&
+                 w.lastError().contains(QStringLiteral("lifecycle-broken.gguf")),
              qPrintable(w.lastError()));
     QVERIFY(w.host()->hasEngine());
     QCOMPARE(w.host()->modelInfo().path, big_model());
-    QVERIFY2(w.statusBar()->currentMessage().startsWith(QStringLiteral("Could not load")), qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY2(w.statusBar()->currentMessage().startsWith(QStringLiteral("Could not load")),
+             qPrintable(w.statusBar()->currentMessage()));
   }
 
   // "Cancel" while loading: Stop-all, pause and a chat message arrive before the engine exists.
@@ -149,8 +149,11 @@ class TestLifecycle : public QObject {
     // cancelled it (or the conversation was reset when the new model arrived): either way it is
     // over, and not left "running".
     QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
-    if (chat->lastStats()) QVERIFY2(chat->lastStats()->state != QStringLiteral("running"), qPrintable(chat->lastStats()->state));
-    QTRY_VERIFY_WITH_TIMEOUT(w.host()->latest() && w.host()->latest()->running == 0 && w.host()->latest()->memory.blocks_used == 0, kTimeoutMs);
+    if (chat->lastStats())
+      QVERIFY2(chat->lastStats()->state != QStringLiteral("running"), qPrintable(chat->lastStats()->state));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w.host()->latest() && w.host()->latest()->running == 0 && w.host()->latest()->memory.blocks_used == 0,
+        kTimeoutMs);
     QCOMPARE(w.errorCount(), 0);
 
     chat->send(QStringLiteral("hello"));
@@ -191,7 +194,8 @@ class TestLifecycle : public QObject {
     w->host()->setStepDelay(5);  // keeps it running for the whole test
     QVERIFY(w->workloadPanel()->run(QStringLiteral("pool-pressure")));
     w->chatPanel()->current()->send(QStringLiteral("Once upon a time"));
-    QTRY_VERIFY_WITH_TIMEOUT(w->host()->isRunning() && w->host()->latest() && w->host()->latest()->running > 0, kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(w->host()->isRunning() && w->host()->latest() && w->host()->latest()->running > 0,
+                             kTimeoutMs);
     QPointer<EngineThreadWorker> worker = w->host()->worker();
     QThread* thread = worker->thread();
     QVERIFY(thread->isRunning());

@@ -64,8 +64,8 @@ class TestLivePanels : public QObject {
       QVERIFY(it->key > last_key);
       last_key = it->key;
     }
-    QCOMPARE(peak, 1000.0);                                        // a one-sample spike survives
-    QCOMPARE((b->data()->constEnd() - 1)->value, 19999.0);         // the newest value is drawn
+    QCOMPARE(peak, 1000.0);                                 // a one-sample spike survives
+    QCOMPARE((b->data()->constEnd() - 1)->value, 19999.0);  // the newest value is drawn
     series.clear();
     QCOMPARE(a->dataCount(), 0);
     series.add(1.0, {2.0, 3.0});

@@ -42,7 +42,8 @@ std::shared_ptr<Model> stories() {
 
 VocabPtr vocab_of(const Model& m) {
   auto v = std::make_shared<Vocab>();
-  for (TokenId id = 0; id < m.tokenizer->n_vocab(); ++id) v->pieces.push_back(QString::fromStdString(m.tokenizer->token_to_piece(id, true)));
+  for (TokenId id = 0; id < m.tokenizer->n_vocab(); ++id)
+    v->pieces.push_back(QString::fromStdString(m.tokenizer->token_to_piece(id, true)));
   return v;
 }
 
@@ -93,7 +94,8 @@ class TestPrefixTree : public QObject {
 
   void layout_places_a_known_forest() {
     // 0 -> {1 -> {3, 4}, 2}; 5 alone; 6 <-> 7 a cycle; 8's parent out of range.
-    std::vector<PrefixTreeNode> v = {node(-1), node(0), node(0), node(1), node(1), node(-1), node(7), node(6), node(99)};
+    std::vector<PrefixTreeNode> v = {node(-1), node(0), node(0), node(1), node(1),
+                                     node(-1), node(7), node(6), node(99)};
     PrefixTreeLayout L;
     L.build(v);
     QCOMPARE(L.size(), 9);
@@ -105,7 +107,7 @@ class TestPrefixTree : public QObject {
     QCOMPARE(L.rowOf(2), 2.0);
     QCOMPARE(L.rowOf(0), 1.25);
     QCOMPARE(L.rowOf(5), 3.0);
-    QCOMPARE(L.rows(), 6);      // leaves: 3, 4, 2, 5, the cycle's end, 8
+    QCOMPARE(L.rows(), 6);                                            // leaves: 3, 4, 2, 5, the cycle's end, 8
     QVERIFY(L.nodes()[6].parent == -1 || L.nodes()[7].parent == -1);  // the cycle was cut
     QCOMPARE(L.nodes()[8].parent, -1);
     const auto r = L.rangeInColumn(0, 1.0, 3.5);  // roots 0 (1.25) and 5 (3.0)
@@ -124,7 +126,8 @@ class TestPrefixTree : public QObject {
     const double fitted = w.zoom();
     const int i = 1000;
     const QPointF at = w.nodeRect(i).center();
-    QWheelEvent wheel(at, w.mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QWheelEvent wheel(at, w.mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase,
+                      false);
     QApplication::sendEvent(&w, &wheel);
     QCOMPARE(w.zoom(), fitted * 1.25 * 1.25);
     QVERIFY(std::abs(w.nodeRect(i).center().y() - at.y()) < 1.0);
@@ -140,7 +143,8 @@ class TestPrefixTree : public QObject {
     QCOMPARE(w.nodeRect(i).topLeft(), before.topLeft() + QPointF(60, -40));
     w.setNodes(synthetic_prefix_forest(2000));  // a new snapshot keeps the user's view
     QCOMPARE(w.nodeRect(i).topLeft(), before.topLeft() + QPointF(60, -40));
-    QMouseEvent dbl(QEvent::MouseButtonDblClick, QPointF(10, 10), w.mapToGlobal(QPointF(10, 10)), Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
+    QMouseEvent dbl(QEvent::MouseButtonDblClick, QPointF(10, 10), w.mapToGlobal(QPointF(10, 10)), Qt::LeftButton,
+                    Qt::LeftButton, Qt::NoModifier);
     QApplication::sendEvent(&w, &dbl);
     QCOMPARE(w.zoom(), fitted);
   }
@@ -202,7 +206,8 @@ class TestPrefixTree : public QObject {
     const QString text = info.vocab->text(system.data(), 16);
     QVERIFY2(hover.contains(text), qPrintable(hover + " / " + text));
     QVERIFY2(hover.contains(QStringLiteral("ref count 2 · hits 1")), qPrintable(hover));
-    QVERIFY2(hover.contains(QStringLiteral("hash %1").arg(static_cast<qulonglong>(s->blocks[static_cast<size_t>(first)].hash), 16, 16, QLatin1Char('0'))),
+    QVERIFY2(hover.contains(QStringLiteral("hash %1").arg(
+                 static_cast<qulonglong>(s->blocks[static_cast<size_t>(first)].hash), 16, 16, QLatin1Char('0'))),
              qPrintable(hover));
     QVERIFY(hover.contains(QStringLiteral("on a live request's path")));
     QVERIFY2(live_pixels(panel.tree(), panel.tree()->nodeRect(i)) > 20, "the live path is drawn orange");
@@ -226,8 +231,10 @@ class TestPrefixTree : public QObject {
     const QJsonObject m = measure_prefix_tree(16384, 3, 1000, 420);
     auto ms = [&](const char* k) { return m[QLatin1String(k)].toDouble(); };
     const int strips = m[QStringLiteral("far_strips")].toInt(), nodes = m[QStringLiteral("near_nodes")].toInt();
-    qInfo("16,384 blocks: layout + far frame %.2f ms wall / %.2f ms UI-thread CPU (%d strips), near frame %.2f / %.2f ms (%d nodes)",
-          ms("layout_and_far_frame_ms"), ms("layout_and_far_frame_cpu_ms"), strips, ms("near_frame_ms"), ms("near_frame_cpu_ms"), nodes);
+    qInfo(
+        "16,384 blocks: layout + far frame %.2f ms wall / %.2f ms UI-thread CPU (%d strips), near frame %.2f / %.2f ms (%d nodes)",
+        ms("layout_and_far_frame_ms"), ms("layout_and_far_frame_cpu_ms"), strips, ms("near_frame_ms"),
+        ms("near_frame_cpu_ms"), nodes);
     QCOMPARE(m[QStringLiteral("blocks")].toInt(), 16384);
     QVERIFY(m[QStringLiteral("far_draws_strips")].toBool());
     // At most one rectangle per pixel row of each of the 32 columns: far fewer than the blocks.
@@ -251,7 +258,9 @@ class TestPrefixTree : public QObject {
       b.ts = 1;
       for (int chain = 0; chain < 500; ++chain) {  // 500 chains of 25 blocks, the first 5 fleet-wide
         KvBlockStored s;
-        for (int k = 0; k < 25; ++k) s.block_hashes.push_back(KvHash(k < 5 ? 1000000ull * (chain + 1) + k : (i + 1) * 100000000ull + chain * 100 + k));
+        for (int k = 0; k < 25; ++k)
+          s.block_hashes.push_back(
+              KvHash(k < 5 ? 1000000ull * (chain + 1) + k : (i + 1) * 100000000ull + chain * 100 + k));
         s.token_ids.assign(16 * 25, 7);
         s.medium = "GPU";
         b.events.push_back(std::move(s));
@@ -275,8 +284,9 @@ class TestPrefixTree : public QObject {
     w.setTree(layout);
     w.render(&pm);
     const double frameMs = t.nsecsElapsed() / 1e6;
-    qInfo("merged tree of 8 x 12,500 blocks: layout %.1f ms wall / %.1f ms CPU (session thread), take + far frame %.2f ms (UI thread)", layoutMs,
-          layoutCpu, frameMs);
+    qInfo(
+        "merged tree of 8 x 12,500 blocks: layout %.1f ms wall / %.1f ms CPU (session thread), take + far frame %.2f ms (UI thread)",
+        layoutMs, layoutCpu, frameMs);
   }
 
   void attach_window_shows_the_merged_tree_of_two_instances() {
@@ -295,7 +305,8 @@ class TestPrefixTree : public QObject {
       s.block_hashes = std::move(hs);
       s.parent_block_hash = parent;
       s.token_ids.resize(16 * s.block_hashes.size());
-      for (size_t i = 0; i < s.token_ids.size(); ++i) s.token_ids[i] = static_cast<int64_t>(i + 100 * s.block_hashes[0].bits());
+      for (size_t i = 0; i < s.token_ids.size(); ++i)
+        s.token_ids[i] = static_cast<int64_t>(i + 100 * s.block_hashes[0].bits());
       s.medium = "GPU";
       return s;
     };

@@ -115,17 +115,20 @@ class TestRequestStoryView : public QObject {
     const qint64 older = sub.at(0).at(1).toLongLong(), newer = sub.at(1).at(1).toLongLong();
     clickRow(newer);
     const QString text = shown(story_);
-    QVERIFY2(text.contains(QStringLiteral("the pool was 100% used and request %1 needed blocks").arg(older)), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("the pool was 100% used and request %1 needed blocks").arg(older)),
+             qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("Resumed at step")), qPrintable(text));
     QVERIFY(story_->header()->text().contains(QString::number(newer)));
 
     // A sentence jumps the block map to its step's snapshot (the nearest kept one).
     QListWidgetItem* pre = nullptr;
     for (int i = 0; i < story_->timeline()->count(); ++i)
-      if (story_->timeline()->item(i)->data(Qt::UserRole + 1).toString() == QLatin1String("preemption")) pre = story_->timeline()->item(i);
+      if (story_->timeline()->item(i)->data(Qt::UserRole + 1).toString() == QLatin1String("preemption"))
+        pre = story_->timeline()->item(i);
     QVERIFY(pre);
     story_->timeline()->scrollToItem(pre);
-    QTest::mouseClick(story_->timeline()->viewport(), Qt::LeftButton, {}, story_->timeline()->visualItemRect(pre).center());
+    QTest::mouseClick(story_->timeline()->viewport(), Qt::LeftButton, {},
+                      story_->timeline()->visualItemRect(pre).center());
     QTRY_VERIFY(story_->jumpNote()->text().startsWith(QStringLiteral("Block map: step")));
     const quint64 step = pre->data(Qt::UserRole).toULongLong();
     const SnapshotPtr onMap = w_->blockMapPanel()->map()->snapshot();
@@ -171,11 +174,13 @@ class TestRequestStoryView : public QObject {
     const qint64 id = run(req(tokens(24, 5), 4));
     QListWidget* list = w_->blockMapPanel()->sequenceList();
     QListWidgetItem* row = nullptr;
-    QTRY_VERIFY_WITH_TIMEOUT([&] {
-      for (int i = 0; i < list->count(); ++i)
-        if (list->item(i)->data(Qt::UserRole).toLongLong() == id) row = list->item(i);
-      return row != nullptr;
-    }(), kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          for (int i = 0; i < list->count(); ++i)
+            if (list->item(i)->data(Qt::UserRole).toLongLong() == id) row = list->item(i);
+          return row != nullptr;
+        }(),
+        kTimeoutMs);
     list->scrollToItem(row);
     QSignalSpy shownSpy(story_, &RequestStoryPanel::storyShown);
     QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(row).center());

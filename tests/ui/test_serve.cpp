@@ -57,7 +57,8 @@ HttpAnswer http(int port, const std::string& method, const std::string& path, co
     return a;
   }
   const std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                          "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+                          "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string all;
   char buf[4096];
@@ -71,7 +72,8 @@ HttpAnswer http(int port, const std::string& method, const std::string& path, co
 }
 
 std::string completion(const std::string& prompt, int max_tokens) {
-  return nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}}.dump();
+  return nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}}
+      .dump();
 }
 
 bool shows_label(const Snapshot& s, const std::string& label) {
@@ -133,7 +135,8 @@ class TestServe : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeoutMs);
     const auto t = finished.at(0).at(0).value<TurnStats>();
     std::string own;
-    for (auto it = t.tokens.end() - 12; it != t.tokens.end(); ++it) own += w_->host()->modelInfo().model->tokenizer->token_to_piece(*it);
+    for (auto it = t.tokens.end() - 12; it != t.tokens.end(); ++it)
+      own += w_->host()->modelInfo().model->tokenizer->token_to_piece(*it);
     QCOMPARE(j["choices"][0]["text"].get<std::string>(), own);
     // /metrics counts it under vLLM's names.
     const HttpAnswer m = http(port(), "GET", "/metrics");
@@ -144,7 +147,8 @@ class TestServe : public QObject {
   void externalRequestsShowInTheBlockMapBesideAChat() {
     std::atomic<int> status{0};
     w_->host()->setStepDelay(5);  // slow motion, so both requests are surely live at once
-    std::thread client([&] { status = http(port(), "POST", "/v1/completions", completion("One day a little girl", 300)).status; });
+    std::thread client(
+        [&] { status = http(port(), "POST", "/v1/completions", completion("One day a little girl", 300)).status; });
     w_->chatPanel()->current()->send(QStringLiteral("Hello there"));
     // Both at once in the window's snapshot: the HTTP request (label "http") and the chat.
     QTRY_VERIFY_WITH_TIMEOUT(w_->host()->latest() && shows_label(*w_->host()->latest(), "http") &&
@@ -180,7 +184,8 @@ class TestServe : public QObject {
     w_->host()->setStepDelay(0);
     QTRY_VERIFY_WITH_TIMEOUT(w_->host()->hasEngine() && !w_->host()->isLoading(), kTimeoutMs);
     QCOMPARE(port(), before);
-    QTRY_COMPARE_WITH_TIMEOUT(http(port(), "POST", "/v1/completions", completion("Once upon a time", 4)).status, 200, kTimeoutMs);
+    QTRY_COMPARE_WITH_TIMEOUT(http(port(), "POST", "/v1/completions", completion("Once upon a time", 4)).status, 200,
+                              kTimeoutMs);
   }
 
   void badSettingsAreRefusedInTheDialog() {
@@ -212,7 +217,8 @@ class TestServe : public QObject {
   void turningItOffFreesTheRequestsBlocksAndClosesThePort() {
     w_->host()->setStepDelay(5);
     std::atomic<int> status{0};
-    std::thread client([&] { status = http(port(), "POST", "/v1/completions", completion("Once upon a time", 300)).status; });
+    std::thread client(
+        [&] { status = http(port(), "POST", "/v1/completions", completion("Once upon a time", 300)).status; });
     QTRY_VERIFY_WITH_TIMEOUT(w_->host()->latest() && shows_label(*w_->host()->latest(), "http"), kTimeoutMs);
     const int was = port();
     w_->serveMenu()->toggle()->trigger();

@@ -48,7 +48,6 @@ std::unique_ptr<MainWindow> open_window() {
   return w;
 }
 
-
 int tableRow(QTableWidget* t, const QString& header) {
   for (int r = 0; r < t->rowCount(); ++r)
     if (t->verticalHeaderItem(r)->text() == header) return r;
@@ -77,8 +76,9 @@ class TestWorkbench : public QObject {
     // thread while this thread reads it (a data race ThreadSanitizer reports).
     int streamed = 0;
     QObject onGuiThread;
-    connect(w->host()->worker(), &EngineThreadWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
-            Qt::QueuedConnection);
+    connect(
+        w->host()->worker(), &EngineThreadWorker::tokenStreamed, &onGuiThread, [&streamed] { ++streamed; },
+        Qt::QueuedConnection);
     ConversationWidget* chat = w->chatPanel()->current();
     chat->send(QStringLiteral("Once upon a time"));
     QVERIFY(chat->isBusy());
@@ -154,7 +154,8 @@ class TestWorkbench : public QObject {
     int fullBlock = -1, freeBlock = -1;
     for (size_t b = 0; b < snap->blocks.size(); ++b) {
       const BlockSnap& s = snap->blocks[b];
-      if (fullBlock < 0 && s.status == BlockStatus::Used && s.filled == snap->block_size && s.ref_count == 1) fullBlock = static_cast<int>(b);
+      if (fullBlock < 0 && s.status == BlockStatus::Used && s.filled == snap->block_size && s.ref_count == 1)
+        fullBlock = static_cast<int>(b);
       if (freeBlock < 0 && s.status == BlockStatus::Free) freeBlock = static_cast<int>(b);
     }
     QVERIFY(fullBlock >= 0 && freeBlock >= 0);
@@ -170,7 +171,8 @@ class TestWorkbench : public QObject {
     QVERIFY2(tip.contains(QStringLiteral("Block %1").arg(fullBlock)), qPrintable(tip));
     QVERIFY(tip.contains(QStringLiteral("ref count 1")));
     QVERIFY(tip.contains(QStringLiteral("chat")));
-    QVERIFY2(tip.contains(QStringLiteral("tokens:")) && !tip.contains(QStringLiteral("not in this snapshot")), qPrintable(tip));
+    QVERIFY2(tip.contains(QStringLiteral("tokens:")) && !tip.contains(QStringLiteral("not in this snapshot")),
+             qPrintable(tip));
 
     // Clicking the sequence numbers its block table in logical order.
     map->setHighlight(chat->activeSeq());
@@ -193,7 +195,8 @@ class TestWorkbench : public QObject {
 
     s->windowEdit()->setText(QStringLiteral("5"));  // smaller than a 16-token block
     QVERIFY(!s->applyButton()->isEnabled());
-    QVERIFY2(s->validationMessage().contains(QStringLiteral("smaller than one block")), qPrintable(s->validationMessage()));
+    QVERIFY2(s->validationMessage().contains(QStringLiteral("smaller than one block")),
+             qPrintable(s->validationMessage()));
 
     s->windowEdit()->setText(QStringLiteral("0"));
     s->sinksEdit()->setText(QStringLiteral("4"));  // sinks without a window
@@ -300,7 +303,8 @@ class TestWorkbench : public QObject {
     QVERIFY(w->captionsPanel()->captionCount() > 0);
     w->prefixPanel()->showSnapshot(snap);
     w->prefixPanel()->rebuildNow();
-    QVERIFY2(w->prefixPanel()->countersText().contains(QStringLiteral("hit %1 tokens").arg(snap->counters.prefix_hits_tokens)),
+    QVERIFY2(w->prefixPanel()->countersText().contains(
+                 QStringLiteral("hit %1 tokens").arg(snap->counters.prefix_hits_tokens)),
              qPrintable(w->prefixPanel()->countersText()));
   }
 
@@ -349,7 +353,8 @@ class TestWorkbench : public QObject {
     });
     probe.start();
     QVERIFY(w->workloadPanel()->run(QStringLiteral("many-short-chats")));
-    QTRY_VERIFY_WITH_TIMEOUT(w->workloadPanel()->done() == w->workloadPanel()->total() && w->workloadPanel()->total() > 0, 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w->workloadPanel()->done() == w->workloadPanel()->total() && w->workloadPanel()->total() > 0, 120000);
     probe.stop();
 
     QElapsedTimer paint;
@@ -359,9 +364,10 @@ class TestWorkbench : public QObject {
       const QPixmap pm = map->grab();
       worstPaint = std::max(worstPaint, paint.elapsed());
     }
-    qInfo("16K blocks: block map full repaint %lld ms (worst of 5), longest snapshot hand-out %.1f ms, "
-          "longest UI-thread gap during the run %lld ms",
-          static_cast<long long>(worstPaint), w->worstSnapshotMs(), static_cast<long long>(worstGap));
+    qInfo(
+        "16K blocks: block map full repaint %lld ms (worst of 5), longest snapshot hand-out %.1f ms, "
+        "longest UI-thread gap during the run %lld ms",
+        static_cast<long long>(worstPaint), w->worstSnapshotMs(), static_cast<long long>(worstGap));
     // Generous bounds for a loaded CI machine; the logged numbers are the measurement.
     QVERIFY2(worstPaint < 100, qPrintable(QStringLiteral("paint %1 ms").arg(worstPaint)));
     QVERIFY2(worstGap < 500, qPrintable(QStringLiteral("gap %1 ms").arg(worstGap)));
@@ -407,7 +413,8 @@ class TestWorkbench : public QObject {
     const int conc = tableRow(t, QStringLiteral("peak concurrent requests"));
     QVERIFY2(t->item(waste, 1)->text().toDouble() > minWasteB, qPrintable(t->item(waste, 1)->text()));
     QVERIFY2(t->item(waste, 1)->text().toDouble() < maxWasteB, qPrintable(t->item(waste, 1)->text()));
-    QVERIFY2(t->item(waste, 0)->text().toDouble() < t->item(waste, 1)->text().toDouble(), qPrintable(t->item(waste, 0)->text()));
+    QVERIFY2(t->item(waste, 0)->text().toDouble() < t->item(waste, 1)->text().toDouble(),
+             qPrintable(t->item(waste, 0)->text()));
     QVERIFY(t->item(conc, 0)->text().toInt() > t->item(conc, 1)->text().toInt());
     QCOMPARE(t->item(tableRow(t, QStringLiteral("rejected requests")), 1)->text(), QStringLiteral("0"));
   }
@@ -497,7 +504,9 @@ class TestWorkbench : public QObject {
       l.dtype = d;
       return l.bytes_per_token();
     };
-    auto costText = [](int64_t b) { return QStringLiteral("%1 bytes per token").arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(b))); };
+    auto costText = [](int64_t b) {
+      return QStringLiteral("%1 bytes per token").arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(b)));
+    };
     QComboBox* box = w->settingsPanel()->dtypeBox();
     QComboBox* boxB = w->comparePanel()->dtypeB();
     QCOMPARE(box->count(), static_cast<int>(std::size(kAllKvDtypes)));
@@ -523,7 +532,8 @@ class TestWorkbench : public QObject {
     QSignalSpy loaded(w->host(), &EngineHost::modelLoaded);
     w->settingsPanel()->applyButton()->click();
     QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, kTimeoutMs);
-    QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(w->host()->latest()->kv_dtype), QStringLiteral("fp8_e5m2"), kTimeoutMs);
+    QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(w->host()->latest()->kv_dtype), QStringLiteral("fp8_e5m2"),
+                              kTimeoutMs);
     QCOMPARE(w->host()->latest()->memory.kv_bytes_per_token, bytes(KvDtype::FP8_E5M2));
   }
 

@@ -37,7 +37,6 @@ constexpr int kTimeoutMs = 60000;
 
 QString model_path() { return QString::fromStdString((test::models_dir() / "stories260K.gguf").string()); }
 
-
 double thread_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -117,20 +116,23 @@ class TestWorkbenchMore : public QObject {
       QCOMPARE(t.state, QStringLiteral("finished"));
       QVERIFY(t.generated > 8);
       const double wallRate = t.generated / wallS;
-      qInfo("chat turn %d: %d tokens in %.3f s wall = %.0f tok/s; engine decode %.0f tok/s; UI thread CPU %.0f ms; "
-            "%lld text signals, %lld snapshots",
-            turn, t.generated, wallS, wallRate, t.tokensPerS, uiCpuMs, static_cast<long long>(tokens.count()),
-            static_cast<long long>(snaps.count()));
+      qInfo(
+          "chat turn %d: %d tokens in %.3f s wall = %.0f tok/s; engine decode %.0f tok/s; UI thread CPU %.0f ms; "
+          "%lld text signals, %lld snapshots",
+          turn, t.generated, wallS, wallRate, t.tokensPerS, uiCpuMs, static_cast<long long>(tokens.count()),
+          static_cast<long long>(snaps.count()));
       // Batched: at most one text signal per delivered snapshot, plus the flush at the end.
       QVERIFY(tokens.count() > 0);
-      QVERIFY2(tokens.count() <= snaps.count() + 1, qPrintable(QStringLiteral("%1 text signals for %2 snapshots").arg(tokens.count()).arg(snaps.count())));
+      QVERIFY2(tokens.count() <= snaps.count() + 1,
+               qPrintable(QStringLiteral("%1 text signals for %2 snapshots").arg(tokens.count()).arg(snaps.count())));
       QVERIFY(tokens.count() < t.generated / 2);
       QString streamed;
       for (const QList<QVariant>& args : tokens) streamed += args.at(1).toString();
       QVERIFY(chat->transcript().contains(streamed.trimmed()));
       // Loose on purpose (a loaded machine): a GUI that throttled the engine to a few dozen
       // tokens per second, as it once did, fails this by an order of magnitude.
-      QVERIFY2(wallRate >= 0.25 * t.tokensPerS, qPrintable(QStringLiteral("%1 tok/s seen vs %2 decoded").arg(wallRate).arg(t.tokensPerS)));
+      QVERIFY2(wallRate >= 0.25 * t.tokensPerS,
+               qPrintable(QStringLiteral("%1 tok/s seen vs %2 decoded").arg(wallRate).arg(t.tokensPerS)));
     }
   }
 
@@ -146,7 +148,8 @@ class TestWorkbenchMore : public QObject {
     QElapsedTimer wall;
     wall.start();
     w.host()->runWorkload(sc);
-    QTRY_VERIFY_WITH_TIMEOUT(!progress.isEmpty() && progress.last().at(0).toInt() == 2 && progress.last().at(1).toInt() == 2, kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        !progress.isEmpty() && progress.last().at(0).toInt() == 2 && progress.last().at(1).toInt() == 2, kTimeoutMs);
     QVERIFY2(wall.elapsed() >= 500, qPrintable(QString::number(wall.elapsed())));
     // The first request was done long before the second could arrive.
     bool oneDoneEarly = false;
@@ -219,7 +222,8 @@ class TestWorkbenchMore : public QObject {
   void exportSnapshotJson() {
     MainWindow w;
     w.show();
-    const QString path = QDir(QString::fromStdString(test::tmp_dir().string())).filePath(QStringLiteral("snapshot.json"));
+    const QString path =
+        QDir(QString::fromStdString(test::tmp_dir().string())).filePath(QStringLiteral("snapshot.json"));
     QVERIFY(!w.exportSnapshotJson(path));
     QVERIFY(w.lastError().contains(QStringLiteral("open a model")));
     w.openModel(model_path());
@@ -234,11 +238,13 @@ class TestWorkbenchMore : public QObject {
     const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
     QCOMPARE(static_cast<uint64_t>(j.value(QStringLiteral("step")).toInteger()), snap->step);
     QCOMPARE(j.value(QStringLiteral("blocks")).toArray().size(), static_cast<qsizetype>(snap->blocks.size()));
-    QCOMPARE(j.value(QStringLiteral("memory")).toObject().value(QStringLiteral("blocks_used")).toInt(), snap->memory.blocks_used);
+    QCOMPARE(j.value(QStringLiteral("memory")).toObject().value(QStringLiteral("blocks_used")).toInt(),
+             snap->memory.blocks_used);
     const QJsonArray seqs = j.value(QStringLiteral("sequences")).toArray();
     QCOMPARE(seqs.size(), static_cast<qsizetype>(snap->seqs.size()));
     QVERIFY(!seqs.isEmpty());
-    QCOMPARE(seqs.last().toObject().value(QStringLiteral("tokens")).toArray().size(), static_cast<qsizetype>(snap->seqs.back().tokens.size()));
+    QCOMPARE(seqs.last().toObject().value(QStringLiteral("tokens")).toArray().size(),
+             static_cast<qsizetype>(snap->seqs.back().tokens.size()));
     QVERIFY(!w.exportSnapshotJson(QString::fromStdString(test::tmp_dir().string())));  // a folder
     QVERIFY(w.lastError().contains(QStringLiteral("Could not write")));
   }
@@ -252,8 +258,9 @@ class TestWorkbenchMore : public QObject {
     w.openModel(model_path());
     QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
     const QString textPath = QString::fromStdString((test::tmp_dir() / "quality-small.txt").string());
-    const QString text = QStringLiteral("Once upon a time, there was a little girl named Lily. She liked to play outside "
-                                        "with her dog. One day, the sun was hot and they went to the park to find a tree.");
+    const QString text = QStringLiteral(
+        "Once upon a time, there was a little girl named Lily. She liked to play outside "
+        "with her dog. One day, the sun was hot and they went to the park to find a tree.");
     {
       QFile f(textPath);
       QVERIFY(f.open(QIODevice::WriteOnly));
@@ -348,7 +355,8 @@ class TestWorkbenchMore : public QObject {
     QSignalSpy loaded(w.host(), &EngineHost::modelLoaded);
     sp->applyButton()->click();
     QVERIFY(loaded.wait(kTimeoutMs));
-    QVERIFY2(w.host()->modelInfo().backend.startsWith(QStringLiteral("cpu")), qPrintable(w.host()->modelInfo().backend));
+    QVERIFY2(w.host()->modelInfo().backend.startsWith(QStringLiteral("cpu")),
+             qPrintable(w.host()->modelInfo().backend));
 
     QString why;
     const bool cuda = cuda_usable(&why);

@@ -41,7 +41,9 @@ void AttachBlockMap::layoutBands() {
     size_t from = 0;
     do {
       size_t to = from;
-      while (to < inst.cells.size() && inst.cells[to].group_idx == inst.cells[from].group_idx && inst.cells[to].medium == inst.cells[from].medium) ++to;
+      while (to < inst.cells.size() && inst.cells[to].group_idx == inst.cells[from].group_idx &&
+             inst.cells[to].medium == inst.cells[from].medium)
+        ++to;
       Band b;
       b.instance = static_cast<int>(i);
       b.cells = inst.cells.empty() ? nullptr : &inst.cells[from];
@@ -49,11 +51,15 @@ void AttachBlockMap::layoutBands() {
       const int group = inst.cells.empty() ? 0 : inst.cells[from].group_idx;
       const QString medium = inst.cells.empty() ? QStringLiteral("GPU") : inst.cells[from].medium;
       b.title = QStringLiteral("%1 (rank %2) · group %3 · %4 · %5 blocks%6")
-                    .arg(inst.endpoint).arg(inst.dp_rank).arg(group)
+                    .arg(inst.endpoint)
+                    .arg(inst.dp_rank)
+                    .arg(group)
                     .arg(medium.isEmpty() ? QStringLiteral("medium unspecified") : medium)
-                    .arg(b.count).arg(inst.stale ? QStringLiteral(" · STALE") : QString());
+                    .arg(b.count)
+                    .arg(inst.stale ? QStringLiteral(" · STALE") : QString());
       b.top = top;
-      b.rows = std::max<int>(1, static_cast<int>((b.count + static_cast<size_t>(cols_) - 1) / static_cast<size_t>(cols_)));
+      b.rows =
+          std::max<int>(1, static_cast<int>((b.count + static_cast<size_t>(cols_) - 1) / static_cast<size_t>(cols_)));
       top += kTitle + b.rows * (kCell + kGap) + 8;
       bands_.push_back(std::move(b));
       from = to;
@@ -86,7 +92,8 @@ void AttachBlockMap::paintEvent(QPaintEvent* e) {
         const size_t i = static_cast<size_t>(r) * static_cast<size_t>(cols_) + static_cast<size_t>(c);
         if (i >= b.count) break;
         const AttachCell* cell = &b.cells[i];
-        p.fillRect(4 + c * (kCell + kGap), cellsTop + r * (kCell + kGap), kCell, kCell, prefix_colour(cell->root_key, cell->depth));
+        p.fillRect(4 + c * (kCell + kGap), cellsTop + r * (kCell + kGap), kCell, kCell,
+                   prefix_colour(cell->root_key, cell->depth));
       }
   }
 }
@@ -114,10 +121,18 @@ bool AttachBlockMap::event(QEvent* e) {
     return true;
   }
   const double age = pic_->taken_at - c->first_seen;
-  QToolTip::showText(he->globalPos(), tr("hash %1\ndepth %2 in its prefix · %3 tokens · %4 cop%5\ntokens: %6\nfirst seen %7 s ago, last stored %8 s ago")
-                                          .arg(c->hash).arg(c->depth).arg(c->tokens).arg(c->copies).arg(c->copies == 1 ? "y" : "ies")
-                                          .arg(c->token_preview).arg(age, 0, 'f', 1).arg(pic_->taken_at - c->last_seen, 0, 'f', 1),
-                     this);
+  QToolTip::showText(
+      he->globalPos(),
+      tr("hash %1\ndepth %2 in its prefix · %3 tokens · %4 cop%5\ntokens: %6\nfirst seen %7 s ago, last stored %8 s ago")
+          .arg(c->hash)
+          .arg(c->depth)
+          .arg(c->tokens)
+          .arg(c->copies)
+          .arg(c->copies == 1 ? "y" : "ies")
+          .arg(c->token_preview)
+          .arg(age, 0, 'f', 1)
+          .arg(pic_->taken_at - c->last_seen, 0, 'f', 1),
+      this);
   return true;
 }
 

@@ -76,8 +76,13 @@ void AttachOverlapPanel::setPicture(const std::shared_ptr<const AttachPicture>& 
       tr("<b>%1</b> distinct prefixes (blocks) over the fleet, <b>%2</b> cached copies · <b>%3</b> prefixes on 2+ instances · "
          "<b>%4</b> blocks (<b>%5</b> tokens) cached more than once · an ideal KV-aware router, sending every prefix to one "
          "instance, would not hold <b>%6%</b> of the cached blocks (<b>%7%</b> of the tokens)")
-          .arg(o.nodes).arg(o.copies).arg(o.shared_nodes).arg(o.duplicated_blocks).arg(o.duplicated_tokens)
-          .arg(100 * o.ideal_router_saving, 0, 'f', 1).arg(100 * f.ideal_router_token_saving, 0, 'f', 1));
+          .arg(o.nodes)
+          .arg(o.copies)
+          .arg(o.shared_nodes)
+          .arg(o.duplicated_blocks)
+          .arg(o.duplicated_tokens)
+          .arg(100 * o.ideal_router_saving, 0, 'f', 1)
+          .arg(100 * f.ideal_router_token_saving, 0, 'f', 1));
   QVector<double> k, nodes, at, only, also;
   QVector<QString> kLabels, names;
   double top = 1, topInst = 1;
@@ -92,7 +97,9 @@ void AttachOverlapPanel::setPicture(const std::shared_ptr<const AttachPicture>& 
     at.push_back(static_cast<double>(i + 1));
     only.push_back(static_cast<double>(s.nodes - s.shared_nodes));
     also.push_back(static_cast<double>(s.shared_nodes));
-    names.push_back(i < p->instances.size() ? QStringLiteral("%1 r%2").arg(p->instances[i].endpoint.section(QLatin1Char('/'), -1)).arg(p->instances[i].dp_rank)
+    names.push_back(i < p->instances.size() ? QStringLiteral("%1 r%2")
+                                                  .arg(p->instances[i].endpoint.section(QLatin1Char('/'), -1))
+                                                  .arg(p->instances[i].dp_rank)
                                             : QString::number(i));
     topInst = std::max(topInst, static_cast<double>(s.nodes));
   }

@@ -43,17 +43,25 @@ std::unordered_map<kv_events::BlockHash, Lineage> lineages(const attach::CacheVi
 
 QString metrics_line(const attach::ScrapeStats& m) {
   if (m.url.empty()) return QStringLiteral("no /metrics given");
-  if (m.ok == 0) return m.scrapes ? QStringLiteral("metrics: %1").arg(QString::fromStdString(m.last_error)) : QStringLiteral("metrics: waiting");
-  auto v = [&](const char* k) { auto it = m.values.find(k); return it == m.values.end() ? -1.0 : it->second; };
-  QString s = m.values.count("kv_cache_usage_perc") ? QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1)
-                                                   : QStringLiteral("usage not exported");
+  if (m.ok == 0)
+    return m.scrapes ? QStringLiteral("metrics: %1").arg(QString::fromStdString(m.last_error))
+                     : QStringLiteral("metrics: waiting");
+  auto v = [&](const char* k) {
+    auto it = m.values.find(k);
+    return it == m.values.end() ? -1.0 : it->second;
+  };
+  QString s = m.values.count("kv_cache_usage_perc")
+                  ? QStringLiteral("usage %1%").arg(v("kv_cache_usage_perc") * 100, 0, 'f', 1)
+                  : QStringLiteral("usage not exported");
   if (v("prefix_cache_queries_total") > 0)
-    s += QStringLiteral(" · hit rate %1%").arg(100 * v("prefix_cache_hits_total") / v("prefix_cache_queries_total"), 0, 'f', 1);
+    s += QStringLiteral(" · hit rate %1%")
+             .arg(100 * v("prefix_cache_hits_total") / v("prefix_cache_queries_total"), 0, 'f', 1);
   else if (v("cache_hit_rate") >= 0)
     s += QStringLiteral(" · hit rate %1%").arg(v("cache_hit_rate") * 100, 0, 'f', 1);
   // Only what the engine exported (SGLang and older vLLMs lack some of these).
-  for (const auto& [key, label] : {std::pair{"num_requests_running", "running"}, std::pair{"num_requests_waiting", "waiting"},
-                                   std::pair{"num_preemptions_total", "preemptions"}})
+  for (const auto& [key, label] :
+       {std::pair{"num_requests_running", "running"}, std::pair{"num_requests_waiting", "waiting"},
+        std::pair{"num_preemptions_total", "preemptions"}})
     if (m.values.count(key)) s += QStringLiteral(" · %1 %2").arg(QLatin1String(label)).arg(v(key));
   if (m.failed + m.not_prometheus) s += QStringLiteral(" · %1 failed scrapes").arg(m.failed + m.not_prometheus);
   return s;
@@ -67,14 +75,16 @@ AttachCell cell_of(const attach::CachedBlock& b, const std::unordered_map<kv_eve
   const auto it = lin.find(b.key.hash);
   if (it != lin.end()) c.root_key = it->second.root, c.depth = it->second.depth;
   c.tokens = static_cast<int>(b.token_ids.size());
-  for (size_t i = 0; i < b.token_ids.size() && i < 16; ++i) c.token_preview += QString::number(b.token_ids[i]) + QLatin1Char(' ');
+  for (size_t i = 0; i < b.token_ids.size() && i < 16; ++i)
+    c.token_preview += QString::number(b.token_ids[i]) + QLatin1Char(' ');
   c.first_seen = b.first_seen, c.last_seen = b.last_seen, c.copies = b.copies;
   return c;
 }
 
 }  // namespace
 
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics,
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z,
+                                                   const std::vector<attach::ScrapeStats>& metrics,
                                                    const std::vector<attach::InstanceTimeline>& timelines) {
   auto pic = std::make_shared<AttachPicture>();
   std::vector<const attach::CacheView*> views;
@@ -103,7 +113,8 @@ std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, c
   pic->merged_tree = merged_tree_layout(merged, views);
   pic->sharing = attach::fleet_sharing(merged, views.size());
   const attach::FleetOverlap& o = pic->sharing.overlap;
-  pic->shared_nodes = o.shared_nodes, pic->duplicated_blocks = o.duplicated_blocks, pic->duplicated_tokens = o.duplicated_tokens;
+  pic->shared_nodes = o.shared_nodes, pic->duplicated_blocks = o.duplicated_blocks,
+  pic->duplicated_tokens = o.duplicated_tokens;
   pic->copies = o.copies, pic->ideal_router_saving = o.ideal_router_saving;
   pic->taken_at = QDateTime::currentMSecsSinceEpoch() / 1000.0;
   return pic;
@@ -125,7 +136,8 @@ AttachSession::~AttachSession() {
 void AttachSession::run(std::vector<attach::InstanceSpec> specs, std::vector<std::string> metrics) {
   try {
     std::vector<std::unique_ptr<attach::MetricsScraper>> scrapers;
-    for (const std::string& u : metrics) scrapers.push_back(u.empty() ? nullptr : std::make_unique<attach::MetricsScraper>(u));
+    for (const std::string& u : metrics)
+      scrapers.push_back(u.empty() ? nullptr : std::make_unique<attach::MetricsScraper>(u));
     attach::ZmqAttach z(std::move(specs));
     std::vector<attach::InstanceTimeline> timelines;  // this thread's: the pictures carry copies
     bool first = true;
@@ -137,9 +149,7 @@ void AttachSession::run(std::vector<attach::InstanceSpec> specs, std::vector<std
       emit updated(make_attach_picture(z, m, timelines));
       first = false;
     }
-  } catch (const std::exception& e) {
-    emit failed(QString::fromUtf8(e.what()));
-  }
+  } catch (const std::exception& e) { emit failed(QString::fromUtf8(e.what())); }
 }
 
 }  // namespace kvscope::ui

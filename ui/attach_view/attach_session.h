@@ -46,8 +46,8 @@ struct AttachPicture {
   std::vector<AttachInstancePicture> instances;
   uint64_t shared_nodes = 0, duplicated_blocks = 0, duplicated_tokens = 0, copies = 0;
   double ideal_router_saving = 0;
-  attach::FleetSharing sharing;  // the overlap by holder count and per instance
-  double taken_at = 0;  // Unix seconds
+  attach::FleetSharing sharing;                         // the overlap by holder count and per instance
+  double taken_at = 0;                                  // Unix seconds
   std::shared_ptr<const PrefixTreeLayout> merged_tree;  // laid out on the session's thread
 };
 
@@ -68,7 +68,8 @@ class AttachSession : public QObject {
 };
 
 // The picture of one attach state (also used by the tests); timelines[i] belongs to instance i.
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z, const std::vector<attach::ScrapeStats>& metrics,
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z,
+                                                   const std::vector<attach::ScrapeStats>& metrics,
                                                    const std::vector<attach::InstanceTimeline>& timelines = {});
 
 }  // namespace kvscope::ui

@@ -14,7 +14,8 @@
 namespace kvscope::ui {
 namespace {
 
-QCPAxisRect* stacked_rect(QCustomPlot* plot, int row, QCPMarginGroup* margins, const QString& left, const QString& right) {
+QCPAxisRect* stacked_rect(QCustomPlot* plot, int row, QCPMarginGroup* margins, const QString& left,
+                          const QString& right) {
   QCPAxisRect* r = row == 0 ? plot->axisRect() : new QCPAxisRect(plot);
   if (row > 0) plot->plotLayout()->addElement(row, 0, r);
   r->setMarginGroup(QCP::msLeft | QCP::msRight, margins);
@@ -51,8 +52,8 @@ AttachTimelinePanel::AttachTimelinePanel(QWidget* parent) : QWidget(parent) {
   for (QCPAxisRect* a : {blocksRect_, ratioRect_, rateRect_})
     for (QCPAxisRect* b : {blocksRect_, ratioRect_, rateRect_})
       if (a != b)
-        connect(a->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), b->axis(QCPAxis::atBottom),
-                qOverload<const QCPRange&>(&QCPAxis::setRange));
+        connect(a->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged),
+                b->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::setRange));
   // The legend (one entry per instance) gets a row of its own above the plots, so it never
   // hides the newest samples.
   plot_->legend->setVisible(true);
@@ -147,8 +148,10 @@ void AttachTimelinePanel::setPicture(const std::shared_ptr<const AttachPicture>&
     changed = true;
   }
   if (!changed) return;
-  if (follow_->isChecked()) follow();
-  else requestReplot();
+  if (follow_->isChecked())
+    follow();
+  else
+    requestReplot();
 }
 
 void AttachTimelinePanel::follow() {

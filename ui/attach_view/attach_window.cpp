@@ -27,9 +27,20 @@ const char* kHonestHeader =
     "own engine view. Memory use comes from /metrics when given.";
 
 QString instance_line(const AttachInstancePicture& i) {
-  return QStringLiteral("<b>%1</b> rank %2: %3 blocks · %4 batches · %5 gaps · %6 replayed · %7 lost%8 · %9 ignored · %10 bad · %11 restarts<br>&nbsp;&nbsp;%12")
-      .arg(i.endpoint.toHtmlEscaped()).arg(i.dp_rank).arg(i.cells.size()).arg(i.batches).arg(i.gaps).arg(i.replayed).arg(i.lost)
-      .arg(i.stale ? QStringLiteral(" <b>(stale)</b>") : QString()).arg(i.ignored).arg(i.bad).arg(i.restarts).arg(i.metrics.toHtmlEscaped());
+  return QStringLiteral(
+             "<b>%1</b> rank %2: %3 blocks · %4 batches · %5 gaps · %6 replayed · %7 lost%8 · %9 ignored · %10 bad · %11 restarts<br>&nbsp;&nbsp;%12")
+      .arg(i.endpoint.toHtmlEscaped())
+      .arg(i.dp_rank)
+      .arg(i.cells.size())
+      .arg(i.batches)
+      .arg(i.gaps)
+      .arg(i.replayed)
+      .arg(i.lost)
+      .arg(i.stale ? QStringLiteral(" <b>(stale)</b>") : QString())
+      .arg(i.ignored)
+      .arg(i.bad)
+      .arg(i.restarts)
+      .arg(i.metrics.toHtmlEscaped());
 }
 
 }  // namespace
@@ -45,9 +56,12 @@ AttachTargets parse_attach_lines(const QStringList& lines, int dp_ranks, const Q
     attach::InstanceSpec base{w[0].toStdString(), "", topic.toStdString(), 0, source};
     bool metrics = false;
     for (int k = 1; k < w.size(); ++k) {
-      if (w[k].startsWith(QStringLiteral("http://"))) t.metrics.push_back(w[k].toStdString()), metrics = true;
-      else if (base.replay.empty()) base.replay = w[k].toStdString();
-      else throw std::invalid_argument("'" + raw.toStdString() + "': too many addresses");
+      if (w[k].startsWith(QStringLiteral("http://")))
+        t.metrics.push_back(w[k].toStdString()), metrics = true;
+      else if (base.replay.empty())
+        base.replay = w[k].toStdString();
+      else
+        throw std::invalid_argument("'" + raw.toStdString() + "': too many addresses");
     }
     if (!metrics) t.metrics.emplace_back();  // keeps metrics[source] aligned
     for (auto& s : attach::expand_dp_ranks(base, dp_ranks)) t.specs.push_back(std::move(s));
@@ -84,8 +98,10 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
   resize(1000, 700);
   session_ = std::make_unique<AttachSession>(std::move(targets.specs), targets.metrics);
   connect(session_.get(), &AttachSession::updated, this, &AttachWindow::show_picture, Qt::QueuedConnection);
-  connect(session_.get(), &AttachSession::failed, this, [this](const QString& why) { stats_->setText(tr("Attach failed: %1").arg(why.toHtmlEscaped())); },
-          Qt::QueuedConnection);
+  connect(
+      session_.get(), &AttachSession::failed, this,
+      [this](const QString& why) { stats_->setText(tr("Attach failed: %1").arg(why.toHtmlEscaped())); },
+      Qt::QueuedConnection);
 }
 
 AttachWindow::~AttachWindow() = default;
@@ -94,8 +110,13 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
   pic_ = p;
   QString s;
   for (const auto& i : p->instances) s += instance_line(i) + QStringLiteral("<br>");
-  s += tr("<b>Fleet</b>: %1 cached copies · %2 prefixes on 2+ instances · %3 duplicated blocks (%4 tokens) · an ideal KV-aware router saves %5%")
-           .arg(p->copies).arg(p->shared_nodes).arg(p->duplicated_blocks).arg(p->duplicated_tokens).arg(100 * p->ideal_router_saving, 0, 'f', 1);
+  s +=
+      tr("<b>Fleet</b>: %1 cached copies · %2 prefixes on 2+ instances · %3 duplicated blocks (%4 tokens) · an ideal KV-aware router saves %5%")
+          .arg(p->copies)
+          .arg(p->shared_nodes)
+          .arg(p->duplicated_blocks)
+          .arg(p->duplicated_tokens)
+          .arg(100 * p->ideal_router_saving, 0, 'f', 1);
   stats_->setText(s);
   timeline_->setPicture(p);
   overlap_->setPicture(p);
@@ -109,8 +130,12 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
 AttachDialog::AttachDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Attach to a deployment"));
   QSettings st;
-  lines_ = new QPlainTextEdit(st.value(QStringLiteral("attach/instances"), QStringLiteral("tcp://127.0.0.1:5557 replay tcp://127.0.0.1:5558")).toString(), this);
-  lines_->setPlaceholderText(tr("one instance per line: tcp://HOST:5557 [replay tcp://HOST:5558] [metrics http://HOST:8000/metrics]"));
+  lines_ = new QPlainTextEdit(
+      st.value(QStringLiteral("attach/instances"), QStringLiteral("tcp://127.0.0.1:5557 replay tcp://127.0.0.1:5558"))
+          .toString(),
+      this);
+  lines_->setPlaceholderText(
+      tr("one instance per line: tcp://HOST:5557 [replay tcp://HOST:5558] [metrics http://HOST:8000/metrics]"));
   ranks_ = new QSpinBox(this);
   ranks_->setRange(1, 1024);
   ranks_->setValue(st.value(QStringLiteral("attach/dpRanks"), 1).toInt());
@@ -125,7 +150,9 @@ AttachDialog::AttachDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(buttons);
 }
 
-AttachTargets AttachDialog::targets() const { return parse_attach_lines(lines_->toPlainText().split(QLatin1Char('\n')), ranks_->value(), topic_->text()); }
+AttachTargets AttachDialog::targets() const {
+  return parse_attach_lines(lines_->toPlainText().split(QLatin1Char('\n')), ranks_->value(), topic_->text());
+}
 
 void AttachDialog::accept() {
   try {

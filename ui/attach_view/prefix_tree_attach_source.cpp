@@ -13,10 +13,10 @@ constexpr size_t kShownIds = 32;  // token ids a hover shows
 
 // What hovering a node needs, copied off the session's views (they keep changing there).
 struct Texts {
-  std::vector<kv_events::BlockHash> hashes;     // [node]
-  std::vector<int64_t> ids;                     // the first kShownIds ids of each node
-  std::vector<uint32_t> begin, count;           // [node] into ids; count also says "…"
-  std::vector<uint32_t> total;                  // [node] tokens in the block
+  std::vector<kv_events::BlockHash> hashes;  // [node]
+  std::vector<int64_t> ids;                  // the first kShownIds ids of each node
+  std::vector<uint32_t> begin, count;        // [node] into ids; count also says "…"
+  std::vector<uint32_t> total;               // [node] tokens in the block
 };
 
 QString token_ids_text(const Texts& t, int i) {
@@ -33,12 +33,17 @@ QString token_ids_text(const Texts& t, int i) {
 namespace {
 
 // The nodes (no strings: those are lazy) and, filled when texts is given, what their text needs.
-std::vector<PrefixTreeNode> nodes_of(const attach::MergedTree& merged, const std::vector<const attach::CacheView*>& views, Texts* texts) {
+std::vector<PrefixTreeNode> nodes_of(const attach::MergedTree& merged,
+                                     const std::vector<const attach::CacheView*>& views, Texts* texts) {
   // merged.nodes is sorted by (group, hash): a binary search finds a node without a hash map.
   auto find = [&](int32_t group, const kv_events::BlockHash& h) {
     const auto it = std::lower_bound(merged.nodes.begin(), merged.nodes.end(), Key{group, h},
-                                     [](const attach::MergedNode& n, const Key& k) { return Key{n.group_idx, n.hash} < k; });
-    return it != merged.nodes.end() && it->group_idx == group && it->hash == h ? static_cast<int>(it - merged.nodes.begin()) : -1;
+                                     [](const attach::MergedNode& n, const Key& k) {
+                                       return Key{n.group_idx, n.hash} < k;
+                                     });
+    return it != merged.nodes.end() && it->group_idx == group && it->hash == h
+               ? static_cast<int>(it - merged.nodes.begin())
+               : -1;
   };
   std::vector<PrefixTreeNode> out(merged.nodes.size());
   if (texts) {
@@ -71,7 +76,8 @@ std::vector<PrefixTreeNode> nodes_of(const attach::MergedTree& merged, const std
 
 }  // namespace
 
-std::vector<PrefixTreeNode> merged_tree_nodes(const attach::MergedTree& merged, const std::vector<const attach::CacheView*>& views) {
+std::vector<PrefixTreeNode> merged_tree_nodes(const attach::MergedTree& merged,
+                                              const std::vector<const attach::CacheView*>& views) {
   Texts t;
   std::vector<PrefixTreeNode> out = nodes_of(merged, views, &t);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -81,7 +87,8 @@ std::vector<PrefixTreeNode> merged_tree_nodes(const attach::MergedTree& merged, 
   return out;
 }
 
-std::shared_ptr<const PrefixTreeLayout> merged_tree_layout(const attach::MergedTree& merged, const std::vector<const attach::CacheView*>& views) {
+std::shared_ptr<const PrefixTreeLayout> merged_tree_layout(const attach::MergedTree& merged,
+                                                           const std::vector<const attach::CacheView*>& views) {
   auto texts = std::make_shared<Texts>();
   auto t = std::make_shared<PrefixTreeLayout>();
   t->build(nodes_of(merged, views, texts.get()));

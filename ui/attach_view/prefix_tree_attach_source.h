@@ -11,9 +11,11 @@
 
 namespace kvscope::ui {
 
-std::vector<PrefixTreeNode> merged_tree_nodes(const attach::MergedTree& merged, const std::vector<const attach::CacheView*>& views);
+std::vector<PrefixTreeNode> merged_tree_nodes(const attach::MergedTree& merged,
+                                              const std::vector<const attach::CacheView*>& views);
 
 // Laid out (O(n)), ready for PrefixTreeWidget::setTree: the attach session calls it on its own thread.
-std::shared_ptr<const PrefixTreeLayout> merged_tree_layout(const attach::MergedTree& merged, const std::vector<const attach::CacheView*>& views);
+std::shared_ptr<const PrefixTreeLayout> merged_tree_layout(const attach::MergedTree& merged,
+                                                           const std::vector<const attach::CacheView*>& views);
 
 }  // namespace kvscope::ui

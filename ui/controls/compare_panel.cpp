@@ -38,11 +38,15 @@ QString describe(const EngineConfig& c) {
   QString s = QObject::tr("block %1 · %2 · %3")
                   .arg(c.block_size)
                   .arg(QString::fromLatin1(kv_dtype_name(c.kv_dtype)))
-                  .arg(c.num_blocks > 0 ? QObject::tr("%1 blocks").arg(c.num_blocks) : QObject::tr("%1 MiB").arg(c.kv_memory_bytes >> 20));
+                  .arg(c.num_blocks > 0 ? QObject::tr("%1 blocks").arg(c.num_blocks)
+                                        : QObject::tr("%1 MiB").arg(c.kv_memory_bytes >> 20));
   // The baseline has no prefix cache whatever the flag says.
   if (c.contiguous_baseline)
-    s = QObject::tr("CONTIGUOUS baseline (reserves %1) · ").arg(QString::fromStdString(baseline_reserve_name(c.baseline_reserve))) + s;
-  else s += QObject::tr(" · prefix cache %1").arg(c.prefix_caching ? QObject::tr("on") : QObject::tr("off"));
+    s = QObject::tr("CONTIGUOUS baseline (reserves %1) · ")
+            .arg(QString::fromStdString(baseline_reserve_name(c.baseline_reserve))) +
+        s;
+  else
+    s += QObject::tr(" · prefix cache %1").arg(c.prefix_caching ? QObject::tr("on") : QObject::tr("off"));
   if (c.window > 0) s += QObject::tr(" · window %1").arg(c.window);
   if (c.sinks > 0) s += QObject::tr(" · sinks %1").arg(c.sinks);
   if (c.evict.on()) s += QObject::tr(" · evict %1").arg(QString::fromStdString(describe_evict(c.evict)));
@@ -51,13 +55,20 @@ QString describe(const EngineConfig& c) {
 
 // The configurations themselves head the two columns.
 const QStringList kRows = {QObject::tr("requests done"),
-                           QObject::tr("peak KV in use (MiB)"),  QObject::tr("peak waste %"),
-                           QObject::tr("peak external frag. %"), QObject::tr("peak concurrent requests"),
-                           QObject::tr("prefix hit %"),          QObject::tr("mean TTFT (ms)"),
-                           QObject::tr("tokens/s (run)"),        QObject::tr("preemptions"),
-                           QObject::tr("rejected requests"),     QObject::tr("steps"),
-                           QObject::tr("tokens evicted (holes now)"), QObject::tr("blocks freed · compactions (MiB copied)"),
-                           QObject::tr("perplexity (quality run)"), QObject::tr("KL from A, mean (nats)"),
+                           QObject::tr("peak KV in use (MiB)"),
+                           QObject::tr("peak waste %"),
+                           QObject::tr("peak external frag. %"),
+                           QObject::tr("peak concurrent requests"),
+                           QObject::tr("prefix hit %"),
+                           QObject::tr("mean TTFT (ms)"),
+                           QObject::tr("tokens/s (run)"),
+                           QObject::tr("preemptions"),
+                           QObject::tr("rejected requests"),
+                           QObject::tr("steps"),
+                           QObject::tr("tokens evicted (holes now)"),
+                           QObject::tr("blocks freed · compactions (MiB copied)"),
+                           QObject::tr("perplexity (quality run)"),
+                           QObject::tr("KL from A, mean (nats)"),
                            QObject::tr("top-1 agreement with A %")};
 
 // Texts shipped for quality runs (resources/texts), from the source tree or next to the binary.
@@ -76,7 +87,8 @@ QStringList quality_texts() {
 
 }  // namespace
 
-ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
+ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent)
+    : QWidget(parent), settings_(settings) {
   scenario_ = new QComboBox;
   for (const ScenarioEntry& e : scenario_entries()) scenario_->addItem(e.name, e.key);
 
@@ -85,7 +97,8 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   for (int b : supported_block_sizes()) bBlock_->addItem(QString::number(b), b);
   bDtype_ = new QComboBox;
   bDtype_->addItem(tr("same as A"), QString());
-  for (KvDtype d : kAllKvDtypes) bDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
+  for (KvDtype d : kAllKvDtypes)
+    bDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
   bDtype_->setToolTip(tr("B's element type of the stored keys and values (hover each entry for its bytes per token)."));
   set_kv_dtype_tooltips(bDtype_, KvShape{}, 0);
   bPrefix_ = new QCheckBox(tr("flip prefix caching"));
@@ -94,10 +107,11 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   bAlloc_->addItem(tr("paged"), 1);
   bAlloc_->addItem(tr("contiguous baseline"), 2);
   bAlloc_->addItem(tr("contiguous, request's own max"), 3);
-  bAlloc_->setToolTip(tr("The contiguous baseline reserves max-model-length slots per request up front, as "
-                         "pre-paging servers did: compare its waste and concurrency with paging. The request's "
-                         "own max (prompt + max tokens) wastes less but fragments: holes too short for the next "
-                         "request."));
+  bAlloc_->setToolTip(
+      tr("The contiguous baseline reserves max-model-length slots per request up front, as "
+         "pre-paging servers did: compare its waste and concurrency with paging. The request's "
+         "own max (prompt + max tokens) wastes less but fragments: holes too short for the next "
+         "request."));
   bWindow_ = new QLineEdit;
   bWindow_->setValidator(new QIntValidator(0, 10000000, this));
   bWindow_->setPlaceholderText(tr("same as A"));
@@ -110,9 +124,10 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   bEvict_ = new QLineEdit;
   bEvict_->setObjectName(QStringLiteral("evictB"));
   bEvict_->setPlaceholderText(tr("same as A"));
-  bEvict_->setToolTip(tr("B's token eviction: a spec such as h2o:20% or snapkv:256, or off; empty keeps A's. It applies "
-                         "to the scenario and to the quality run (there SnapKV chooses once half the text is in).<br><br>") +
-                      eviction_tooltip());
+  bEvict_->setToolTip(
+      tr("B's token eviction: a spec such as h2o:20% or snapkv:256, or off; empty keeps A's. It applies "
+         "to the scenario and to the quality run (there SnapKV chooses once half the text is in).<br><br>") +
+      eviction_tooltip());
 
   // One compact band of controls: B's differences from A, the scenario, and Run.
   auto* bBox = new QGroupBox(tr("Configuration B = A (the Settings panel) with:"));
@@ -135,9 +150,10 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   status_ = new QLabel;
   status_->setWordWrap(true);
   quality_ = new QCheckBox(tr("then a quality run on"));
-  quality_->setToolTip(tr("After the scenario, each side scores the same text teacher-forced with its KV settings "
-                          "(dtype, window, sinks, block size, token eviction) on its own thread: perplexity, and the KL divergence "
-                          "and top-1 agreement of B's next-token distributions against A's."));
+  quality_->setToolTip(
+      tr("After the scenario, each side scores the same text teacher-forced with its KV settings "
+         "(dtype, window, sinks, block size, token eviction) on its own thread: perplexity, and the KL divergence "
+         "and top-1 agreement of B's next-token distributions against A's."));
   qualityText_ = new QComboBox;
   qualityText_->setEditable(true);
   qualityText_->setInsertPolicy(QComboBox::NoInsert);
@@ -214,7 +230,8 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
 
   connect(run_, &QPushButton::clicked, this, [this] {
     QString why;
-    if (!start(scenario_->currentData().toString(), &why)) status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(why.toHtmlEscaped()));
+    if (!start(scenario_->currentData().toString(), &why))
+      status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(why.toHtmlEscaped()));
   });
   refreshTable();
 }
@@ -228,7 +245,8 @@ void ComparePanel::shutdown() {
 }
 
 void ComparePanel::presetB(const EngineConfigEdit& b, std::optional<bool> quality) {
-  if (b.kvDtype) bDtype_->setCurrentIndex(std::max(0, bDtype_->findData(QString::fromLatin1(kv_dtype_name(*b.kvDtype)))));
+  if (b.kvDtype)
+    bDtype_->setCurrentIndex(std::max(0, bDtype_->findData(QString::fromLatin1(kv_dtype_name(*b.kvDtype)))));
   if (b.window) bWindow_->setText(QString::number(*b.window));
   if (b.sinks) bSinks_->setText(QString::number(*b.sinks));
   if (quality) quality_->setChecked(*quality);
@@ -283,7 +301,8 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
       const double end = std::max(sides_[0].memory->lastTime(), sides_[1].memory->lastTime());
       for (Side& other : sides_) other.memory->setSharedEnd(end);
       // Reserved slots, not touched blocks: the baseline's reservation is memory in use too.
-      sp->peakUsedBytes = std::max(sp->peakUsedBytes, static_cast<double>(snap->memory.slots_reserved) * snap->memory.kv_bytes_per_token);
+      sp->peakUsedBytes = std::max(sp->peakUsedBytes,
+                                   static_cast<double>(snap->memory.slots_reserved) * snap->memory.kv_bytes_per_token);
       if (snap->memory.slots_reserved) sp->peakWaste = std::max(sp->peakWaste, snap->memory.waste_pct);
       sp->peakExtFrag = std::max(sp->peakExtFrag, 100.0 * snap->allocator.external_fragmentation);
       sp->peakRunning = std::max(sp->peakRunning, snap->running);
@@ -314,7 +333,8 @@ void ComparePanel::resetSide(Side& s, const EngineConfig& cfg, const QString& na
       if (r.tag != sp->qualityTag) return;
       sp->quality = r;
       if (!r.error.isEmpty())
-        status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(tr("Quality run failed: %1").arg(r.error).toHtmlEscaped()));
+        status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>")
+                             .arg(tr("Quality run failed: %1").arg(r.error).toHtmlEscaped()));
       maybeCompareQuality();
       refreshTable();
     });
@@ -365,7 +385,8 @@ bool ComparePanel::start(const QString& scenario, QString* why) {
   }
   if (quality_->isChecked()) {
     // The text is read once here: both sides must score exactly the same one.
-    const QString path = qualityText_->currentIndex() >= 0 && qualityText_->currentText() == qualityText_->itemText(qualityText_->currentIndex())
+    const QString path = qualityText_->currentIndex() >= 0 &&
+                                 qualityText_->currentText() == qualityText_->itemText(qualityText_->currentIndex())
                              ? qualityText_->currentData().toString()
                              : qualityText_->currentText().trimmed();
     QFile f(path);
@@ -418,9 +439,7 @@ void ComparePanel::maybeCompareQuality() {
   QThread* t = QThread::create([a = qa->logits, b = qb->logits, out, err] {
     try {
       *out = compare_logits(*a, *b);
-    } catch (const std::exception& e) {
-      *err = QString::fromUtf8(e.what());
-    }
+    } catch (const std::exception& e) { *err = QString::fromUtf8(e.what()); }
   });
   t->setParent(this);  // never outlives the panel (shutdown() waits for it first)
   agreementThread_ = t;
@@ -428,7 +447,8 @@ void ComparePanel::maybeCompareQuality() {
     agreement_ = *out;
     agreementError_ = *err;
     t->deleteLater();
-    status_->setText(agreement_ ? tr("Done: scenario and quality run on A and B.") : tr("Quality comparison failed: %1").arg(*err));
+    status_->setText(agreement_ ? tr("Done: scenario and quality run on A and B.")
+                                : tr("Quality comparison failed: %1").arg(*err));
     refreshTable();
   });
   t->start();
@@ -439,7 +459,10 @@ QString ComparePanel::qualityCell(const Side& s) const {
   if (s.quality) {
     if (!s.quality->error.isEmpty()) return tr("failed: %1").arg(s.quality->error);
     if (s.cfg.evict.on())  // the quality run evicts too: say how much of the text it dropped
-      return tr("%1 (%2 tokens, %3 evicted)").arg(s.quality->perplexity, 0, 'f', 4).arg(s.quality->nTokens).arg(s.quality->tokensEvicted);
+      return tr("%1 (%2 tokens, %3 evicted)")
+          .arg(s.quality->perplexity, 0, 'f', 4)
+          .arg(s.quality->nTokens)
+          .arg(s.quality->tokensEvicted);
     return tr("%1 (%2 tokens)").arg(s.quality->perplexity, 0, 'f', 4).arg(s.quality->nTokens);
   }
   if (!s.qualityStarted) return tr("after the scenario");
@@ -476,7 +499,8 @@ void ComparePanel::refreshTable() {
     heads << (s.host ? QStringLiteral("%1: %2").arg(name, describe(s.cfg)) : name);
   }
   for (int c = 0; c < 2; ++c)
-    if (!table_->horizontalHeaderItem(c) || table_->horizontalHeaderItem(c)->text() != heads[c]) table_->setHorizontalHeaderItem(c, new QTableWidgetItem(heads[c]));
+    if (!table_->horizontalHeaderItem(c) || table_->horizontalHeaderItem(c)->text() != heads[c])
+      table_->setHorizontalHeaderItem(c, new QTableWidgetItem(heads[c]));
   for (int c = 0; c < 2; ++c) {
     const Side& s = sides_[static_cast<size_t>(c)];
     QStringList vals;
@@ -488,9 +512,10 @@ void ComparePanel::refreshTable() {
                              ? 100.0 * snap->counters.prefix_hits_tokens / snap->counters.prefix_queries_tokens
                              : 0.0;
       const double tps = snap && snap->elapsed_s > 0 ? s.generated / snap->elapsed_s : 0.0;
-      vals << QStringLiteral("%1 / %2").arg(s.done).arg(s.total)
-           << QString::number(s.peakUsedBytes / (1 << 20), 'f', 3) << QString::number(s.peakWaste, 'f', 1)
-           << QString::number(s.peakExtFrag, 'f', 1) << QString::number(s.peakRunning) << QString::number(hit, 'f', 1) << (s.ttftN ? QString::number(s.ttftSum / s.ttftN, 'f', 2) : QStringLiteral("—"))
+      vals << QStringLiteral("%1 / %2").arg(s.done).arg(s.total) << QString::number(s.peakUsedBytes / (1 << 20), 'f', 3)
+           << QString::number(s.peakWaste, 'f', 1) << QString::number(s.peakExtFrag, 'f', 1)
+           << QString::number(s.peakRunning) << QString::number(hit, 'f', 1)
+           << (s.ttftN ? QString::number(s.ttftSum / s.ttftN, 'f', 2) : QStringLiteral("—"))
            << QString::number(tps, 'f', 0) << (snap ? QString::number(snap->counters.preemptions) : QStringLiteral("—"))
            << (snap ? QString::number(snap->counters.requests_rejected) : QStringLiteral("—"))
            << (snap ? QString::number(snap->step) : QStringLiteral("—"));
@@ -500,16 +525,25 @@ void ComparePanel::refreshTable() {
         vals << QStringLiteral("—") << QStringLiteral("—");
       } else {
         const EvictionSnap& e = snap->eviction;
-        vals << (e.tokens_hidden > 0 ? tr("%1 (%2 holes) · %3 hidden per layer").arg(e.tokens_evicted).arg(e.holes).arg(e.tokens_hidden)
-                                     : tr("%1 (%2 holes)").arg(e.tokens_evicted).arg(e.holes))
-             << tr("%1 · %2 (%3)").arg(e.blocks_freed).arg(e.compactions).arg(static_cast<double>(e.bytes_copied) / (1 << 20), 0, 'f', 3);
+        vals << (e.tokens_hidden > 0
+                     ? tr("%1 (%2 holes) · %3 hidden per layer").arg(e.tokens_evicted).arg(e.holes).arg(e.tokens_hidden)
+                     : tr("%1 (%2 holes)").arg(e.tokens_evicted).arg(e.holes))
+             << tr("%1 · %2 (%3)")
+                    .arg(e.blocks_freed)
+                    .arg(e.compactions)
+                    .arg(static_cast<double>(e.bytes_copied) / (1 << 20), 0, 'f', 3);
       }
       vals << qualityCell(s);
-      if (!s.qualityWanted) vals << QStringLiteral("—") << QStringLiteral("—");
-      else if (c == 0) vals << tr("0 (reference)") << tr("100 (reference)");
-      else if (agreement_) vals << QString::number(agreement_->kl_mean, 'g', 4) << QString::number(100.0 * agreement_->top1, 'f', 2);
-      else if (!agreementError_.isEmpty()) vals << agreementError_ << agreementError_;
-      else vals << QStringLiteral("…") << QStringLiteral("…");
+      if (!s.qualityWanted)
+        vals << QStringLiteral("—") << QStringLiteral("—");
+      else if (c == 0)
+        vals << tr("0 (reference)") << tr("100 (reference)");
+      else if (agreement_)
+        vals << QString::number(agreement_->kl_mean, 'g', 4) << QString::number(100.0 * agreement_->top1, 'f', 2);
+      else if (!agreementError_.isEmpty())
+        vals << agreementError_ << agreementError_;
+      else
+        vals << QStringLiteral("…") << QStringLiteral("…");
     }
     for (int r = 0; r < vals.size(); ++r) {
       auto* item = table_->item(r, c);

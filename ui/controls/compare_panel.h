@@ -51,14 +51,14 @@ class ComparePanel : public QWidget {
   QComboBox* allocatorB() const { return bAlloc_; }
   QLineEdit* sinksB() const { return bSinks_; }
   QLineEdit* poolB() const { return bPool_; }
-  QLineEdit* evictB() const { return bEvict_; }   // B's token eviction: a `--evict` spec, "off", or empty = A's
+  QLineEdit* evictB() const { return bEvict_; }  // B's token eviction: a `--evict` spec, "off", or empty = A's
   QLabel* statusLabel() const { return status_; }
   // Presets B (not started): the KV dtype, window and sinks of `b` (its other fields are not B's
   // to change here), and the quality run when `quality` is set.
   void presetB(const EngineConfigEdit& b, std::optional<bool> quality);
   SnapshotPtr lastSnapshot(int side) const { return sides_[static_cast<size_t>(side)].last; }
   QCheckBox* qualityRun() const { return quality_; }
-  QComboBox* qualityText() const { return qualityText_; }   // editable: a path to any text file
+  QComboBox* qualityText() const { return qualityText_; }  // editable: a path to any text file
   QSpinBox* qualityTokens() const { return qualityTokens_; }
   // A side's (0: A, 1: B) finished quality run, and B's agreement with A once both are in.
   std::optional<QualityResult> quality(int side) const { return sides_[static_cast<size_t>(side)].quality; }
@@ -66,8 +66,8 @@ class ComparePanel : public QWidget {
   // The loaded model's KV shape and block size: B's KV dtype list shows what each dtype costs
   // per token (a packed 4/2-bit dtype's cost depends on the block size).
   void setKvShape(const KvShape& shape, int blockSize);
-  void setStepDelay(int ms);   // slow motion for both engines
-  int progressPercent() const; // of the slower side
+  void setStepDelay(int ms);    // slow motion for both engines
+  int progressPercent() const;  // of the slower side
 
  private:
   struct Side {
@@ -109,10 +109,10 @@ class ComparePanel : public QWidget {
   QCheckBox* quality_;
   QComboBox* qualityText_;
   QSpinBox* qualityTokens_;
-  QString qualityBody_;                       // the text both sides score
+  QString qualityBody_;  // the text both sides score
   std::optional<LogitsAgreement> agreement_;
   QString agreementError_;
-  QPointer<QThread> agreementThread_;         // compares the two logits sets off the UI thread
+  QPointer<QThread> agreementThread_;  // compares the two logits sets off the UI thread
 };
 
 }  // namespace kvscope::ui

@@ -23,7 +23,8 @@ void SettingsPanel::applyEdit(const EngineConfigEdit& e) {
   if (const auto& r = e.baselineReserve) {
     // The combo's item data is the text parse_baseline_reserve() reads; a number is the fixed guess.
     const bool fixed = r->kind == BaselineReserveKind::Fixed;
-    reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed") : QString::fromStdString(baseline_reserve_name(*r))));
+    reserve_->setCurrentIndex(
+        reserve_->findData(fixed ? QStringLiteral("fixed") : QString::fromStdString(baseline_reserve_name(*r))));
     if (fixed) reserveGuess_->setText(QString::number(r->fixed_slots));
   }
   if (e.threads) threads_->setValue(*e.threads);

@@ -73,8 +73,9 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
 
   blockSize_ = new QComboBox;
   for (int b : supported_block_sizes()) blockSize_->addItem(QString::number(b), b);
-  blockSize_->setToolTip(tr("Tokens per KV block. Small blocks waste less in each sequence's last block; "
-                            "large blocks mean shorter block tables and fewer prefix-cache entries."));
+  blockSize_->setToolTip(
+      tr("Tokens per KV block. Small blocks waste less in each sequence's last block; "
+         "large blocks mean shorter block tables and fewer prefix-cache entries."));
   pool_ = int_edit(1, 10000000, tr("e.g. 1024"), this);
   pool_->setToolTip(tr("Size of the KV block pool, as a number of blocks or a memory budget in MiB."));
   poolUnit_ = new QComboBox;
@@ -85,14 +86,17 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   poolRow->addWidget(poolUnit_);
   dtype_ = new QComboBox;
   dtype_->setObjectName(QStringLiteral("kvDtypeBox"));  // a lesson highlights it by name
-  for (KvDtype d : kAllKvDtypes) dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
+  for (KvDtype d : kAllKvDtypes)
+    dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
-  window_->setToolTip(tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
-                         "wholly outside the window are freed at once. 0 = full attention. With token eviction on, it is the "
-                         "eviction policy's recent window instead (every kept token stays visible)."));
+  window_->setToolTip(
+      tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
+         "wholly outside the window are freed at once. 0 = full attention. With token eviction on, it is the "
+         "eviction policy's recent window instead (every kept token stays visible)."));
   sinks_ = int_edit(0, 1000000, tr("0 = none"), this);
-  sinks_->setToolTip(tr("Attention sinks (StreamingLLM): the first S tokens stay visible and stored forever, "
-                        "in addition to the window."));
+  sinks_->setToolTip(
+      tr("Attention sinks (StreamingLLM): the first S tokens stay visible and stored forever, "
+         "in addition to the window."));
   // Token eviction: one field taking the CLI's `--evict` spec (engine/evict_config.h's parser,
   // so the two can never disagree on what a spec means), checked as it is typed.
   evict_ = new QLineEdit;
@@ -100,23 +104,31 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   evict_->setPlaceholderText(tr("off (e.g. h2o:20%)"));  // fits the narrow dock; the tooltip has the rest
   evict_->setToolTip(eviction_tooltip());
   prefix_ = new QCheckBox(tr("prefix caching"));
-  prefix_->setToolTip(tr("Reuse the K/V of full blocks whose token prefix was computed before (vLLM-style hash chain)."));
+  prefix_->setToolTip(
+      tr("Reuse the K/V of full blocks whose token prefix was computed before (vLLM-style hash chain)."));
   baseline_ = new QCheckBox(tr("contiguous baseline"));
-  baseline_->setToolTip(tr("The traditional allocator instead of paging: every request reserves max-model-length "
-                           "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
-                           "fragmentation it shows are measured, not estimated."));
+  baseline_->setToolTip(
+      tr("The traditional allocator instead of paging: every request reserves max-model-length "
+         "contiguous slots up front (first-fit). Same model and scheduler, so the waste and "
+         "fragmentation it shows are measured, not estimated."));
   // What the baseline reserves per request (kv/baseline_reserve.h): the item data is the text
   // parse_baseline_reserve() reads; "fixed" takes its N from the field next to it.
   reserve_ = new QComboBox;
   reserve_->addItem(tr("max model length"), QStringLiteral("max-model-len"));
-  reserve_->setItemData(0, tr("Every request reserves the max model length: huge internal waste, but equal sizes "
-                              "never fragment."), Qt::ToolTipRole);
+  reserve_->setItemData(0,
+                        tr("Every request reserves the max model length: huge internal waste, but equal sizes "
+                           "never fragment."),
+                        Qt::ToolTipRole);
   reserve_->addItem(tr("request's own max"), QStringLiteral("request"));
-  reserve_->setItemData(1, tr("Each request reserves prompt + max tokens: less waste, but holes open between live "
-                              "reservations (external fragmentation)."), Qt::ToolTipRole);
+  reserve_->setItemData(1,
+                        tr("Each request reserves prompt + max tokens: less waste, but holes open between live "
+                           "reservations (external fragmentation)."),
+                        Qt::ToolTipRole);
   reserve_->addItem(tr("fixed guess"), QStringLiteral("fixed"));
-  reserve_->setItemData(2, tr("Every request reserves a fixed number of tokens and grows in place, moves (its K/V "
-                              "copied) or is preempted when it outgrows it."), Qt::ToolTipRole);
+  reserve_->setItemData(2,
+                        tr("Every request reserves a fixed number of tokens and grows in place, moves (its K/V "
+                           "copied) or is preempted when it outgrows it."),
+                        Qt::ToolTipRole);
   reserveGuess_ = int_edit(1, 1 << 24, tr("tokens"), this);
   reserveGuess_->setText(QStringLiteral("256"));
   reserveGuess_->setMaximumWidth(80);
@@ -137,13 +149,15 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   backend_->setItemData(0, tr("CUDA when this build has it and a device answers, else the CPU."), Qt::ToolTipRole);
   backend_->addItem(tr("CPU"), backend_choice_key(BackendChoice::Cpu));
   backend_->addItem(tr("CUDA"), backend_choice_key(BackendChoice::Cuda));
-  backend_->setToolTip(tr("Where the model runs. Auto uses a CUDA GPU when this build has the CUDA backend and a device "
-                          "answers, and the CPU otherwise."));
+  backend_->setToolTip(
+      tr("Where the model runs. Auto uses a CUDA GPU when this build has the CUDA backend and a device "
+         "answers, and the CPU otherwise."));
   {
     QString why;
     const bool ok = cuda_usable(&why);
     backend_->setItemData(1, tr("The CPU backend (SIMD kernels, all cores but one)."), Qt::ToolTipRole);
-  backend_->setItemData(2, ok ? tr("Run on the first CUDA device.") : tr("Not available here: %1.").arg(why), Qt::ToolTipRole);
+    backend_->setItemData(2, ok ? tr("Run on the first CUDA device.") : tr("Not available here: %1.").arg(why),
+                          Qt::ToolTipRole);
   }
   backendNote_ = new QLabel;
   backendNote_->setWordWrap(true);
@@ -158,14 +172,16 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   maxRunning_->setToolTip(tr("Most sequences the scheduler runs in one step (continuous batching)."));
   maxBatched_ = new QSpinBox;
   maxBatched_->setRange(1, 1 << 20);
-  maxBatched_->setToolTip(tr("Token budget of one step; long prompts are prefilled in chunks of at most this many tokens."));
+  maxBatched_->setToolTip(
+      tr("Token budget of one step; long prompts are prefilled in chunks of at most this many tokens."));
   maxLen_ = int_edit(0, 10000000, tr("0 = model's context"), this);
   maxLen_->setToolTip(tr("Longest sequence (prompt + reply) the engine accepts. 0 = the model's context length."));
 
   threads_ = new QSpinBox;
   threads_->setRange(1, std::max(64, QThread::idealThreadCount()));
   threads_->setToolTip(tr("CPU threads the backend computes a step with (this machine has %1). The window's own "
-                          "drawing shares the cores; see the Threads measurement in docs/engine.md.").arg(QThread::idealThreadCount()));
+                          "drawing shares the cores; see the Threads measurement in docs/engine.md.")
+                           .arg(QThread::idealThreadCount()));
 
   temp_ = new QDoubleSpinBox;
   temp_->setRange(0, 5);
@@ -173,7 +189,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   repPen_ = new QDoubleSpinBox;
   repPen_->setRange(0.5, 2.0);
   repPen_->setSingleStep(0.05);
-  repPen_->setToolTip(tr("Repetition penalty over the last 64 tokens (1 = off); 1.1 keeps a small model from looping."));
+  repPen_->setToolTip(
+      tr("Repetition penalty over the last 64 tokens (1 = off); 1.1 keeps a small model from looping."));
   topK_ = new QSpinBox;
   topK_->setRange(0, 100000);
   topP_ = new QDoubleSpinBox;
@@ -237,7 +254,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   seed_->setValue(static_cast<int>(sp.seed));
   maxTok_->setValue(64);
 
-  for (QLineEdit* e : {pool_, window_, sinks_, evict_, maxLen_}) connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
+  for (QLineEdit* e : {pool_, window_, sinks_, evict_, maxLen_})
+    connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
   connect(dtype_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
@@ -277,9 +295,11 @@ void SettingsPanel::updateDtypeTooltips() {
   const int bs = blockSize_->currentData().toInt();
   set_kv_dtype_tooltips(dtype_, shape_, bs);
   // The closed box shows the general rule and what the current choice costs.
-  QString tip = tr("Element type of the stored keys and values: smaller types hold more tokens in the same memory "
-                   "(hover each entry of the list for its cost).");
-  if (const auto d = parse_kv_dtype(dtype_->currentText().toStdString())) tip += QStringLiteral("<br><br>") + kv_dtype_tooltip(*d, shape_, bs);
+  QString tip =
+      tr("Element type of the stored keys and values: smaller types hold more tokens in the same memory "
+         "(hover each entry of the list for its cost).");
+  if (const auto d = parse_kv_dtype(dtype_->currentText().toStdString()))
+    tip += QStringLiteral("<br><br>") + kv_dtype_tooltip(*d, shape_, bs);
   dtype_->setToolTip(tip);
 }
 
@@ -326,8 +346,8 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
   if (cfg.threads > 0) threads_->setValue(cfg.threads);
   baseline_->setChecked(cfg.contiguous_baseline);
   const bool fixed = cfg.baseline_reserve.kind == BaselineReserveKind::Fixed;
-  reserve_->setCurrentIndex(reserve_->findData(fixed ? QStringLiteral("fixed")
-                                                     : QString::fromStdString(baseline_reserve_name(cfg.baseline_reserve))));
+  reserve_->setCurrentIndex(reserve_->findData(
+      fixed ? QStringLiteral("fixed") : QString::fromStdString(baseline_reserve_name(cfg.baseline_reserve))));
   if (fixed) reserveGuess_->setText(QString::number(cfg.baseline_reserve.fixed_slots));
   maxRunning_->setValue(cfg.sched.max_running);
   maxBatched_->setValue(cfg.sched.max_batched_tokens);
@@ -384,9 +404,13 @@ std::vector<SettingsPanel::Problem> SettingsPanel::problems() const {
 }
 
 void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) const {
-  auto problem = [problems](const char* field, const QString& msg) { problems->push_back({QLatin1String(field), msg}); };
-  if (modelPath().isEmpty()) problem("model", tr("Choose a model file."));
-  else if (!QFileInfo(modelPath()).isFile()) problem("model", tr("Model file %1 does not exist.").arg(modelPath()));
+  auto problem = [problems](const char* field, const QString& msg) {
+    problems->push_back({QLatin1String(field), msg});
+  };
+  if (modelPath().isEmpty())
+    problem("model", tr("Choose a model file."));
+  else if (!QFileInfo(modelPath()).isFile())
+    problem("model", tr("Model file %1 does not exist.").arg(modelPath()));
   EngineConfig& cfg = *out;
   cfg.block_size = blockSize_->currentData().toInt();
   if (!pool_->hasAcceptableInput()) {
@@ -397,8 +421,10 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
     cfg.num_blocks = 0;
     cfg.kv_memory_bytes = pool << 20;
   }
-  if (const auto dt = parse_kv_dtype(dtype_->currentText().toStdString())) cfg.kv_dtype = *dt;
-  else problem("kv_dtype", tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
+  if (const auto dt = parse_kv_dtype(dtype_->currentText().toStdString()))
+    cfg.kv_dtype = *dt;
+  else
+    problem("kv_dtype", tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
   const bool windowOk = window_->hasAcceptableInput(), sinksOk = sinks_->hasAcceptableInput();
   if (!windowOk) problem("window", tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
   if (!sinksOk) problem("sinks", tr("Sinks: enter a whole number of tokens (0 = none)."));
@@ -408,7 +434,8 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
     cfg.evict = parse_evict(evict_->text().trimmed().toStdString());
   } catch (const std::invalid_argument& e) {
     // The parser's message names the bad part and gives examples; it starts with "--evict '...'".
-    problem("evict", tr("Token eviction: %1.").arg(QString::fromStdString(e.what()).remove(QStringLiteral("--evict "))));
+    problem("evict",
+            tr("Token eviction: %1.").arg(QString::fromStdString(e.what()).remove(QStringLiteral("--evict "))));
   }
   cfg.prefix_caching = prefix_->isChecked();
   cfg.threads = threads_->value();
@@ -417,7 +444,8 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
     const QString kind = reserve_->currentData().toString();
     if (kind == QLatin1String("fixed") && !reserveGuess_->hasAcceptableInput()) {
       problem("baseline_reserve", tr("Baseline fixed guess: enter a whole number of tokens, at least 1."));
-    } else if (const auto r = parse_baseline_reserve((kind == QLatin1String("fixed") ? reserveGuess_->text() : kind).toStdString())) {
+    } else if (const auto r = parse_baseline_reserve(
+                   (kind == QLatin1String("fixed") ? reserveGuess_->text() : kind).toStdString())) {
       cfg.baseline_reserve = *r;
     } else {
       problem("baseline_reserve", tr("Baseline reservation '%1' is not understood.").arg(kind));
@@ -425,8 +453,10 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
   }
   cfg.sched.max_running = maxRunning_->value();
   cfg.sched.max_batched_tokens = maxBatched_->value();
-  if (maxLen_->hasAcceptableInput()) cfg.sched.max_model_len = maxLen_->text().toInt();
-  else problem("max_model_len", tr("Max model length: enter a whole number (0 = the model's context)."));
+  if (maxLen_->hasAcceptableInput())
+    cfg.sched.max_model_len = maxLen_->text().toInt();
+  else
+    problem("max_model_len", tr("Max model length: enter a whole number (0 = the model's context)."));
   // The rules between fields: the core's one rule book (engine/config_validation.h), advisory
   // problems refused too (an interactive user almost surely did not mean them). A field whose
   // text did not parse has its own problem already.
@@ -458,8 +488,10 @@ void SettingsPanel::revalidate() {
   QStringList elsewhere;  // a field this panel does not show
   for (const Problem& p : found) {
     const auto it = notes_.find(p.field);
-    if (it == notes_.end()) elsewhere << p.message;
-    else if (!text[it->second].contains(p.message)) text[it->second] << p.message;
+    if (it == notes_.end())
+      elsewhere << p.message;
+    else if (!text[it->second].contains(p.message))
+      text[it->second] << p.message;
   }
   for (const auto& [note, lines] : text) {
     note->setText(lines.join(QLatin1Char('\n')));

@@ -38,7 +38,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
 
   QString modelPath() const override;
   void setModelPath(const QString& path);
-  void showConfig(const EngineConfig& cfg);   // what the running engine actually uses
+  void showConfig(const EngineConfig& cfg);  // what the running engine actually uses
   // The validated config, or nullopt with the reason (the first problem) in *why.
   std::optional<EngineConfig> config(QString* why = nullptr) const override;
   // One problem with the settings as entered: `field` is the EngineConfig member it is about
@@ -53,7 +53,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   // The compute backend. Choosing CUDA where it cannot run is refused as it is chosen: the box
   // goes back to the previous choice and backendNote() says why.
   BackendChoice backendChoice() const;
-  bool setBackendChoice(BackendChoice c);   // false (and the reason shown) when refused
+  bool setBackendChoice(BackendChoice c);  // false (and the reason shown) when refused
   QString backendNote() const;
   QString validationMessage() const;
   QStringList recentModels() const;
@@ -68,7 +68,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   // Command-line style override (parse_config_override's keys), read once into a typed edit
   // and shown with applyEdit. False for an unknown key or a value it cannot read.
   bool setOverride(const QString& key, const QString& value);
-  void load();   // from QSettings
+  void load();  // from QSettings
   void save() const;
 
   // Handles for tests and the screenshot driver.
@@ -82,10 +82,10 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   QComboBox* dtypeBox() const { return dtype_; }
   QCheckBox* prefixBox() const { return prefix_; }
   QCheckBox* baselineBox() const { return baseline_; }
-  QComboBox* baselineReserveBox() const { return reserve_; }  // what the baseline reserves per request
+  QComboBox* baselineReserveBox() const { return reserve_; }      // what the baseline reserves per request
   QLineEdit* baselineGuessEdit() const { return reserveGuess_; }  // the fixed guess, in tokens
   QComboBox* backendBox() const { return backend_; }
-  QSpinBox* threadsBox() const { return threads_; }   // CPU backend threads (EngineConfig::threads)
+  QSpinBox* threadsBox() const { return threads_; }  // CPU backend threads (EngineConfig::threads)
   QDoubleSpinBox* repetitionPenaltyBox() const { return repPen_; }
 
  signals:
@@ -117,7 +117,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   QLineEdit* reserveGuess_;
   QComboBox* backend_;
   QLabel* backendNote_;
-  int backendIndex_ = 0;   // the last accepted choice
+  int backendIndex_ = 0;  // the last accepted choice
   QSpinBox *maxRunning_, *maxBatched_, *threads_;
   QDoubleSpinBox *temp_, *topP_, *repPen_;
   QSpinBox *topK_, *maxTok_, *seed_;

@@ -18,7 +18,9 @@ constexpr int kMaxRecent = 8;
 
 }  // namespace
 
-QStringList SettingsPanel::recentModels() const { return QSettings().value(QStringLiteral("recentModels")).toStringList(); }
+QStringList SettingsPanel::recentModels() const {
+  return QSettings().value(QStringLiteral("recentModels")).toStringList();
+}
 
 void SettingsPanel::addRecentModel(const QString& path) {
   QStringList r = recentModels();
@@ -49,15 +51,18 @@ void SettingsPanel::load() {
     evict_->setText(s.value(QStringLiteral("evict")).toString());
     prefix_->setChecked(s.value(QStringLiteral("prefix"), true).toBool());
     baseline_->setChecked(s.value(QStringLiteral("baseline"), false).toBool());
-    if (const int i = reserve_->findData(s.value(QStringLiteral("baselineReserve")).toString()); i >= 0) reserve_->setCurrentIndex(i);
-    if (s.contains(QStringLiteral("baselineGuess"))) reserveGuess_->setText(s.value(QStringLiteral("baselineGuess")).toString());
+    if (const int i = reserve_->findData(s.value(QStringLiteral("baselineReserve")).toString()); i >= 0)
+      reserve_->setCurrentIndex(i);
+    if (s.contains(QStringLiteral("baselineGuess")))
+      reserveGuess_->setText(s.value(QStringLiteral("baselineGuess")).toString());
     maxRunning_->setValue(s.value(QStringLiteral("maxRunning"), 64).toInt());
     maxBatched_->setValue(s.value(QStringLiteral("maxBatched"), 512).toInt());
     maxLen_->setText(s.value(QStringLiteral("maxLen"), 0).toString());
   }
   threads_->setValue(s.value(QStringLiteral("threads"), default_gui_threads()).toInt());
   // A saved CUDA choice on a machine without CUDA is refused the same way (and says so).
-  if (const auto c = parse_backend_choice(s.value(QStringLiteral("backend"), QStringLiteral("auto")).toString())) setBackendChoice(*c);
+  if (const auto c = parse_backend_choice(s.value(QStringLiteral("backend"), QStringLiteral("auto")).toString()))
+    setBackendChoice(*c);
   s.endGroup();
   rebuildRecentMenu();
   revalidate();

@@ -27,7 +27,7 @@ double thread_cpu_ms() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
-}
+}  // namespace
 
 DurationStats DurationStats::of(std::vector<double> v) {
   DurationStats s;
@@ -48,7 +48,7 @@ DurationStats DurationStats::of(std::vector<double> v) {
 }
 
 QJsonObject DurationStats::toJson() const {
-  return {{QStringLiteral("count"), count}, {QStringLiteral("max_ms"), maxMs},   {QStringLiteral("p50_ms"), p50Ms},
+  return {{QStringLiteral("count"), count},  {QStringLiteral("max_ms"), maxMs},   {QStringLiteral("p50_ms"), p50Ms},
           {QStringLiteral("p99_ms"), p99Ms}, {QStringLiteral("p999_ms"), p999Ms}, {QStringLiteral("mean_ms"), meanMs}};
 }
 
@@ -69,7 +69,8 @@ FrameBench::FrameBench(MainWindow* w, FrameBenchOptions opts, QObject* parent)
       finish(win_->lastError());  // the model could not be loaded: say why at once
     } else if (clock_.elapsed() > kEngineWaitMs) {
       wait_.stop();
-      finish(win_->lastError().isEmpty() ? tr("the engine did not start within %1 s").arg(kEngineWaitMs / 1000) : win_->lastError());
+      finish(win_->lastError().isEmpty() ? tr("the engine did not start within %1 s").arg(kEngineWaitMs / 1000)
+                                         : win_->lastError());
     }
   });
 }
@@ -174,7 +175,8 @@ void FrameBench::finish(const QString& error) {
   QJsonObject r;
   if (!error.isEmpty()) r[QStringLiteral("error")] = error;
   const SnapshotPtr s = win_->host()->latest();
-  const DurationStats gaps = DurationStats::of(gaps_), cpu = DurationStats::of(gapCpu_), paints = DurationStats::of(paints_), hand = DurationStats::of(handoffs_);
+  const DurationStats gaps = DurationStats::of(gaps_), cpu = DurationStats::of(gapCpu_),
+                      paints = DurationStats::of(paints_), hand = DurationStats::of(handoffs_);
   r[QStringLiteral("scenario")] = QString::fromStdString(scenario_.name);
   r[QStringLiteral("model")] = win_->host()->modelInfo().path;
   r[QStringLiteral("seconds")] = wasRunning ? static_cast<double>(clock_.elapsed()) / 1000.0 : 0.0;
@@ -206,8 +208,10 @@ void FrameBench::finish(const QString& error) {
   r[QStringLiteral("frame_cpu")] = cpu.toJson();
   QJsonArray worst;
   for (const Frame& f : worst_)
-    worst.append(QJsonObject{{QStringLiteral("wall_ms"), f.wallMs}, {QStringLiteral("ui_cpu_ms"), f.cpuMs},
-                             {QStringLiteral("block_map_paint_ms"), f.paintMs}, {QStringLiteral("snapshot_handoff_ms"), f.handoffMs}});
+    worst.append(QJsonObject{{QStringLiteral("wall_ms"), f.wallMs},
+                             {QStringLiteral("ui_cpu_ms"), f.cpuMs},
+                             {QStringLiteral("block_map_paint_ms"), f.paintMs},
+                             {QStringLiteral("snapshot_handoff_ms"), f.handoffMs}});
   r[QStringLiteral("worst_frames")] = worst;
   r[QStringLiteral("block_map_paint")] = paints.toJson();
   r[QStringLiteral("snapshot_handoff")] = hand.toJson();

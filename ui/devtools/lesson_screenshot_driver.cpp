@@ -22,12 +22,18 @@ qint64 now_ms() { return QDateTime::currentMSecsSinceEpoch(); }
 // Steps before the picture: enough for each lesson's effect to show on the small test models.
 quint64 steps_for(int lesson) {
   switch (lesson) {
-    case 3: return 90;           // reservations mostly empty
-    case 4: return 300;          // the first requests have finished and left holes
-    case 5: return 120;          // the pool runs dry and preempts
-    case 6: return 60;           // several questions hit the cached system prompt
-    case 7: return 90;           // sequences grow past the window
-    default: return 12;
+    case 3:
+      return 90;  // reservations mostly empty
+    case 4:
+      return 300;  // the first requests have finished and left holes
+    case 5:
+      return 120;  // the pool runs dry and preempts
+    case 6:
+      return 60;  // several questions hit the cached system prompt
+    case 7:
+      return 90;  // sequences grow past the window
+    default:
+      return 12;
   }
 }
 
@@ -80,7 +86,8 @@ void LessonScreenshotDriver::tick() {
         lastProgressMs_ = t;
       }
       const bool noCacheBusy = panel->lesson().runNoCacheComparison && win_->noCachePanel()->isRunning();
-      if ((lastStep_ >= steps_for(number) || t - lastProgressMs_ > kNoProgressMs) && !noCacheBusy) phase_ = Phase::Shoot;
+      if ((lastStep_ >= steps_for(number) || t - lastProgressMs_ > kNoProgressMs) && !noCacheBusy)
+        phase_ = Phase::Shoot;
       return;
     }
     case Phase::Shoot:
@@ -96,9 +103,12 @@ void LessonScreenshotDriver::shoot(int number) {
   HighlightFrame::flash(win_->lessonsPanel()->highlighted());
   for (int i = 0; i < 5; ++i) QApplication::processEvents();
   const bool hiDpi = win_->devicePixelRatioF() > 1.5;
-  const QString path = QDir(dir_).filePath(QStringLiteral("lesson-%1%2.png").arg(number).arg(hiDpi ? QStringLiteral("@2x") : QString()));
-  if (win_->grab().save(path)) written_ << path;
-  else ++failures_;
+  const QString path =
+      QDir(dir_).filePath(QStringLiteral("lesson-%1%2.png").arg(number).arg(hiDpi ? QStringLiteral("@2x") : QString()));
+  if (win_->grab().save(path))
+    written_ << path;
+  else
+    ++failures_;
 }
 
 }  // namespace kvscope::ui

@@ -40,20 +40,30 @@ void settle() {
 void apply_compare_spec(ComparePanel* cmp, const SettingsPanel* settings, const QString& spec) {
   for (const QString& kv : spec.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     const QString k = kv.section(QLatin1Char('='), 0, 0).trimmed(), v = kv.section(QLatin1Char('='), 1).trimmed();
-    if (k == QLatin1String("block")) cmp->blockSizeB()->setCurrentIndex(std::max(0, cmp->blockSizeB()->findData(v.toInt())));
-    else if (k == QLatin1String("dtype")) cmp->dtypeB()->setCurrentIndex(std::max(0, cmp->dtypeB()->findData(v)));
-    else if (k == QLatin1String("window")) cmp->windowB()->setText(v);
-    else if (k == QLatin1String("sinks")) cmp->sinksB()->setText(v);
-    else if (k == QLatin1String("evict")) cmp->evictB()->setText(v);
-    else if (k == QLatin1String("pool")) cmp->poolB()->setText(v);
+    if (k == QLatin1String("block"))
+      cmp->blockSizeB()->setCurrentIndex(std::max(0, cmp->blockSizeB()->findData(v.toInt())));
+    else if (k == QLatin1String("dtype"))
+      cmp->dtypeB()->setCurrentIndex(std::max(0, cmp->dtypeB()->findData(v)));
+    else if (k == QLatin1String("window"))
+      cmp->windowB()->setText(v);
+    else if (k == QLatin1String("sinks"))
+      cmp->sinksB()->setText(v);
+    else if (k == QLatin1String("evict"))
+      cmp->evictB()->setText(v);
+    else if (k == QLatin1String("pool"))
+      cmp->poolB()->setText(v);
     else if (k == QLatin1String("quality")) {
       // quality=on (the first shipped text) or quality=PATH: score a text after the scenario.
       cmp->qualityRun()->setChecked(v != QLatin1String("off"));
       if (v != QLatin1String("on") && v != QLatin1String("off")) cmp->qualityText()->setEditText(v);
-    } else if (k == QLatin1String("alloc")) cmp->allocatorB()->setCurrentIndex(v == QLatin1String("contiguous") ? 2 : v == QLatin1String("contiguous-request") ? 3 : 1);
+    } else if (k == QLatin1String("alloc"))
+      cmp->allocatorB()->setCurrentIndex(v == QLatin1String("contiguous")           ? 2
+                                         : v == QLatin1String("contiguous-request") ? 3
+                                                                                    : 1);
     else if (k == QLatin1String("prefix")) {
       const bool aOn = settings->prefixBox()->isChecked();
-      cmp->prefixB()->setChecked(v == QLatin1String("flip") || (v == QLatin1String("off") && aOn) || (v == QLatin1String("on") && !aOn));
+      cmp->prefixB()->setChecked(v == QLatin1String("flip") || (v == QLatin1String("off") && aOn) ||
+                                 (v == QLatin1String("on") && !aOn));
     }
   }
 }
@@ -72,7 +82,8 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
   auto chat = [this] { return win_->chatPanel()->current(); };
   // Panels are shot while the engine is paused, so every picture of one moment shows the same step.
   auto pausedAndDelivered = [this, host] { return host->isPaused() && now_ms() - stageStartMs_ > 300; };
-  stages_.push_back({QStringLiteral("model loaded"), [host] { return host->hasEngine() && host->latest() && !host->isLoading(); },
+  stages_.push_back({QStringLiteral("model loaded"),
+                     [host] { return host->hasEngine() && host->latest() && !host->isLoading(); },
                      [this, chat] {
                        shootAll(QStringLiteral("1-loaded"));
                        win_->workloadPanel()->setStepDelay(25);  // slow enough to catch the run mid-way
@@ -127,10 +138,12 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
                            if (q.preemptions > 0) storyId_ = q.id;
                        win_->panel<RequestStoryPanel>()->showRequest(storyId_);
                      }});
-  stages_.push_back({QStringLiteral("story shown"),
-                     [this] { return win_->panel<RequestStoryPanel>()->story().id == storyId_ || now_ms() - stageStartMs_ > 5000; },
-                     [this] { shootFloating(win_->panel<RequestStoryPanel>(), QStringLiteral("5-story.png")); }});
-  stages_.push_back({QStringLiteral("compare started"), [] { return true; }, [this] {
+  stages_.push_back(
+      {QStringLiteral("story shown"),
+       [this] { return win_->panel<RequestStoryPanel>()->story().id == storyId_ || now_ms() - stageStartMs_ > 5000; },
+       [this] { shootFloating(win_->panel<RequestStoryPanel>(), QStringLiteral("5-story.png")); }});
+  stages_.push_back({QStringLiteral("compare started"), [] { return true; },
+                     [this] {
                        apply_compare_spec(win_->comparePanel(), win_->settingsPanel(), compareB_);
                        win_->comparePanel()->setStepDelay(15);
                        QString why;
@@ -139,12 +152,14 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
                          ++failures_;
                        }
                      }});
-  stages_.push_back({QStringLiteral("compare running"), [this] { return win_->comparePanel()->progressPercent() >= 40; },
+  stages_.push_back({QStringLiteral("compare running"),
+                     [this] { return win_->comparePanel()->progressPercent() >= 40; },
                      [this] { shootFloating(win_->comparePanel(), QStringLiteral("6-compare-running.png")); }});
   stages_.push_back({QStringLiteral("compare finished"), [this] { return win_->comparePanel()->finished(); },
                      [this] { shootFloating(win_->comparePanel(), QStringLiteral("7-compare-done.png")); }});
   // Teaching: the same prompt with and without a KV cache, 200 tokens each, on the loaded model.
-  stages_.push_back({QStringLiteral("no-KV-cache run started"), [] { return true; }, [this] {
+  stages_.push_back({QStringLiteral("no-KV-cache run started"), [] { return true; },
+                     [this] {
                        NoCachePanel* p = win_->noCachePanel();
                        QString why;
                        if (!p->start(p->promptEdit()->text(), p->tokensBox()->value(), &why)) {
@@ -198,8 +213,10 @@ void ScreenshotDriver::tick() {
 
 void ScreenshotDriver::shoot(QWidget* w, const QString& file) {
   const QString path = QDir(dir_).filePath(file);
-  if (w->grab().save(path)) written_ << path;
-  else ++failures_;
+  if (w->grab().save(path))
+    written_ << path;
+  else
+    ++failures_;
 }
 
 void ScreenshotDriver::shootAll(const QString& moment) {
@@ -216,10 +233,12 @@ void ScreenshotDriver::shootAll(const QString& moment) {
   }
   // Tabified docks only lay out their contents when raised.
   for (QDockWidget* d : win_->panelDocks()) {
-    if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel()) continue;  // shot on their own, at full size
+    if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel())
+      continue;  // shot on their own, at full size
     d->raise();
     settle();
-    shoot(d->widget(), moment + QLatin1Char('-') + d->objectName().remove(QStringLiteral("Dock")) + QStringLiteral(".png"));
+    shoot(d->widget(),
+          moment + QLatin1Char('-') + d->objectName().remove(QStringLiteral("Dock")) + QStringLiteral(".png"));
   }
   // Back to the default front tabs.
   for (QDockWidget* d : win_->panelDocks())

@@ -6,7 +6,9 @@ namespace kvscope::ui {
 
 QString backend_choice_key(BackendChoice c) { return QString::fromLatin1(backend_kind_name(c)); }
 
-std::optional<BackendChoice> parse_backend_choice(const QString& key) { return parse_backend_kind(key.trimmed().toStdString()); }
+std::optional<BackendChoice> parse_backend_choice(const QString& key) {
+  return parse_backend_kind(key.trimmed().toStdString());
+}
 
 bool cuda_usable(QString* why) {
   std::string reason;

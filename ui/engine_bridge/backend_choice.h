@@ -12,7 +12,7 @@ namespace kvscope::ui {
 
 using BackendChoice = kvscope::BackendKind;
 
-QString backend_choice_key(BackendChoice c);                        // "auto", "cpu", "cuda"
+QString backend_choice_key(BackendChoice c);  // "auto", "cpu", "cuda"
 std::optional<BackendChoice> parse_backend_choice(const QString& key);
 
 // cuda_backend_usable() with its reason as a QString.

@@ -12,16 +12,16 @@
 namespace kvscope::ui {
 
 struct EngineConfigEdit {
-  std::optional<int> blockSize;            // tokens per block
-  std::optional<int> kvBlocks;             // pool size in blocks
+  std::optional<int> blockSize;  // tokens per block
+  std::optional<int> kvBlocks;   // pool size in blocks
   std::optional<KvDtype> kvDtype;
-  std::optional<int> window, sinks;        // 0 = full attention / no sinks
-  std::optional<QString> evict;            // a `--evict` spec; empty = off
+  std::optional<int> window, sinks;  // 0 = full attention / no sinks
+  std::optional<QString> evict;      // a `--evict` spec; empty = off
   std::optional<bool> prefixCaching;
-  std::optional<bool> baseline;            // the contiguous allocator
+  std::optional<bool> baseline;  // the contiguous allocator
   std::optional<BaselineReserve> baselineReserve;
   std::optional<BackendChoice> backend;
-  std::optional<int> threads;              // CPU backend threads, >= 1
+  std::optional<int> threads;  // CPU backend threads, >= 1
 };
 
 // Reads one command-line style override into *edit: block-size, kv-blocks, kv-dtype (the

@@ -42,7 +42,8 @@ EngineHost::EngineHost(QObject* parent, int nThreads) : QObject(parent) {
     if (r) {
       worker_->requestFrame();  // the first frame of a run without waiting a tick
       frameClock_.start();
-    } else frameClock_.stop();  // the worker sends the final state itself when it stops
+    } else
+      frameClock_.stop();  // the worker sends the final state itself when it stops
   });
   connect(worker_, &EngineThreadWorker::pausedChanged, this, [this](bool p) { paused_ = p; });
   thread_.setObjectName(QStringLiteral("kvscope-engine"));
@@ -105,7 +106,9 @@ quint64 EngineHost::submitChat(const std::vector<TokenId>& history, const QStrin
 
 quint64 EngineHost::submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
   const quint64 tag = nextTag_++;
-  post([w = worker_, tag, text, maxNewTokens, ignoreEos, label] { w->submitText(tag, text, maxNewTokens, ignoreEos, label); });
+  post([w = worker_, tag, text, maxNewTokens, ignoreEos, label] {
+    w->submitText(tag, text, maxNewTokens, ignoreEos, label);
+  });
   return tag;
 }
 

@@ -33,7 +33,8 @@ class EngineHost : public QObject {
   void setBackend(BackendChoice c);  // takes effect at the next loadModel / applyConfig
   // Returns the tag that the submitted / requestFinished signals will carry.
   quint64 submit(const Request& r);
-  quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp, int maxNewTokens);
+  quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp,
+                     int maxNewTokens);
   quint64 submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
   quint64 evaluateText(const QString& text, int maxTokens);  // see EngineThreadWorker::evaluateText
   void cancel(SeqId id);
@@ -44,8 +45,8 @@ class EngineHost : public QObject {
   void setStepDelay(int ms);
   void setEveryStep(bool on);  // every step's snapshot instead of one per frame (EngineThreadWorker::setEveryStep)
   void setServing(std::shared_ptr<serve::ServingQueue> queue);  // EngineThreadWorker::setServing
-  void requestStory(SeqId id);  // EngineThreadWorker::storyReady answers
-  void shutdown();  // idempotent; also done by the destructor
+  void requestStory(SeqId id);                                  // EngineThreadWorker::storyReady answers
+  void shutdown();                                              // idempotent; also done by the destructor
 
  signals:
   // Re-emitted on the UI thread after the host has recorded them.

@@ -52,9 +52,7 @@ TurnStats turn_stats(const Engine& engine, SeqId id, const Snapshot* snap) {
     t.preemptions = s.preemptions;
     t.state = QString::fromUtf8(seq_state_name(s.state));
     t.error = QString::fromStdString(s.error);
-  } catch (const std::exception&) {
-    t.state = QStringLiteral("finished");
-  }
+  } catch (const std::exception&) { t.state = QStringLiteral("finished"); }
   return t;
 }
 
@@ -70,7 +68,8 @@ StoryText story_text(const Engine* engine, const VocabPtr& vocab_, qint64 id) {
     };
     t.found = true;
     t.label = QString::fromStdString(s->label);
-    if (!s->admissions.empty()) t.missReason = QString::fromLatin1(miss_reason_name(s->admissions.front().lookup.miss.reason));
+    if (!s->admissions.empty())
+      t.missReason = QString::fromLatin1(miss_reason_name(s->admissions.front().lookup.miss.reason));
     for (const StoryLine& l : story_lines(*s, engine->config().block_size, text))
       t.lines.push_back({l.step, QString::fromStdString(l.kind), QString::fromStdString(l.text)});
   }

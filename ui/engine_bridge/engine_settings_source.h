@@ -15,7 +15,7 @@ class EngineSettingsSource {
   // The validated config, or nullopt with the reason (the first problem) in *why.
   virtual std::optional<EngineConfig> config(QString* why = nullptr) const = 0;
   virtual QString modelPath() const = 0;
-  virtual const ModelConfig& modelConfig() const = 0;   // the loaded model's
+  virtual const ModelConfig& modelConfig() const = 0;  // the loaded model's
 };
 
 }  // namespace kvscope::ui

@@ -43,7 +43,8 @@ void EngineThreadWorker::setServing(std::shared_ptr<serve::ServingQueue> queue) 
     serving_->attach(*engine_);
     servingWake();
   }
-  serving_->set_wake([this] { QMetaObject::invokeMethod(this, &EngineThreadWorker::servingWake, Qt::QueuedConnection); });
+  serving_->set_wake(
+      [this] { QMetaObject::invokeMethod(this, &EngineThreadWorker::servingWake, Qt::QueuedConnection); });
 }
 
 void EngineThreadWorker::servingWake() {
@@ -85,8 +86,9 @@ void EngineThreadWorker::applyConfig(const EngineConfig& cfg) {
 }
 
 void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path) {
-  emit modelLoading(tr("Building the engine (%1 KV pool)…").arg(cfg.num_blocks > 0 ? tr("%1 blocks").arg(cfg.num_blocks)
-                                                                                      : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
+  emit modelLoading(
+      tr("Building the engine (%1 KV pool)…")
+          .arg(cfg.num_blocks > 0 ? tr("%1 blocks").arg(cfg.num_blocks) : tr("%1 MiB").arg(cfg.kv_memory_bytes >> 20)));
   std::unique_ptr<Engine> engine;
   try {
     // The Settings panel's Threads (EngineConfig::threads) wins over the window's default.
@@ -119,15 +121,15 @@ void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const E
   if (engine_) engine->use_story_log(engine_->story_log());
   engine_ = std::move(engine);
   model_ = std::move(model);
-  engine_->set_callbacks(EngineCallbacks{
-      [this](SeqId id, TokenId tok) {
-        if (serving_ && serving_->on_token(id, tok)) return;  // an HTTP request's token
-        streams_.onToken(id, tok, model_->tokenizer.get());
-      },
-      [this](SeqId id) {
-        if (serving_ && serving_->on_finished(id)) return;
-        finishedThisStep_.push_back(id);
-      }});
+  engine_->set_callbacks(EngineCallbacks{[this](SeqId id, TokenId tok) {
+                                           if (serving_ && serving_->on_token(id, tok))
+                                             return;  // an HTTP request's token
+                                           streams_.onToken(id, tok, model_->tokenizer.get());
+                                         },
+                                         [this](SeqId id) {
+                                           if (serving_ && serving_->on_finished(id)) return;
+                                           finishedThisStep_.push_back(id);
+                                         }});
   if (serving_) serving_->attach(*engine_);
 
   ModelInfo info;
@@ -143,7 +145,8 @@ void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const E
   info.vocab = vocab_;
   info.config = engine_->config();
   info.modelConfig = model_->config;
-  chatTemplate_ = model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
+  chatTemplate_ =
+      model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
   info.chatTemplate = QString::fromStdString(chatTemplate_.describe());
   info.chatTemplateWarning = QString::fromStdString(chatTemplate_.warning);
   info.chatTemplateKind = chatTemplate_.kind;
@@ -175,7 +178,7 @@ void EngineThreadWorker::submit(quint64 tag, const Request& r) {
 }
 
 void EngineThreadWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
-                              const SamplingParams& sampling, int maxNewTokens) {
+                                    const SamplingParams& sampling, int maxNewTokens) {
   if (!engine_ || !model_->tokenizer) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
@@ -191,7 +194,8 @@ void EngineThreadWorker::submitChat(quint64 tag, const std::vector<TokenId>& his
   submit(tag, r);
 }
 
-void EngineThreadWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label) {
+void EngineThreadWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos,
+                                    const QString& label) {
   if (!engine_ || !model_->tokenizer) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
@@ -238,9 +242,7 @@ void EngineThreadWorker::cancel(SeqId id) {
 void EngineThreadWorker::cancelQuietly(SeqId id) {
   try {
     engine_->cancel(id);
-  } catch (const std::exception& e) {
-    emit engineError(QString::fromUtf8(e.what()));
-  }
+  } catch (const std::exception& e) { emit engineError(QString::fromUtf8(e.what())); }
 }
 
 void EngineThreadWorker::cancelAll() {
@@ -274,7 +276,8 @@ void EngineThreadWorker::setPaused(bool paused) {
   if (paused_ == paused) return;
   paused_ = paused;
   emit pausedChanged(paused);
-  if (!paused) schedulePump();
+  if (!paused)
+    schedulePump();
   else {
     setRunning(false);
     deliverSnapshot(true);
@@ -316,7 +319,7 @@ void EngineThreadWorker::pump() {
     timer_->stop();
     setRunning(false);
     if (serving_) serving_->on_idle();  // every served request ended: check the KV invariants
-    deliverSnapshot(true);  // the final state of the run always reaches the UI
+    deliverSnapshot(true);              // the final state of the run always reaches the UI
   }
 }
 
@@ -369,8 +372,7 @@ void EngineThreadWorker::finishTurns() {
     // re-streamed); fall back to what was streamed when it has been pruned.
     try {
       t.tokens = engine_->sequence(id).tokens;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     flushText(id);  // the whole reply reaches the UI before its requestFinished
     replay_.sequenceFinished(id);
     emit requestFinished(t);

@@ -49,13 +49,13 @@ class EngineThreadWorker : public QObject {
 
   // ---- commands: call these only on the worker's thread (EngineHost queues them) ----
   void loadModel(const QString& path, const EngineConfig& cfg);
-  void applyConfig(const EngineConfig& cfg);        // rebuild the engine on the loaded model
+  void applyConfig(const EngineConfig& cfg);          // rebuild the engine on the loaded model
   void setBackend(BackendChoice c) { backend_ = c; }  // used from the next load / rebuild on
   void submit(quint64 tag, const Request& r);
   // A chat turn in the model's chat template: prompt = history (all previous turns' tokens) +
   // the new turn's tokens, so the previous turns' full blocks come straight from the prefix cache.
-  void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
-                  const SamplingParams& sampling, int maxNewTokens);
+  void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text, const SamplingParams& sampling,
+                  int maxNewTokens);
   // One prompt (BOS + encoded text), greedy; ignoreEos keeps it going to maxNewTokens.
   void submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
   void cancel(SeqId id);
@@ -63,7 +63,7 @@ class EngineThreadWorker : public QObject {
   void runWorkload(const Scenario& w);
   void setPaused(bool paused);
   void singleStep();
-  void setStepDelay(int ms);                          // slow motion for teaching / screenshots
+  void setStepDelay(int ms);  // slow motion for teaching / screenshots
   // The compare panel's quality run: scores `text` (BOS + text, at most maxTokens tokens) with
   // this engine's KV settings on a separate, temporary engine; the live engine is untouched.
   // Runs to completion on this thread, reporting qualityProgress, then qualityFinished.
@@ -90,7 +90,7 @@ class EngineThreadWorker : public QObject {
   // One per snapshot put in the hand-off queue: the receiver takes it with takeSnapshot().
   void snapshotReady();
   void workloadProgress(int done, int total);
-  void runningChanged(bool stepping);                 // the step loop started / went idle
+  void runningChanged(bool stepping);  // the step loop started / went idle
   void pausedChanged(bool paused);
   void qualityProgress(quint64 tag, int done, int total);
   void qualityFinished(const kvscope::ui::QualityResult& result);
@@ -99,19 +99,19 @@ class EngineThreadWorker : public QObject {
  private:
   void buildEngine(std::shared_ptr<const Model> model, const EngineConfig& cfg, const QString& path);
   void schedulePump();
-  void pump();                                         // one timer tick: step once
-  bool stepOnce();                                     // false: nothing left to step
-  void afterStep();                                    // finishTurns, then deliverSnapshot(false)
+  void pump();       // one timer tick: step once
+  bool stepOnce();   // false: nothing left to step
+  void afterStep();  // finishTurns, then deliverSnapshot(false)
   // Keeps the step's block events for the next snapshot and reports every sequence that
   // finished (its last text, requestFinished, workload progress).
   void finishTurns();
-  void cancelQuietly(SeqId id);                        // cancel without a snapshot of its own
+  void cancelQuietly(SeqId id);  // cancel without a snapshot of its own
   // Sends the newest snapshot now (force), or when the UI asked for a frame, or at once when
   // the step loop is not running (a command's effect, e.g. a cancel while paused, shows at once).
   void deliverSnapshot(bool force);
   void setRunning(bool r);
   void fail(const QString& what);
-  void servingWake();                                  // an HTTP thread submitted or cancelled
+  void servingWake();  // an HTTP thread submitted or cancelled
 
   std::shared_ptr<serve::ServingQueue> serving_;
 
@@ -131,8 +131,8 @@ class EngineThreadWorker : public QObject {
   QString modelPath_;
   VocabPtr vocab_;
 
-  SeqStreams streams_;  // the sequences whose text goes to the UI (chats, scenario, text)
-  void flushText(SeqId only = -1);   // sends the queued text as tokenStreamed; -1: every sequence
+  SeqStreams streams_;              // the sequences whose text goes to the UI (chats, scenario, text)
+  void flushText(SeqId only = -1);  // sends the queued text as tokenStreamed; -1: every sequence
   std::vector<SeqId> finishedThisStep_;
 
   // The engine publishes a snapshot after every step; what goes to the UI is the newest one when

@@ -21,12 +21,12 @@ using LogitsRows = std::shared_ptr<const std::vector<std::vector<float>>>;
 
 struct QualityResult {
   quint64 tag = 0;
-  QString error;                 // non-empty: the run failed (nothing else is meaningful)
-  int nTokens = 0;               // BOS included
+  QString error;    // non-empty: the run failed (nothing else is meaningful)
+  int nTokens = 0;  // BOS included
   double nllMean = 0, perplexity = 0;
   qint64 kvBytesPerToken = 0;
-  quint64 tokensEvicted = 0;     // token eviction: what the scored run evicted (0 without)
-  LogitsRows logits;             // [nTokens - 1][n_vocab]: row i predicts token i + 1
+  quint64 tokensEvicted = 0;  // token eviction: what the scored run evicted (0 without)
+  LogitsRows logits;          // [nTokens - 1][n_vocab]: row i predicts token i + 1
 };
 
 // The eval settings of an engine configuration (its KV dtype, window, sinks, block size,

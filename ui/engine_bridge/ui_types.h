@@ -18,7 +18,8 @@ namespace kvscope::ui {
 struct Vocab {
   std::vector<QString> pieces;  // [n_vocab] display text of each token ("▁" already a space)
   QString piece(TokenId id) const {
-    return id >= 0 && static_cast<size_t>(id) < pieces.size() ? pieces[static_cast<size_t>(id)] : QStringLiteral("<%1>").arg(id);
+    return id >= 0 && static_cast<size_t>(id) < pieces.size() ? pieces[static_cast<size_t>(id)]
+                                                              : QStringLiteral("<%1>").arg(id);
   }
   QString text(const TokenId* ids, size_t n) const {
     QString s;
@@ -31,16 +32,16 @@ using VocabPtr = std::shared_ptr<const Vocab>;
 // What the window needs to know about the engine the worker just built.
 struct ModelInfo {
   QString path;
-  QString description;     // Model::describe()
-  QString backend;         // Backend::name()
-  QString kvSummary;       // Engine::kv_summary()
+  QString description;  // Model::describe()
+  QString backend;      // Backend::name()
+  QString kvSummary;    // Engine::kv_summary()
   int contextLength = 0;
   int nVocab = 0;
   int nLayer = 0, nHeadKv = 0, headDim = 0;  // the KV shape: bytes per token for any dtype
   VocabPtr vocab;
-  EngineConfig config;     // the config the engine was built with
-  ModelConfig modelConfig; // the model's own config (what the settings are validated against)
-  QString chatTemplate;    // ChatTemplateChoice::describe(): the template chat turns use
+  EngineConfig config;      // the config the engine was built with
+  ModelConfig modelConfig;  // the model's own config (what the settings are validated against)
+  QString chatTemplate;     // ChatTemplateChoice::describe(): the template chat turns use
   QString chatTemplateWarning;
   ChatTemplateKind chatTemplateKind = ChatTemplateKind::Completion;
   // The loaded model itself, read-only: the Serve toggle's HTTP threads tokenize with it.
@@ -50,16 +51,16 @@ struct ModelInfo {
 // One finished request as a chat turn reports it.
 struct TurnStats {
   SeqId id = -1;
-  quint64 tag = 0;                // the submitter's tag (0: not submitted by a chat)
+  quint64 tag = 0;  // the submitter's tag (0: not submitted by a chat)
   int promptTokens = 0;
-  int cachedTokens = 0;           // prompt tokens reused from the prefix cache
+  int cachedTokens = 0;  // prompt tokens reused from the prefix cache
   int generated = 0;
   double ttftMs = -1;
-  double tokensPerS = 0;          // decode rate, from the snapshot's mean inter-token latency
+  double tokensPerS = 0;  // decode rate, from the snapshot's mean inter-token latency
   int preemptions = 0;
-  QString state;                  // "finished", "cancelled", "rejected"
+  QString state;  // "finished", "cancelled", "rejected"
   QString error;
-  std::vector<TokenId> tokens;    // prompt + generated: the next chat turn's prefix
+  std::vector<TokenId> tokens;  // prompt + generated: the next chat turn's prefix
 };
 
 // Events of all steps since the previous delivered snapshot (the UI takes one snapshot per

@@ -25,8 +25,9 @@ Scenario pool_pressure() {
   p.seed = 11;
   Scenario s = many_short_chats(p);
   s.name = kPoolPressure.toStdString();
-  s.description = "32 chats of 200-300 tokens each arriving together: more KV than a 256-block pool holds, "
-                  "so sequences are preempted and recomputed.";
+  s.description =
+      "32 chats of 200-300 tokens each arriving together: more KV than a 256-block pool holds, "
+      "so sequences are preempted and recomputed.";
   return s;
 }
 

@@ -23,10 +23,10 @@ struct Lesson {
   QString title;
   // Settings on top of lesson_base_settings(); the loaded model stays (no lesson needs another).
   LessonSettings settings;
-  QString scenario;       // workload key (workload_source.h) replayed paused; "" = none
-  QStringList steps;      // short paragraphs, shown together
-  QString lookAt;         // dock objectName ("fragDock"...) or "blockMap" for the central map
-  QString lookAtWidget;   // objectName of a widget inside it to highlight instead ("" = the panel)
+  QString scenario;      // workload key (workload_source.h) replayed paused; "" = none
+  QStringList steps;     // short paragraphs, shown together
+  QString lookAt;        // dock objectName ("fragDock"...) or "blockMap" for the central map
+  QString lookAtWidget;  // objectName of a widget inside it to highlight instead ("" = the panel)
   // The Compare panel's configuration B, preset but not started (its KV dtype, window and
   // sinks), and its quality run: the quality cost of the lesson's setting is one Run away.
   EngineConfigEdit compareB;

@@ -22,12 +22,12 @@ class LessonStage {
   virtual bool stageEngineConfig(const EngineConfigEdit& edit, QString* why) = 0;
   // The Settings panel's Apply: the one path every settings change takes.
   virtual void applyStagedEngineConfig() = 0;
-  virtual bool runScenario(const QString& key) = 0;        // the Workload panel's runner
+  virtual bool runScenario(const QString& key) = 0;  // the Workload panel's runner
   virtual void presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) = 0;
-  virtual void startNoCacheComparison() = 0;               // unless it is running already
+  virtual void startNoCacheComparison() = 0;  // unless it is running already
   virtual void clearCaptions() = 0;
   virtual QDockWidget* panelDock(const QString& objectName) const = 0;  // null if none
-  virtual QWidget* centralPanel() const = 0;               // the block map ("blockMap")
+  virtual QWidget* centralPanel() const = 0;                            // the block map ("blockMap")
 };
 
 }  // namespace kvscope::ui

@@ -128,7 +128,9 @@ bool LessonsPanel::applyLesson(const Lesson& l) {
   for (const LessonSettings* list : {&lesson_base_settings(), &l.settings})
     for (const auto& [key, value] : *list)
       if (!parse_config_override(key, value, &edit)) {
-        setStatus(tr("Refused: the setting %1 = %2 is not one the Settings panel takes.").arg(key, value).toHtmlEscaped(), true);
+        setStatus(
+            tr("Refused: the setting %1 = %2 is not one the Settings panel takes.").arg(key, value).toHtmlEscaped(),
+            true);
         emit refused(key);
         return false;
       }
@@ -171,17 +173,20 @@ void LessonsPanel::finishApply() {
   ready_ = true;
   captions_.clear();
   caption_->clear();
-  setStatus(lesson_.scenario.isEmpty() ? tr("Ready.")
-                                       : tr("Ready: the scenario <i>%1</i> is queued and the engine paused. Press Step, or Play.")
-                                             .arg(lesson_.scenario.toHtmlEscaped()),
+  setStatus(lesson_.scenario.isEmpty()
+                ? tr("Ready.")
+                : tr("Ready: the scenario <i>%1</i> is queued and the engine paused. Press Step, or Play.")
+                      .arg(lesson_.scenario.toHtmlEscaped()),
             false);
   emit lessonReady(lesson_.number);
 }
 
 QWidget* LessonsPanel::lookAtTarget(const Lesson& l) const {
   QWidget* panel = nullptr;
-  if (l.lookAt == QLatin1String("blockMap")) panel = stage_->centralPanel();
-  else if (QDockWidget* d = stage_->panelDock(l.lookAt)) panel = d->widget();
+  if (l.lookAt == QLatin1String("blockMap"))
+    panel = stage_->centralPanel();
+  else if (QDockWidget* d = stage_->panelDock(l.lookAt))
+    panel = d->widget();
   if (!panel || l.lookAtWidget.isEmpty()) return panel;
   return panel->findChild<QWidget*>(l.lookAtWidget);
 }
@@ -255,25 +260,29 @@ void LessonsPanel::showStepCaptions(const SnapshotPtr& snap, const EventBatch& e
     for (int i = 0; i < std::min<int>(kMaxCaptionLines, captions_.size()); ++i)
       html += QStringLiteral("<li>%1</li>").arg(captions_[i].toHtmlEscaped());
     html += QStringLiteral("</ul>");
-    if (captions_.size() > kMaxCaptionLines) html += tr("…and %1 more in the Teaching captions panel.").arg(captions_.size() - kMaxCaptionLines);
+    if (captions_.size() > kMaxCaptionLines)
+      html += tr("…and %1 more in the Teaching captions panel.").arg(captions_.size() - kMaxCaptionLines);
   }
   caption_->setText(html);
   emit stepped(snap->step);
 }
 
 void LessonsPanel::showEngineFacts(const Snapshot& s) {
-  QString alloc = s.allocator.contiguous ? tr("contiguous (reserves %1)").arg(QString::fromStdString(s.allocator.reserve_policy)) : tr("paged");
+  QString alloc = s.allocator.contiguous
+                      ? tr("contiguous (reserves %1)").arg(QString::fromStdString(s.allocator.reserve_policy))
+                      : tr("paged");
   QString window = s.window > 0 ? tr("window %1, sinks %2").arg(s.window).arg(s.sinks) : tr("full attention");
-  engine_->setText(tr("<b>Engine now:</b> step %1 · KV %2, %3 bytes/token · %4 · prefix caching %5 · %6 · blocks used %7 of %8 · "
-                      "running %9, waiting %10")
-                       .arg(s.step)
-                       .arg(QString::fromStdString(s.kv_dtype))
-                       .arg(s.memory.kv_bytes_per_token)
-                       .arg(window, s.prefix_caching ? tr("on") : tr("off"), alloc)
-                       .arg(s.memory.blocks_used)
-                       .arg(s.memory.blocks_total)
-                       .arg(s.running)
-                       .arg(s.waiting));
+  engine_->setText(
+      tr("<b>Engine now:</b> step %1 · KV %2, %3 bytes/token · %4 · prefix caching %5 · %6 · blocks used %7 of %8 · "
+         "running %9, waiting %10")
+          .arg(s.step)
+          .arg(QString::fromStdString(s.kv_dtype))
+          .arg(s.memory.kv_bytes_per_token)
+          .arg(window, s.prefix_caching ? tr("on") : tr("off"), alloc)
+          .arg(s.memory.blocks_used)
+          .arg(s.memory.blocks_total)
+          .arg(s.running)
+          .arg(s.waiting));
 }
 
 void LessonsPanel::setStatus(const QString& text, bool problem) {

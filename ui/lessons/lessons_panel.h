@@ -31,13 +31,13 @@ class LessonsPanel : public QWidget, public SnapshotView {
   // Applies `l` (a built-in lesson or any other). False, with the reason shown, when the Settings
   // panel refuses its settings: the running engine is then left as it was.
   bool applyLesson(const Lesson& l);
-  void step();      // one engine step; its captions follow with the snapshot
-  void reset();     // the current lesson again, from the start
+  void step();   // one engine step; its captions follow with the snapshot
+  void reset();  // the current lesson again, from the start
   void next();
   void previous();
 
   const Lesson& lesson() const { return lesson_; }
-  bool isReady() const { return ready_; }   // its engine is built and its scenario queued
+  bool isReady() const { return ready_; }                // its engine is built and its scenario queued
   QWidget* highlighted() const { return highlighted_; }  // the widget framed to look at
   QWidget* lookAtTarget(const Lesson& l) const;          // what `l` points at (null if missing)
   quint64 lastSteppedTo() const { return steppedTo_; }   // the engine step the last Step reached
@@ -72,10 +72,10 @@ class LessonsPanel : public QWidget, public SnapshotView {
 
   LessonStage* stage_;
   Lesson lesson_;
-  int queued_ = 0;          // a lesson to apply once the first engine exists
-  bool awaiting_ = false;   // Apply was pressed for the lesson; waiting for the rebuilt engine
+  int queued_ = 0;         // a lesson to apply once the first engine exists
+  bool awaiting_ = false;  // Apply was pressed for the lesson; waiting for the rebuilt engine
   bool ready_ = false;
-  bool stepping_ = false;   // a Step was asked for; its snapshot has not come yet
+  bool stepping_ = false;                   // a Step was asked for; its snapshot has not come yet
   quint64 stepTarget_ = 0, steppedTo_ = 0;  // the step the Step clicks ask for, and the last one shown
   QStringList captions_;
   SnapshotPtr engineSnap_;  // the newest snapshot of the current engine (null right after a rebuild)

@@ -36,12 +36,18 @@ QIcon swatch_icon(const QColor& c) {
 
 QString short_state(SeqState s) {
   switch (s) {
-    case SeqState::Waiting: return QObject::tr("wait");
-    case SeqState::Running: return QObject::tr("run");
-    case SeqState::Preempted: return QObject::tr("preempted");
-    case SeqState::Finished: return QObject::tr("done");
-    case SeqState::Cancelled: return QObject::tr("cancelled");
-    case SeqState::Rejected: return QObject::tr("rejected");
+    case SeqState::Waiting:
+      return QObject::tr("wait");
+    case SeqState::Running:
+      return QObject::tr("run");
+    case SeqState::Preempted:
+      return QObject::tr("preempted");
+    case SeqState::Finished:
+      return QObject::tr("done");
+    case SeqState::Cancelled:
+      return QObject::tr("cancelled");
+    case SeqState::Rejected:
+      return QObject::tr("rejected");
   }
   return QString();
 }
@@ -53,8 +59,9 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   scroll_ = scroll_area(map_, /*wrapWidth=*/true);
 
   list_ = new QListWidget;
-  list_->setToolTip(tr("Sequences in the newest snapshot. Click one to number its block table on the map "
-                       "(logical block 0, 1, 2… in order); click again to clear."));
+  list_->setToolTip(
+      tr("Sequences in the newest snapshot. Click one to number its block table on the map "
+         "(logical block 0, 1, 2… in order); click again to clear."));
   list_->setMinimumWidth(150);
   list_->setUniformItemSizes(true);
 
@@ -69,9 +76,10 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   fit_->setChecked(true);
   fit_->setToolTip(tr("Choose the cell size so the whole pool fits in view (when it can at 6 px or more)."));
   group_ = new QComboBox;
-  group_->setToolTip(tr("Hybrid KV cache: the model's sliding-window layers and its global layers keep separate "
-                        "block pools and block tables. The sliding layers' blocks are freed as soon as they fall "
-                        "out of the window; the global layers keep every block."));
+  group_->setToolTip(
+      tr("Hybrid KV cache: the model's sliding-window layers and its global layers keep separate "
+         "block pools and block tables. The sliding layers' blocks are freed as soon as they fall "
+         "out of the window; the global layers keep every block."));
   group_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   groupRow_ = new QWidget;
   auto* groupRow = new QHBoxLayout(groupRow_);
@@ -186,7 +194,8 @@ void BlockMapPanel::refreshGroups(const Snapshot& s) {
   }
   for (int i = 0; i < group_->count(); ++i) {
     const KvGroupSnap& g = s.kv_groups[static_cast<size_t>(i)];
-    const QString t = tr("%1 · %2 layers · %3 blocks").arg(QString::fromStdString(g.name)).arg(g.n_layers).arg(g.blocks_total);
+    const QString t =
+        tr("%1 · %2 layers · %3 blocks").arg(QString::fromStdString(g.name)).arg(g.n_layers).arg(g.blocks_total);
     if (group_->itemText(i) != t) group_->setItemText(i, t);
   }
 }
@@ -202,7 +211,13 @@ void BlockMapPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& even
   const auto& m = snap->memory;
   const int g = map_->group() < snap->n_kv_groups() ? map_->group() : 0;
   const int total = g == 0 ? m.blocks_total : snap->kv_groups[static_cast<size_t>(g)].blocks_total;
-  QString text = tr("<b>%1</b>×%2 · used <b>%3</b> · shared %4 · cached %5 · free %6").arg(total).arg(snap->block_size).arg(c.used).arg(c.shared).arg(c.cached).arg(c.free);
+  QString text = tr("<b>%1</b>×%2 · used <b>%3</b> · shared %4 · cached %5 · free %6")
+                     .arg(total)
+                     .arg(snap->block_size)
+                     .arg(c.used)
+                     .arg(c.shared)
+                     .arg(c.cached)
+                     .arg(c.free);
   if (g == 0) text += tr(" · waste %1%").arg(m.waste_pct, 0, 'f', 1);
   if (c.dropped) text += tr(" · slid out %1").arg(c.dropped);
   summary_->setText(text);
@@ -256,7 +271,9 @@ void BlockMapPanel::refreshList(const Snapshot& s) {
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     const SeqSnap& q = s.seqs[i];
     RowKey key{q.state, 0, 0, g};
-    const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.tables_after_first_group.size() ? q.tables_after_first_group[static_cast<size_t>(g - 1)] : q.block_table;
+    const auto& table = g > 0 && static_cast<size_t>(g - 1) < q.tables_after_first_group.size()
+                            ? q.tables_after_first_group[static_cast<size_t>(g - 1)]
+                            : q.block_table;
     for (BlockId b : table) (b == kNoBlock ? key.dropped : key.live)++;
     if (rowKeys_[i] == key) continue;
     rowKeys_[i] = key;
@@ -298,8 +315,13 @@ int BlockLegend::layoutItems(int width, bool paint) {
     p->setRenderHint(QPainter::Antialiasing, false);
   }
   int x = 0, y = 2;
-  const QStringList names = {tr("used (by sequence)"), tr("partly filled"), tr("shared (ref>1)"), tr("cached, evictable"),
-                             tr("attention sink"), tr("out of window"), tr("free")};
+  const QStringList names = {tr("used (by sequence)"),
+                             tr("partly filled"),
+                             tr("shared (ref>1)"),
+                             tr("cached, evictable"),
+                             tr("attention sink"),
+                             tr("out of window"),
+                             tr("free")};
   for (int i = 0; i < names.size(); ++i) {
     const int w = sw + 4 + fm.horizontalAdvance(names[i]) + 14;
     if (x + w > width && x > 0) {
@@ -310,10 +332,13 @@ int BlockLegend::layoutItems(int width, bool paint) {
       const QRect r(x, y + (lineH - 4 - sw) / 2, sw, sw);
       const QColor c = seq_color(1);
       switch (i) {
-        case 0: p->fillRect(r, c); break;
+        case 0:
+          p->fillRect(r, c);
+          break;
         case 1:
-          p->fillRect(r, QColor::fromRgbF(c.redF() * 0.35f + base.redF() * 0.65f, c.greenF() * 0.35f + base.greenF() * 0.65f,
-                                          c.blueF() * 0.35f + base.blueF() * 0.65f));
+          p->fillRect(
+              r, QColor::fromRgbF(c.redF() * 0.35f + base.redF() * 0.65f, c.greenF() * 0.35f + base.greenF() * 0.65f,
+                                  c.blueF() * 0.35f + base.blueF() * 0.65f));
           p->fillRect(QRect(r.left(), r.top(), r.width() / 2, r.height()), c);
           break;
         case 2:

@@ -20,15 +20,24 @@ constexpr size_t kDetailLimit = 16;  // more events than this in one batch get s
 
 QColor kind_color(BlockEventKind k) {
   switch (k) {
-    case BlockEventKind::Allocated: return QColor(0x4e, 0x79, 0xa7);
-    case BlockEventKind::Freed: return QColor(0x8a, 0x96, 0xa5);
-    case BlockEventKind::Shared: return QColor(0xb0, 0x7a, 0xa1);
-    case BlockEventKind::CopiedOnWrite: return QColor(0x76, 0xb7, 0xb2);
-    case BlockEventKind::Cached: return QColor(0x6f, 0x7d, 0x8c);
-    case BlockEventKind::CacheHit: return QColor(0x59, 0xa1, 0x4f);
-    case BlockEventKind::Evicted: return QColor(0xf2, 0x8e, 0x2b);
-    case BlockEventKind::Preempted: return QColor(0xe1, 0x57, 0x59);
-    case BlockEventKind::DroppedOutOfWindow: return QColor(0xc6, 0x28, 0x28);
+    case BlockEventKind::Allocated:
+      return QColor(0x4e, 0x79, 0xa7);
+    case BlockEventKind::Freed:
+      return QColor(0x8a, 0x96, 0xa5);
+    case BlockEventKind::Shared:
+      return QColor(0xb0, 0x7a, 0xa1);
+    case BlockEventKind::CopiedOnWrite:
+      return QColor(0x76, 0xb7, 0xb2);
+    case BlockEventKind::Cached:
+      return QColor(0x6f, 0x7d, 0x8c);
+    case BlockEventKind::CacheHit:
+      return QColor(0x59, 0xa1, 0x4f);
+    case BlockEventKind::Evicted:
+      return QColor(0xf2, 0x8e, 0x2b);
+    case BlockEventKind::Preempted:
+      return QColor(0xe1, 0x57, 0x59);
+    case BlockEventKind::DroppedOutOfWindow:
+      return QColor(0xc6, 0x28, 0x28);
   }
   return Qt::gray;
 }
@@ -60,7 +69,8 @@ QString event_caption(const BlockEvent& e, const Snapshot* snap) {
   if (snap && e.seq >= 0) {
     for (const SeqSnap& q : snap->seqs)
       if (q.id == e.seq) {
-        text.replace(QStringLiteral("sequence %1").arg(e.seq), QStringLiteral("sequence %1 (%2)").arg(e.seq).arg(QString::fromStdString(q.label)));
+        text.replace(QStringLiteral("sequence %1").arg(e.seq),
+                     QStringLiteral("sequence %1 (%2)").arg(e.seq).arg(QString::fromStdString(q.label)));
         break;
       }
   }
@@ -68,8 +78,9 @@ QString event_caption(const BlockEvent& e, const Snapshot* snap) {
 }
 
 CaptionsPanel::CaptionsPanel(QWidget* parent) : QWidget(parent) {
-  header_ = new QLabel(tr("Single-step the engine (Workload ▸ Step, or F10) to read each block event of a step. "
-                          "While it runs, busy steps are summarised."));
+  header_ =
+      new QLabel(tr("Single-step the engine (Workload ▸ Step, or F10) to read each block event of a step. "
+                    "While it runs, busy steps are summarised."));
   header_->setWordWrap(true);
   list_ = new QListWidget;
   // One line per caption, all the same height: appending then costs O(1) layout instead of
@@ -123,7 +134,8 @@ void CaptionsPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& even
     BlockEventKind top = ev.front().kind;
     int topN = 0;
     for (const auto& [k, n] : counts) {
-      parts << QStringLiteral("%1 %2").arg(n).arg(QString::fromUtf8(block_event_name(k)).replace(QLatin1Char('_'), QLatin1Char(' ')));
+      parts << QStringLiteral("%1 %2").arg(n).arg(
+          QString::fromUtf8(block_event_name(k)).replace(QLatin1Char('_'), QLatin1Char(' ')));
       if (n > topN) top = k, topN = n;
     }
     const uint64_t s0 = ev.front().step, s1 = ev.back().step;

@@ -23,8 +23,9 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
     : QWidget(parent), host_(host) {
   view_ = new QTextBrowser;
   view_->setOpenLinks(false);
-  view_->setPlaceholderText(tr("Type a message below. Each turn re-sends the whole conversation; the blocks of "
-                               "earlier turns come back from the prefix cache, and the line under each reply says how many."));
+  view_->setPlaceholderText(
+      tr("Type a message below. Each turn re-sends the whole conversation; the blocks of "
+         "earlier turns come back from the prefix cache, and the line under each reply says how many."));
   input_ = new QLineEdit;
   input_->setPlaceholderText(tr("Message (Enter to send)"));
   input_->setClearButtonEnabled(true);
@@ -53,8 +54,9 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   repPen_->setToolTip(tr("Repetition penalty over the last 64 tokens (1 = off)."));
   greedy_ = new QPushButton(tr("Greedy (reproducible)"));
   greedy_->setCheckable(true);
-  greedy_->setToolTip(tr("Always take the most likely token (temperature 0, no top-k, top-p or penalty): the same "
-                         "reply every time, for teaching runs that must be reproducible. Small base models tend to loop."));
+  greedy_->setToolTip(
+      tr("Always take the most likely token (temperature 0, no top-k, top-p or penalty): the same "
+         "reply every time, for teaching runs that must be reproducible. Small base models tend to loop."));
   maxTok_ = new QSpinBox;
   maxTok_->setRange(1, 32768);
   maxTok_->setToolTip(tr("Maximum number of tokens to generate for one reply."));
@@ -149,7 +151,8 @@ void ConversationWidget::send(const QString& rawText) {
     return;
   }
   const SamplingParams sp = samplingParams();
-  appendHtmlBlock(tr("<p style='margin-top:8px'><b style='color:#2f6b9a'>You</b>&nbsp; %1</p>").arg(text.toHtmlEscaped()));
+  appendHtmlBlock(
+      tr("<p style='margin-top:8px'><b style='color:#2f6b9a'>You</b>&nbsp; %1</p>").arg(text.toHtmlEscaped()));
   appendHtmlBlock(tr("<b style='color:#59a14f'>Model</b>&nbsp; "));
   input_->clear();
   seq_ = -1;
@@ -245,9 +248,10 @@ ChatPanel::ChatPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_
   template_ = new QLabel;
   template_->setWordWrap(true);
   template_->setContentsMargins(4, 2, 4, 0);
-  template_->setToolTip(tr("How chat turns are written for this model: recognised from the GGUF's tokenizer.chat_template "
-                           "(ChatML, Llama 3, Gemma, Phi-3, Mistral, Llama 2); a model without one (a base model) "
-                           "continues plain text. kvscope-cli chat --chat-template NAME picks one explicitly."));
+  template_->setToolTip(
+      tr("How chat turns are written for this model: recognised from the GGUF's tokenizer.chat_template "
+         "(ChatML, Llama 3, Gemma, Phi-3, Mistral, Llama 2); a model without one (a base model) "
+         "continues plain text. kvscope-cli chat --chat-template NAME picks one explicitly."));
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(0, 0, 0, 0);
   v->addWidget(template_);
@@ -284,7 +288,9 @@ ConversationWidget* ChatPanel::addConversation() {
   connect(c, &ConversationWidget::storyRequested, this, &ChatPanel::storyRequested);
   connect(c, &ConversationWidget::busyChanged, this, [this, c](bool busy) {
     const int idx = tabs_->indexOf(c);
-    if (idx >= 0) tabs_->setTabText(idx, tabs_->tabText(idx).remove(QStringLiteral(" ●")) + (busy ? QStringLiteral(" ●") : QString()));
+    if (idx >= 0)
+      tabs_->setTabText(idx,
+                        tabs_->tabText(idx).remove(QStringLiteral(" ●")) + (busy ? QStringLiteral(" ●") : QString()));
   });
   (void)i;
   return c;

@@ -64,8 +64,8 @@ class ConversationWidget : public QWidget {
   QSpinBox *topK_, *maxTok_, *seed_;
   QLabel* status_;
 
-  std::vector<TokenId> history_;   // every token of the finished turns
-  quint64 tag_ = 0;                // the submit in flight (0: idle)
+  std::vector<TokenId> history_;  // every token of the finished turns
+  quint64 tag_ = 0;               // the submit in flight (0: idle)
   SeqId seq_ = -1;
   int turns_ = 0;
   std::optional<TurnStats> last_;

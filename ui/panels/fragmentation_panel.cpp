@@ -14,8 +14,9 @@
 namespace kvscope::ui {
 
 ArenaBar::ArenaBar(QWidget* parent) : QWidget(parent) {
-  setToolTip(tr("The whole pool in physical block order. Dark: full blocks; light: the empty part of partly "
-                "filled blocks (the only waste paging has); grey: cached; pale: free."));
+  setToolTip(
+      tr("The whole pool in physical block order. Dark: full blocks; light: the empty part of partly "
+         "filled blocks (the only waste paging has); grey: cached; pale: free."));
 }
 
 void ArenaBar::setSnapshot(const SnapshotPtr& s) {

@@ -69,7 +69,8 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   preempt_ = plot_->addGraph(plot_->xAxis, plot_->yAxis);
   preempt_->setName(tr("preemption"));
   preempt_->setLineStyle(QCPGraph::lsNone);
-  preempt_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangleInverted, QColor(0xc6, 0x28, 0x28), QColor(0xe1, 0x57, 0x59), 10));
+  preempt_->setScatterStyle(
+      QCPScatterStyle(QCPScatterStyle::ssTriangleInverted, QColor(0xc6, 0x28, 0x28), QColor(0xe1, 0x57, 0x59), 10));
 
   follow_ = new QCheckBox(tr("Follow"));
   follow_->setChecked(true);
@@ -90,11 +91,13 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   v->addLayout(row);
 
   connect(png, &QPushButton::clicked, this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, tr("Export plot"), QStringLiteral("kv-memory.png"), tr("PNG images (*.png)"));
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export plot"), QStringLiteral("kv-memory.png"),
+                                                   tr("PNG images (*.png)"));
     if (!p.isEmpty()) exportPng(p);
   });
   connect(csv, &QPushButton::clicked, this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, tr("Export samples"), QStringLiteral("kv-memory.csv"), tr("CSV files (*.csv)"));
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export samples"), QStringLiteral("kv-memory.csv"),
+                                                   tr("CSV files (*.csv)"));
     if (!p.isEmpty()) exportCsv(p);
   });
   connect(reset, &QPushButton::clicked, this, [this] {
@@ -165,7 +168,8 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   if (!snap) return;
   // A new engine restarts its clock: start a new series rather than draw a line back in time.
   if (!samples_.empty() && (snap->elapsed_s < samples_.back().t || snap->step < samples_.back().step)) clear();
-  if (!samples_.empty() && snap->step == samples_.back().step && snap->memory.blocks_used == samples_.back().used) return;
+  if (!samples_.empty() && snap->step == samples_.back().step && snap->memory.blocks_used == samples_.back().used)
+    return;
   const MemorySnap& m = snap->memory;
   // The engine's rate is measured over a short window and spikes when a run starts; a 0.3 s
   // exponential average reads better and keeps the axis from being scaled by one outlier.
@@ -180,8 +184,16 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   // The hybrid KV cache's sliding pool (group 1): its own blocks, of another size, so a line
   // of its own rather than part of the stack.
   const KvGroupSnap* sliding = snap->kv_groups.size() > 1 ? &snap->kv_groups[1] : nullptr;
-  Sample s{snap->elapsed_s, snap->step, m.blocks_used, m.blocks_cached, m.blocks_free, tps, m.waste_pct,
-           snap->counters.preemptions, sliding ? sliding->blocks_used : 0, sliding ? sliding->blocks_total : 0};
+  Sample s{snap->elapsed_s,
+           snap->step,
+           m.blocks_used,
+           m.blocks_cached,
+           m.blocks_free,
+           tps,
+           m.waste_pct,
+           snap->counters.preemptions,
+           sliding ? sliding->blocks_used : 0,
+           sliding ? sliding->blocks_total : 0};
   if (sliding && !sliding_->visible()) {
     sliding_->setVisible(true);
     sliding_->addToLegend();
@@ -191,8 +203,9 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
   samples_.push_back(s);
   maxTotal_ = std::max({maxTotal_, s.used + s.cached + s.free, s.slidingUsed});
   maxTps_ = std::max(maxTps_, s.tokensPerS);
-  series_->add(s.t, {static_cast<double>(s.used), static_cast<double>(s.used + s.cached),
-                     static_cast<double>(s.used + s.cached + s.free), s.tokensPerS, static_cast<double>(s.slidingUsed)});
+  series_->add(s.t,
+               {static_cast<double>(s.used), static_cast<double>(s.used + s.cached),
+                static_cast<double>(s.used + s.cached + s.free), s.tokensPerS, static_cast<double>(s.slidingUsed)});
   if (preempted) preempt_->addData(s.t, s.used);
   QString text = tr("step %1 · used %2 · cached %3 · free %4 · %5 tok/s · preemptions %6")
                      .arg(s.step)
@@ -203,8 +216,10 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
                      .arg(s.preemptions);
   if (sliding) text += tr(" · sliding layers %1 / %2").arg(s.slidingUsed).arg(s.slidingTotal);
   info_->setText(text);
-  if (follow_->isChecked()) follow();
-  else requestReplot();
+  if (follow_->isChecked())
+    follow();
+  else
+    requestReplot();
 }
 
 void MemoryPanel::follow() {

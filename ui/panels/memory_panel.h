@@ -66,7 +66,7 @@ class MemoryPanel : public QWidget, public SnapshotView {
   QCheckBox* follow_;
   LiveLabel* info_;
   std::vector<Sample> samples_;
-  int maxTotal_ = 0;       // running maxima, so following the data costs O(1) per sample
+  int maxTotal_ = 0;  // running maxima, so following the data costs O(1) per sample
   double maxTps_ = 0;
   bool programmaticRange_ = false;
   double sharedEnd_ = 0;

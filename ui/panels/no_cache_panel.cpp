@@ -30,16 +30,19 @@ QString fmt_count(qint64 n) { return QLocale(QLocale::English).toString(n); }
 
 }  // namespace
 
-NoCachePanel::NoCachePanel(const EngineSettingsSource* settings, QWidget* parent) : QWidget(parent), settings_(settings) {
+NoCachePanel::NoCachePanel(const EngineSettingsSource* settings, QWidget* parent)
+    : QWidget(parent), settings_(settings) {
   prompt_ = new QLineEdit(QStringLiteral("Once upon a time there was a little dog named Spot."));
   prompt_->setToolTip(tr("The prompt both runs generate from (BOS is added)."));
   tokens_ = new QSpinBox;
   tokens_->setRange(1, 4000);
   tokens_->setValue(200);
-  tokens_->setToolTip(tr("Tokens to generate in each run (greedy, end-of-text ignored so both runs reach this count)."));
+  tokens_->setToolTip(
+      tr("Tokens to generate in each run (greedy, end-of-text ignored so both runs reach this count)."));
   run_ = new QPushButton(tr("Run both"));
-  run_->setToolTip(tr("Build two engines with the Settings panel's model, block size and KV dtype — one with the KV "
-                      "cache, one without — and generate from the prompt on each, the cached run first."));
+  run_->setToolTip(
+      tr("Build two engines with the Settings panel's model, block size and KV dtype — one with the KV "
+         "cache, one without — and generate from the prompt on each, the cached run first."));
   csv_ = new QPushButton(tr("Export CSV…"));
   csv_->setToolTip(tr("Every plotted point: per generated token, tokens computed and step time of both runs."));
   status_ = new LiveLabel;
@@ -127,8 +130,9 @@ NoCachePanel::NoCachePanel(const EngineSettingsSource* settings, QWidget* parent
       "while the cache stores each token's K/V once, so every new token computes just itself and the total grows "
       "linearly (<i>P</i>&nbsp;+&nbsp;<i>N</i>)."));
   caption_->setWordWrap(true);
-  totals_ = new QLabel(tr("Run both to measure. Every point is read from the engine's per-step snapshots "
-                          "(step time and the prefill / decode token counters)."));
+  totals_ =
+      new QLabel(tr("Run both to measure. Every point is read from the engine's per-step snapshots "
+                    "(step time and the prefill / decode token counters)."));
   totals_->setWordWrap(true);
   totals_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -156,7 +160,8 @@ NoCachePanel::NoCachePanel(const EngineSettingsSource* settings, QWidget* parent
     }
   });
   connect(csv_, &QPushButton::clicked, this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, tr("Export points"), QStringLiteral("no-kv-cache.csv"), tr("CSV files (*.csv)"));
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export points"), QStringLiteral("no-kv-cache.csv"),
+                                                   tr("CSV files (*.csv)"));
     if (!p.isEmpty()) exportCsv(p);
   });
   applyTheme();
@@ -275,7 +280,8 @@ void NoCachePanel::maybeSubmit() {
     if (!r.active || r.submitted || !r.loaded) continue;
     if (i == NoCache && !runs_[Cached].done) continue;
     r.submitted = true;
-    r.tag = r.host->submitText(promptText_, newTokens_, true, i == Cached ? QStringLiteral("cached") : QStringLiteral("no cache"));
+    r.tag = r.host->submitText(promptText_, newTokens_, true,
+                               i == Cached ? QStringLiteral("cached") : QStringLiteral("no cache"));
   }
   updateStatus();
 }
@@ -414,7 +420,9 @@ void NoCachePanel::rescale() {
                 .arg(b.size());
   if (above > 0)
     note << (above == 1 ? tr("1 slower step above the axis (%1 ms): drag or zoom to see it").arg(fmt_ms(maxMs))
-                        : tr("%1 slower steps above the axis (up to %2 ms): drag or zoom to see them").arg(above).arg(fmt_ms(maxMs)));
+                        : tr("%1 slower steps above the axis (up to %2 ms): drag or zoom to see them")
+                              .arg(above)
+                              .arg(fmt_ms(maxMs)));
   msNote_->setText(note.join(QLatin1Char('\n')));
   msNote_->setVisible(!note.isEmpty());
   requestReplot();
@@ -432,17 +440,26 @@ void NoCachePanel::updateStatus() {
     return;
   }
   if (!runs_[Cached].active && !runs_[Cached].done) {
-    status_->setText(tr("Same prompt, same greedy tokens, two engines: one keeps the KV cache, one recomputes everything."));
+    status_->setText(
+        tr("Same prompt, same greedy tokens, two engines: one keeps the KV cache, one recomputes everything."));
     return;
   }
   QStringList parts;
   for (const Run& r : runs_) {
     QString state;
-    if (r.done) state = tr("done");
-    else if (!r.loaded) state = tr("loading");
-    else if (!r.submitted) state = tr("waiting for the cached run");
-    else state = tr("running");
-    parts << tr("<b>%1</b>: %2 / %3 tokens (%4)").arg(r.name.section(QLatin1Char(' '), 0, 2).toHtmlEscaped()).arg(r.points.size()).arg(newTokens_).arg(state);
+    if (r.done)
+      state = tr("done");
+    else if (!r.loaded)
+      state = tr("loading");
+    else if (!r.submitted)
+      state = tr("waiting for the cached run");
+    else
+      state = tr("running");
+    parts << tr("<b>%1</b>: %2 / %3 tokens (%4)")
+                 .arg(r.name.section(QLatin1Char(' '), 0, 2).toHtmlEscaped())
+                 .arg(r.points.size())
+                 .arg(newTokens_)
+                 .arg(state);
   }
   status_->setText(parts.join(QStringLiteral(" · ")));
 }
@@ -471,7 +488,8 @@ void NoCachePanel::updateTotals() {
                   .arg(mb, 0, 'f', 1)
                   .arg(ta ? static_cast<double>(tb) / static_cast<double>(ta) : 0.0, 0, 'f', 1)
                   .arg(ma > 0 ? mb / ma : 0.0, 0, 'f', 1);
-    else text += QLatin1Char('.');
+    else
+      text += QLatin1Char('.');
   }
   if (const auto same = sameTokens())
     text += *same ? tr(" Both runs generated the same %1 tokens.").arg(a.stats->generated)
@@ -492,8 +510,10 @@ bool NoCachePanel::exportCsv(const QString& path) const {
   for (size_t k = 0; k < n; ++k) {
     out << k + 1;
     for (const Run& r : runs_) {
-      if (k < r.points.size()) out << ',' << r.points[k].tokens << ',' << r.points[k].stepMs << ',' << r.points[k].steps;
-      else out << ",,,";
+      if (k < r.points.size())
+        out << ',' << r.points[k].tokens << ',' << r.points[k].stepMs << ',' << r.points[k].steps;
+      else
+        out << ",,,";
     }
     out << '\n';
   }

@@ -35,9 +35,9 @@ class NoCachePanel : public QWidget {
  public:
   // One generated token as the snapshots of its run saw it.
   struct Point {
-    double stepMs = 0;     // sum of Snapshot::step_ms over the steps that produced this token
-    qint64 tokens = 0;     // tokens the model computed in those steps
-    int steps = 0;         // engine steps (more than 1 when a long recompute is chunked)
+    double stepMs = 0;  // sum of Snapshot::step_ms over the steps that produced this token
+    qint64 tokens = 0;  // tokens the model computed in those steps
+    int steps = 0;      // engine steps (more than 1 when a long recompute is chunked)
   };
   enum RunIndex { Cached = 0, NoCache = 1 };
 

@@ -19,7 +19,9 @@ namespace kvscope::ui {
 namespace {
 
 QString bytes_text(int64_t b) {
-  return QStringLiteral("%1 GB (%2 GiB)").arg(static_cast<double>(b) / 1e9, 0, 'f', 1).arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1);
+  return QStringLiteral("%1 GB (%2 GiB)")
+      .arg(static_cast<double>(b) / 1e9, 0, 'f', 1)
+      .arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1);
 }
 
 }  // namespace
@@ -35,7 +37,8 @@ PlannerPanel::PlannerPanel(QWidget* parent) : QWidget(parent) {
   batch_ = new QSpinBox;
   batch_->setRange(1, 100000);
   weights_ = new QComboBox;
-  for (const char* w : {"f16", "bf16", "f32", "fp8", "int8", "q8_0", "q6_k", "q4_k", "int4", "q4_0"}) weights_->addItem(QString::fromLatin1(w));
+  for (const char* w : {"f16", "bf16", "f32", "fp8", "int8", "q8_0", "q6_k", "q4_k", "int4", "q4_0"})
+    weights_->addItem(QString::fromLatin1(w));
   kvDtype_ = new QComboBox;
   for (KvDtype d : kAllKvDtypes) kvDtype_->addItem(QString::fromLatin1(kv_dtype_name(d)));
   kvDtype_->setCurrentText(QStringLiteral("f16"));
@@ -85,7 +88,8 @@ PlannerPanel::PlannerPanel(QWidget* parent) : QWidget(parent) {
 
   preset_->setCurrentIndex(std::max(0, preset_->findData(QStringLiteral("70B"))));
   for (QLineEdit* e : {context_, window_, prefix_}) connect(e, &QLineEdit::textChanged, this, &PlannerPanel::recompute);
-  for (QComboBox* c : {preset_, weights_, kvDtype_}) connect(c, &QComboBox::currentIndexChanged, this, &PlannerPanel::recompute);
+  for (QComboBox* c : {preset_, weights_, kvDtype_})
+    connect(c, &QComboBox::currentIndexChanged, this, &PlannerPanel::recompute);
   for (QSpinBox* s : {batch_, sinks_, gpuGib_}) connect(s, &QSpinBox::valueChanged, this, &PlannerPanel::recompute);
   recompute();
 }
@@ -102,10 +106,12 @@ QString PlannerPanel::resultText() const {
 void PlannerPanel::recompute() {
   const auto model = find_plan_preset(preset_->currentData().toString().toStdString());
   const auto ctx = parse_token_count(context_->text().trimmed().toStdString());
-  const auto window = window_->text().trimmed() == QLatin1String("0") ? std::optional<int64_t>(0)
-                                                                        : parse_token_count(window_->text().trimmed().toStdString());
-  const auto prefix = prefix_->text().trimmed() == QLatin1String("0") ? std::optional<int64_t>(0)
-                                                                        : parse_token_count(prefix_->text().trimmed().toStdString());
+  const auto window = window_->text().trimmed() == QLatin1String("0")
+                          ? std::optional<int64_t>(0)
+                          : parse_token_count(window_->text().trimmed().toStdString());
+  const auto prefix = prefix_->text().trimmed() == QLatin1String("0")
+                          ? std::optional<int64_t>(0)
+                          : parse_token_count(prefix_->text().trimmed().toStdString());
   if (!model || !ctx || !window || !prefix) {
     message_->setText(tr("Context, window and shared prefix take token counts such as 4096, 32K or 1M."));
     return;
@@ -125,9 +131,11 @@ void PlannerPanel::recompute() {
     in.mha = true;
     const PlanResult mha = plan_memory(in);
     message_->clear();
-    formula_->setText(tr("<b>KV bytes per token</b> = 2 (K and V) × layers × KV heads × head_dim × bytes per element:<br>"
-                         "real: %1<br>statement: %2")
-                          .arg(QString::fromStdString(gqa.formula).toHtmlEscaped(), QString::fromStdString(mha.formula).toHtmlEscaped()));
+    formula_->setText(
+        tr("<b>KV bytes per token</b> = 2 (K and V) × layers × KV heads × head_dim × bytes per element:<br>"
+           "real: %1<br>statement: %2")
+            .arg(QString::fromStdString(gqa.formula).toHtmlEscaped(),
+                 QString::fromStdString(mha.formula).toHtmlEscaped()));
     int c = 0;
     for (const PlanResult* r : {&gqa, &mha}) {
       const QStringList vals = {tr("%1 KiB").arg(static_cast<double>(r->kv_bytes_per_token) / 1024.0, 0, 'f', 1),
@@ -140,9 +148,7 @@ void PlannerPanel::recompute() {
       }
       ++c;
     }
-  } catch (const std::exception& e) {
-    message_->setText(QString::fromUtf8(e.what()));
-  }
+  } catch (const std::exception& e) { message_->setText(QString::fromUtf8(e.what())); }
 }
 
 }  // namespace kvscope::ui

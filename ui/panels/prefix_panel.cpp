@@ -42,7 +42,8 @@ void CachedBarsWidget::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), palette().color(QPalette::Base));
   const QColor fg = palette().color(QPalette::WindowText);
   p.setPen(fg);
-  p.drawText(QRect(6, 2, width() - 12, 18), Qt::AlignLeft | Qt::AlignVCenter, tr("Prompt tokens per request: cached / computed"));
+  p.drawText(QRect(6, 2, width() - 12, 18), Qt::AlignLeft | Qt::AlignVCenter,
+             tr("Prompt tokens per request: cached / computed"));
   if (!snap_ || snap_->seqs.empty()) return;
   // The newest requests matter most: show the last kMaxBars.
   const auto& seqs = snap_->seqs;
@@ -75,8 +76,9 @@ PrefixPanel::PrefixPanel(QWidget* parent) : QWidget(parent) {
   treeCaption_ = new QLabel;
   treeCaption_->setWordWrap(true);
   tree_ = new PrefixTreeWidget;
-  tree_->setToolTip(tr("Each path from the left is a chain of blocks (logical order). A block that several sequences "
-                       "walk through is shared: computed once, referenced by all of them."));
+  tree_->setToolTip(
+      tr("Each path from the left is a chain of blocks (logical order). A block that several sequences "
+         "walk through is shared: computed once, referenced by all of them."));
   bars_ = new CachedBarsWidget;
   QScrollArea* barsScroll = scroll_area(bars_);
   auto* treeBox = new QWidget;
@@ -110,8 +112,10 @@ void PrefixPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& events
   // Parents and tokens of blocks are only seen while a table holds them: watch every snapshot.
   // The drawing is the costly part: a hidden tab only keeps the newest snapshot.
   if (snap) source_.observe(*snap, events ? *events : snap->events);
-  if (isVisible()) rebuildSoon(snap);
-  else pending_ = snap;
+  if (isVisible())
+    rebuildSoon(snap);
+  else
+    pending_ = snap;
 }
 
 void PrefixPanel::rebuildSoon(const SnapshotPtr& snap) {
@@ -150,9 +154,13 @@ void PrefixPanel::rebuildNow() {
   bars_->setSnapshot(snap);
   tree_->setNodes(source_.nodes(*snap));
   const PrefixTreeLayout& L = tree_->layout();
-  treeCaption_->setText(tr("%1 blocks · %2 shared (ref ≥ 2) · %3 on live paths (orange) · %4 evictable leaves (dashed) · "
-                           "darker = more hits, taller = more refs")
-                            .arg(L.size()).arg(L.sharedCount()).arg(L.liveCount()).arg(L.evictableLeafCount()));
+  treeCaption_->setText(
+      tr("%1 blocks · %2 shared (ref ≥ 2) · %3 on live paths (orange) · %4 evictable leaves (dashed) · "
+         "darker = more hits, taller = more refs")
+          .arg(L.size())
+          .arg(L.sharedCount())
+          .arg(L.liveCount())
+          .arg(L.evictableLeafCount()));
 }
 
 }  // namespace kvscope::ui

@@ -6,7 +6,9 @@ namespace {
 
 bool holds_blocks(const SeqSnap& q) { return !q.block_table.empty() && !is_final_state(q.state); }
 
-QString hash_text(BlockHash h) { return QStringLiteral("%1").arg(static_cast<qulonglong>(h), 16, 16, QLatin1Char('0')); }
+QString hash_text(BlockHash h) {
+  return QStringLiteral("%1").arg(static_cast<qulonglong>(h), 16, 16, QLatin1Char('0'));
+}
 
 }  // namespace
 
@@ -43,13 +45,15 @@ void EnginePrefixTree::observe(const Snapshot& s, const std::vector<BlockEvent>&
     if (!holds_blocks(q)) continue;
     for (size_t li = 0; li < q.block_table.size(); ++li) {
       const BlockId b = q.block_table[li];
-      if (b != kNoBlock && static_cast<size_t>(b) < s.blocks.size() && s.blocks[static_cast<size_t>(b)].hashed) remember(s, q, li);
+      if (b != kNoBlock && static_cast<size_t>(b) < s.blocks.size() && s.blocks[static_cast<size_t>(b)].hashed)
+        remember(s, q, li);
     }
   }
   // A hit: a cached block revived (CacheHit) or an in-use hashed block taken by one more table.
   for (const BlockEvent& e : events) {
     if (e.group != 0 || e.block < 0 || static_cast<size_t>(e.block) >= known_.size()) continue;
-    const bool hit = e.kind == BlockEventKind::CacheHit || (e.kind == BlockEventKind::Shared && s.blocks[static_cast<size_t>(e.block)].hashed);
+    const bool hit = e.kind == BlockEventKind::CacheHit ||
+                     (e.kind == BlockEventKind::Shared && s.blocks[static_cast<size_t>(e.block)].hashed);
     if (hit && known_[static_cast<size_t>(e.block)].valid) ++known_[static_cast<size_t>(e.block)].hits;
   }
 }
@@ -97,7 +101,8 @@ std::vector<PrefixTreeNode> EnginePrefixTree::nodes(const Snapshot& s) const {
       for (size_t li = 0; li < q.block_table.size(); ++li) {
         const BlockId b = q.block_table[li];
         if (b != kNoBlock && static_cast<size_t>(b) < nb && !s.blocks[static_cast<size_t>(b)].hashed)
-          out[static_cast<size_t>(index[static_cast<size_t>(b)])].tokens = textOf(q, li, s.blocks[static_cast<size_t>(b)].filled, s.block_size);
+          out[static_cast<size_t>(index[static_cast<size_t>(b)])].tokens =
+              textOf(q, li, s.blocks[static_cast<size_t>(b)].filled, s.block_size);
       }
   for (PrefixTreeNode& n : out) {
     const BlockId p = parentOf[n.id];

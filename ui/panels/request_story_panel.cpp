@@ -8,7 +8,6 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
-
 namespace kvscope::ui {
 
 namespace {
@@ -21,8 +20,9 @@ QColor kind_colour(const QString& kind) {
 }  // namespace
 
 RequestStoryPanel::RequestStoryPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_(host) {
-  header_ = new QLabel(tr("Click a request (requests table, a block on the block map, or \"story\" under a chat turn) "
-                          "to read what happened to its KV cache."));
+  header_ =
+      new QLabel(tr("Click a request (requests table, a block on the block map, or \"story\" under a chat turn) "
+                    "to read what happened to its KV cache."));
   header_->setWordWrap(true);
   refresh_ = new QPushButton(tr("Refresh"));
   refresh_->setToolTip(tr("Ask the engine again (a running request's story grows)."));
@@ -63,7 +63,8 @@ void RequestStoryPanel::onStory(const StoryText& t) {
   jump_->clear();
   if (!t.found) {
     header_->setText(tr("Request %1 is not in the engine's story history (it keeps every live request and the "
-                        "newest finished ones).").arg(t.id));
+                        "newest finished ones).")
+                         .arg(t.id));
     emit storyShown(t.id);
     return;
   }
@@ -106,9 +107,13 @@ void RequestStoryPanel::jumpTo(QListWidgetItem* item) {
     jump_->setText(tr("No snapshot is kept yet."));
     return;
   }
-  jump_->setText(snap->step == step ? tr("Block map: step %1.").arg(step)
-                                    : tr("Block map: step %1, the nearest kept snapshot to step %2 (the window keeps the "
-                                         "last %3 it received).").arg(snap->step).arg(step).arg(kMaxSnapshots));
+  jump_->setText(snap->step == step
+                     ? tr("Block map: step %1.").arg(step)
+                     : tr("Block map: step %1, the nearest kept snapshot to step %2 (the window keeps the "
+                          "last %3 it received).")
+                           .arg(snap->step)
+                           .arg(step)
+                           .arg(kMaxSnapshots));
   emit jumpRequested(snap);
 }
 

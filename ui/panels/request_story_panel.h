@@ -21,14 +21,13 @@ class QPushButton;
 
 namespace kvscope::ui {
 
-
 class RequestStoryPanel : public QWidget, public SnapshotView {
   Q_OBJECT
  public:
   static constexpr size_t kMaxSnapshots = 48;
   explicit RequestStoryPanel(EngineHost* host, QWidget* parent = nullptr);
 
-  void showRequest(SeqId id);   // asks the engine for the story; shown when it answers
+  void showRequest(SeqId id);  // asks the engine for the story; shown when it answers
   void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;
   void resetForEngine(const ModelInfo& info) override;
   // The kept snapshot for `step`: the newest at or before it, else the oldest kept (null if none).
@@ -57,6 +56,5 @@ class RequestStoryPanel : public QWidget, public SnapshotView {
   std::deque<SnapshotPtr> history_;
   QElapsedTimer sinceRefresh_;
 };
-
 
 }  // namespace kvscope::ui

@@ -20,8 +20,9 @@ namespace kvscope::ui {
 
 WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_(host) {
   box_ = new QComboBox;
-  box_->setToolTip(tr("The scenario files of resources/scenarios (the same ones kvscope-cli runs), plus a generated "
-                      "pool-pressure run."));
+  box_->setToolTip(
+      tr("The scenario files of resources/scenarios (the same ones kvscope-cli runs), plus a generated "
+         "pool-pressure run."));
   auto* open = new QPushButton(tr("Open…"));
   open->setToolTip(tr("Load a scenario JSON file from disk."));
   auto* pick = new QHBoxLayout;
@@ -69,8 +70,9 @@ WorkloadPanel::WorkloadPanel(EngineHost* host, QWidget* parent) : QWidget(parent
   table_->horizontalHeader()->setDefaultSectionSize(44);  // grown to the text by refreshTable
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
-  table_->setToolTip(tr("Every request in the newest snapshot: prompt tokens, how many came from the prefix cache, "
-                        "tokens generated so far and time to first token."));
+  table_->setToolTip(
+      tr("Every request in the newest snapshot: prompt tokens, how many came from the prefix cache, "
+         "tokens generated so far and time to first token."));
   tableTimer_ = new QTimer(this);
   tableTimer_->setSingleShot(true);
   tableTimer_->setInterval(250);
@@ -131,7 +133,8 @@ void WorkloadPanel::refreshTable() {
   const QFontMetrics fm(table_->font());
   std::array<int, 6> widest{};
   for (int c = 0; c < 6; ++c)
-    if (const QTableWidgetItem* h = table_->horizontalHeaderItem(c)) widest[static_cast<size_t>(c)] = fm.horizontalAdvance(h->text());
+    if (const QTableWidgetItem* h = table_->horizontalHeaderItem(c))
+      widest[static_cast<size_t>(c)] = fm.horizontalAdvance(h->text());
   auto set = [this, &fm, &widest](int r, int c, const QString& text) {
     QTableWidgetItem* it = table_->item(r, c);
     if (!it) table_->setItem(r, c, it = new QTableWidgetItem);
@@ -143,7 +146,9 @@ void WorkloadPanel::refreshTable() {
     const int r = static_cast<int>(i - first);
     set(r, 0, QString::fromStdString(q.label));
     table_->item(r, 0)->setData(Qt::UserRole, static_cast<qlonglong>(q.id));  // the story view reads it
-    set(r, 1, QString::fromUtf8(seq_state_name(q.state)) + (q.preemptions ? tr(" (preempted %1×)").arg(q.preemptions) : QString()));
+    set(r, 1,
+        QString::fromUtf8(seq_state_name(q.state)) +
+            (q.preemptions ? tr(" (preempted %1×)").arg(q.preemptions) : QString()));
     set(r, 2, QString::number(q.prompt_len));
     set(r, 3, QString::number(q.cached_prompt_tokens));
     set(r, 4, QString::number(q.generated));
@@ -153,7 +158,8 @@ void WorkloadPanel::refreshTable() {
   // only grow them so that a column the user dragged wider stays.
   constexpr int kPad = 14;
   for (int c = 0; c < 5; ++c)
-    if (table_->columnWidth(c) < widest[static_cast<size_t>(c)] + kPad) table_->setColumnWidth(c, widest[static_cast<size_t>(c)] + kPad);
+    if (table_->columnWidth(c) < widest[static_cast<size_t>(c)] + kPad)
+      table_->setColumnWidth(c, widest[static_cast<size_t>(c)] + kPad);
 }
 
 void WorkloadPanel::refreshList() {
@@ -181,7 +187,9 @@ std::optional<Scenario> WorkloadPanel::currentScenario(QString* error) const {
 void WorkloadPanel::updateDescription() {
   QString err;
   const auto s = currentScenario(&err);
-  desc_->setText(s ? tr("%1<br><i>%2 requests</i>").arg(QString::fromStdString(s->description).toHtmlEscaped()).arg(scenario_request_count(*s))
+  desc_->setText(s ? tr("%1<br><i>%2 requests</i>")
+                         .arg(QString::fromStdString(s->description).toHtmlEscaped())
+                         .arg(scenario_request_count(*s))
                    : tr("<span style='color:#c62828'>%1</span>").arg(err.toHtmlEscaped()));
 }
 

@@ -36,7 +36,8 @@ QString ServeSettings::problem() const {
   if (port < 0 || port > 65535) return QObject::tr("The port must be in 0..65535 (0: any free port).");
   if (host.trimmed().isEmpty()) return QObject::tr("The host must not be empty (127.0.0.1 serves this machine only).");
   if (!is_ip_address(host.trimmed()) && host.trimmed() != QLatin1String("localhost"))
-    return QObject::tr("'%1' is not an IP address of this machine (e.g. 127.0.0.1, or 0.0.0.0 for every interface).").arg(host);
+    return QObject::tr("'%1' is not an IP address of this machine (e.g. 127.0.0.1, or 0.0.0.0 for every interface).")
+        .arg(host);
   if (maxQueued < 1) return QObject::tr("The queue limit must be at least 1.");
   return {};
 }
@@ -115,7 +116,7 @@ bool ServeController::listen() {
   opt.host = settings_.host.trimmed().toStdString();
   opt.port = boundPort_;
   opt.api_key = settings_.apiKey.toStdString();
-  opt.http_threads = 16;  // a desktop's clients, not a fleet's
+  opt.http_threads = 16;      // a desktop's clients, not a fleet's
   servedModel_ = info.model;  // the server's tokenizer pointer stays valid while it runs
   servedContext_ = info.contextLength;
   auto server = std::make_unique<serve::OpenAiServer>(*queue_, sm, opt);

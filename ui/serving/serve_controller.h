@@ -42,7 +42,7 @@ class ServeController : public QObject {
   bool start(const ServeSettings& s);
   void stop();
   bool serving() const { return static_cast<bool>(server_); }
-  QString url() const;  // http://host:port while serving
+  QString url() const;                  // http://host:port while serving
   serve::ServeMetrics metrics() const;  // of the requests served since start
 
  signals:
@@ -50,7 +50,7 @@ class ServeController : public QObject {
   void error(const QString& message);
 
  private:
-  bool listen();     // builds and binds the server on the current model; false: error emitted
+  bool listen();  // builds and binds the server on the current model; false: error emitted
   void shutDownServer();
   void onModelLoaded(const ModelInfo& info);
 

@@ -32,9 +32,10 @@ ServeDialog::ServeDialog(const ServeSettings& s, QWidget* parent) : QDialog(pare
   form->addRow(tr("Host"), host_);
   form->addRow(tr("Port"), port_);
   form->addRow(tr("API key"), apiKey_);
-  auto* about = new QLabel(tr("The OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models), "
-                              "/metrics with vLLM's names and /health, on the engine this window shows: "
-                              "its requests appear in the block map beside the chat's."));
+  auto* about =
+      new QLabel(tr("The OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models), "
+                    "/metrics with vLLM's names and /health, on the engine this window shows: "
+                    "its requests appear in the block map beside the chat's."));
   about->setWordWrap(true);
   auto* v = new QVBoxLayout(this);
   v->addWidget(about);
@@ -60,12 +61,15 @@ void ServeDialog::check() {
   const ServeSettings s = settings();
   const QString problem = s.problem();
   buttons_->button(QDialogButtonBox::Ok)->setEnabled(problem.isEmpty());
-  if (!problem.isEmpty()) note_->setText(problem);
+  if (!problem.isEmpty())
+    note_->setText(problem);
   else if (!s.loopback())
-    note_->setText(tr("Other machines on the network can reach this engine at %1:%2. Set an API key unless that is what you want.")
-                       .arg(s.host)
-                       .arg(s.port));
-  else note_->setText(tr("Only programs on this machine can reach it."));
+    note_->setText(
+        tr("Other machines on the network can reach this engine at %1:%2. Set an API key unless that is what you want.")
+            .arg(s.host)
+            .arg(s.port));
+  else
+    note_->setText(tr("Only programs on this machine can reach it."));
 }
 
 }  // namespace kvscope::ui

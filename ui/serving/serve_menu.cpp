@@ -12,7 +12,12 @@
 namespace kvscope::ui {
 
 ServeMenu::ServeMenu(QWidget* window, ServeController* serve)
-    : QObject(window), window_(window), serve_(serve), menu_(new QMenu(tr("&Serve"), window)), label_(new QLabel), tick_(new QTimer(this)) {
+    : QObject(window),
+      window_(window),
+      serve_(serve),
+      menu_(new QMenu(tr("&Serve"), window)),
+      label_(new QLabel),
+      tick_(new QTimer(this)) {
   toggle_ = menu_->addAction(tr("Serve this engine over &HTTP (OpenAI API)"));
   toggle_->setObjectName(QStringLiteral("serveToggle"));
   toggle_->setCheckable(true);
@@ -25,8 +30,10 @@ ServeMenu::ServeMenu(QWidget* window, ServeController* serve)
   });
   connect(toggle_, &QAction::toggled, this, [this](bool on) {
     if (on == serve_->serving()) return;
-    if (on) serve_->start(ServeSettings::load());  // on failure servingChanged never says on
-    else serve_->stop();
+    if (on)
+      serve_->start(ServeSettings::load());  // on failure servingChanged never says on
+    else
+      serve_->stop();
     const QSignalBlocker b(toggle_);
     toggle_->setChecked(serve_->serving());
   });
@@ -34,8 +41,10 @@ ServeMenu::ServeMenu(QWidget* window, ServeController* serve)
     const QSignalBlocker b(toggle_);
     toggle_->setChecked(on);
     refreshLabel();
-    if (on) tick_->start();
-    else tick_->stop();
+    if (on)
+      tick_->start();
+    else
+      tick_->stop();
   });
   label_->setObjectName(QStringLiteral("serveLabel"));
   label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -53,9 +62,10 @@ void ServeMenu::refreshLabel() {
   uint64_t done = m.requests_cancelled + m.requests_rejected;
   for (const auto& [reason, n] : m.finished_by_reason) done += n;
   label_->setText(tr("serving %1 · %2 running").arg(serve_->url()).arg(m.active_requests));
-  label_->setToolTip(tr("OpenAI-compatible API at %1/v1, metrics at %1/metrics (Serve menu); %2 requests answered so far")
-                         .arg(serve_->url())
-                         .arg(done));
+  label_->setToolTip(
+      tr("OpenAI-compatible API at %1/v1, metrics at %1/metrics (Serve menu); %2 requests answered so far")
+          .arg(serve_->url())
+          .arg(done));
   label_->show();
 }
 

@@ -18,7 +18,7 @@ class ServeMenu : public QObject {
  public:
   ServeMenu(QWidget* window, ServeController* serve);
   QMenu* menu() const { return menu_; }
-  QAction* toggle() const { return toggle_; }  // checked while serving
+  QAction* toggle() const { return toggle_; }     // checked while serving
   QLabel* statusLabel() const { return label_; }  // for the window's status bar
 
  private:

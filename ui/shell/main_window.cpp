@@ -62,8 +62,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   close->setAutoRaise(true);
   bannerBox_ = new QWidget;
   bannerBox_->setObjectName(QStringLiteral("errorBanner"));
-  bannerBox_->setStyleSheet(QStringLiteral("#errorBanner{background:#fdecea;border:1px solid #e57373;border-radius:4px}"
-                                           "#errorBanner QLabel{color:#8e1b1b}"));
+  bannerBox_->setStyleSheet(
+      QStringLiteral("#errorBanner{background:#fdecea;border:1px solid #e57373;border-radius:4px}"
+                     "#errorBanner QLabel{color:#8e1b1b}"));
   auto* bl = new QHBoxLayout(bannerBox_);
   bl->setContentsMargins(8, 4, 4, 4);
   bl->addWidget(banner_, 1);
@@ -88,9 +89,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   noCache_ = new NoCachePanel(settings_);
 
   // The registration: one line per panel. Panels of one area are tabs of its first one.
-  addPanel(chat_, tr("Chat"), QStringLiteral("chatDock"), Qt::LeftDockWidgetArea,
-           tr("Talk to the loaded model. Each turn re-sends the whole conversation, so the earlier turns come "
-              "from the prefix cache; the grey line under a reply shows prompt tokens, cached tokens, TTFT and speed."));
+  addPanel(
+      chat_, tr("Chat"), QStringLiteral("chatDock"), Qt::LeftDockWidgetArea,
+      tr("Talk to the loaded model. Each turn re-sends the whole conversation, so the earlier turns come "
+         "from the prefix cache; the grey line under a reply shows prompt tokens, cached tokens, TTFT and speed."));
   addPanel(settings_, tr("Settings"), QStringLiteral("settingsDock"), Qt::RightDockWidgetArea,
            tr("Engine settings (model, block size, pool size, KV dtype, window, sinks, prefix caching, batch) and "
               "sampling defaults. Invalid values are refused with an explanation; Apply rebuilds the engine."));
@@ -118,9 +120,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
               "recomputed for every token). Per generated token, the tokens computed and the step time, read from "
               "the engine's snapshots: flat with the cache, growing linearly without it."));
   auto* story = new RequestStoryPanel(host_);
-  addPanel(story, tr("Request story"), QStringLiteral("storyDock"), Qt::BottomDockWidgetArea,
-           tr("One request's KV story in plain sentences: arrival, waits and why, its prefix hit and why the first "
-              "block missed, blocks, copies, preemptions and where its blocks went. Click a sentence to see its step."));
+  addPanel(
+      story, tr("Request story"), QStringLiteral("storyDock"), Qt::BottomDockWidgetArea,
+      tr("One request's KV story in plain sentences: arrival, waits and why, its prefix hit and why the first "
+         "block missed, blocks, copies, preemptions and where its blocks went. Click a sentence to see its step."));
   connect_story_sources(story, blockMap_, workloadPanel(), chat_);
   lessons_ = new LessonsPanel(this);
   addPanel(lessons_, tr("Lessons"), QStringLiteral("lessonsDock"), Qt::LeftDockWidgetArea,
@@ -147,8 +150,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(settings_, &SettingsPanel::applyRequested, this, [this](const EngineConfig& cfg, const QString& path) {
     bannerBox_->hide();
     host_->setBackend(settings_->backendChoice());
-    if (path != loadedPath_ || !host_->hasEngine()) host_->loadModel(path, cfg);
-    else host_->applyConfig(cfg);
+    if (path != loadedPath_ || !host_->hasEngine())
+      host_->loadModel(path, cfg);
+    else
+      host_->applyConfig(cfg);
   });
   connect(settings_, &SettingsPanel::browseRequested, this, &MainWindow::browseModel);
   connect(settings_, &SettingsPanel::samplingDefaultsChanged, chat_, &ChatPanel::setSamplingDefaults);
@@ -211,7 +216,9 @@ void MainWindow::applyStagedEngineConfig() { settings_->applyButton()->click(); 
 
 bool MainWindow::runScenario(const QString& key) { return workloadPanel()->run(key); }
 
-void MainWindow::presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) { compare_->presetB(b, quality); }
+void MainWindow::presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) {
+  compare_->presetB(b, quality);
+}
 
 void MainWindow::startNoCacheComparison() {
   if (!noCache_->isRunning()) noCache_->runButton()->click();
@@ -246,8 +253,8 @@ void MainWindow::buildMenus() {
     if (recent->isEmpty()) recent->addAction(tr("(none yet)"))->setEnabled(false);
   });
   file->addAction(tr("&Export engine snapshot (JSON)…"), this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, tr("Export engine snapshot"), QStringLiteral("kvscope-snapshot.json"),
-                                                   tr("JSON files (*.json)"));
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export engine snapshot"),
+                                                   QStringLiteral("kvscope-snapshot.json"), tr("JSON files (*.json)"));
     if (!p.isEmpty() && exportSnapshotJson(p)) showStatus(tr("snapshot written to %1").arg(p), 5000);
   });
   file->addSeparator();
@@ -275,8 +282,9 @@ void MainWindow::buildMenus() {
   QMenu* theme = view->addMenu(tr("&Theme"));
   auto* group = new QActionGroup(this);
   const QString current = QSettings().value(QStringLiteral("window/theme"), QStringLiteral("light")).toString();
-  for (const auto& [name, label] : {std::pair{QStringLiteral("light"), tr("Light")}, std::pair{QStringLiteral("dark"), tr("Dark")},
-                                    std::pair{QStringLiteral("system"), tr("System")}}) {
+  for (const auto& [name, label] :
+       {std::pair{QStringLiteral("light"), tr("Light")}, std::pair{QStringLiteral("dark"), tr("Dark")},
+        std::pair{QStringLiteral("system"), tr("System")}}) {
     QAction* a = theme->addAction(label, this, [this, n = name] { setTheme(n); });
     a->setCheckable(true);
     a->setChecked(name == current);
@@ -345,7 +353,8 @@ void MainWindow::openModel(const QString& path) {
 
 void MainWindow::browseModel() {
   const QString dir = QFileInfo(settings_->modelPath()).absolutePath();
-  const QString p = QFileDialog::getOpenFileName(this, tr("Open GGUF model"), dir, tr("GGUF models (*.gguf);;All files (*)"));
+  const QString p =
+      QFileDialog::getOpenFileName(this, tr("Open GGUF model"), dir, tr("GGUF models (*.gguf);;All files (*)"));
   if (!p.isEmpty()) openModel(p);
 }
 
@@ -355,7 +364,8 @@ void MainWindow::showGuide() {
   dlg->setWindowTitle(tr("kvscope guide"));
   auto* text = new QTextBrowser;
   QFile f(QStringLiteral(":/guide/guide.html"));
-  text->setHtml(f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : tr("The guide is missing from this build."));
+  text->setHtml(f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll())
+                                            : tr("The guide is missing from this build."));
   text->setOpenExternalLinks(true);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
   connect(buttons, &QDialogButtonBox::rejected, dlg, &QDialog::close);
@@ -421,7 +431,8 @@ bool MainWindow::exportSnapshotJson(const QString& path) {
   }
   QFile f(path);
   const std::string text = to_json(*snap).dump(1);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
     onError(tr("Could not write the snapshot to %1: %2").arg(path, f.errorString()));
     return false;
   }
@@ -438,16 +449,19 @@ void MainWindow::onError(const QString& msg) {
 
 void MainWindow::onLoading(bool loading, const QString& what) {
   busy_->setVisible(loading);
-  if (loading) showStatus(what, 0);
-  else statusBar()->clearMessage();
+  if (loading)
+    showStatus(what, 0);
+  else
+    statusBar()->clearMessage();
 }
 
 int MainWindow::statusMessageWidth() const {
   // QStatusBar draws its message in what the permanent widgets on the right leave.
   // Their size hints, not their widths: a label whose text just changed is not laid out yet.
   int used = 0;
-  for (QWidget* w : {static_cast<QWidget*>(serveMenu_->statusLabel()), static_cast<QWidget*>(busy_), static_cast<QWidget*>(runLabel_),
-                     static_cast<QWidget*>(kvLabel_), static_cast<QWidget*>(backendLabel_)})
+  for (QWidget* w :
+       {static_cast<QWidget*>(serveMenu_->statusLabel()), static_cast<QWidget*>(busy_),
+        static_cast<QWidget*>(runLabel_), static_cast<QWidget*>(kvLabel_), static_cast<QWidget*>(backendLabel_)})
     if (w->isVisibleTo(statusBar())) used += std::max(w->width(), w->sizeHint().width()) + 8;
   return std::max(40, statusBar()->width() - used - 24);
 }

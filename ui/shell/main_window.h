@@ -62,8 +62,8 @@ class MainWindow : public QMainWindow, public LessonStage {
   NoCachePanel* noCachePanel() const { return noCache_; }
   ServeController* serveController() const { return serve_; }  // the Serve toggle's server
   ServeMenu* serveMenu() const { return serveMenu_; }
-  QList<QDockWidget*> panelDocks() const { return docks_; }  // in registration order
-  QDockWidget* panelDock(const QString& objectName) const override;   // null if no dock has that name
+  QList<QDockWidget*> panelDocks() const { return docks_; }          // in registration order
+  QDockWidget* panelDock(const QString& objectName) const override;  // null if no dock has that name
 
   // LessonStage: what the Lessons panel asks of the workbench.
   bool stageEngineConfig(const EngineConfigEdit& edit, QString* why) override;
@@ -111,6 +111,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   void onModelLoaded(const ModelInfo& info);
   void onError(const QString& msg);
   void onLoading(bool loading, const QString& what);
+
  public:
   // A status bar message elided to the room left of the permanent labels (full text in the
   // status bar's tooltip); ms = 0 keeps it until replaced.

@@ -73,7 +73,9 @@ void BlockMapWidget::setSnapshot(const SnapshotPtr& snap) {
         const BlockSnap& s = blocks()[static_cast<size_t>(b)];
         if (!s.hashed || hashTokens_.count(s.hash)) continue;
         const size_t lo = li * bs, hi = std::min(q.tokens.size(), lo + bs);
-        if (lo < hi) hashTokens_[s.hash] = std::vector<TokenId>(q.tokens.begin() + static_cast<long>(lo), q.tokens.begin() + static_cast<long>(hi));
+        if (lo < hi)
+          hashTokens_[s.hash] =
+              std::vector<TokenId>(q.tokens.begin() + static_cast<long>(lo), q.tokens.begin() + static_cast<long>(hi));
       }
     }
   }
@@ -85,7 +87,9 @@ const std::vector<BlockId>& BlockMapWidget::tableOf(const SeqSnap& q) const {
   static const std::vector<BlockId> none;
   const int g = shownGroup();
   if (g == 0) return q.block_table;
-  return static_cast<size_t>(g - 1) < q.tables_after_first_group.size() ? q.tables_after_first_group[static_cast<size_t>(g - 1)] : none;
+  return static_cast<size_t>(g - 1) < q.tables_after_first_group.size()
+             ? q.tables_after_first_group[static_cast<size_t>(g - 1)]
+             : none;
 }
 
 void BlockMapWidget::setGroup(int group) {
@@ -124,7 +128,8 @@ void BlockMapWidget::rebuildHighlight() {
     const auto& table = tableOf(q);
     for (size_t li = 0; li < table.size(); ++li) {
       const BlockId b = table[li];
-      if (b >= 0 && static_cast<size_t>(b) < highlightIndex_.size()) highlightIndex_[static_cast<size_t>(b)] = static_cast<int>(li);
+      if (b >= 0 && static_cast<size_t>(b) < highlightIndex_.size())
+        highlightIndex_[static_cast<size_t>(b)] = static_cast<int>(li);
     }
   }
 }
@@ -237,7 +242,8 @@ void BlockMapWidget::paintEvent(QPaintEvent* e) {
           const int w = r.width() * live / bsz;
           if (w > 0) add(c, QRect(r.left(), r.top(), w, r.height()));
           // Evicted slots: a hatched stretch after the live ones (their count, not their places).
-          if (s.holes > 0) holed.push_back(QRect(r.left() + w, r.top(), std::max(1, r.width() * s.holes / bsz), r.height()));
+          if (s.holes > 0)
+            holed.push_back(QRect(r.left() + w, r.top(), std::max(1, r.width() * s.holes / bsz), r.height()));
         }
         if (s.ref_count > 1) rings.push_back(r);
         if (s.sink && cell_ >= 6) {
@@ -303,10 +309,16 @@ QString BlockMapWidget::tooltipText(int block) const {
   if (s.status == BlockStatus::Used && s.ref_count > 1) status += tr(", shared");
   if (s.sink) status += tr(", attention sink");
   if (s.status != BlockStatus::Used && dropped()[static_cast<size_t>(block)]) status += tr(", slid out of the window");
-  QString html = tr("<b>Block %1</b> — %2<br>ref count %3 · filled %4/%5").arg(block).arg(status).arg(s.ref_count).arg(s.filled).arg(bs);
+  QString html = tr("<b>Block %1</b> — %2<br>ref count %3 · filled %4/%5")
+                     .arg(block)
+                     .arg(status)
+                     .arg(s.ref_count)
+                     .arg(s.filled)
+                     .arg(bs);
   if (s.holes > 0) html += tr("<br>%1 evicted slots (holes, token eviction)").arg(s.holes);
   if (snap_->n_kv_groups() > 1)
-    html += tr("<br>KV group: %1").arg(QString::fromStdString(snap_->kv_groups[static_cast<size_t>(shownGroup())].name).toHtmlEscaped());
+    html += tr("<br>KV group: %1")
+                .arg(QString::fromStdString(snap_->kv_groups[static_cast<size_t>(shownGroup())].name).toHtmlEscaped());
 
   QStringList owners;
   QString text;
@@ -315,7 +327,8 @@ QString BlockMapWidget::tooltipText(int block) const {
     const auto& table = tableOf(q);
     for (size_t li = 0; li < table.size(); ++li) {
       if (table[li] != block) continue;
-      owners << tr("%1 (seq %2, logical block %3)").arg(QString::fromStdString(q.label).toHtmlEscaped()).arg(q.id).arg(li);
+      owners
+          << tr("%1 (seq %2, logical block %3)").arg(QString::fromStdString(q.label).toHtmlEscaped()).arg(q.id).arg(li);
       if (!haveText && vocab_) {
         const size_t lo = li * bs, hi = std::min(q.tokens.size(), lo + static_cast<size_t>(std::max(0, s.filled)));
         if (lo < hi) text = vocab_->text(q.tokens.data() + lo, hi - lo);
@@ -332,8 +345,10 @@ QString BlockMapWidget::tooltipText(int block) const {
   }
   html += tr("<br>owners: %1").arg(owners.isEmpty() ? tr("none") : owners.join(QStringLiteral("; ")));
   if (s.hashed) html += tr("<br>hash %1").arg(QStringLiteral("0x%1").arg(s.hash, 16, 16, QLatin1Char('0')));
-  if (haveText) html += tr("<br>tokens: <i>“%1”</i>").arg(escaped_text(text));
-  else if (s.status != BlockStatus::Free) html += tr("<br>tokens: (not in this snapshot)");
+  if (haveText)
+    html += tr("<br>tokens: <i>“%1”</i>").arg(escaped_text(text));
+  else if (s.status != BlockStatus::Free)
+    html += tr("<br>tokens: (not in this snapshot)");
   return html;
 }
 
@@ -341,8 +356,10 @@ bool BlockMapWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* he = static_cast<QHelpEvent*>(e);
     const int b = blockAt(he->pos());
-    if (b >= 0) QToolTip::showText(he->globalPos(), tooltipText(b), this, cellRect(b));
-    else QToolTip::hideText();
+    if (b >= 0)
+      QToolTip::showText(he->globalPos(), tooltipText(b), this, cellRect(b));
+    else
+      QToolTip::hideText();
     return true;
   }
   return QWidget::event(e);

@@ -29,7 +29,7 @@ class BlockMapWidget : public QWidget {
   // A new engine: its blocks have no history, so the old engine's "slid out of the window"
   // marks and remembered block texts go.
   void clearHistory();
-  void setHighlight(SeqId seq);        // -1: none
+  void setHighlight(SeqId seq);  // -1: none
   SeqId highlight() const { return highlight_; }
   void setCellSize(int px);
   // KV group shown (0: global layers, or the only group; 1: sliding layers when hybrid).
@@ -77,8 +77,8 @@ class BlockMapWidget : public QWidget {
   SeqId highlight_ = -1;
   int group_ = 0;
   int cell_ = 18;
-  std::vector<int> highlightIndex_;                 // [num_blocks] logical index in the highlighted seq, -1
-  std::vector<std::vector<uint8_t>> dropped_{1};    // [group][num_blocks] freed by the window, not reused since
+  std::vector<int> highlightIndex_;               // [num_blocks] logical index in the highlighted seq, -1
+  std::vector<std::vector<uint8_t>> dropped_{1};  // [group][num_blocks] freed by the window, not reused since
   std::unordered_map<BlockHash, std::vector<TokenId>> hashTokens_;  // text of cached blocks whose owner is gone
 };
 

@@ -28,26 +28,42 @@ QString eviction_tooltip() {
 QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
   QString what;
   switch (d) {
-    case KvDtype::F32: what = QObject::tr("4 bytes per element, exact"); break;
-    case KvDtype::F16: what = QObject::tr("2 bytes per element (IEEE half precision)"); break;
-    case KvDtype::BF16: what = QObject::tr("2 bytes per element (bfloat16: f32's range, 8 mantissa bits)"); break;
-    case KvDtype::INT8: what = QObject::tr("1 byte per element plus one f32 scale per (token, KV head) vector"); break;
-    case KvDtype::FP8_E4M3: what = QObject::tr("1 byte per element (FP8 E4M3) plus one f32 scale per (token, KV head) vector"); break;
-    case KvDtype::FP8_E5M2:
-      what = QObject::tr("1 byte per element (FP8 E5M2: more range, less precision) plus one f32 scale per (token, KV head) vector");
+    case KvDtype::F32:
+      what = QObject::tr("4 bytes per element, exact");
       break;
-    case KvDtype::INT4: what = QObject::tr("4 bits per element, symmetric, one f16 scale per group of channels"); break;
+    case KvDtype::F16:
+      what = QObject::tr("2 bytes per element (IEEE half precision)");
+      break;
+    case KvDtype::BF16:
+      what = QObject::tr("2 bytes per element (bfloat16: f32's range, 8 mantissa bits)");
+      break;
+    case KvDtype::INT8:
+      what = QObject::tr("1 byte per element plus one f32 scale per (token, KV head) vector");
+      break;
+    case KvDtype::FP8_E4M3:
+      what = QObject::tr("1 byte per element (FP8 E4M3) plus one f32 scale per (token, KV head) vector");
+      break;
+    case KvDtype::FP8_E5M2:
+      what = QObject::tr(
+          "1 byte per element (FP8 E5M2: more range, less precision) plus one f32 scale per (token, KV head) vector");
+      break;
+    case KvDtype::INT4:
+      what = QObject::tr("4 bits per element, symmetric, one f16 scale per group of channels");
+      break;
     case KvDtype::ROT4:
-      what = QObject::tr("4 bits per element after a fixed Walsh-Hadamard rotation (spreads outlier channels), f16 scale per group");
+      what = QObject::tr(
+          "4 bits per element after a fixed Walsh-Hadamard rotation (spreads outlier channels), f16 scale per group");
       break;
     case KvDtype::ROT4C:
-      what = QObject::tr("rot4 with each block's keys centered on their mean first and scales fitted to the least error; "
-                         "a filling block stays in f16 (CPU backend)");
+      what = QObject::tr(
+          "rot4 with each block's keys centered on their mean first and scales fitted to the least error; "
+          "a filling block stays in f16 (CPU backend)");
       break;
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
-      what = QObject::tr("KIVI, %1 bits: keys per channel over each block, values per token; a filling block stays in f16")
-                 .arg(kv_code_bits(d));
+      what =
+          QObject::tr("KIVI, %1 bits: keys per channel over each block, values per token; a filling block stays in f16")
+              .arg(kv_code_bits(d));
       break;
   }
   QString tip = QStringLiteral("<b>%1</b>: %2.").arg(QString::fromLatin1(kv_dtype_name(d)), what);
@@ -60,7 +76,8 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
   l.dtype = d;
   KvLayout f32 = l;
   f32.dtype = KvDtype::F32;
-  const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)").arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
+  const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)")
+                                               .arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
                       : kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
                                            : QStringLiteral("%1 × %2").arg(shape.headDim).arg(kv_elem_bytes(d));
   tip += QObject::tr("<br>Loaded model: 2 (K and V) × %1 layers × %2 KV heads × %3 bytes = <b>%4 bytes per token</b>")
@@ -73,7 +90,9 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
                .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_block())))
                .arg(blockSize);
   if (d != KvDtype::F32)
-    tip += QObject::tr(" (%1% of f32)").arg(100.0 * static_cast<double>(l.bytes_per_token()) / static_cast<double>(f32.bytes_per_token()), 0, 'f', 1);
+    tip += QObject::tr(" (%1% of f32)")
+               .arg(100.0 * static_cast<double>(l.bytes_per_token()) / static_cast<double>(f32.bytes_per_token()), 0,
+                    'f', 1);
   return tip + QLatin1Char('.');
 }
 

@@ -111,7 +111,8 @@ int PrefixTreeLayout::nearestInColumn(int depth, double row) const {
   int best = -1;
   for (int j : {k - 1, k})
     if (j >= 0 && j < static_cast<int>(col.size()) &&
-        (best < 0 || std::abs(row_[static_cast<size_t>(col[static_cast<size_t>(j)])] - row) < std::abs(row_[static_cast<size_t>(best)] - row)))
+        (best < 0 || std::abs(row_[static_cast<size_t>(col[static_cast<size_t>(j)])] - row) <
+                         std::abs(row_[static_cast<size_t>(best)] - row)))
       best = col[static_cast<size_t>(j)];
   return best;
 }

@@ -12,16 +12,16 @@
 namespace kvscope::ui {
 
 struct PrefixTreeNode {
-  uint64_t id = 0;        // the source's key (block id, hash bits): stable across snapshots
-  int parent = -1;        // index into the same list; -1: a root (first block, or parent unknown)
-  QString tokens;         // the block's tokens as text ("" when the source has no tokenizer)
-  QString hash;           // the block hash as text ("" for a block not yet full)
-  int refCount = 0;       // sequences holding it now (attach: instances holding it)
-  int hits = 0;           // prefix-cache hits on it that the source saw
-  bool live = false;      // on the path of a live request
-  bool evictable = false; // ref 0 but still cached: the LRU may recycle it
-  bool partial = false;   // not full yet: not in the prefix cache
-  uint32_t instances = 0; // attach: bit i set when instance i caches it
+  uint64_t id = 0;         // the source's key (block id, hash bits): stable across snapshots
+  int parent = -1;         // index into the same list; -1: a root (first block, or parent unknown)
+  QString tokens;          // the block's tokens as text ("" when the source has no tokenizer)
+  QString hash;            // the block hash as text ("" for a block not yet full)
+  int refCount = 0;        // sequences holding it now (attach: instances holding it)
+  int hits = 0;            // prefix-cache hits on it that the source saw
+  bool live = false;       // on the path of a live request
+  bool evictable = false;  // ref 0 but still cached: the LRU may recycle it
+  bool partial = false;    // not full yet: not in the prefix cache
+  uint32_t instances = 0;  // attach: bit i set when instance i caches it
 };
 
 class PrefixTreeLayout {
@@ -37,7 +37,7 @@ class PrefixTreeLayout {
   int childCount(int i) const { return childEnd_[static_cast<size_t>(i)] - childBegin_[static_cast<size_t>(i)]; }
   bool isLeaf(int i) const { return childCount(i) == 0; }
   int columns() const { return static_cast<int>(columns_.size()); }  // deepest chain, in blocks
-  int rows() const { return rows_; }                                  // leaves
+  int rows() const { return rows_; }                                 // leaves
   // Nodes of one column (depth), in row order.
   const std::vector<int>& column(int depth) const { return columns_[static_cast<size_t>(depth)]; }
   // [first, last) positions in column(depth) whose rows lie within [rowLo, rowHi].

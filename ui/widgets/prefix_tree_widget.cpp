@@ -17,28 +17,26 @@ namespace {
 
 constexpr double kBaseRowPx = 18.0;
 constexpr double kBaseColPx = 110.0;
-constexpr double kStripBelowPx = 3.0;   // rows thinner than this: merged strips
-constexpr double kTextFromPx = 13.0;    // rows at least this tall: the tokens inside the node
+constexpr double kStripBelowPx = 3.0;  // rows thinner than this: merged strips
+constexpr double kTextFromPx = 13.0;   // rows at least this tall: the tokens inside the node
 constexpr double kMargin = 12.0;
-constexpr double kMaxFitZoom = 1.6;    // a small tree: rows a little taller than at zoom 1
-constexpr int kLabelChars = 40;       // more never fits a node
+constexpr double kMaxFitZoom = 1.6;  // a small tree: rows a little taller than at zoom 1
+constexpr int kLabelChars = 40;      // more never fits a node
 const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
 
 // Instance i's stripe colour (attach): far from the nodes' blues and the live orange.
 QColor instanceColor(int i) {
-  static const QColor k[] = {QColor(0xe1, 0x57, 0x59), QColor(0x59, 0xa1, 0x4f), QColor(0xb0, 0x7a, 0xa1), QColor(0xed, 0xc9, 0x48),
-                             QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7), QColor(0x3b, 0x3b, 0x3b)};
+  static const QColor k[] = {QColor(0xe1, 0x57, 0x59), QColor(0x59, 0xa1, 0x4f), QColor(0xb0, 0x7a, 0xa1),
+                             QColor(0xed, 0xc9, 0x48), QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0x75, 0x5f),
+                             QColor(0xff, 0x9d, 0xa7), QColor(0x3b, 0x3b, 0x3b)};
   return k[i % 8];
 }
 
-double hitShade(int hits, int maxHits) {
-  return maxHits > 0 ? std::log1p(hits) / std::log1p(maxHits) : 0.0;
-}
+double hitShade(int hits, int maxHits) { return maxHits > 0 ? std::log1p(hits) / std::log1p(maxHits) : 0.0; }
 
 }  // namespace
 
-PrefixTreeWidget::PrefixTreeWidget(QWidget* parent)
-    : QWidget(parent), tree_(std::make_shared<PrefixTreeLayout>()) {
+PrefixTreeWidget::PrefixTreeWidget(QWidget* parent) : QWidget(parent), tree_(std::make_shared<PrefixTreeLayout>()) {
   setMouseTracking(true);
   setAttribute(Qt::WA_OpaquePaintEvent);
   setFocusPolicy(Qt::WheelFocus);
@@ -54,7 +52,8 @@ void PrefixTreeWidget::setTree(std::shared_ptr<const PrefixTreeLayout> tree) {
   if (!tree) tree = std::make_shared<PrefixTreeLayout>();
   tree_ = std::move(tree);
   maxHits_ = maxRefs_ = 1;
-  for (const PrefixTreeNode& n : tree_->nodes()) maxHits_ = std::max(maxHits_, n.hits), maxRefs_ = std::max(maxRefs_, n.refCount);
+  for (const PrefixTreeNode& n : tree_->nodes())
+    maxHits_ = std::max(maxHits_, n.hits), maxRefs_ = std::max(maxRefs_, n.refCount);
   if (!viewSet_ && tree_->size() > 0) fitToView();
   update();
 }
@@ -108,18 +107,23 @@ QString PrefixTreeWidget::hoverText(int i) const {
   const QString tokens = tree_->tokensOf(i), hash = tree_->hashOf(i);
   QStringList lines;
   lines << (tokens.isEmpty() ? tr("(tokens not known: no tokenizer, or cached before this view saw it)")
-                               : QStringLiteral("\u201c%1\u201d").arg(tokens));
+                             : QStringLiteral("\u201c%1\u201d").arg(tokens));
   lines << (hash.isEmpty() ? tr("not full yet: not in the prefix cache") : tr("hash %1").arg(hash));
-  lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)").arg(n.refCount).arg(n.hits).arg(tree_->depthOf(i)).arg(tree_->depthOf(i) + 1);
+  lines << tr("ref count %1 · hits %2 · depth %3 (block %4 of its prefix)")
+               .arg(n.refCount)
+               .arg(n.hits)
+               .arg(tree_->depthOf(i))
+               .arg(tree_->depthOf(i) + 1);
   if (n.live) lines << tr("on a live request's path");
   if (n.evictable)
     lines << (tree_->isLeaf(i) ? tr("evictable leaf: ref 0, the LRU recycles it when the pool needs a block")
-                                : tr("evictable: ref 0; recycling it also drops its cached descendants"));
+                               : tr("evictable: ref 0; recycling it also drops its cached descendants"));
   if (n.instances) {
     QStringList held;
     for (int k = 0; k < 32; ++k)
       if (n.instances & (1u << k)) held << (k < instanceNames_.size() ? instanceNames_[k] : tr("instance %1").arg(k));
-    lines << tr("cached on %n instance(s): %1", nullptr, static_cast<int>(held.size())).arg(held.join(QStringLiteral(", ")));
+    lines << tr("cached on %n instance(s): %1", nullptr, static_cast<int>(held.size()))
+                 .arg(held.join(QStringLiteral(", ")));
   }
   return lines.join(QLatin1Char('\n'));
 }
@@ -128,15 +132,19 @@ QColor PrefixTreeWidget::fillOf(const PrefixTreeNode& n) const {
   if (n.partial) return kPartial;
   // Hits: pale blue (never hit) to deep blue (the most hit block on screen).
   const double t = hitShade(n.hits, maxHits_);
-  QColor c = QColor::fromRgbF(static_cast<float>(0.62 - 0.45 * t), static_cast<float>(0.74 - 0.38 * t), static_cast<float>(0.92 - 0.22 * t));
-  if (n.evictable) c = QColor::fromRgbF(static_cast<float>((c.redF() + kEvictable.redF()) / 2), static_cast<float>((c.greenF() + kEvictable.greenF()) / 2),
-                                        static_cast<float>((c.blueF() + kEvictable.blueF()) / 2));
+  QColor c = QColor::fromRgbF(static_cast<float>(0.62 - 0.45 * t), static_cast<float>(0.74 - 0.38 * t),
+                              static_cast<float>(0.92 - 0.22 * t));
+  if (n.evictable)
+    c = QColor::fromRgbF(static_cast<float>((c.redF() + kEvictable.redF()) / 2),
+                         static_cast<float>((c.greenF() + kEvictable.greenF()) / 2),
+                         static_cast<float>((c.blueF() + kEvictable.blueF()) / 2));
   return c;
 }
 
 void PrefixTreeWidget::paintEmpty(QPainter& p) {
   p.setPen(palette().color(QPalette::PlaceholderText));
-  p.drawText(rect(), Qt::AlignCenter, tr("No cached blocks yet: run a scenario or chat, and the prefix tree grows here."));
+  p.drawText(rect(), Qt::AlignCenter,
+             tr("No cached blocks yet: run a scenario or chat, and the prefix tree grows here."));
 }
 
 void PrefixTreeWidget::paintEvent(QPaintEvent*) {
@@ -150,12 +158,15 @@ void PrefixTreeWidget::paintEvent(QPaintEvent*) {
   const bool strips = drawsStrips();
   if (!strips) {
     p.setRenderHint(QPainter::Antialiasing, rowPx() >= 6);
-    for (int d = std::max(1, firstCol); d <= lastCol + 1 && d < tree_->columns(); ++d) paintEdges(p, d, tree_->rangeInColumn(d, rowLo, rowHi));
+    for (int d = std::max(1, firstCol); d <= lastCol + 1 && d < tree_->columns(); ++d)
+      paintEdges(p, d, tree_->rangeInColumn(d, rowLo, rowHi));
   }
   for (int d = firstCol; d <= lastCol; ++d) {
     const auto range = tree_->rangeInColumn(d, rowLo, rowHi);
-    if (strips) paintColumnStrips(p, d, range);
-    else paintColumnNodes(p, d, range);
+    if (strips)
+      paintColumnStrips(p, d, range);
+    else
+      paintColumnNodes(p, d, range);
   }
   paintInstanceLegend(p);
 }
@@ -169,7 +180,8 @@ void PrefixTreeWidget::paintInstanceLegend(QPainter& p) {
   for (int i = 0; i < instanceNames_.size() && i < 8; ++i, y += lh) {
     p.fillRect(QRect(8, y + 3, 10, lh - 6), instanceColor(i));
     p.setPen(palette().color(QPalette::Text));
-    p.drawText(QRect(22, y, width() - 30, lh), Qt::AlignVCenter | Qt::AlignLeft, tr("stripe: cached on %1").arg(instanceNames_[i]));
+    p.drawText(QRect(22, y, width() - 30, lh), Qt::AlignVCenter | Qt::AlignLeft,
+               tr("stripe: cached on %1").arg(instanceNames_[i]));
   }
 }
 
@@ -183,7 +195,8 @@ void PrefixTreeWidget::paintEdges(QPainter& p, int depth, std::pair<int, int> ra
     if (par < 0) continue;
     const QRectF a = nodeRect(par), b = nodeRect(c);
     const QLineF l(a.right(), a.center().y(), b.left(), b.center().y());
-    (tree_->nodes()[static_cast<size_t>(c)].live && tree_->nodes()[static_cast<size_t>(par)].live ? live : plain).push_back(l);
+    (tree_->nodes()[static_cast<size_t>(c)].live && tree_->nodes()[static_cast<size_t>(par)].live ? live : plain)
+        .push_back(l);
   }
   p.setPen(QPen(palette().color(QPalette::Mid), 1));
   p.drawLines(plain.data(), static_cast<int>(plain.size()));
@@ -198,13 +211,15 @@ void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, i
     const int i = col[static_cast<size_t>(k)];
     const PrefixTreeNode& n = tree_->nodes()[static_cast<size_t>(i)];
     const QRectF r = nodeRect(i);
-    QPen pen(n.live ? kLive : (n.evictable ? kEvictable.darker(140) : palette().color(QPalette::Mid)), n.live ? 2.0 : 1.0);
+    QPen pen(n.live ? kLive : (n.evictable ? kEvictable.darker(140) : palette().color(QPalette::Mid)),
+             n.live ? 2.0 : 1.0);
     if (n.evictable && tree_->isLeaf(i)) pen.setStyle(Qt::DashLine);  // evictable leaf: goes first
     p.setPen(rowPx() >= 5 ? pen : Qt::NoPen);
     p.setBrush(fillOf(n));
     p.drawRect(r);
     for (int b = 0, s = 0; n.instances && b < 32; ++b)  // attach: who holds it
-      if (n.instances & (1u << b)) p.fillRect(QRectF(r.left() + 1 + s++ * stripeW, r.top() + 1, stripeW, r.height() - 2), instanceColor(b));
+      if (n.instances & (1u << b))
+        p.fillRect(QRectF(r.left() + 1 + s++ * stripeW, r.top() + 1, stripeW, r.height() - 2), instanceColor(b));
     ++painted_;
   }
   if (rowPx() >= kTextFromPx && colPx() >= 40) paintColumnLabels(p, depth, range);
@@ -311,8 +326,10 @@ bool PrefixTreeWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* h = static_cast<QHelpEvent*>(e);
     const int i = nodeAt(h->pos());
-    if (i >= 0) QToolTip::showText(h->globalPos(), hoverText(i), this);
-    else QToolTip::showText(h->globalPos(), tr("Wheel: zoom · drag: pan · double-click: fit"), this);
+    if (i >= 0)
+      QToolTip::showText(h->globalPos(), hoverText(i), this);
+    else
+      QToolTip::showText(h->globalPos(), tr("Wheel: zoom · drag: pan · double-click: fit"), this);
     return true;
   }
   return QWidget::event(e);

@@ -20,7 +20,10 @@ class PrefixTreeWidget : public QWidget {
   void setNodes(std::vector<PrefixTreeNode> nodes);
   // A tree laid out elsewhere (the attach session lays out 100K nodes off the UI thread).
   void setTree(std::shared_ptr<const PrefixTreeLayout> tree);
-  void setInstanceNames(QStringList names) { instanceNames_ = std::move(names); update(); }
+  void setInstanceNames(QStringList names) {
+    instanceNames_ = std::move(names);
+    update();
+  }
   const PrefixTreeLayout& layout() const { return *tree_; }
 
   // View: pixels per row (18 at zoom 1) and the tree coordinates at the widget's top-left.
@@ -31,7 +34,7 @@ class PrefixTreeWidget : public QWidget {
   QRectF nodeRect(int i) const;
   int nodeAt(QPointF p) const;  // -1: none
   QString hoverText(int i) const;
-  bool drawsStrips() const;      // level of detail: rows thinner than kStripBelowPx
+  bool drawsStrips() const;                          // level of detail: rows thinner than kStripBelowPx
   int lastPaintedItems() const { return painted_; }  // nodes or strips painted by the last paint
 
   QSize sizeHint() const override { return QSize(480, 320); }
@@ -61,8 +64,8 @@ class PrefixTreeWidget : public QWidget {
   QStringList instanceNames_;
   double zoom_ = 1.0;
   double colScale_ = 1.0;  // fitToView narrows columns to show a deep tree's width
-  QPointF origin_;  // tree pixels at the widget's (0, 0)
-  bool viewSet_ = false;  // the user zoomed or panned: keep the view; until then it fits the tree
+  QPointF origin_;         // tree pixels at the widget's (0, 0)
+  bool viewSet_ = false;   // the user zoomed or panned: keep the view; until then it fits the tree
   bool dragging_ = false;
   QPoint dragFrom_;
   int maxHits_ = 1, maxRefs_ = 1;

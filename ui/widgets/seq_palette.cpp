@@ -7,9 +7,9 @@ namespace kvscope::ui {
 QColor seq_color(SeqId id) {
   // Tableau-20-like set reordered so that consecutive ids alternate hue families; 20 colours
   // before any repeats, which is more than a person can track in one block map anyway.
-  static const std::array<QRgb, 20> kColors = {
-      0x4e79a7, 0xf28e2b, 0x59a14f, 0xe15759, 0xb07aa1, 0x76b7b2, 0xedc948, 0xff9da7, 0x9c755f, 0x6b6ecf,
-      0x2f6b9a, 0xd4a6c8, 0x86bcb6, 0xb6992d, 0x8cd17d, 0xd37295, 0xa0cbe8, 0xffbe7d, 0x499894, 0xbab0ac};
+  static const std::array<QRgb, 20> kColors = {0x4e79a7, 0xf28e2b, 0x59a14f, 0xe15759, 0xb07aa1, 0x76b7b2, 0xedc948,
+                                               0xff9da7, 0x9c755f, 0x6b6ecf, 0x2f6b9a, 0xd4a6c8, 0x86bcb6, 0xb6992d,
+                                               0x8cd17d, 0xd37295, 0xa0cbe8, 0xffbe7d, 0x499894, 0xbab0ac};
   const size_t i = static_cast<size_t>((id < 0 ? 0 : id - 1) % static_cast<SeqId>(kColors.size()));
   return QColor(kColors[i]);
 }

@@ -80,7 +80,9 @@ void style_plot(QCustomPlot* plot, const QPalette& pal, int legendAlpha) {
 namespace {
 class PaletteWatcher : public QObject {
  public:
-  PaletteWatcher(QWidget* w, std::function<void()> f) : QObject(w), restyle_(std::move(f)) { w->installEventFilter(this); }
+  PaletteWatcher(QWidget* w, std::function<void()> f) : QObject(w), restyle_(std::move(f)) {
+    w->installEventFilter(this);
+  }
   bool eventFilter(QObject* o, QEvent* e) override {
     if (e->type() == QEvent::PaletteChange) restyle_();
     return QObject::eventFilter(o, e);

@@ -80,7 +80,9 @@ Vocab chatml_vocab(const std::string& chat_template) {
   return v;
 }
 
-int count(const std::vector<TokenId>& ids, TokenId id) { return static_cast<int>(std::count(ids.begin(), ids.end(), id)); }
+int count(const std::vector<TokenId>& ids, TokenId id) {
+  return static_cast<int>(std::count(ids.begin(), ids.end(), id));
+}
 
 bool starts_with(const std::vector<TokenId>& a, const std::vector<TokenId>& prefix) {
   return a.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), a.begin());
@@ -152,9 +154,12 @@ class TestChatTemplate : public QObject {
     row("phi3", K::Phi3, true,
         "<|system|>\nYou are helpful<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n<|user|>\n"
         "Who are you<|end|>\n<|assistant|>\n");
-    row("mistral-v1", K::MistralV1, true, " [INST] You are helpful\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]");
-    row("mistral-v3", K::MistralV3, true, "[INST] You are helpful\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST]");
-    row("mistral-v3-tekken", K::MistralV3Tekken, true, "[INST]You are helpful\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]");
+    row("mistral-v1", K::MistralV1, true,
+        " [INST] You are helpful\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]");
+    row("mistral-v3", K::MistralV3, true,
+        "[INST] You are helpful\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST]");
+    row("mistral-v3-tekken", K::MistralV3Tekken, true,
+        "[INST]You are helpful\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]");
     row("mistral-v7", K::MistralV7, true,
         "[SYSTEM_PROMPT] You are helpful[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>[INST] Who are you[/INST]");
     row("mistral-v7 no system", K::MistralV7, false, "[INST] Hello[/INST] Hi there</s>[INST] Who are you[/INST]");
@@ -177,14 +182,18 @@ class TestChatTemplate : public QObject {
   void generation_prompt_and_trimming() {
     const std::vector<ChatMessage> one = {{"user", "  Hi  "}};
     QCOMPARE(render_chat_text(K::ChatML, one, false), std::string("<|im_start|>user\n  Hi  <|im_end|>\n"));
-    QCOMPARE(render_chat_text(K::ChatML, one, true), std::string("<|im_start|>user\n  Hi  <|im_end|>\n<|im_start|>assistant\n"));
+    QCOMPARE(render_chat_text(K::ChatML, one, true),
+             std::string("<|im_start|>user\n  Hi  <|im_end|>\n<|im_start|>assistant\n"));
     // Llama 3 and Gemma trim contents; Llama 2's strip variant does too.
-    QCOMPARE(render_chat_text(K::Llama3, one, false), std::string("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"));
-    QCOMPARE(render_chat_text(K::Gemma, one, true), std::string("<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"));
+    QCOMPARE(render_chat_text(K::Llama3, one, false),
+             std::string("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"));
+    QCOMPARE(render_chat_text(K::Gemma, one, true),
+             std::string("<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"));
     QCOMPARE(render_chat_text(K::Llama2SysStrip, one, true), std::string("[INST] Hi [/INST]"));
     QCOMPARE(render_chat_text(K::Llama2Sys, one, true), std::string("[INST]   Hi   [/INST]"));
     // Mistral v3 trims the assistant's reply only.
-    QCOMPARE(render_chat_text(K::MistralV3, {{"user", "a"}, {"assistant", " b "}}, false), std::string("[INST] a[/INST] b</s>"));
+    QCOMPARE(render_chat_text(K::MistralV3, {{"user", "a"}, {"assistant", " b "}}, false),
+             std::string("[INST] a[/INST] b</s>"));
     QVERIFY_THROWS_EXCEPTION(ChatTemplateError, render_chat(K::ChatML, {{"tool", "x"}}, true));
   }
 
@@ -215,33 +224,53 @@ class TestChatTemplate : public QObject {
   void detects_from_template_text_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("expected");  // "" = not recognised
-    auto row = [](const char* tag, const char* t, const char* e) { QTest::newRow(tag) << QString::fromUtf8(t) << QString::fromUtf8(e); };
-    row("qwen2.5", "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
-        "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}", "chatml");
-    row("llama3", "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    auto row = [](const char* tag, const char* t, const char* e) {
+      QTest::newRow(tag) << QString::fromUtf8(t) << QString::fromUtf8(e);
+    };
+    row("qwen2.5",
+        "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+        "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}",
+        "chatml");
+    row("llama3",
+        "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
         "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
         "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
-        "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}", "llama3");
-    row("gemma", "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}"
+        "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
+        "llama3");
+    row("gemma",
+        "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}"
         "{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
-        "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}", "gemma");
-    row("phi3", "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n"
-        "<|assistant|>\\n'}}{% elif message['role'] == 'assistant' %}{{message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}", "phi3");
-    row("llama2-chat", "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + messages[0]['content'] + "
+        "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
+        "gemma");
+    row("phi3",
+        "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n"
+        "<|assistant|>\\n'}}{% elif message['role'] == 'assistant' %}{{message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}",
+        "phi3");
+    row("llama2-chat",
+        "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + messages[0]['content'] + "
         "'\\n<</SYS>>\\n\\n' %}{% endif %}{% for message in loop_messages %}{% if message['role'] == 'user' %}{{ bos_token + "
         "'[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + content.strip() + ' ' + "
-        "eos_token }}{% endif %}{% endfor %}", "llama2-sys-strip");
-    row("mistral-instruct-v0.2", "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+        "eos_token }}{% endif %}{% endfor %}",
+        "llama2-sys-strip");
+    row("mistral-instruct-v0.2",
+        "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
         "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + "
-        "eos_token}}{% endif %}{% endfor %}", "llama2");
-    row("mistral-v3", "{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if tools is not none %}"
-        "{{- '[AVAILABLE_TOOLS] [' }}{%- endif %}{{- '[INST] ' + message['content'] + '[/INST]' }}{%- endif %}{%- endfor %}", "mistral-v3");
-    row("mistral-v7", "{{- bos_token }}{%- if system_message is defined %}{{- '[SYSTEM_PROMPT]' + system_message + "
+        "eos_token}}{% endif %}{% endfor %}",
+        "llama2");
+    row("mistral-v3",
+        "{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if tools is not none %}"
+        "{{- '[AVAILABLE_TOOLS] [' }}{%- endif %}{{- '[INST] ' + message['content'] + '[/INST]' }}{%- endif %}{%- endfor %}",
+        "mistral-v3");
+    row("mistral-v7",
+        "{{- bos_token }}{%- if system_message is defined %}{{- '[SYSTEM_PROMPT]' + system_message + "
         "'[/SYSTEM_PROMPT]' }}{%- endif %}{%- for message in loop_messages %}{{- '[INST]' + message['content'] + '[/INST]' }}"
-        "{%- endfor %}", "mistral-v7");
+        "{%- endfor %}",
+        "mistral-v7");
     row("name", "gemma", "gemma");
-    row("phi4 is not chatml", "{% for m in messages %}{{'<|im_start|>' + m['role'] + '<|im_sep|>' + m['content'] + '<|im_end|>'}}"
-        "{% endfor %}", "");
+    row("phi4 is not chatml",
+        "{% for m in messages %}{{'<|im_start|>' + m['role'] + '<|im_sep|>' + m['content'] + '<|im_end|>'}}"
+        "{% endfor %}",
+        "");
     row("unknown", "{% for m in messages %}{{ m.role }}: {{ m.content }}\\n{% endfor %}", "");
     row("empty", "", "");
   }
@@ -265,7 +294,8 @@ class TestChatTemplate : public QObject {
 
     ChatConversation conv(*v.tok, K::Phi3);
     const std::vector<TokenId> p1 = conv.prompt_for("Hello");
-    const TokenId user = v.tok->find_token("<|user|>"), end = v.tok->find_token("<|end|>"), asst = v.tok->find_token("<|assistant|>");
+    const TokenId user = v.tok->find_token("<|user|>"), end = v.tok->find_token("<|end|>"),
+                  asst = v.tok->find_token("<|assistant|>");
     QVERIFY(user >= 0 && end >= 0 && asst >= 0);
     QCOMPARE(p1.front(), v.tok->bos());
     QCOMPARE(count(p1, user), 1);
@@ -308,7 +338,7 @@ class TestChatTemplate : public QObject {
     const std::vector<TokenId> p2 = conv.prompt_for("Again");
     QVERIFY(starts_with(p2, seq));
     QCOMPARE(p2[seq.size()], im_end);
-    QCOMPARE(count(p2, im_end), 3);  // turn 1, the closed reply, turn 2
+    QCOMPARE(count(p2, im_end), 3);                                                 // turn 1, the closed reply, turn 2
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, conv.commit("x", "y", reply));  // does not continue
     conv.reset();
     QVERIFY(conv.tokens().empty());
@@ -407,7 +437,8 @@ class TestChatTemplate : public QObject {
       const Sequence& s = e.sequence(id);
       cached.push_back(s.num_cached_prompt);
       const int before = static_cast<int>(conv.tokens().size());
-      if (before > 0) QVERIFY2(s.num_cached_prompt >= (before - 1) / 16 * 16, qPrintable(QString::number(s.num_cached_prompt)));
+      if (before > 0)
+        QVERIFY2(s.num_cached_prompt >= (before - 1) / 16 * 16, qPrintable(QString::number(s.num_cached_prompt)));
       conv.commit(text, "", s.tokens);
     }
     QCOMPARE(cached[0], 0);

@@ -52,10 +52,14 @@ class TestConfigValidation : public QObject {
     QVERIFY(has(one([](EngineConfig& c) { c.sinks = 4; }), "sinks", "need a sliding window", false));
     QVERIFY(has(one([](EngineConfig& c) { c.window = 32, c.sinks = 32; }), "sinks", "fewer than the window", false));
     QVERIFY(has(one([](EngineConfig& c) { c.sched.max_running = 0; }), "max_running", "at least 1", false));
-    QVERIFY(has(one([](EngineConfig& c) { c.sched.max_batched_tokens = 0; }), "max_batched_tokens", "at least 1", false));
-    QVERIFY(has(one([](EngineConfig& c) { c.sched.max_model_len = 8; }), "max_model_len", "shorter than one block", true));
-    QVERIFY(has(one([](EngineConfig& c) { c.no_kv_cache = c.contiguous_baseline = true; }), "no_kv_cache", "paged", false));
-    QVERIFY(has(one([](EngineConfig& c) { c.contiguous_baseline = true, c.window = 32; }), "window", "baseline", false));
+    QVERIFY(
+        has(one([](EngineConfig& c) { c.sched.max_batched_tokens = 0; }), "max_batched_tokens", "at least 1", false));
+    QVERIFY(
+        has(one([](EngineConfig& c) { c.sched.max_model_len = 8; }), "max_model_len", "shorter than one block", true));
+    QVERIFY(
+        has(one([](EngineConfig& c) { c.no_kv_cache = c.contiguous_baseline = true; }), "no_kv_cache", "paged", false));
+    QVERIFY(
+        has(one([](EngineConfig& c) { c.contiguous_baseline = true, c.window = 32; }), "window", "baseline", false));
     QVERIFY(has(one([](EngineConfig& c) {
                   c.contiguous_baseline = true;
                   c.baseline_reserve.kind = BaselineReserveKind::Fixed;

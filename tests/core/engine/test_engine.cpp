@@ -158,7 +158,8 @@ class TestEngine : public QObject {
     QCOMPARE(listed, shared);
     e->run_until_idle();
     const auto ev = e->events_since(0);
-    const bool cow = std::any_of(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::CopiedOnWrite; });
+    const bool cow =
+        std::any_of(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::CopiedOnWrite; });
     QVERIFY2(cow, "the shared partial block must be copied on write");
     const auto alone = run_alone(r);
     for (SeqId id : ids) QCOMPARE(e->sequence(id).output_tokens(), alone);
@@ -249,14 +250,15 @@ class TestEngine : public QObject {
     QVERIFY(paged_waste < 4.0);  // chat-length requests: only each sequence's last block is partly empty
     for (const char* policy : policies) {
       const nlohmann::json base = run(policy);
-      qInfo("%s: waste paged %.1f%%, contiguous %.1f%%; concurrency %d vs %d; %llu steps; overflows %llu "
-            "(in place %llu, moved %llu, %llu slots copied); blocked %llu steps (%llu by fragmentation)",
-            policy, paged_waste, base["waste_pct"].get<double>(), paged["max_concurrent"].get<int>(),
-            base["max_concurrent"].get<int>(), base["steps"].get<unsigned long long>(),
-            base["overflows"].get<unsigned long long>(), base["grown_in_place"].get<unsigned long long>(),
-            base["relocations"].get<unsigned long long>(), base["relocated_slots"].get<unsigned long long>(),
-            base["blocked_admission_steps"].get<unsigned long long>(),
-            base["blocked_by_fragmentation_steps"].get<unsigned long long>());
+      qInfo(
+          "%s: waste paged %.1f%%, contiguous %.1f%%; concurrency %d vs %d; %llu steps; overflows %llu "
+          "(in place %llu, moved %llu, %llu slots copied); blocked %llu steps (%llu by fragmentation)",
+          policy, paged_waste, base["waste_pct"].get<double>(), paged["max_concurrent"].get<int>(),
+          base["max_concurrent"].get<int>(), base["steps"].get<unsigned long long>(),
+          base["overflows"].get<unsigned long long>(), base["grown_in_place"].get<unsigned long long>(),
+          base["relocations"].get<unsigned long long>(), base["relocated_slots"].get<unsigned long long>(),
+          base["blocked_admission_steps"].get<unsigned long long>(),
+          base["blocked_by_fragmentation_steps"].get<unsigned long long>());
       // Every reservation is given back; with one per request (no preemption, no move) exactly
       // one per request.
       QCOMPARE(base["test_allocations"], base["test_frees"]);
@@ -270,8 +272,10 @@ class TestEngine : public QObject {
       QVERIFY(base["blocked_admission_steps"].get<uint64_t>() > 0);
       const std::string p = policy;
       // A small guess admits as many as paging does; it pays in copies and preemptions instead.
-      if (p == "64") QVERIFY(paged["max_concurrent"].get<int>() >= base["max_concurrent"].get<int>());
-      else QVERIFY(paged["max_concurrent"].get<int>() > base["max_concurrent"].get<int>());
+      if (p == "64")
+        QVERIFY(paged["max_concurrent"].get<int>() >= base["max_concurrent"].get<int>());
+      else
+        QVERIFY(paged["max_concurrent"].get<int>() > base["max_concurrent"].get<int>());
       if (p == "max-model-len") {
         // 4 requests at a time: thousands of steps, more than the engine keeps finished
         // sequences for. Every request's tokens must still be in the results.
@@ -303,10 +307,12 @@ class TestEngine : public QObject {
     QCOMPARE(s->memory.blocks_used + s->memory.blocks_cached + s->memory.blocks_free, 32);
     QCOMPARE(static_cast<int>(s->seqs.size()), 1);
     QCOMPARE(static_cast<int>(s->seqs[0].block_table.size()), 1);  // 5 prompt tokens + 1 in one block
-    QVERIFY(std::any_of(s->events.begin(), s->events.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::Allocated; }));
+    QVERIFY(std::any_of(s->events.begin(), s->events.end(),
+                        [](const BlockEvent& x) { return x.kind == BlockEventKind::Allocated; }));
     e->run_until_idle();
     const nlohmann::json j = to_json(*e->snapshot());
-    for (const char* key : {"blocks", "sequences", "counters", "memory", "allocator", "events", "config"}) QVERIFY(j.contains(key));
+    for (const char* key : {"blocks", "sequences", "counters", "memory", "allocator", "events", "config"})
+      QVERIFY(j.contains(key));
     QCOMPARE(j["counters"]["tokens_decoded"].get<int>(), 30);
     // Finished with prefix caching on: its full blocks stay cached-evictable, the rest is free.
     QCOMPARE(j["memory"]["blocks_used"].get<int>(), 0);
@@ -340,14 +346,16 @@ class TestEngine : public QObject {
     SnapshotPtr prev = every->snapshot();
     int steps = 0;
     auto same = [](const BlockEvent& a, const BlockEvent& b) {
-      return a.step == b.step && a.kind == b.kind && a.block == b.block && a.seq == b.seq && a.other == b.other && a.group == b.group;
+      return a.step == b.step && a.kind == b.kind && a.block == b.block && a.seq == b.seq && a.other == b.other &&
+             a.group == b.group;
     };
     while (every->step()) {
       QVERIFY(sparse->step());
       QVERIFY(taken->step());
       ++steps;
       if (steps == 3)  // the first one's prompt blocks are cached and in use now: shared
-        for (Engine* e : {every.get(), sparse.get(), taken.get()}) e->submit(story_request("Once upon a time there was a little girl", 30));
+        for (Engine* e : {every.get(), sparse.get(), taken.get()})
+          e->submit(story_request("Once upon a time there was a little girl", 30));
       const SnapshotPtr cur = every->snapshot();
       QCOMPARE(cur->step, static_cast<uint64_t>(steps));  // current after step(), never stale
       std::vector<BlockEvent> diffs;
@@ -355,7 +363,8 @@ class TestEngine : public QObject {
         if (x.kind != BlockEventKind::Preempted && x.kind != BlockEventKind::CopiedOnWrite) diffs.push_back(x);
       const std::vector<BlockEvent> whole = diff_block_events(prev->blocks, cur->blocks, cur->step);
       QCOMPARE(diffs.size(), whole.size());
-      for (size_t i = 0; i < whole.size(); ++i) QVERIFY2(same(diffs[i], whole[i]), qPrintable(QString("step %1 event %2").arg(steps).arg(i)));
+      for (size_t i = 0; i < whole.size(); ++i)
+        QVERIFY2(same(diffs[i], whole[i]), qPrintable(QString("step %1 event %2").arg(steps).arg(i)));
       ev_every.insert(ev_every.end(), cur->events.begin(), cur->events.end());
       prev = cur;
       if (steps % 7 == 0) {
@@ -375,10 +384,12 @@ class TestEngine : public QObject {
     QCOMPARE(s->step, static_cast<uint64_t>(steps));
     QCOMPARE(s->counters.tokens_decoded, every->snapshot()->counters.tokens_decoded);
     QCOMPARE(s->memory.blocks_used, every->snapshot()->memory.blocks_used);
-    auto count = [&](BlockEventKind k) { return std::count_if(ev_every.begin(), ev_every.end(), [k](const BlockEvent& x) { return x.kind == k; }); };
-    qInfo("%d steps, %zu events: %td allocated, %td shared, %td cache hits, %td evicted, %td preempted", steps, ev_every.size(),
-          count(BlockEventKind::Allocated), count(BlockEventKind::Shared), count(BlockEventKind::CacheHit),
-          count(BlockEventKind::Evicted), count(BlockEventKind::Preempted));
+    auto count = [&](BlockEventKind k) {
+      return std::count_if(ev_every.begin(), ev_every.end(), [k](const BlockEvent& x) { return x.kind == k; });
+    };
+    qInfo("%d steps, %zu events: %td allocated, %td shared, %td cache hits, %td evicted, %td preempted", steps,
+          ev_every.size(), count(BlockEventKind::Allocated), count(BlockEventKind::Shared),
+          count(BlockEventKind::CacheHit), count(BlockEventKind::Evicted), count(BlockEventKind::Preempted));
     QVERIFY(count(BlockEventKind::Allocated) > 0 && count(BlockEventKind::Shared) > 0);
     for (const auto* other : {&ev_sparse, &ev_taken}) {
       QCOMPARE(other->size(), ev_every.size());
@@ -396,7 +407,8 @@ class TestEngine : public QObject {
     cfg.num_blocks = 40;  // tight: preemptions and evictions happen
     cfg.sched.max_running = 8;
     auto e = make_engine(cfg);
-    for (int i = 0; i < 10; ++i) e->submit(story_request(i % 2 ? "Once upon a time there was a little girl" : "One day a cat", 30 + 3 * i));
+    for (int i = 0; i < 10; ++i)
+      e->submit(story_request(i % 2 ? "Once upon a time there was a little girl" : "One day a cat", 30 + 3 * i));
     e->submit_parallel(story_request("The sun was hot and the dog", 25), 3);
     std::atomic<bool> done{false};
     std::atomic<int64_t> reads{0}, bad{0};
@@ -428,7 +440,7 @@ class TestEngine : public QObject {
       if (steps == 12) e->cancel(3);
       const SnapshotPtr s = e->latest_snapshot();
       QCOMPARE(s->step, static_cast<uint64_t>(steps));  // published by step() itself
-      QCOMPARE(s.get(), e->snapshot().get());            // nothing to rebuild
+      QCOMPARE(s.get(), e->snapshot().get());           // nothing to rebuild
       int32_t used = 0, cached = 0;
       int64_t filled = 0;
       for (BlockId b = 0; b < pool.num_blocks(); ++b) {
@@ -448,7 +460,8 @@ class TestEngine : public QObject {
       std::vector<SeqId> lowest(s->blocks.size(), -1);
       for (const SeqSnap& q : s->seqs)
         for (BlockId b : q.block_table)
-          if (b != kNoBlock && (lowest[static_cast<size_t>(b)] < 0 || q.id < lowest[static_cast<size_t>(b)])) lowest[static_cast<size_t>(b)] = q.id;
+          if (b != kNoBlock && (lowest[static_cast<size_t>(b)] < 0 || q.id < lowest[static_cast<size_t>(b)]))
+            lowest[static_cast<size_t>(b)] = q.id;
       for (size_t b = 0; b < s->blocks.size(); ++b) QCOMPARE(s->blocks[b].owner, lowest[b]);
     }
     done = true;
@@ -473,9 +486,9 @@ class TestEngine : public QObject {
     const auto res = runner.results();
     QCOMPARE(res.size(), size_t{2});
     for (const auto& r : res) QCOMPARE(static_cast<int>(r.tokens.size()), 8);
-    QVERIFY2(total_s >= 0.4, qPrintable(QString::number(total_s)));   // "later" waited for its time
+    QVERIFY2(total_s >= 0.4, qPrintable(QString::number(total_s)));           // "later" waited for its time
     QVERIFY2(first_done_s < 0.4, qPrintable(QString::number(first_done_s)));  // "now" did not
-    QVERIFY(runner.metrics().steps < 100);  // waiting took no empty steps
+    QVERIFY(runner.metrics().steps < 100);                                    // waiting took no empty steps
   }
 
   // The block-event history keeps the newest max_events and no more.
@@ -523,7 +536,8 @@ class TestEngine : public QObject {
     e->submit(story_request("Once upon a time", 60));
     e->run_until_idle();
     const auto ev = e->events_since(0);
-    const auto drops = std::count_if(ev.begin(), ev.end(), [](const BlockEvent& x) { return x.kind == BlockEventKind::DroppedOutOfWindow; });
+    const auto drops = std::count_if(ev.begin(), ev.end(),
+                                     [](const BlockEvent& x) { return x.kind == BlockEventKind::DroppedOutOfWindow; });
     QVERIFY2(drops >= 4, "a 65-token sequence with a 16-token window drops several 8-token blocks");
   }
 

@@ -24,7 +24,6 @@
 using namespace kvscope;
 using namespace kvscope::test;
 
-
 class TestEvict : public QObject {
   Q_OBJECT
  private slots:
@@ -76,25 +75,32 @@ class TestEvict : public QObject {
       for (int32_t p = 0; p < n; ++p) {
         if (!kept[static_cast<size_t>(p)]) continue;
         double dot = 0;
-        for (int32_t i = 0; i < d; ++i) dot += double(q[static_cast<size_t>(h * d + i)]) * K[(static_cast<size_t>(p) * c.n_head_kv + g) * d + i];
+        for (int32_t i = 0; i < d; ++i)
+          dot += double(q[static_cast<size_t>(h * d + i)]) * K[(static_cast<size_t>(p) * c.n_head_kv + g) * d + i];
         s[static_cast<size_t>(p)] = dot * c.attn_scale;
         mx = std::max(mx, s[static_cast<size_t>(p)]);
       }
-      for (int32_t p = 0; p < n; ++p) sum += kept[static_cast<size_t>(p)] ? std::exp(s[static_cast<size_t>(p)] - mx) : 0.0;
+      for (int32_t p = 0; p < n; ++p)
+        sum += kept[static_cast<size_t>(p)] ? std::exp(s[static_cast<size_t>(p)] - mx) : 0.0;
       for (int32_t i = 0; i < d; ++i) {
         double o = 0;
         for (int32_t p = 0; p < n; ++p)
-          if (kept[static_cast<size_t>(p)]) o += std::exp(s[static_cast<size_t>(p)] - mx) / sum * V[(static_cast<size_t>(p) * c.n_head_kv + g) * d + i];
-        QVERIFY2(std::abs(o - out[static_cast<size_t>(h * d + i)]) < 1e-5, "masked attention differs from the kept-only reference");
+          if (kept[static_cast<size_t>(p)])
+            o += std::exp(s[static_cast<size_t>(p)] - mx) / sum * V[(static_cast<size_t>(p) * c.n_head_kv + g) * d + i];
+        QVERIFY2(std::abs(o - out[static_cast<size_t>(h * d + i)]) < 1e-5,
+                 "masked attention differs from the kept-only reference");
       }
       for (int32_t p = 0; p < n; ++p)
-        if (kept[static_cast<size_t>(p)]) weight[static_cast<size_t>(p)] += std::exp(s[static_cast<size_t>(p)] - mx) / sum;
+        if (kept[static_cast<size_t>(p)])
+          weight[static_cast<size_t>(p)] += std::exp(s[static_cast<size_t>(p)] - mx) / sum;
     }
     const auto mass = be.attention_mass();
     for (int32_t p = 0; p < n; ++p) {
       const double got = kept[static_cast<size_t>(p)] ? mass[static_cast<size_t>(slot(p))] : 0.0;
-      QVERIFY2(std::abs(got - weight[static_cast<size_t>(p)]) < 1e-5, "recorded attention weight differs from the reference softmax");
-      if (!kept[static_cast<size_t>(p)]) QCOMPARE(mass[static_cast<size_t>(slot(p))], 0.0f);  // a hole is never credited
+      QVERIFY2(std::abs(got - weight[static_cast<size_t>(p)]) < 1e-5,
+               "recorded attention weight differs from the reference softmax");
+      if (!kept[static_cast<size_t>(p)])
+        QCOMPARE(mass[static_cast<size_t>(slot(p))], 0.0f);  // a hole is never credited
     }
   }
 
@@ -134,10 +140,12 @@ class TestEvict : public QObject {
       const int32_t len = kv.token_holes().cache_rows(id);
       std::vector<int32_t> live;
       for (int32_t row = 0; row < len; ++row)
-        if (const int64_t s = kv.token_holes().row_slot(id, row); s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)]) live.push_back(row);
+        if (const int64_t s = kv.token_holes().row_slot(id, row);
+            s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)])
+          live.push_back(row);
       QCOMPARE(static_cast<int32_t>(live.size()), std::min(24, kv.seq_len(id)));
       if (kv.seq_len(id) <= 24) continue;
-      for (int32_t s = 0; s < 2; ++s) QVERIFY(std::count(live.begin(), live.end(), s) == 1);     // sinks
+      for (int32_t s = 0; s < 2; ++s) QVERIFY(std::count(live.begin(), live.end(), s) == 1);                  // sinks
       for (int32_t row = len - 6; row < len; ++row) QVERIFY(std::count(live.begin(), live.end(), row) == 1);  // recent
       ++checked;  // which heavy hitters: h2o_evicts_exactly_the_lowest_accumulated
     }
@@ -147,7 +155,8 @@ class TestEvict : public QObject {
     // sequence is cut back to 24 (after 88 it has finished): 88 - 24 evictions.
     QCOMPARE(snap->eviction.tokens_evicted, uint64_t{88 - 24});
     QVERIFY(snap->eviction.compactions > 0);
-    QVERIFY(snap->eviction.bytes_copied == static_cast<int64_t>(snap->eviction.rows_moved) * e.backend().kv_bytes_per_token());
+    QVERIFY(snap->eviction.bytes_copied ==
+            static_cast<int64_t>(snap->eviction.rows_moved) * e.backend().kv_bytes_per_token());
     const nlohmann::json j = to_json(*snap);
     QCOMPARE(j["eviction"]["tokens_evicted"].get<uint64_t>(), uint64_t{88 - 24});
     QCOMPARE(j["eviction"]["policy"].get<std::string>(), std::string("h2o:24:6"));
@@ -166,7 +175,8 @@ class TestEvict : public QObject {
     dr.feed(0, 40, /*record=*/true);
     const auto mass = dr.be.attention_mass();
     std::vector<std::pair<float, int32_t>> cand;  // rows that may go: not sinks (2), not recent (6)
-    for (int32_t row = 2; row < 40 - 6; ++row) cand.push_back({mass[static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
+    for (int32_t row = 2; row < 40 - 6; ++row)
+      cand.push_back({mass[static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
     std::sort(cand.begin(), cand.end());
     EvictConfig cfg = parse_evict("h2o:20:6");
     cfg.compact_at = 1.0;  // keep the holes where they are, to compare them
@@ -180,7 +190,9 @@ class TestEvict : public QObject {
     ev.after_step(out);
     std::set<int32_t> evicted;
     for (int32_t row = 0; row < dr.kv.token_holes().cache_rows(1); ++row)
-      if (const int64_t sl = dr.kv.token_holes().row_slot(1, row); sl < 0 || dr.kv.token_holes().hole_mask()[static_cast<size_t>(sl)]) evicted.insert(row);
+      if (const int64_t sl = dr.kv.token_holes().row_slot(1, row);
+          sl < 0 || dr.kv.token_holes().hole_mask()[static_cast<size_t>(sl)])
+        evicted.insert(row);
     QCOMPARE(dr.kv.token_eviction_counters().compactions, uint64_t{0});
     std::set<int32_t> want;  // 40 live, budget 20: the 20 lowest of the 32 candidates go
     for (int32_t i = 0; i < 20; ++i) want.insert(cand[static_cast<size_t>(i)].second);
@@ -231,7 +243,8 @@ class TestEvict : public QObject {
     QCOMPARE(kv.blocks_held(7), 3);
     const auto copies = kv.token_holes().take_pending_slot_copies();
     QCOMPARE(copies.size(), size_t{8});
-    for (size_t i = 0; i < copies.size(); ++i) QCOMPARE(copies[i].dst + 1 == copies[i].src || copies[i].dst % 4 == 3, true);
+    for (size_t i = 0; i < copies.size(); ++i)
+      QCOMPARE(copies[i].dst + 1 == copies[i].src || copies[i].dst % 4 == 3, true);
     QCOMPARE(kv.token_eviction_counters().rows_moved, uint64_t{8});
     QCOMPARE(kv.pool().num_free(), free_before + 1);
     kv.validate();
@@ -285,7 +298,8 @@ class TestEvict : public QObject {
     QVERIFY(kv.token_holes().row_punchable(3, 8));
     kv.free(1);
     kv.free(2);
-    QVERIFY(kv.token_holes().row_punchable(3, 0));  // seq 3 alone holds them now: private, so evictable (and un-hashed if so)
+    QVERIFY(kv.token_holes().row_punchable(
+        3, 0));  // seq 3 alone holds them now: private, so evictable (and un-hashed if so)
     kv.validate();
     // The engine: two requests sharing a prompt with prefix caching, H2O on; every step valid.
     const auto m = synthetic(7);

@@ -54,7 +54,9 @@ std::set<int32_t> visible_rows(const KvCacheManager& kv, SeqId id, int32_t layer
 std::set<int32_t> live_rows(const KvCacheManager& kv, SeqId id) {
   std::set<int32_t> out;
   for (int32_t row = 0; row < kv.token_holes().cache_rows(id); ++row)
-    if (const int64_t s = kv.token_holes().row_slot(id, row); s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)]) out.insert(row);
+    if (const int64_t s = kv.token_holes().row_slot(id, row);
+        s >= 0 && !kv.token_holes().hole_mask()[static_cast<size_t>(s)])
+      out.insert(row);
   return out;
 }
 
@@ -111,7 +113,9 @@ class TestEvictLayer : public QObject {
       }
     }
     const std::vector<float> K = randn(static_cast<size_t>(2 * n) * c.n_head_kv * d, 21), V = randn(K.size(), 22);
-    auto kv_row = [&](int32_t layer, int32_t p, int32_t g) { return ((static_cast<size_t>(layer) * n + p) * c.n_head_kv + g) * d; };
+    auto kv_row = [&](int32_t layer, int32_t p, int32_t g) {
+      return ((static_cast<size_t>(layer) * n + p) * c.n_head_kv + g) * d;
+    };
     for (int32_t layer = 0; layer < 2; ++layer)
       for (int32_t p = 0; p < n; ++p)
         for (int32_t g = 0; g < c.n_head_kv; ++g) {
@@ -141,31 +145,38 @@ class TestEvictLayer : public QObject {
         for (int32_t p = 0; p < n; ++p) {
           if (!keep[static_cast<size_t>(p)]) continue;
           double dot = 0;
-          for (int32_t i = 0; i < d; ++i) dot += double(q[static_cast<size_t>(h * d + i)]) * K[kv_row(layer, p, g) + static_cast<size_t>(i)];
+          for (int32_t i = 0; i < d; ++i)
+            dot += double(q[static_cast<size_t>(h * d + i)]) * K[kv_row(layer, p, g) + static_cast<size_t>(i)];
           s[static_cast<size_t>(p)] = dot * c.attn_scale;
           mx = std::max(mx, s[static_cast<size_t>(p)]);
         }
-        for (int32_t p = 0; p < n; ++p) sum += keep[static_cast<size_t>(p)] ? std::exp(s[static_cast<size_t>(p)] - mx) : 0.0;
+        for (int32_t p = 0; p < n; ++p)
+          sum += keep[static_cast<size_t>(p)] ? std::exp(s[static_cast<size_t>(p)] - mx) : 0.0;
         for (int32_t i = 0; i < d; ++i) {
           double o = 0;
           for (int32_t p = 0; p < n; ++p)
-            if (keep[static_cast<size_t>(p)]) o += std::exp(s[static_cast<size_t>(p)] - mx) / sum * V[kv_row(layer, p, g) + static_cast<size_t>(i)];
-          QVERIFY2(std::abs(o - out[static_cast<size_t>(h * d + i)]) < 1e-5, "a layer's attention differs from the reference over its own kept rows");
+            if (keep[static_cast<size_t>(p)])
+              o += std::exp(s[static_cast<size_t>(p)] - mx) / sum * V[kv_row(layer, p, g) + static_cast<size_t>(i)];
+          QVERIFY2(std::abs(o - out[static_cast<size_t>(h * d + i)]) < 1e-5,
+                   "a layer's attention differs from the reference over its own kept rows");
         }
         for (int32_t p = 0; p < n; ++p)
-          if (keep[static_cast<size_t>(p)]) weight[static_cast<size_t>(p)] += std::exp(s[static_cast<size_t>(p)] - mx) / sum;
+          if (keep[static_cast<size_t>(p)])
+            weight[static_cast<size_t>(p)] += std::exp(s[static_cast<size_t>(p)] - mx) / sum;
       }
       const auto lm = be.layer_attention_mass();
       QCOMPARE(lm.size(), n_slots * 2);
       for (int32_t p = 0; p < n; ++p) {
         const float got = lm[static_cast<size_t>(layer) * n_slots + static_cast<size_t>(slot(p))];
-        QVERIFY2(std::abs(got - weight[static_cast<size_t>(p)]) < 1e-5, "a layer's recorded weight differs from its reference softmax");
+        QVERIFY2(std::abs(got - weight[static_cast<size_t>(p)]) < 1e-5,
+                 "a layer's recorded weight differs from its reference softmax");
         if (!keep[static_cast<size_t>(p)]) QCOMPARE(got, 0.0f);  // a row hidden from this layer is never credited by it
         total[static_cast<size_t>(p)] += weight[static_cast<size_t>(p)];
       }
     }
     const auto mass = be.attention_mass();
-    for (int32_t p = 0; p < n; ++p) QVERIFY(std::abs(mass[static_cast<size_t>(slot(p))] - total[static_cast<size_t>(p)]) < 1e-5);
+    for (int32_t p = 0; p < n; ++p)
+      QVERIFY(std::abs(mass[static_cast<size_t>(slot(p))] - total[static_cast<size_t>(p)]) < 1e-5);
   }
 
   // One eviction step on a state whose per-layer weights we read first: each layer hides
@@ -181,7 +192,8 @@ class TestEvictLayer : public QObject {
     for (int32_t l = 0; l < 2; ++l) {
       std::vector<std::pair<float, int32_t>> cand;  // not sinks (2), not recent (6)
       for (int32_t row = 2; row < 40 - 6; ++row)
-        cand.push_back({lm[static_cast<size_t>(l) * n_slots + static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
+        cand.push_back(
+            {lm[static_cast<size_t>(l) * n_slots + static_cast<size_t>(dr.kv.token_holes().row_slot(1, row))], row});
       std::stable_sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (int32_t i = 0; i < 20; ++i) want[l].insert(cand[static_cast<size_t>(i)].second);
     }
@@ -226,9 +238,12 @@ class TestEvictLayer : public QObject {
     dr.feed(0, 60);
     std::vector<int32_t> gone, hide0, hide1;
     for (int32_t row = 3; row < 55; ++row) {
-      if (row % 4 == 0 || (row >= 16 && row < 24)) gone.push_back(row);
-      else if (row % 4 == 1) hide0.push_back(row);
-      else if (row % 4 == 2) hide1.push_back(row);
+      if (row % 4 == 0 || (row >= 16 && row < 24))
+        gone.push_back(row);
+      else if (row % 4 == 1)
+        hide0.push_back(row);
+      else if (row % 4 == 2)
+        hide1.push_back(row);
     }
     dr.kv.token_holes().hide_rows(1, 0, hide0);
     dr.kv.token_holes().hide_rows(1, 1, hide1);
@@ -287,7 +302,8 @@ class TestEvictLayer : public QObject {
       ++checked;
     }
     QVERIFY(checked > 60);
-    QVERIFY2(union_larger > 0, "the layers never chose differently: per-layer eviction would equal one choice per sequence");
+    QVERIFY2(union_larger > 0,
+             "the layers never chose differently: per-layer eviction would equal one choice per sequence");
     const auto snap = e.snapshot();
     QVERIFY(snap->eviction.tokens_hidden > 0);
     QVERIFY(snap->eviction.tokens_evicted > 0);

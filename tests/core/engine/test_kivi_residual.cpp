@@ -90,9 +90,7 @@ void step_checking_pending(Engine& e, int32_t bs, int32_t R, PendingStats& st) {
           held.insert(b);
           if (static_cast<int32_t>(bi + 1) * bs <= q.num_computed - R)
             for (int32_t l = 0; l < n_layer; ++l)
-              if (kv.block_pending(l, b)) {
-                QFAIL("a block R tokens old is still in f16");
-              }
+              if (kv.block_pending(l, b)) { QFAIL("a block R tokens old is still in f16"); }
         }
       }
       std::set<BlockId> now_orphans;
@@ -101,9 +99,7 @@ void step_checking_pending(Engine& e, int32_t bs, int32_t R, PendingStats& st) {
         for (int32_t l = 0; l < n_layer; ++l) {
           if (!kv.block_pending(l, b)) continue;
           ++st.pending;
-          if (blocks[static_cast<size_t>(b)].hashed) {
-            QFAIL("a block in the prefix cache is still pending");
-          }
+          if (blocks[static_cast<size_t>(b)].hashed) { QFAIL("a block in the prefix cache is still pending"); }
           if (held.contains(b)) continue;
           if (orphans[static_cast<size_t>(g)].contains(b)) {
             QFAIL("a pending block outlived its sequences by more than a step");
@@ -214,7 +210,9 @@ class TestKiviResidual : public QObject {
     const std::vector<BlockId> table = {5, 2, 7, 0, 3, 6};
     std::mt19937 rng(9);
     const std::vector<float> K = randn(static_cast<size_t>(n) * Hkv * d, rng), V = randn(K.size(), rng);
-    auto at = [&](const std::vector<float>& X, int32_t p, int32_t g) { return &X[(static_cast<size_t>(p) * Hkv + g) * d]; };
+    auto at = [&](const std::vector<float>& X, int32_t p, int32_t g) {
+      return &X[(static_cast<size_t>(p) * Hkv + g) * d];
+    };
     for (int32_t p = 0; p < n; ++p) {
       const int64_t slot = int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs;
       for (int32_t g = 0; g < Hkv; ++g)
@@ -223,7 +221,8 @@ class TestKiviResidual : public QObject {
           st->store(0, true, slot, g, at(V, p, g));
         }
     }
-    for (int32_t bi = 0; (bi + 1) * bs <= n - R; ++bi) be.kv_storage().complete_block(0, table[static_cast<size_t>(bi)]);
+    for (int32_t bi = 0; (bi + 1) * bs <= n - R; ++bi)
+      be.kv_storage().complete_block(0, table[static_cast<size_t>(bi)]);
     // K/V as the reference reads them: block bi quantized (from `zero`) when bi < quantized_below.
     auto reference = [&](const std::vector<float>& q, int32_t quantized_below) {
       std::vector<double> out(static_cast<size_t>(c.n_head) * d, 0.0);
@@ -240,7 +239,8 @@ class TestKiviResidual : public QObject {
             k = zero.load_rows(0, false, table[static_cast<size_t>(bi)], g, p % bs, 1, kr.data());
             v = zero.load_rows(0, true, table[static_cast<size_t>(bi)], g, p % bs, 1, vr.data());
           } else {
-            for (int32_t i = 0; i < d; ++i) kr[static_cast<size_t>(i)] = f16r(at(K, p, g)[i]), vr[static_cast<size_t>(i)] = f16r(at(V, p, g)[i]);
+            for (int32_t i = 0; i < d; ++i)
+              kr[static_cast<size_t>(i)] = f16r(at(K, p, g)[i]), vr[static_cast<size_t>(i)] = f16r(at(V, p, g)[i]);
           }
           double dot = 0;
           for (int32_t i = 0; i < d; ++i) dot += static_cast<double>(q[static_cast<size_t>(h * d + i)]) * k[i];
@@ -252,7 +252,8 @@ class TestKiviResidual : public QObject {
         for (double& x : w) sum += (x = std::exp(x - mx));
         for (int32_t p = 0; p < n; ++p)
           for (int32_t i = 0; i < d; ++i)
-            out[static_cast<size_t>(h * d + i)] += w[static_cast<size_t>(p)] / sum * vals[static_cast<size_t>(p)][static_cast<size_t>(i)];
+            out[static_cast<size_t>(h * d + i)] +=
+                w[static_cast<size_t>(p)] / sum * vals[static_cast<size_t>(p)][static_cast<size_t>(i)];
       }
       return out;
     };
@@ -324,7 +325,7 @@ class TestKiviResidual : public QObject {
     // A second sequence attaches the two final blocks and extends past them: its own blocks
     // follow the same rule (the lagged range reaches back over the hits, which it skips).
     QCOMPARE(kv.attach_cached_prefix(2, std::span(toks).first(40)), 16);
-    QVERIFY(kv.allocate_slots(2, toks, 24));  // 40
+    QVERIFY(kv.allocate_slots(2, toks, 24));                         // 40
     QCOMPARE(kv.peek_cached_prefix(std::span(toks).first(48)), 24);  // blocks 0-2 of either sequence
     kv.validate();
     QVERIFY(kv.take_released_blocks().empty());
@@ -416,7 +417,8 @@ class TestKiviResidual : public QObject {
     auto m = stories();
     const std::vector<TokenId> toks = story_tokens(*m);
     const ModelConfig& c = m->config;
-    const int64_t block = int64_t{c.n_layer} * c.n_head_kv * kv_residual_bytes_per_block_head(KvDtype::KIVI4, c.head_dim, 16);
+    const int64_t block =
+        int64_t{c.n_layer} * c.n_head_kv * kv_residual_bytes_per_block_head(KvDtype::KIVI4, c.head_dim, 16);
     EvalConfig cfg;
     cfg.kv_dtype = KvDtype::KIVI4;
     cfg.block_size = 16;
@@ -430,7 +432,7 @@ class TestKiviResidual : public QObject {
     QCOMPARE(r32.peak_residual_bytes, 3 * block);
     QCOMPARE(r32.peak_kv_bytes - r32.peak_residual_bytes, r0.peak_kv_bytes - r0.peak_residual_bytes);
     QCOMPARE(r32.kv_bytes_per_token, r0.kv_bytes_per_token);  // per token: the blocks' codes only
-    cfg.kv_dtype = KvDtype::INT8;  // a list's non-KIVI entry runs without it (no error)
+    cfg.kv_dtype = KvDtype::INT8;                             // a list's non-KIVI entry runs without it (no error)
     QCOMPARE(eval_text(m, toks, cfg).peak_residual_bytes, int64_t{0});
   }
 
@@ -455,7 +457,9 @@ class TestKiviResidual : public QObject {
     QVERIFY(problems().find("smaller than the context (512 tokens)") != std::string::npos);
     cfg.kivi_residual = 64;
     cfg.kv_dtype = KvDtype::INT4;
-    QVERIFY(problems().find("applies to --kv-dtype kivi4, kivi2 or rot4c only (formats quantized per block), not int4") != std::string::npos);
+    QVERIFY(
+        problems().find("applies to --kv-dtype kivi4, kivi2 or rot4c only (formats quantized per block), not int4") !=
+        std::string::npos);
     cfg.kv_dtype = KvDtype::KIVI2;
     cfg.contiguous_baseline = true;
     QVERIFY(problems().find("needs the paged cache") != std::string::npos);

@@ -38,7 +38,11 @@ bool valid_utf8(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<uint8_t>(s[i]);
-    const int n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    const int n = c < 0x80                   ? 1
+                  : (c >= 0xC2 && c <= 0xDF) ? 2
+                  : (c >= 0xE0 && c <= 0xEF) ? 3
+                  : (c >= 0xF0 && c <= 0xF4) ? 4
+                                             : 0;
     if (n == 0 || i + n > s.size()) return false;
     for (int k = 1; k < n; ++k)
       if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
@@ -136,7 +140,8 @@ class TestPromptEdges : public QObject {
   void prompt_longer_than_context_rejected_others_run() {
     const Tokenizer& tok = *stories()->tokenizer;
     std::string story;
-    while (tok.encode(story, true, false).size() < 700) story += "Once upon a time, there was a little girl named Lily. ";
+    while (tok.encode(story, true, false).size() < 700)
+      story += "Once upon a time, there was a little girl named Lily. ";
     auto long_prompt = tok.encode(story, true, false);
     const int32_t ctx = 512;  // what stories260K was trained with (its file says 2048)
     auto e = make_engine(ctx);

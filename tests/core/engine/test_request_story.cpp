@@ -65,7 +65,8 @@ QString miss_text(const Engine& e, SeqId id) {
 
 QString all_text(const Engine& e, SeqId id) {
   QString s;
-  for (const StoryLine& l : story_lines(story(e, id), e.config().block_size)) s += QString::fromStdString(l.text) + "\n";
+  for (const StoryLine& l : story_lines(story(e, id), e.config().block_size))
+    s += QString::fromStdString(l.text) + "\n";
   return s;
 }
 
@@ -103,7 +104,8 @@ class TestRequestStory : public QObject {
     QCOMPARE(l.miss.other_token, pa[20]);
     QCOMPARE(l.miss.other, a);
     QCOMPARE(l.shared_tokens, 20);
-    QVERIFY2(miss_text(*e, b).contains(QString("differs from request %1's at token 20").arg(a)), qPrintable(miss_text(*e, b)));
+    QVERIFY2(miss_text(*e, b).contains(QString("differs from request %1's at token 20").arg(a)),
+             qPrintable(miss_text(*e, b)));
   }
 
   // A's cached blocks are taken by C's allocation in a small pool; B (A's prompt) finds block 1
@@ -122,8 +124,9 @@ class TestRequestStory : public QObject {
     QCOMPARE(l.miss.other, c);
     QCOMPARE(l.miss.step, evict_step);
     QCOMPARE(l.hit_tokens, l.miss.block_index * 16);
-    QVERIFY2(miss_text(*e, b).contains(QString("evicted at step %1 to make room for request %2").arg(evict_step).arg(c)),
-             qPrintable(miss_text(*e, b)));
+    QVERIFY2(
+        miss_text(*e, b).contains(QString("evicted at step %1 to make room for request %2").arg(evict_step).arg(c)),
+        qPrintable(miss_text(*e, b)));
   }
 
   // B's last decode step takes A's cached block 2 and B ends in the same step, so the block is
@@ -131,9 +134,9 @@ class TestRequestStory : public QObject {
   void evicted_by_an_allocation_released_in_the_same_step() {
     auto e = engine(pool(8));
     const std::vector<TokenId> pa = tokens(48, 1);
-    run(*e, req(pa, 1));                          // 3 full blocks, cached
+    run(*e, req(pa, 1));                             // 3 full blocks, cached
     const SeqId b = run(*e, req(tokens(80, 2), 2));  // 5 blocks, then a 6th for its last token
-    std::vector<TokenId> pc = pa;  // longer than A's prompt, so that block 2 could have hit
+    std::vector<TokenId> pc = pa;                    // longer than A's prompt, so that block 2 could have hit
     for (TokenId t : tokens(8, 5)) pc.push_back(t);
     const SeqId c = run(*e, req(pc, 1));
     const PrefixLookup& l = lookup(*e, c);
@@ -240,7 +243,9 @@ class TestRequestStory : public QObject {
     QCOMPARE(s.finish->generated, 40);
     QVERIFY(story(*e, older).preemptions.empty());
     const QString text = all_text(*e, newer);
-    QVERIFY2(text.contains(QString("Preempted at step %1: the pool was 100% used and request %2 needed blocks").arg(p.step).arg(older)),
+    QVERIFY2(text.contains(QString("Preempted at step %1: the pool was 100% used and request %2 needed blocks")
+                               .arg(p.step)
+                               .arg(older)),
              qPrintable(text));
     QVERIFY2(text.contains("Resumed at step"), qPrintable(text));
   }
@@ -282,21 +287,25 @@ class TestRequestStory : public QObject {
     e->run_until_idle();
     (void)older;
     const nlohmann::json j = story_to_json(story(*e, newer), 16, [](TokenId t) { return std::to_string(t); });
-    for (const char* k : {"engine", "id", "label", "forked_from", "arrival", "prompt_tokens", "admissions", "waiting", "blocks",
-                          "blocks_allocated", "copies", "preemptions", "window_drops", "finish", "timeline"})
+    for (const char* k : {"engine", "id", "label", "forked_from", "arrival", "prompt_tokens", "admissions", "waiting",
+                          "blocks", "blocks_allocated", "copies", "preemptions", "window_drops", "finish", "timeline"})
       QVERIFY2(j.contains(k), k);
     QCOMPARE(j["id"].get<int64_t>(), newer);
     const auto& adm = j["admissions"][0];
-    for (const char* k : {"step", "wait_ms", "resumed", "recomputed_tokens", "waits", "lookup"}) QVERIFY2(adm.contains(k), k);
-    for (const char* k : {"prompt_tokens", "hit_tokens", "blocks_attached", "shared_tokens", "shared_with", "miss", "text"})
+    for (const char* k : {"step", "wait_ms", "resumed", "recomputed_tokens", "waits", "lookup"})
+      QVERIFY2(adm.contains(k), k);
+    for (const char* k :
+         {"prompt_tokens", "hit_tokens", "blocks_attached", "shared_tokens", "shared_with", "miss", "text"})
       QVERIFY2(adm["lookup"].contains(k), k);
     QCOMPARE(adm["lookup"]["miss"]["reason"].get<std::string>(), std::string("never_cached"));
     const auto& p = j["preemptions"][0];
-    for (const char* k : {"step", "by", "tokens_lost", "blocks_held", "blocks_freed", "blocks_cached", "pool_used_before_pct", "pool_used_after_pct"})
+    for (const char* k : {"step", "by", "tokens_lost", "blocks_held", "blocks_freed", "blocks_cached",
+                          "pool_used_before_pct", "pool_used_after_pct"})
       QVERIFY2(p.contains(k), k);
     QCOMPARE(j["finish"]["reason"].get<std::string>(), std::string("length limit"));
     QVERIFY(j["timeline"].size() >= 5);
-    QVERIFY(j["timeline"][0].contains("step") && j["timeline"][0].contains("kind") && j["timeline"][0].contains("text"));
+    QVERIFY(j["timeline"][0].contains("step") && j["timeline"][0].contains("kind") &&
+            j["timeline"][0].contains("text"));
   }
 
   // The history is bounded; live stories are always kept.

@@ -35,7 +35,7 @@ void TestContiguousBaseline::first_fit() {
   QCOMPARE(*a.reserve(1, 30), 0);
   QCOMPARE(*a.reserve(2, 30), 30);
   QCOMPARE(*a.reserve(3, 30), 60);
-  a.release(2);                   // hole [30, 60)
+  a.release(2);                     // hole [30, 60)
   QCOMPARE(*a.reserve(4, 20), 30);  // first fit: the hole, not the tail [90, 100)
   QCOMPARE(*a.reserve(5, 10), 50);  // the rest of the hole before the tail
   QCOMPARE(*a.reserve(6, 10), 90);
@@ -159,7 +159,7 @@ struct RunStats {
   int finished = 0;
   int max_running = 0;
   uint64_t preemptions = 0;
-  double worst_waste_pct = 0;        // reserved-but-unfilled / reserved, worst step
+  double worst_waste_pct = 0;  // reserved-but-unfilled / reserved, worst step
   std::vector<std::vector<TokenId>> outputs;
 };
 
@@ -208,7 +208,8 @@ RunStats run_specs(Scheduler& sched, const std::vector<Spec>& specs, AfterStep a
       after_step();
     } else {
       const auto [reserved, filled] = after_step();
-      if (reserved > 0) st.worst_waste_pct = std::max(st.worst_waste_pct, 100.0 * (1.0 - double(filled) / double(reserved)));
+      if (reserved > 0)
+        st.worst_waste_pct = std::max(st.worst_waste_pct, 100.0 * (1.0 - double(filled) / double(reserved)));
     }
     ++st.steps;
   }
@@ -255,7 +256,7 @@ void TestContiguousBaseline::same_workload_through_the_scheduler() {
   QCOMPARE(c.finished, 12);
   QCOMPARE(p.finished, 12);
   QCOMPARE(c.outputs, p.outputs);  // same work done, whatever the allocator
-  QCOMPARE(c.max_running, 4);     // 256 / 64: at most 4 reservations live
+  QCOMPARE(c.max_running, 4);      // 256 / 64: at most 4 reservations live
   QVERIFY2(p.max_running > c.max_running, qPrintable(QString("paged ran at most %1").arg(p.max_running)));
   QVERIFY(p.steps < c.steps);
   // Pre-allocation wastes most of what it reserves; paging only the tail of each last block.
@@ -367,7 +368,7 @@ void TestContiguousBaseline::fixed_policy_grows_moves_and_preempts() {
   const auto copies = kv.take_pending_copies();
   QCOMPARE(copies.size(), size_t(2));
   for (int i = 0; i < 2; ++i) {
-    QCOMPARE(copies[size_t(i)].src, BlockId(i));            // old slots [0, 8) = blocks 0, 1
+    QCOMPARE(copies[size_t(i)].src, BlockId(i));                 // old slots [0, 8) = blocks 0, 1
     QCOMPARE(copies[size_t(i)].dst, BlockId(moved_to / 4 + i));  // new slots [24, 32) = blocks 6, 7
     QCOMPARE(copies[size_t(i)].n_slots, 4);
   }
@@ -444,11 +445,12 @@ void TestContiguousBaseline::every_policy_same_work_through_the_scheduler() {
     Scheduler sched(sc, kv);
     const RunStats got = run_specs(sched, specs, [&] { kv.validate(); });
     const BaselineCounters& c = kv.counters();
-    qInfo("%s: %d steps, %llu preemptions, overflows %llu (in place %llu, moved %llu, preempted %llu), blocked %llu (frag %llu)",
-          baseline_reserve_name(pol).c_str(), got.steps, (unsigned long long)sched.preemptions(),
-          (unsigned long long)c.overflows, (unsigned long long)c.grown_in_place, (unsigned long long)c.relocations,
-          (unsigned long long)c.overflow_preemptions, (unsigned long long)c.blocked_admission_steps,
-          (unsigned long long)c.blocked_by_fragmentation_steps);
+    qInfo(
+        "%s: %d steps, %llu preemptions, overflows %llu (in place %llu, moved %llu, preempted %llu), blocked %llu (frag %llu)",
+        baseline_reserve_name(pol).c_str(), got.steps, (unsigned long long)sched.preemptions(),
+        (unsigned long long)c.overflows, (unsigned long long)c.grown_in_place, (unsigned long long)c.relocations,
+        (unsigned long long)c.overflow_preemptions, (unsigned long long)c.blocked_admission_steps,
+        (unsigned long long)c.blocked_by_fragmentation_steps);
     QCOMPARE(got.outputs, want.outputs);
     QCOMPARE(c.refused_overflows, 0u);
     QCOMPARE(c.overflows, c.grown_in_place + c.relocations + c.overflow_preemptions);

@@ -81,7 +81,8 @@ Run run_engine(EngineConfig cfg, const std::vector<std::vector<TokenId>>& prompt
   out.hybrid = e.hybrid_kv() != nullptr;
   out.preemptions = e.snapshot()->counters.preemptions;
   for (SeqId id : ids) {
-    if (e.sequence(id).state != SeqState::Finished) throw std::runtime_error("sequence did not finish: " + e.sequence(id).error);
+    if (e.sequence(id).state != SeqState::Finished)
+      throw std::runtime_error("sequence did not finish: " + e.sequence(id).error);
     out.outputs.push_back(e.sequence(id).output_tokens());
     out.logits.push_back(e.recorded_logits(id));
     out.prompt_logits.push_back(e.recorded_prompt_logits(id));
@@ -90,7 +91,8 @@ Run run_engine(EngineConfig cfg, const std::vector<std::vector<TokenId>>& prompt
 }
 
 // max |a - b| / max |b| over every row of every sequence.
-double max_rel_diff(const std::vector<std::vector<std::vector<float>>>& a, const std::vector<std::vector<std::vector<float>>>& b) {
+double max_rel_diff(const std::vector<std::vector<std::vector<float>>>& a,
+                    const std::vector<std::vector<std::vector<float>>>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
   for (size_t s = 0; s < a.size(); ++s) {
@@ -155,7 +157,8 @@ class TestHybridKv : public QObject {
     QCOMPARE(hybrid.outputs, single.outputs);
     const double d_prompt = max_rel_diff(hybrid.prompt_logits, single.prompt_logits);
     const double d_gen = max_rel_diff(hybrid.logits, single.logits);
-    QVERIFY2(d_prompt <= 1e-5 && d_gen <= 1e-5, qPrintable(QString("rel diff prompt %1 gen %2").arg(d_prompt).arg(d_gen)));
+    QVERIFY2(d_prompt <= 1e-5 && d_gen <= 1e-5,
+             qPrintable(QString("rel diff prompt %1 gen %2").arg(d_prompt).arg(d_gen)));
     if (window > 0) return;  // the reference's sink mode is covered by test_sinks
 
     // The reference forward, teacher-forced along the second (longest) sequence.
@@ -177,7 +180,8 @@ class TestHybridKv : public QObject {
     auto g = Model::load((test::models_dir() / "synthetic/synth-gemma3-f32.gguf").string());
     Engine eg(g, std::make_unique<CpuBackend>(g, 1), EngineConfig{});
     QVERIFY(eg.hybrid_kv() != nullptr);
-    QVERIFY(eg.kv_summary().find("global") != std::string::npos && eg.kv_summary().find("sliding") != std::string::npos);
+    QVERIFY(eg.kv_summary().find("global") != std::string::npos &&
+            eg.kv_summary().find("sliding") != std::string::npos);
     auto l = Model::load((test::models_dir() / "synthetic/synth-llama-f32.gguf").string());
     Engine el(l, std::make_unique<CpuBackend>(l, 1), EngineConfig{});
     QVERIFY(el.hybrid_kv() == nullptr);
@@ -249,7 +253,8 @@ class TestHybridKv : public QObject {
     QVERIFY(decode_steps > 200);
     // At 280 tokens: 1/4 of the layers keep everything, 3/4 keep 2-3 blocks of 8.
     const double expect = 0.25 + 0.75 * (3.0 * bs) / (ceil_div(279, bs) * bs);
-    QVERIFY2(last_ratio <= expect + 1e-9 && last_ratio < 0.35, qPrintable(QString("ratio %1, expected <= %2").arg(last_ratio).arg(expect)));
+    QVERIFY2(last_ratio <= expect + 1e-9 && last_ratio < 0.35,
+             qPrintable(QString("ratio %1, expected <= %2").arg(last_ratio).arg(expect)));
     QCOMPARE(e.sequence(id).output_tokens(), s.sequence(id).output_tokens());
   }
 
@@ -278,7 +283,8 @@ class TestHybridKv : public QObject {
       int32_t used = 0;
       for (BlockId b = 0; b < pool.num_blocks(); ++b) {
         const BlockSnap& x = sn.group_blocks(g)[static_cast<size_t>(b)];
-        if (x.ref_count != pool.state(b).ref_count || x.filled != pool.state(b).filled || x.owner != lowest[static_cast<size_t>(b)])
+        if (x.ref_count != pool.state(b).ref_count || x.filled != pool.state(b).filled ||
+            x.owner != lowest[static_cast<size_t>(b)])
           return false;
         used += pool.state(b).ref_count > 0;
       }
@@ -317,9 +323,7 @@ class TestHybridKv : public QObject {
     std::map<SeqId, std::vector<TokenId>> live;  // tokens of each live sequence
     SeqId next = 1;
     int failures = 0, forks = 0, copies = 0, hits = 0;
-    auto pools = [&] {
-      return std::make_pair(kv.group(0).pool().num_free(), kv.group(1).pool().num_free());
-    };
+    auto pools = [&] { return std::make_pair(kv.group(0).pool().num_free(), kv.group(1).pool().num_free()); };
     for (int op = 0; op < 4000; ++op) {
       const int what = static_cast<int>(rng() % 10);
       if (what < 2 || live.empty()) {  // a new sequence from a shared base prompt
@@ -343,7 +347,7 @@ class TestHybridKv : public QObject {
           ++failures;
           QCOMPARE(pools(), before);  // nothing changed
           QCOMPARE(kv.seq_len(it->first), len_before);
-          kv.free(it->first);         // preempted by recompute
+          kv.free(it->first);  // preempted by recompute
           live.erase(it);
         }
       } else if (what < 7) {  // fork
@@ -383,7 +387,8 @@ class TestHybridKv : public QObject {
     HybridKvManager kv(g, s);
     const std::vector<TokenId> a = prompt_of(21, 5);
     QVERIFY(kv.attach_cached_prefix(1, a) == 0);
-    for (int32_t len = 0; len < 21; len += 4) QVERIFY(kv.allocate_slots(1, std::span(a).first(std::min(21, len + 4)), std::min(4, 21 - len)));
+    for (int32_t len = 0; len < 21; len += 4)
+      QVERIFY(kv.allocate_slots(1, std::span(a).first(std::min(21, len + 4)), std::min(4, 21 - len)));
     kv.free(1);
     QCOMPARE(kv.peek_cached_prefix(a), 20);
     QCOMPARE(kv.group(0).peek_cached_prefix(a), 20);
@@ -407,11 +412,12 @@ class TestHybridKv : public QObject {
   // Preemption when only the sliding pool runs out: every greedy sequence still produces the
   // tokens of the single-table run.
   void preemption_on_a_tight_sliding_pool() {
-    const std::vector<std::vector<TokenId>> prompts = {prompt_of(40, 21), prompt_of(35, 22), prompt_of(44, 23), prompt_of(30, 24)};
+    const std::vector<std::vector<TokenId>> prompts = {prompt_of(40, 21), prompt_of(35, 22), prompt_of(44, 23),
+                                                       prompt_of(30, 24)};
     EngineConfig cfg;
     cfg.block_size = 8;
-    cfg.num_blocks = 200;          // the global pool is roomy
-    cfg.sliding_num_blocks = 8;    // 4 decoding sequences need 4 x 2-3
+    cfg.num_blocks = 200;        // the global pool is roomy
+    cfg.sliding_num_blocks = 8;  // 4 decoding sequences need 4 x 2-3
     cfg.sched.max_batched_tokens = 16;
     cfg.hybrid_kv = HybridKvMode::On;
     const Run tight = run_engine(cfg, prompts, 40);
@@ -443,7 +449,8 @@ class TestHybridKv : public QObject {
       uint64_t copies = 0;
       while (e.step()) {
         e.validate_kv();
-        for (const BlockEvent& ev : e.snapshot()->events) copies += ev.kind == BlockEventKind::CopiedOnWrite && ev.group == hybrid;
+        for (const BlockEvent& ev : e.snapshot()->events)
+          copies += ev.kind == BlockEventKind::CopiedOnWrite && ev.group == hybrid;
       }
       QVERIFY2(copies >= 2, qPrintable(QString("copy-on-write events in group %1: %2").arg(hybrid).arg(copies)));
       for (SeqId id : ids) outs[hybrid].push_back(e.sequence(id).output_tokens());
@@ -527,11 +534,12 @@ class TestHybridKv : public QObject {
     HybridKvManager two(g, sl);
     const int n_hybrid = fill(two);
     two.validate();
-    qInfo("8K sequences in 2304 MiB: single table %d (%d blocks), hybrid %d (global %d blocks, sliding %d blocks, sized for %.2f)",
-          n_single, single.num_blocks, n_hybrid, sp.global_blocks, sp.sliding_blocks, sp.seqs_at_context);
-    QCOMPARE(n_single, 8);                                        // 4096 blocks / 512 per sequence
+    qInfo(
+        "8K sequences in 2304 MiB: single table %d (%d blocks), hybrid %d (global %d blocks, sliding %d blocks, sized for %.2f)",
+        n_single, single.num_blocks, n_hybrid, sp.global_blocks, sp.sliding_blocks, sp.seqs_at_context);
+    QCOMPARE(n_single, 8);  // 4096 blocks / 512 per sequence
     QCOMPARE(n_hybrid, static_cast<int>(std::floor(sp.seqs_at_context)));
-    QVERIFY(n_hybrid >= 4 * n_single);                            // 3/18 of the layers keep everything
+    QVERIFY(n_hybrid >= 4 * n_single);  // 3/18 of the layers keep everything
   }
 
   // The budget split: at max_model_len both pools run out together, and --kv-blocks style
@@ -539,17 +547,20 @@ class TestHybridKv : public QObject {
   void pool_split() {
     HybridPoolInput in;
     in.budget_bytes = 1000LL * 16 * 100;
-    in.global_block_bytes = 16 * 100;  // 1 layer
-    in.sliding_block_bytes = 16 * 500; // 5 layers
+    in.global_block_bytes = 16 * 100;   // 1 layer
+    in.sliding_block_bytes = 16 * 500;  // 5 layers
     in.block_size = 16;
     in.window = 512;
     in.max_model_len = 8192;
     in.max_chunk = 512;
     const HybridPoolSplit sp = split_hybrid_pools(in);
     QCOMPARE(sp.sliding_blocks_per_seq, 512 / 16 + 1);
-    QVERIFY(static_cast<int64_t>(sp.global_blocks) * in.global_block_bytes + static_cast<int64_t>(sp.sliding_blocks) * in.sliding_block_bytes <= in.budget_bytes);
+    QVERIFY(static_cast<int64_t>(sp.global_blocks) * in.global_block_bytes +
+                static_cast<int64_t>(sp.sliding_blocks) * in.sliding_block_bytes <=
+            in.budget_bytes);
     const double seqs_global = static_cast<double>(sp.global_blocks) / (8192 / 16);
-    QVERIFY2(std::abs(seqs_global - sp.seqs_at_context) < 1e-9, qPrintable(QString("%1 vs %2").arg(seqs_global).arg(sp.seqs_at_context)));
+    QVERIFY2(std::abs(seqs_global - sp.seqs_at_context) < 1e-9,
+             qPrintable(QString("%1 vs %2").arg(seqs_global).arg(sp.seqs_at_context)));
     QVERIFY(seqs_global > 1.0);  // the budget holds one 8K sequence with room to spare
     QVERIFY(sp.sliding_blocks >= static_cast<int32_t>(std::ceil(seqs_global * sp.sliding_blocks_per_seq)) + 512 / 16);
     // Given global blocks: the sliding pool never limits max_running short sequences.

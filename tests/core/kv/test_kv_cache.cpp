@@ -87,8 +87,8 @@ void TestKvCache::pool_basics() {
   pool.validate();
   // Accessor checks stay on in Release and throw.
   QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.state(4));
-  QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.unref(2));         // already free
-  QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.ref(2));           // free and uncached: allocate() it
+  QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.unref(2));  // already free
+  QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.ref(2));    // free and uncached: allocate() it
   QVERIFY_THROWS_EXCEPTION(std::logic_error, pool.set_filled(0, 17));
 }
 
@@ -139,7 +139,7 @@ void TestKvCache::pool_eviction_orphans_descendants() {
   pool.set_hash(a, 1, kNoBlock, std::vector<TokenId>{10});
   pool.set_hash(b, 2, a, std::vector<TokenId>{11});
   pool.set_hash(c, 3, b, std::vector<TokenId>{12});
-  pool.unref(a);   // a evictable; b, c still in use
+  pool.unref(a);  // a evictable; b, c still in use
   const BlockId reused = *pool.allocate();
   QCOMPARE(reused, a);
   // a's id now holds other content: b and c (computed after a's old content) must never be hit.
@@ -331,7 +331,7 @@ void TestKvCache::sliding_window_with_prefix_cache() {
   QCOMPARE(cached, 40);
   const auto t2 = kv.block_table(2);
   QCOMPARE(int(t2.size()), 10);
-  QVERIFY(t2[0] != kNoBlock);  // sink block
+  QVERIFY(t2[0] != kNoBlock);                                  // sink block
   for (int bi = 1; bi <= 7; ++bi) QCOMPARE(t2[bi], kNoBlock);  // wholly before position 40 - 8 + 1
   QVERIFY(t2[8] != kNoBlock && t2[9] != kNoBlock);
   QCOMPARE(kv.blocks_held(2), 3);
@@ -469,9 +469,7 @@ void TestKvCache::run_property(const KvCacheConfig& cfg, uint32_t seed, int ops)
   for (BlockId b = 0; b < cfg.num_blocks; ++b) QCOMPARE(kv.pool().state(b).ref_count, 0);
 }
 
-void TestKvCache::randomized_property_full_attention() {
-  run_property(small_cfg(4, 40), 12345, 6000);
-}
+void TestKvCache::randomized_property_full_attention() { run_property(small_cfg(4, 40), 12345, 6000); }
 
 void TestKvCache::randomized_property_window_and_sinks() {
   KvCacheConfig c = small_cfg(4, 40);

@@ -89,21 +89,33 @@ void round_trip(KvDtype t, const std::vector<float>& x, std::vector<float>& y) {
   const int32_t d = static_cast<int32_t>(x.size());
   std::vector<uint8_t> q(x.size());
   switch (t) {
-    case KvDtype::F32: y = x; break;
-    case KvDtype::F16: for (int32_t i = 0; i < d; ++i) y[i] = fp16_to_fp32(fp32_to_fp16(x[i])); break;
-    case KvDtype::BF16: for (int32_t i = 0; i < d; ++i) y[i] = bf16_to_fp32(fp32_to_bf16(x[i])); break;
+    case KvDtype::F32:
+      y = x;
+      break;
+    case KvDtype::F16:
+      for (int32_t i = 0; i < d; ++i) y[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+      break;
+    case KvDtype::BF16:
+      for (int32_t i = 0; i < d; ++i) y[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+      break;
     case KvDtype::INT8: {
       auto* qi = reinterpret_cast<int8_t*>(q.data());
       kvq::dequantize_int8(qi, d, kvq::quantize_int8(x.data(), d, qi), y.data());
       break;
     }
-    case KvDtype::FP8_E4M3: kvq::dequantize_fp8_e4m3(q.data(), d, kvq::quantize_fp8_e4m3(x.data(), d, q.data()), y.data()); break;
-    case KvDtype::FP8_E5M2: kvq::dequantize_fp8_e5m2(q.data(), d, kvq::quantize_fp8_e5m2(x.data(), d, q.data()), y.data()); break;
+    case KvDtype::FP8_E4M3:
+      kvq::dequantize_fp8_e4m3(q.data(), d, kvq::quantize_fp8_e4m3(x.data(), d, q.data()), y.data());
+      break;
+    case KvDtype::FP8_E5M2:
+      kvq::dequantize_fp8_e5m2(q.data(), d, kvq::quantize_fp8_e5m2(x.data(), d, q.data()), y.data());
+      break;
     case KvDtype::INT4:
     case KvDtype::KIVI4:
     case KvDtype::KIVI2:
     case KvDtype::ROT4:
-    case KvDtype::ROT4C: QFAIL("per-tile formats: tests/cpu/test_kv_quant4.cpp"); break;
+    case KvDtype::ROT4C:
+      QFAIL("per-tile formats: tests/cpu/test_kv_quant4.cpp");
+      break;
   }
 }
 
@@ -127,8 +139,9 @@ class TestKvQuant : public QObject {
       QVERIFY2(static_cast<double>(got) == want && std::signbit(got) == std::signbit(want),
                qPrintable(QString("%1 code 0x%2: got %3 want %4").arg(f.name).arg(c, 2, 16).arg(got).arg(want)));
       // decode -> encode is the identity on every non-NaN code (inf included for E5M2).
-      QVERIFY2(f.encode(got) == code, qPrintable(QString("%1 round trip of 0x%2 gave 0x%3")
-                                                     .arg(f.name).arg(c, 2, 16).arg(f.encode(got), 2, 16)));
+      QVERIFY2(
+          f.encode(got) == code,
+          qPrintable(QString("%1 round trip of 0x%2 gave 0x%3").arg(f.name).arg(c, 2, 16).arg(f.encode(got), 2, 16)));
     }
     QCOMPARE(nan_codes, f.has_inf ? 6 : 2);
 
@@ -164,8 +177,11 @@ class TestKvQuant : public QObject {
       }
       if (got != want)
         QFAIL(qPrintable(QString("%1 encode(%2 = 0x%3) = 0x%4, want 0x%5")
-                             .arg(f.name).arg(static_cast<double>(x), 0, 'g', 9).arg(bits(x), 8, 16)
-                             .arg(got, 2, 16).arg(want, 2, 16)));
+                             .arg(f.name)
+                             .arg(static_cast<double>(x), 0, 'g', 9)
+                             .arg(bits(x), 8, 16)
+                             .arg(got, 2, 16)
+                             .arg(want, 2, 16)));
     }
   }
 
@@ -177,9 +193,9 @@ class TestKvQuant : public QObject {
     QCOMPARE(kvq::f32_to_fp8_e4m3(448.0f), uint8_t{0x7E});
     QCOMPARE(kvq::fp8_e4m3_to_f32(0x7E), 448.0f);
     QCOMPARE(kvq::f32_to_fp8_e4m3(1.0f), uint8_t{0x38});
-    QCOMPARE(kvq::fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));   // min subnormal
+    QCOMPARE(kvq::fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));      // min subnormal
     QCOMPARE(kvq::fp8_e4m3_to_f32(0x07), 7 * std::ldexp(1.0f, -9));  // max subnormal
-    QCOMPARE(kvq::fp8_e4m3_to_f32(0x08), std::ldexp(1.0f, -6));   // min normal
+    QCOMPARE(kvq::fp8_e4m3_to_f32(0x08), std::ldexp(1.0f, -6));      // min normal
     QCOMPARE(kvq::f32_to_fp8_e5m2(57344.0f), uint8_t{0x7B});
     QCOMPARE(kvq::fp8_e5m2_to_f32(0x7B), 57344.0f);
     QCOMPARE(kvq::f32_to_fp8_e5m2(1.0f), uint8_t{0x3C});
@@ -253,7 +269,8 @@ class TestKvQuant : public QObject {
         std::vector<float> x(d), y(d);
         std::vector<uint8_t> q(d);
         for (auto& v : x) v = nd(rng) * std::exp2(static_cast<float>(trial % 9 - 4));
-        const float s = e5 ? kvq::quantize_fp8_e5m2(x.data(), d, q.data()) : kvq::quantize_fp8_e4m3(x.data(), d, q.data());
+        const float s =
+            e5 ? kvq::quantize_fp8_e5m2(x.data(), d, q.data()) : kvq::quantize_fp8_e4m3(x.data(), d, q.data());
         if (e5)
           kvq::dequantize_fp8_e5m2(q.data(), d, s, y.data());
         else
@@ -264,7 +281,8 @@ class TestKvQuant : public QObject {
         for (int32_t i = 0; i < d; ++i) {
           const float err = std::fabs(x[i] - y[i]);
           const float bound = std::max(std::fabs(x[i]) * std::ldexp(1.0f, -(M + 1)), 0.5f * min_sub * s) * 1.0001f;
-          QVERIFY2(err <= bound, qPrintable(QString("fp8 %1: x %2 y %3").arg(e5 ? "e5m2" : "e4m3").arg(x[i]).arg(y[i])));
+          QVERIFY2(err <= bound,
+                   qPrintable(QString("fp8 %1: x %2 y %3").arg(e5 ? "e5m2" : "e4m3").arg(x[i]).arg(y[i])));
         }
       }
     }
@@ -281,8 +299,9 @@ class TestKvQuant : public QObject {
   // stories260K: 5 layers x 4 KV heads x head_dim 8. Scales are 4 bytes per head vector.
   void byte_accounting() {
     KvLayout L{5, 4, 8, 16, 10, KvDtype::F32};
-    const std::pair<KvDtype, int64_t> want[] = {{KvDtype::F32, 1280}, {KvDtype::F16, 640},      {KvDtype::BF16, 640},
-                                                {KvDtype::INT8, 480}, {KvDtype::FP8_E4M3, 480}, {KvDtype::FP8_E5M2, 480}};
+    const std::pair<KvDtype, int64_t> want[] = {{KvDtype::F32, 1280},     {KvDtype::F16, 640},
+                                                {KvDtype::BF16, 640},     {KvDtype::INT8, 480},
+                                                {KvDtype::FP8_E4M3, 480}, {KvDtype::FP8_E5M2, 480}};
     for (const auto& [t, bytes] : want) {
       L.dtype = t;
       QCOMPARE(L.bytes_per_token(), bytes);
@@ -341,9 +360,9 @@ class TestKvQuant : public QObject {
   void paged_forward_close_to_f32() {
     KVSCOPE_REQUIRE_FILE(test::models_dir() / "stories260K.gguf");
     auto m = load("stories260K.gguf");
-    const std::vector<TokenId> toks =
-        m->tokenizer->encode("Once upon a time, there was a little girl named Lily. She loved to play with her ball in the park.",
-                             true, false);
+    const std::vector<TokenId> toks = m->tokenizer->encode(
+        "Once upon a time, there was a little girl named Lily. She loved to play with her ball in the park.", true,
+        false);
     const std::vector<TokenId> prompt(toks.begin(), toks.begin() + 12), forced(toks.begin() + 12, toks.end());
     const size_t rows = forced.size() + 1;
     test::PagedRun ref(m, static_cast<int32_t>(toks.size()), 16, 1, KvDtype::F32);
@@ -355,13 +374,17 @@ class TestKvQuant : public QObject {
     };
     // Measured: f16 0.013 / 1.8e-7, bf16 0.080 / 1.8e-5, int8 0.72 / 6.0e-4, e4m3 1.5 / 2.8e-3,
     // e5m2 3.2 / 2.2e-2; top-1 agreement 1.0 for all.
-    const Tol tol[] = {{KvDtype::F16, 0.03f, 1e-6},    {KvDtype::BF16, 0.16f, 1e-4},    {KvDtype::INT8, 1.5f, 2e-3},
-                       {KvDtype::FP8_E4M3, 3.0f, 1e-2}, {KvDtype::FP8_E5M2, 6.5f, 6e-2}};
+    const Tol tol[] = {{KvDtype::F16, 0.03f, 1e-6},
+                       {KvDtype::BF16, 0.16f, 1e-4},
+                       {KvDtype::INT8, 1.5f, 2e-3},
+                       {KvDtype::FP8_E4M3, 3.0f, 1e-2},
+                       {KvDtype::FP8_E5M2, 6.5f, 6e-2}};
     for (const Tol& tl : tol) {
       test::PagedRun run(m, static_cast<int32_t>(toks.size()), 16, 1, tl.t);
       const auto got = run.teacher_forced(prompt, forced, rows);
       float worst = 0;
-      for (size_t r = 0; r < rows; ++r) worst = std::max(worst, test::max_abs_diff(want[r], got[r].data(), want[r].size()));
+      for (size_t r = 0; r < rows; ++r)
+        worst = std::max(worst, test::max_abs_diff(want[r], got[r].data(), want[r].size()));
       const LogitsAgreement ag = compare_logits(want, got);
       qInfo("%s KV vs f32 KV over %zu rows: max |dlogit| %.4g (tol %.3g), KL mean %.3g (tol %.3g), top-1 %.3f",
             kv_dtype_name(tl.t), rows, static_cast<double>(worst), static_cast<double>(tl.dlogit), ag.kl_mean, tl.kl,

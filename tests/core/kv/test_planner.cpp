@@ -75,7 +75,8 @@ class TestPlanner : public QObject {
     QCOMPARE(r.gpus, 3);  // 140 GB + 42.9 GB = 183 GB over 80 GiB GPUs
     QCOMPARE(plan_memory(input("Llama-3-70B", 131072, "f16", KvDtype::F16)).kv_bytes, 40 * GiB);
     QCOMPARE(plan_memory(input("Llama-2-70B", 4096, "f16", KvDtype::F16)).weights_bytes, int64_t{137'960'000'000});
-    QCOMPARE(plan_memory(input("Qwen2.5-7B", 1, "f16", KvDtype::F16)).kv_bytes_per_token, int64_t{2 * 28 * 4 * 128 * 2});
+    QCOMPARE(plan_memory(input("Qwen2.5-7B", 1, "f16", KvDtype::F16)).kv_bytes_per_token,
+             int64_t{2 * 28 * 4 * 128 * 2});
     QCOMPARE(plan_memory(input("llama-3-70b", 1, "bf16", KvDtype::F16)).weights_bytes, int64_t{141'100'000'000});
   }
 
@@ -89,7 +90,7 @@ class TestPlanner : public QObject {
     QCOMPARE(r.groups.size(), size_t{1});
     QCOMPARE(r.groups[0].window, 4096);
     QCOMPARE(r.kv_bytes, 8 * 4096 * 131072LL);  // 4 GiB instead of 32
-    in.window = 1000;                            // a smaller window of our own narrows it
+    in.window = 1000;                           // a smaller window of our own narrows it
     QCOMPARE(plan_memory(in).groups[0].tokens_per_seq, int64_t{1000});
 
     r = plan_memory(input("Gemma-3-27B", 131072, "f16", KvDtype::F16));
@@ -121,7 +122,7 @@ class TestPlanner : public QObject {
     r = plan_memory(in);
     QCOMPARE(r.groups[0].tokens_per_seq, int64_t{304});
     QCOMPARE(r.groups[0].tokens_stored, int64_t{4 + 4 * 300});  // sinks shared, window private
-    in.shared_prefix = 800;  // the window [700, 1000) now overlaps the prefix by 100
+    in.shared_prefix = 800;                                     // the window [700, 1000) now overlaps the prefix by 100
     QCOMPARE(plan_memory(in).groups[0].tokens_stored, int64_t{4 + 100 + 4 * 200});
     in.context = 200;  // shorter than the window: everything is kept
     in.shared_prefix = 0;

@@ -52,21 +52,19 @@ struct ByteBuilder {
 std::string refusal(const std::vector<uint8_t>& bytes) {
   try {
     GgufFile::from_bytes(bytes.data(), bytes.size(), "hostile");
-  } catch (const GgufError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
+  } catch (const GgufError& e) { return e.what(); } catch (const std::exception& e) {
     return std::string("WRONG EXCEPTION TYPE: ") + e.what();
   }
   return {};
 }
 
-#define EXPECT_REFUSED(bytes, word)                                                               \
-  do {                                                                                            \
-    const std::string msg_ = refusal(bytes);                                                      \
-    QVERIFY2(!msg_.empty(), "hostile input was accepted");                                        \
-    QVERIFY2(msg_.find("WRONG EXCEPTION") == std::string::npos, msg_.c_str());                    \
+#define EXPECT_REFUSED(bytes, word)                                                                                 \
+  do {                                                                                                              \
+    const std::string msg_ = refusal(bytes);                                                                        \
+    QVERIFY2(!msg_.empty(), "hostile input was accepted");                                                          \
+    QVERIFY2(msg_.find("WRONG EXCEPTION") == std::string::npos, msg_.c_str());                                      \
     QVERIFY2(msg_.find(word) != std::string::npos, ("message lacks '" + std::string(word) + "': " + msg_).c_str()); \
-    QVERIFY2(msg_.find("byte offset") != std::string::npos, ("message lacks the offset: " + msg_).c_str()); \
+    QVERIFY2(msg_.find("byte offset") != std::string::npos, ("message lacks the offset: " + msg_).c_str());         \
   } while (0)
 
 // A small valid file: two f32 tensors, a few keys.
@@ -150,7 +148,10 @@ class TestGguf : public QObject {
 
   void synthetic_files_types() {
     // Per README: which types each synthetic llama holds (1-D norms stay f32 everywhere).
-    struct Case { const char* file; std::map<std::string, int> counts; };
+    struct Case {
+      const char* file;
+      std::map<std::string, int> counts;
+    };
     const Case cases[] = {
         {"synth-llama-f32.gguf", {{"f32", 21}}},
         {"synth-llama-f16.gguf", {{"f16", 16}, {"f32", 5}}},
@@ -178,7 +179,8 @@ class TestGguf : public QObject {
     const auto q40 = GgufFile::open((test::models_dir() / "synthetic" / "synth-llama-q4_0.gguf").string());
     QCOMPARE(q40->find_tensor("output.weight")->type(), GgmlType::Q6_K);
     for (const char* arch : {"qwen2", "qwen3", "gemma3"}) {
-      const auto f = GgufFile::open((test::models_dir() / "synthetic" / (std::string("synth-") + arch + "-f32.gguf")).string());
+      const auto f =
+          GgufFile::open((test::models_dir() / "synthetic" / (std::string("synth-") + arch + "-f32.gguf")).string());
       QCOMPARE(f->get_string("general.architecture").value(), std::string(arch));
       for (const auto& t : f->tensors()) QCOMPARE(t.type(), GgmlType::F32);
     }
@@ -203,16 +205,28 @@ class TestGguf : public QObject {
       return v;
     };
     GgufValue v;
-    v = scalar(GgufValueType::UINT8); v.u = 200; w.set("t.u8", v);
-    v = scalar(GgufValueType::INT8); v.i = -100; w.set("t.i8", v);
-    v = scalar(GgufValueType::UINT16); v.u = 60000; w.set("t.u16", v);
-    v = scalar(GgufValueType::INT16); v.i = -30000; w.set("t.i16", v);
+    v = scalar(GgufValueType::UINT8);
+    v.u = 200;
+    w.set("t.u8", v);
+    v = scalar(GgufValueType::INT8);
+    v.i = -100;
+    w.set("t.i8", v);
+    v = scalar(GgufValueType::UINT16);
+    v.u = 60000;
+    w.set("t.u16", v);
+    v = scalar(GgufValueType::INT16);
+    v.i = -30000;
+    w.set("t.i16", v);
     w.set_u32("t.u32", 4000000000u);
     w.set_i32("t.i32", -2000000000);
     w.set_u64("t.u64", 18000000000000000000ull);
-    v = scalar(GgufValueType::INT64); v.i = -9000000000000000000ll; w.set("t.i64", v);
+    v = scalar(GgufValueType::INT64);
+    v.i = -9000000000000000000ll;
+    w.set("t.i64", v);
     w.set_f32("t.f32", 0.1f);
-    v = scalar(GgufValueType::FLOAT64); v.f = 0.1; w.set("t.f64", v);
+    v = scalar(GgufValueType::FLOAT64);
+    v.f = 0.1;
+    w.set("t.f64", v);
     w.set_bool("t.bool", true);
     w.set_string("t.str", std::string("h\xC3\xA9llo\0x", 8));
     w.set_string_array("t.strs", {"a", "", "ccc"});
@@ -273,7 +287,7 @@ class TestGguf : public QObject {
     std::normal_distribution<float> dist(0.0f, 0.5f);
     std::vector<float> data(512 * 3);
     for (auto& x : data) x = dist(rng);
-    const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+    const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                               GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
     GgufWriter w;
     for (GgmlType t : types) w.add_tensor("t." + ggml_type_name(uint32_t(t)), {512, 3}, t, data);
@@ -438,7 +452,8 @@ class TestGguf : public QObject {
       f->view(*iq);
       QFAIL("view of iq2_xxs did not throw");
     } catch (const GgufError& e) {
-      QCOMPARE(std::string(e.what()), std::string("tensor 'blk.0.attn_q.weight' has type iq2_xxs, which kvscope does not support"));
+      QCOMPARE(std::string(e.what()),
+               std::string("tensor 'blk.0.attn_q.weight' has type iq2_xxs, which kvscope does not support"));
     }
     try {
       f->view(*f->find_tensor("mystery"));
@@ -534,9 +549,7 @@ class TestGguf : public QObject {
       try {
         GgufFile::from_bytes(bytes.data(), cut);
         QFAIL(qPrintable(QString("prefix of %1 bytes was accepted").arg(cut)));
-      } catch (const GgufError&) {
-        ++checked;
-      }
+      } catch (const GgufError&) { ++checked; }
     }
     // A file cut anywhere in its tensor data is refused too.
     for (size_t cut : {header_end + 1000, bytes.size() / 2, bytes.size() - 1}) {
@@ -557,9 +570,7 @@ class TestGguf : public QObject {
       for (int k = 0; k < 3; ++k) b[rng() % header_end] = static_cast<uint8_t>(rng());
       try {
         GgufFile::from_bytes(b.data(), b.size());
-      } catch (const GgufError&) {
-        ++refused;
-      }
+      } catch (const GgufError&) { ++refused; }
     }
     qInfo("%d of 3000 corrupted headers refused", refused);
   }

@@ -51,8 +51,8 @@ std::shared_ptr<GgufFile> base_file(const std::string& arch = "llama") {
 }
 
 // Writes base (of arch) with the edits, plus metadata overrides applied by `meta`.
-fs::path make(const std::string& name, const RewriteEdits& edits,
-              const std::function<void(GgufWriter&)>& meta = {}, const std::string& arch = "llama") {
+fs::path make(const std::string& name, const RewriteEdits& edits, const std::function<void(GgufWriter&)>& meta = {},
+              const std::string& arch = "llama") {
   auto f = base_file(arch);
   GgufWriter w = test::rewrite_gguf(*f, edits);
   if (meta) meta(w);
@@ -60,32 +60,31 @@ fs::path make(const std::string& name, const RewriteEdits& edits,
   w.write(p.string());
   return p;
 }
-fs::path make_meta(const std::string& name, const std::function<void(GgufWriter&)>& meta) { return make(name, {}, meta); }
+fs::path make_meta(const std::string& name, const std::function<void(GgufWriter&)>& meta) {
+  return make(name, {}, meta);
+}
 
 // The message Model::load refuses `p` with, prefixed by the exception type; "" if it loads.
 std::string load_error(const fs::path& p) {
   try {
     Model::load(p.string());
-  } catch (const GgufError& e) {
-    return std::string("GgufError: ") + e.what();
-  } catch (const ModelError& e) {
+  } catch (const GgufError& e) { return std::string("GgufError: ") + e.what(); } catch (const ModelError& e) {
     return std::string("ModelError: ") + e.what();
   } catch (const std::runtime_error& e) {
     return std::string("runtime_error: ") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("WRONG EXCEPTION TYPE: ") + e.what();
-  }
+  } catch (const std::exception& e) { return std::string("WRONG EXCEPTION TYPE: ") + e.what(); }
   return {};
 }
 
-#define EXPECT_LOAD_ERROR(path, ...)                                                                        \
-  do {                                                                                                      \
-    const std::string msg_ = load_error(path);                                                              \
-    QVERIFY2(!msg_.empty(), "the broken model was accepted");                                               \
-    QVERIFY2(msg_.find("WRONG EXCEPTION") == std::string::npos, msg_.c_str());                              \
-    for (const char* word_ : {__VA_ARGS__})                                                                 \
-      QVERIFY2(msg_.find(word_) != std::string::npos, ("message lacks '" + std::string(word_) + "': " + msg_).c_str()); \
-    qInfo("%s", msg_.c_str());                                                                              \
+#define EXPECT_LOAD_ERROR(path, ...)                                             \
+  do {                                                                           \
+    const std::string msg_ = load_error(path);                                   \
+    QVERIFY2(!msg_.empty(), "the broken model was accepted");                    \
+    QVERIFY2(msg_.find("WRONG EXCEPTION") == std::string::npos, msg_.c_str());   \
+    for (const char* word_ : {__VA_ARGS__})                                      \
+      QVERIFY2(msg_.find(word_) != std::string::npos,                            \
+               ("message lacks '" + std::string(word_) + "': " + msg_).c_str()); \
+    qInfo("%s", msg_.c_str());                                                   \
   } while (0)
 
 RewriteEdits edit_tensor(const std::string& name, std::function<void(TensorCopy&)> fn) {
@@ -133,36 +132,46 @@ class TestModelErrors : public QObject {
     // The unedited copy loads: every failure below comes from its one edit.
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
-    for (const char* arch : {"qwen2", "qwen3", "gemma3"}) QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
+    for (const char* arch : {"qwen2", "qwen3", "gemma3"})
+      QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
   // --- shapes and sizes ---------------------------------------------------------------------
 
   void wrong_tensor_shape_for_architecture() {
     // attn_k must be [n_embd, n_head_kv * head_dim] = [32, 16].
-    EXPECT_LOAD_ERROR(make("shape-attn-k", edit_tensor("blk.0.attn_k.weight", [](TensorCopy& c) {
-                        c.ne = {32, 8};
-                        c.data.resize(32 * 8);
-                      })),
+    EXPECT_LOAD_ERROR(make("shape-attn-k", edit_tensor("blk.0.attn_k.weight",
+                                                       [](TensorCopy& c) {
+                                                         c.ne = {32, 8};
+                                                         c.data.resize(32 * 8);
+                                                       })),
                       "ModelError", "blk.0.attn_k.weight", "[32, 8]", "expected [32, 16]");
     // ffn_down written transposed: [n_embd, n_ff] instead of [n_ff, n_embd].
-    EXPECT_LOAD_ERROR(make("shape-ffn-down-transposed", edit_tensor("blk.1.ffn_down.weight", [](TensorCopy& c) {
-                        c.ne = {32, 64};
-                      })),
+    EXPECT_LOAD_ERROR(make("shape-ffn-down-transposed", edit_tensor("blk.1.ffn_down.weight",
+                                                                    [](TensorCopy& c) {
+                                                                      c.ne = {32, 64};
+                                                                    })),
                       "blk.1.ffn_down.weight", "[32, 64]", "expected [64, 32]");
     // A norm with the wrong length, and a matrix with an extra dimension.
-    EXPECT_LOAD_ERROR(make("shape-norm", edit_tensor("output_norm.weight", [](TensorCopy& c) {
-                        c.ne = {16};
-                        c.data.resize(16);
-                      })),
+    EXPECT_LOAD_ERROR(make("shape-norm", edit_tensor("output_norm.weight",
+                                                     [](TensorCopy& c) {
+                                                       c.ne = {16};
+                                                       c.data.resize(16);
+                                                     })),
                       "output_norm.weight", "[16]", "expected [32]");
-    EXPECT_LOAD_ERROR(make("shape-3d", edit_tensor("blk.0.attn_q.weight", [](TensorCopy& c) { c.ne = {32, 16, 2}; })),
+    EXPECT_LOAD_ERROR(make("shape-3d", edit_tensor("blk.0.attn_q.weight",
+                                                   [](TensorCopy& c) {
+                                                     c.ne = {32, 16, 2};
+                                                   })),
                       "blk.0.attn_q.weight", "[32, 16, 2]");
     // Architecture-specific tensors: qwen3's per-head q/k norms are [head_dim] = [8].
-    EXPECT_LOAD_ERROR(make("shape-qwen3-qnorm", edit_tensor("blk.0.attn_q_norm.weight", [](TensorCopy& c) {
-                        c.ne = {32};
-                        c.data.resize(32, 1.0f);
-                      }), {}, "qwen3"),
+    EXPECT_LOAD_ERROR(make("shape-qwen3-qnorm",
+                           edit_tensor("blk.0.attn_q_norm.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {32};
+                                         c.data.resize(32, 1.0f);
+                                       }),
+                           {}, "qwen3"),
                       "blk.0.attn_q_norm.weight", "expected [8]");
   }
 
@@ -173,7 +182,8 @@ class TestModelErrors : public QObject {
     EXPECT_LOAD_ERROR(make("qwen2-no-bias", drop_bias, {}, "qwen2"), "missing tensor 'blk.1.attn_v.bias'");
     RewriteEdits drop_post;
     drop_post.tensor = [](TensorCopy& c) { c.keep = c.name.find("post_ffw_norm") == std::string::npos; };
-    EXPECT_LOAD_ERROR(make("gemma3-no-post-norm", drop_post, {}, "gemma3"), "missing tensor 'blk.0.post_ffw_norm.weight'");
+    EXPECT_LOAD_ERROR(make("gemma3-no-post-norm", drop_post, {}, "gemma3"),
+                      "missing tensor 'blk.0.post_ffw_norm.weight'");
   }
 
   void vocabulary_size_mismatch() {
@@ -187,10 +197,11 @@ class TestModelErrors : public QObject {
     };
     EXPECT_LOAD_ERROR(make("vocab-mismatch", more_rows), "ModelError", "vocabulary size mismatch", "259", "300");
     // Embedding right, output matrix not.
-    EXPECT_LOAD_ERROR(make("vocab-mismatch-output", edit_tensor("output.weight", [](TensorCopy& c) {
-                        c.ne = {32, 258};
-                        c.data.resize(32 * 258);
-                      })),
+    EXPECT_LOAD_ERROR(make("vocab-mismatch-output", edit_tensor("output.weight",
+                                                                [](TensorCopy& c) {
+                                                                  c.ne = {32, 258};
+                                                                  c.data.resize(32 * 258);
+                                                                })),
                       "output.weight", "expected [32, 259]");
   }
 
@@ -206,7 +217,8 @@ class TestModelErrors : public QObject {
     auto f = base_file();
     RewriteEdits e;
     e.keep_key = [](const std::string& k) {
-      return k != "llama.attention.key_length" && k != "llama.attention.value_length" && k != "llama.rope.dimension_count";
+      return k != "llama.attention.key_length" && k != "llama.attention.value_length" &&
+             k != "llama.rope.dimension_count";
     };
     GgufWriter w = test::rewrite_gguf(*f, e);
     w.set_u32("llama.attention.head_count", 5);
@@ -237,18 +249,20 @@ class TestModelErrors : public QObject {
 
   void unsupported_tensor_type() {
     // iq4_nl is a real ggml type (32 elements in 18 bytes) that kvscope does not multiply.
-    EXPECT_LOAD_ERROR(make("iq4_nl", edit_tensor("blk.0.attn_q.weight", [](TensorCopy& c) {
-                        c.raw = true;
-                        c.raw_type = 20;
-                        c.raw_bytes.assign(32 * 18, 0);
-                      })),
+    EXPECT_LOAD_ERROR(make("iq4_nl", edit_tensor("blk.0.attn_q.weight",
+                                                 [](TensorCopy& c) {
+                                                   c.raw = true;
+                                                   c.raw_type = 20;
+                                                   c.raw_bytes.assign(32 * 18, 0);
+                                                 })),
                       "ModelError", "blk.0.attn_q.weight", "iq4_nl", "does not support");
     // A type number ggml never defined: nothing can size it.
-    EXPECT_LOAD_ERROR(make("type-77", edit_tensor("blk.1.ffn_gate.weight", [](TensorCopy& c) {
-                        c.raw = true;
-                        c.raw_type = 77;
-                        c.raw_bytes.assign(64, 0);
-                      })),
+    EXPECT_LOAD_ERROR(make("type-77", edit_tensor("blk.1.ffn_gate.weight",
+                                                  [](TensorCopy& c) {
+                                                    c.raw = true;
+                                                    c.raw_type = 77;
+                                                    c.raw_bytes.assign(64, 0);
+                                                  })),
                       "blk.1.ffn_gate.weight", "unknown type 77");
   }
 
@@ -269,12 +283,15 @@ class TestModelErrors : public QObject {
 
   // Norms, biases and q/k norms are read into f32 at load: a NaN or Inf there is refused.
   void nan_inf_in_small_tensors_refused() {
-    EXPECT_LOAD_ERROR(make("nan-attn-norm", edit_tensor("blk.0.attn_norm.weight", [](TensorCopy& c) { c.data[5] = std::nanf(""); })),
-                      "ModelError", "blk.0.attn_norm.weight", "NaN or Inf");
-    EXPECT_LOAD_ERROR(make("inf-output-norm", edit_tensor("output_norm.weight", [](TensorCopy& c) { c.data[0] = -INFINITY; })),
-                      "output_norm.weight", "NaN or Inf");
-    EXPECT_LOAD_ERROR(make("nan-qwen2-bias", edit_tensor("blk.1.attn_k.bias", [](TensorCopy& c) { c.data[2] = NAN; }), {}, "qwen2"),
-                      "blk.1.attn_k.bias", "NaN or Inf");
+    EXPECT_LOAD_ERROR(
+        make("nan-attn-norm", edit_tensor("blk.0.attn_norm.weight", [](TensorCopy& c) { c.data[5] = std::nanf(""); })),
+        "ModelError", "blk.0.attn_norm.weight", "NaN or Inf");
+    EXPECT_LOAD_ERROR(
+        make("inf-output-norm", edit_tensor("output_norm.weight", [](TensorCopy& c) { c.data[0] = -INFINITY; })),
+        "output_norm.weight", "NaN or Inf");
+    EXPECT_LOAD_ERROR(
+        make("nan-qwen2-bias", edit_tensor("blk.1.attn_k.bias", [](TensorCopy& c) { c.data[2] = NAN; }), {}, "qwen2"),
+        "blk.1.attn_k.bias", "NaN or Inf");
   }
 
   // Weight matrices are NOT scanned at load: they stay zero-copy in the mapping, and a scan
@@ -301,9 +318,8 @@ class TestModelErrors : public QObject {
     QFETCH(float, value);
     QFETCH(float, temperature);
     const std::string name = tensor.toStdString();
-    const fs::path p = make("nonfinite-" + name + "-" + std::to_string(index), edit_tensor(name, [&](TensorCopy& c) {
-                              c.data[static_cast<size_t>(index)] = value;
-                            }));
+    const fs::path p = make("nonfinite-" + name + "-" + std::to_string(index),
+                            edit_tensor(name, [&](TensorCopy& c) { c.data[static_cast<size_t>(index)] = value; }));
     QCOMPARE(load_error(p), std::string());  // loads: matrices are not scanned (see above)
     auto m = Model::load(p.string());
     const GenResult g = generate(m, temperature, 24);
@@ -373,7 +389,8 @@ class TestModelErrors : public QObject {
     int status = 0;
     QCOMPARE(waitpid(pid, &status, 0), pid);
     QVERIFY2(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-             qPrintable(QString("reading the weights after truncating their file failed: child status %1 (42 = SIGBUS)").arg(status)));
+             qPrintable(QString("reading the weights after truncating their file failed: child status %1 (42 = SIGBUS)")
+                            .arg(status)));
 
     // The engine generates the same tokens from the truncated, the emptied and the regrown file.
     QCOMPARE(generate(m, 0.0f, 8).output, before.output);

@@ -29,9 +29,10 @@ void write_all(const fs::path& p, const std::string& s) {
 
 // Writes `wheel` holding `member` = `content` (deflated, like real wheels).
 bool make_wheel(const fs::path& wheel, const std::string& member, const fs::path& content) {
-  const std::string cmd = "python3 -c \"import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED); "
-                          "z.write(sys.argv[3], sys.argv[2]); z.close()\" '" +
-                          wheel.string() + "' '" + member + "' '" + content.string() + "'";
+  const std::string cmd =
+      "python3 -c \"import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED); "
+      "z.write(sys.argv[3], sys.argv[2]); z.close()\" '" +
+      wheel.string() + "' '" + member + "' '" + content.string() + "'";
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -88,9 +89,7 @@ class TestPull : public QObject {
   std::string pull_error(PullOptions o) {
     try {
       pull(std::move(o));
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
+    } catch (const std::runtime_error& e) { return e.what(); }
     return {};
   }
 
@@ -114,7 +113,8 @@ class TestPull : public QObject {
     sha_ = file_sha256("python3", (src / "whole").string());
     QCOMPARE(sha_.size(), size_t{64});
     // A wheel of another version must be ignored (the version is pinned).
-    QVERIFY(make_wheel(wheels_ / "fake_model_part2-0.2.0-py3-none-any.whl", rel_.model.part_members[1], src / "licence"));
+    QVERIFY(
+        make_wheel(wheels_ / "fake_model_part2-0.2.0-py3-none-any.whl", rel_.model.part_members[1], src / "licence"));
   }
 
   void init() {

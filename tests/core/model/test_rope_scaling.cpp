@@ -113,9 +113,8 @@ class TestRopeScaling : public QObject {
 
   void llama3_factors_match_the_reference() {
     const auto factors = llama3_like_factors(32);  // head_dim 64
-    const fs::path p = with_edits("rope-llama3.gguf", [&](GgufWriter& w) {
-      w.add_tensor("rope_freqs.weight", {32}, GgmlType::F32, factors);
-    });
+    const fs::path p = with_edits(
+        "rope-llama3.gguf", [&](GgufWriter& w) { w.add_tensor("rope_freqs.weight", {32}, GgmlType::F32, factors); });
     auto m = Model::load(p.string());
     QCOMPARE(m->config.rope_freq_factors, factors);
     std::vector<std::vector<float>> scaled, plain;
@@ -127,7 +126,8 @@ class TestRopeScaling : public QObject {
     QVERIFY(m0->config.rope_freq_factors.empty());
     engine_vs_reference(m0, &plain);
     float diff = 0;
-    for (size_t i = 0; i < plain.size(); ++i) diff = std::max(diff, test::max_abs_diff(plain[i], scaled[i].data(), plain[i].size()));
+    for (size_t i = 0; i < plain.size(); ++i)
+      diff = std::max(diff, test::max_abs_diff(plain[i], scaled[i].data(), plain[i].size()));
     qInfo("with vs without factors: max |dlogit| %.3g", diff);
     QVERIFY(diff > 1e-2f);
   }
@@ -138,9 +138,8 @@ class TestRopeScaling : public QObject {
       w.add_tensor("rope_freqs.weight", {32}, GgmlType::F32, llama3_like_factors(32));
     });
     QCOMPARE(Model::load(p.string())->config.rope_freq_factors.size(), size_t{32});
-    const fs::path q = with_edits("rope-llama3-no-tensor.gguf", [&](GgufWriter& w) {
-      w.set_string("llama.rope.scaling.type", "llama3");
-    });
+    const fs::path q = with_edits("rope-llama3-no-tensor.gguf",
+                                  [&](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "llama3"); });
     QVERIFY_THROWS_EXCEPTION(ModelError, ModelConfig::from_gguf(*GgufFile::open(q.string())));
   }
 
@@ -157,11 +156,11 @@ class TestRopeScaling : public QObject {
   }
 
   void bad_factors_are_refused() {
-    for (const auto& [name, ne, values] :
-         {std::tuple{"rope-short.gguf", int64_t{16}, std::vector<float>(16, 1.0f)},
-          std::tuple{"rope-negative.gguf", int64_t{32}, std::vector<float>(32, -1.0f)},
-          std::tuple{"rope-nan.gguf", int64_t{32}, std::vector<float>(32, NAN)}}) {
-      const fs::path p = with_edits(name, [&](GgufWriter& w) { w.add_tensor("rope_freqs.weight", {ne}, GgmlType::F32, values); });
+    for (const auto& [name, ne, values] : {std::tuple{"rope-short.gguf", int64_t{16}, std::vector<float>(16, 1.0f)},
+                                           std::tuple{"rope-negative.gguf", int64_t{32}, std::vector<float>(32, -1.0f)},
+                                           std::tuple{"rope-nan.gguf", int64_t{32}, std::vector<float>(32, NAN)}}) {
+      const fs::path p =
+          with_edits(name, [&](GgufWriter& w) { w.add_tensor("rope_freqs.weight", {ne}, GgmlType::F32, values); });
       try {
         ModelConfig::from_gguf(*GgufFile::open(p.string()));
         QFAIL(name);

@@ -279,10 +279,12 @@ class TestTokenizer : public QObject {
   void stream_decode_invalid() {
     const std::string fffd = "\xEF\xBF\xBD";
     Utf8StreamDecoder d;
-    QCOMPARE(d.push("a\xFF" "b"), "a" + fffd + "b");
+    QCOMPARE(d.push("a\xFF"
+                    "b"),
+             "a" + fffd + "b");
     QCOMPARE(d.push("\xC0\xAF"), fffd + fffd);  // overlong: two invalid bytes
     QCOMPARE(d.push("x\xE2\x82"), std::string("x"));
-    QCOMPARE(d.push("y"), fffd + "y");  // the unfinished sequence was cut off
+    QCOMPARE(d.push("y"), fffd + "y");                     // the unfinished sequence was cut off
     QCOMPARE(d.push("\xED\xA0\x80"), fffd + fffd + fffd);  // surrogate
     QCOMPARE(d.push("\xF0\x9F"), std::string());
     QCOMPARE(d.flush(), fffd);  // still unfinished at the end
@@ -332,7 +334,8 @@ class TestTokenizer : public QObject {
   // Every GGUF model in the shared folder carries an SPM vocabulary that must load; the Llama-2 one
   // tokenizes like llama.cpp's llama-spm vocabulary (the same 32000 tokens).
   void shared_models_load() {
-    std::vector<fs::path> models{test::models_dir() / "stories260K.gguf", test::models_dir() / "llama-2-tiny-random.gguf"};
+    std::vector<fs::path> models{test::models_dir() / "stories260K.gguf",
+                                 test::models_dir() / "llama-2-tiny-random.gguf"};
     for (const auto& e : fs::directory_iterator(test::models_dir() / "synthetic"))
       if (e.path().extension() == ".gguf") models.push_back(e.path());
     QVERIFY(models.size() >= 12);
@@ -361,9 +364,7 @@ class TestTokenizer : public QObject {
     try {
       PreTokenizer p("no-such-pre");
       QFAIL("unknown pre-tokenizer accepted");
-    } catch (const std::runtime_error& e) {
-      QVERIFY(std::string(e.what()).find("no-such-pre") != std::string::npos);
-    }
+    } catch (const std::runtime_error& e) { QVERIFY(std::string(e.what()).find("no-such-pre") != std::string::npos); }
   }
 
   void tiny_bpe_vocab() {

@@ -51,9 +51,7 @@ std::vector<fs::path> scenario_files() {
 std::string parse_error(const std::string& text) {
   try {
     parse_workload(json::parse(text));
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
+  } catch (const std::runtime_error& e) { return e.what(); }
   return "";
 }
 
@@ -66,8 +64,8 @@ std::string common_prefix(const std::vector<std::string>& v) {
 size_t common_token_prefix(const std::vector<std::vector<TokenId>>& v) {
   size_t n = v.empty() ? 0 : v.front().size();
   for (const auto& ids : v)
-    n = std::min<size_t>(n, std::mismatch(v.front().begin(), v.front().begin() + n, ids.begin(), ids.end()).first -
-                                v.front().begin());
+    n = std::min<size_t>(
+        n, std::mismatch(v.front().begin(), v.front().begin() + n, ids.begin(), ids.end()).first - v.front().begin());
   return n;
 }
 
@@ -209,7 +207,8 @@ class TestWorkload : public QObject {
         "requests[0]: sampling: top_p: expected a number in [0.0, 1.0], got 1.5");
     row("negative seed", R"({"name": "x", "requests": [{"prompt": "a", "sampling": {"seed": -1}}]})",
         "sampling: seed: expected an integer >= 0");
-    row("n zero", R"({"name": "x", "requests": [{"prompt": "a", "n": 0}]})", "requests[0]: n: expected an integer in [1,");
+    row("n zero", R"({"name": "x", "requests": [{"prompt": "a", "n": 0}]})",
+        "requests[0]: n: expected an integer in [1,");
     row("duplicate id", R"({"name": "x", "requests": [{"id": "a", "prompt": "a"}, {"id": "a", "prompt": "b"}]})",
         "requests[1] (id \"a\"): id: duplicate");
     row("turn alone", R"({"name": "x", "requests": [{"prompt": "a", "turn": 0}]})",
@@ -278,7 +277,7 @@ class TestWorkload : public QObject {
       QVERIFY(r.sampling && r.sampling->temperature > 0);
       last = r.arrival_step;
     }
-    QVERIFY(last > 0);  // staggered, not all at step 0
+    QVERIFY(last > 0);                               // staggered, not all at step 0
     QVERIFY(common_prefix(prompts(w)).size() < 20);  // independent prompts
     validate_workload(w);
   }
@@ -306,8 +305,9 @@ class TestWorkload : public QObject {
       QVERIFY2(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "repeated prompt");
     }
     QVERIFY(fs_w.requests[0].prompt.find("Story:") != std::string::npos);
-    QCOMPARE(std::count_if(fs_w.requests[0].prompt.begin(), fs_w.requests[0].prompt.end(), [](char c) { return c == ':'; }),
-             long(2 * 3 + 2));  // 3 examples x (Words:, Story:) + the query's two
+    QCOMPARE(
+        std::count_if(fs_w.requests[0].prompt.begin(), fs_w.requests[0].prompt.end(), [](char c) { return c == ':'; }),
+        long(2 * 3 + 2));  // 3 examples x (Words:, Story:) + the query's two
     QVERIFY(sys.requests[1].arrival_step > sys.requests[0].arrival_step);
   }
 
@@ -373,9 +373,7 @@ class TestWorkload : public QObject {
         const Workload w = load_workload(f);
         QVERIFY(!w.description.empty());
         QCOMPARE(w.name + ".json", f.filename().string());
-      } catch (const std::exception& e) {
-        QFAIL(e.what());
-      }
+      } catch (const std::exception& e) { QFAIL(e.what()); }
     }
   }
 
@@ -404,11 +402,13 @@ class TestWorkload : public QObject {
         if (!r.is_follow_up_turn()) ids.push_back(workload_prompt_ids(r, t));
       const std::string shared_text = common_prefix(prompts(w));
       const size_t shared_tokens = ids.size() > 1 ? common_token_prefix(ids) : 0;
-      qInfo("%-26s requests %3zu  prompt tokens %4d-%-4d  max context %4d / %4d  shared prefix %3zu tokens  "
-            "generated tokens %d",
-            name.c_str(), w.requests.size(), pmin, pmax, tmax, ctx, shared_tokens, gen);
+      qInfo(
+          "%-26s requests %3zu  prompt tokens %4d-%-4d  max context %4d / %4d  shared prefix %3zu tokens  "
+          "generated tokens %d",
+          name.c_str(), w.requests.size(), pmin, pmax, tmax, ctx, shared_tokens, gen);
       QVERIFY2(tmax <= ctx, (name + ": " + w.requests[longest].id + " may reach " + std::to_string(tmax) +
-                             " tokens > max_model_len " + std::to_string(ctx)).c_str());
+                             " tokens > max_model_len " + std::to_string(ctx))
+                                .c_str());
       if (shared_text.size() > 20)  // a tokenizer may merge across the boundary: allow one token
         QVERIFY2(shared_tokens + 1 >= t.encode(shared_text, true, false).size(), name.c_str());
     }

@@ -73,9 +73,14 @@ float tolerance_for(const Model& m, KvDtype kv = KvDtype::F16) {
   float t = 0.5f;
   switch (m.weights.layers[0].wq.type()) {
     case GgmlType::F32:
-    case GgmlType::F16: t = 5e-2f; break;
-    case GgmlType::BF16: t = 0.25f; break;
-    default: break;
+    case GgmlType::F16:
+      t = 5e-2f;
+      break;
+    case GgmlType::BF16:
+      t = 0.25f;
+      break;
+    default:
+      break;
   }
   const std::string k = kv_dtype_name(kv);
   if (k == "int8" || k == "fp8_e4m3") t += 0.15f;
@@ -199,7 +204,8 @@ class TestCudaBackend : public QObject {
 void TestCudaBackend::codec_device_matches_host() {
   std::vector<float> x;
   for (int c = 0; c < 256; ++c) {
-    for (float v : {kvmath::fp8_e4m3_to_f32(static_cast<uint8_t>(c)), kvmath::fp8_e5m2_to_f32(static_cast<uint8_t>(c))}) {
+    for (float v :
+         {kvmath::fp8_e4m3_to_f32(static_cast<uint8_t>(c)), kvmath::fp8_e5m2_to_f32(static_cast<uint8_t>(c))}) {
       if (!std::isfinite(v)) continue;
       x.push_back(v);
       x.push_back(std::nextafter(v, INFINITY));
@@ -376,8 +382,8 @@ void TestCudaBackend::long_context_split_k_data() {
   QTest::newRow("llama full attention, kivi2 KV") << llama << 0 << 0 << "kivi2";
   QTest::newRow("llama window 300 + 4 sinks, kivi4 KV") << llama << 300 << 4 << "kivi4";
   QTest::newRow("llama window 300 + 4 sinks, rot4 KV") << llama << 300 << 4 << "rot4";
-  QTest::newRow("gemma3 (own SWA 32) + window 600 + 2 sinks, f16 KV") << "synthetic/synth-gemma3-f32.gguf" << 600 << 2
-                                                                        << "f16";
+  QTest::newRow("gemma3 (own SWA 32) + window 600 + 2 sinks, f16 KV")
+      << "synthetic/synth-gemma3-f32.gguf" << 600 << 2 << "f16";
 }
 
 // A 1300-token sequence prefilled in 256-token chunks, then decoded: the decode kernel needs 3

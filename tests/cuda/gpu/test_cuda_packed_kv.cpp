@@ -54,11 +54,16 @@ float f16_round(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
 cuda::PackedKv packed_of(KvDtype t) {
   switch (t) {
-    case KvDtype::INT4: return cuda::PackedKv::INT4;
-    case KvDtype::ROT4: return cuda::PackedKv::ROT4;
-    case KvDtype::KIVI4: return cuda::PackedKv::KIVI4;
-    case KvDtype::KIVI2: return cuda::PackedKv::KIVI2;
-    default: return cuda::PackedKv::None;
+    case KvDtype::INT4:
+      return cuda::PackedKv::INT4;
+    case KvDtype::ROT4:
+      return cuda::PackedKv::ROT4;
+    case KvDtype::KIVI4:
+      return cuda::PackedKv::KIVI4;
+    case KvDtype::KIVI2:
+      return cuda::PackedKv::KIVI2;
+    default:
+      return cuda::PackedKv::None;
   }
 }
 
@@ -84,7 +89,8 @@ void TestCudaPackedKv::device_codecs_match_cpu() {
   for (const Shape s : {Shape{128, 32, 4}, Shape{128, 32, 2}, Shape{64, 64, 4}, Shape{24, 8, 2}, Shape{40, 8, 4}}) {
     const int32_t n = 333;  // not a multiple of the 64-thread blocks
     std::vector<float> x(static_cast<size_t>(n) * s.d);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 12) - 6));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = nd(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 12) - 6));
     const int64_t b4 = s.d / 2 + 2 * (s.d / s.g), ba = s.d * s.bits / 8 + 4 * (s.d / s.g);
     float* dx = to_device(x);
     uint8_t *r4, *ra;
@@ -124,7 +130,9 @@ void TestCudaPackedKv::store_read_back_matches_cpu_data() {
   QTest::addColumn<int>("kv");
   QTest::addColumn<int>("group");
   for (const char* n : {"int4", "rot4", "kivi4", "kivi2"})
-    for (int g : {0, 16}) QTest::newRow((std::string(n) + " group " + std::to_string(g)).c_str()) << static_cast<int>(*parse_kv_dtype(n)) << g;
+    for (int g : {0, 16})
+      QTest::newRow((std::string(n) + " group " + std::to_string(g)).c_str())
+          << static_cast<int>(*parse_kv_dtype(n)) << g;
 }
 
 void TestCudaPackedKv::store_read_back_matches_cpu() {
@@ -203,19 +211,24 @@ void TestCudaPackedKv::store_read_back_matches_cpu() {
   const auto hk = to_host(d_k, static_cast<size_t>(n_blocks * n_kv * tile_bytes[0]));
   const auto hv = to_host(d_v, static_cast<size_t>(n_blocks * n_kv * tile_bytes[1]));
   const auto hres = to_host(d_res, static_cast<size_t>(2 * res_stride));
-  for (void* q : {static_cast<void*>(d_qkv), static_cast<void*>(d_slots), static_cast<void*>(d_pos),
-                  static_cast<void*>(d_res_slot), static_cast<void*>(d_map), static_cast<void*>(d_complete),
-                  static_cast<void*>(d_err), static_cast<void*>(d_k), static_cast<void*>(d_v), static_cast<void*>(d_res)})
+  for (void* q :
+       {static_cast<void*>(d_qkv), static_cast<void*>(d_slots), static_cast<void*>(d_pos),
+        static_cast<void*>(d_res_slot), static_cast<void*>(d_map), static_cast<void*>(d_complete),
+        static_cast<void*>(d_err), static_cast<void*>(d_k), static_cast<void*>(d_v), static_cast<void*>(d_res)})
     cudaFree(q);
 
   CpuKvStorage cpu;
   cpu.init(L);
   for (int32_t t = 0; t < n; ++t)
     for (int32_t h = 0; h < n_kv; ++h)
-      for (bool v : {false, true}) cpu.store(0, v, slot_ids[static_cast<size_t>(t)], h, qkv.data() + static_cast<size_t>(t) * W + Q + (v ? KV : 0) + h * D);
+      for (bool v : {false, true})
+        cpu.store(0, v, slot_ids[static_cast<size_t>(t)], h,
+                  qkv.data() + static_cast<size_t>(t) * W + Q + (v ? KV : 0) + h * D);
 
   const int32_t g = kv_effective_group(group, D), bits = kv_code_bits(dtype);
-  auto row_of = [&](int32_t t, bool v, int32_t h) { return qkv.data() + static_cast<size_t>(t) * W + Q + (v ? KV : 0) + h * D; };
+  auto row_of = [&](int32_t t, bool v, int32_t h) {
+    return qkv.data() + static_cast<size_t>(t) * W + Q + (v ? KV : 0) + h * D;
+  };
   std::vector<float> want(static_cast<size_t>(bs) * D), got(static_cast<size_t>(bs) * D);
   for (int32_t h = 0; h < n_kv; ++h)
     for (bool v : {false, true}) {
@@ -225,25 +238,32 @@ void TestCudaPackedKv::store_read_back_matches_cpu() {
       std::vector<uint8_t> expect(static_cast<size_t>(tile_bytes[v]), 0);
       std::vector<float> rows(static_cast<size_t>(bs) * D);
       for (int32_t s = 0; s < bs; ++s)
-        for (int32_t e = 0; e < D; ++e) rows[static_cast<size_t>(s) * D + e] = kivi ? f16_round(row_of(s, v, h)[e]) : row_of(s, v, h)[e];
+        for (int32_t e = 0; e < D; ++e)
+          rows[static_cast<size_t>(s) * D + e] = kivi ? f16_round(row_of(s, v, h)[e]) : row_of(s, v, h)[e];
       if (dtype == KvDtype::ROT4)
         for (int32_t s = 0; s < bs; ++s) kvq4::rotate(rows.data() + static_cast<size_t>(s) * D, D);
       if (!kivi) {
-        for (int32_t s = 0; s < bs; ++s) kvq4::encode_int4_row(rows.data() + static_cast<size_t>(s) * D, D, g, expect.data() + s * row_bytes[v]);
+        for (int32_t s = 0; s < bs; ++s)
+          kvq4::encode_int4_row(rows.data() + static_cast<size_t>(s) * D, D, g, expect.data() + s * row_bytes[v]);
       } else if (!v) {
-        kvq4::encode_channel_tile(rows.data(), bs, D, bits, expect.data(), row_bytes[0], expect.data() + bs * row_bytes[0]);
+        kvq4::encode_channel_tile(rows.data(), bs, D, bits, expect.data(), row_bytes[0],
+                                  expect.data() + bs * row_bytes[0]);
       } else {
-        for (int32_t s = 0; s < bs; ++s) kvq4::encode_asym_row(rows.data() + static_cast<size_t>(s) * D, D, g, bits, expect.data() + s * row_bytes[1]);
+        for (int32_t s = 0; s < bs; ++s)
+          kvq4::encode_asym_row(rows.data() + static_cast<size_t>(s) * D, D, g, bits, expect.data() + s * row_bytes[1]);
       }
-      QVERIFY2(std::memcmp(expect.data(), tile, static_cast<size_t>(tile_bytes[v])) == 0,
-               qPrintable(QString("head %1 %2: device tile bytes differ from the CPU codec's").arg(h).arg(v ? "V" : "K")));
+      QVERIFY2(
+          std::memcmp(expect.data(), tile, static_cast<size_t>(tile_bytes[v])) == 0,
+          qPrintable(QString("head %1 %2: device tile bytes differ from the CPU codec's").arg(h).arg(v ? "V" : "K")));
       // ... and decode to what the CPU storage reads back.
       if (!kivi) {
-        for (int32_t s = 0; s < bs; ++s) kvq4::decode_int4_row_scalar(tile + s * row_bytes[v], D, g, got.data() + static_cast<size_t>(s) * D);
+        for (int32_t s = 0; s < bs; ++s)
+          kvq4::decode_int4_row_scalar(tile + s * row_bytes[v], D, g, got.data() + static_cast<size_t>(s) * D);
       } else if (!v) {
         kvq4::decode_channel_rows_scalar(tile, row_bytes[0], tile + bs * row_bytes[0], bs, D, bits, got.data());
       } else {
-        for (int32_t s = 0; s < bs; ++s) kvq4::decode_asym_row_scalar(tile + s * row_bytes[1], D, g, bits, got.data() + static_cast<size_t>(s) * D);
+        for (int32_t s = 0; s < bs; ++s)
+          kvq4::decode_asym_row_scalar(tile + s * row_bytes[1], D, g, bits, got.data() + static_cast<size_t>(s) * D);
       }
       const float* ref = cpu.load_rows(0, v, 2, h, 0, bs, want.data());
       for (int32_t i = 0; i < bs * D; ++i) QVERIFY(same_bits(got[static_cast<size_t>(i)], ref[i]));
