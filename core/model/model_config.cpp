@@ -58,6 +58,53 @@ int32_t checked_i32(int64_t v, const std::string& what, int64_t lo, int64_t hi) 
                      std::to_string(hi) + "]");
   return static_cast<int32_t>(v);
 }
+// RoPE: base frequencies, linear or llama3 scaling, rotated dimensions, per-pair factors.
+void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
+  c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
+  c.rope_base_swa = static_cast<float>(r.opt_float("rope.freq_base_swa", 10000.0));
+  if (!(c.rope_base > 0.0f) || !(c.rope_base_swa > 0.0f)) throw ModelError("rope.freq_base must be positive");
+  double scale = r.opt_float("rope.scale_linear", 0.0);
+  if (scale == 0.0) {
+    const std::string type = f.get_string(c.arch + ".rope.scaling.type").value_or("none");
+    if (type == "linear")
+      scale = r.opt_float("rope.scaling.factor", 1.0);
+    else if (type == "llama3" && f.find_tensor("rope_freqs.weight")) {
+      // llama 3.1+: the scaling is entirely in the per-dimension factors read below.
+    } else if (type != "none" && type != "")
+      throw ModelError("rope scaling type '" + type + "' is not supported yet");
+  }
+  c.rope_freq_scale = scale > 0.0 ? static_cast<float>(1.0 / scale) : 1.0f;
+  c.rope_dim =
+      checked_i32(r.opt_int("rope.dimension_count", c.head_dim), c.arch + ".rope.dimension_count", 2, c.head_dim);
+  if (c.rope_dim % 2 != 0) throw ModelError("rope.dimension_count must be even");
+  // Llama 3.1+ GGUFs carry their RoPE scaling as per-pair frequency divisors (rope_freqs.weight,
+  // rope_dim/2 f32 values): llama.cpp rotates pair i by pos * freq_scale * base^(-2i/d) / factor_i.
+  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+    if (rf->type() != GgmlType::F32 || rf->n_elements() != c.rope_dim / 2)
+      throw ModelError(
+          "rope_freqs.weight must be f32 with rope.dimension_count / 2 = " + std::to_string(c.rope_dim / 2) +
+          " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
+    c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
+    std::memcpy(c.rope_freq_factors.data(), f.view(*rf).data, c.rope_freq_factors.size() * sizeof(float));
+    for (float v : c.rope_freq_factors)
+      if (!(v > 0.0f) || !std::isfinite(v))
+        throw ModelError("rope_freqs.weight holds a factor that is not a positive number");
+  }
+}
+
+// The vocabulary size: the tokenizer's token list and token_embd.weight's rows must agree.
+void read_vocab_size(const GgufFile& f, ModelConfig& c) {
+  if (const GgufValue* toks = f.find("tokenizer.ggml.tokens"); toks && toks->type == GgufValueType::ARRAY)
+    c.n_vocab = static_cast<int32_t>(toks->arr.size());
+  if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight")) {
+    const int64_t rows = emb->ne.size() > 1 ? emb->ne[1] : 1;
+    if (c.n_vocab == 0) c.n_vocab = static_cast<int32_t>(rows);
+    if (rows != c.n_vocab)
+      throw ModelError("vocabulary size mismatch: tokenizer has " + std::to_string(c.n_vocab) +
+                       " tokens but token_embd.weight has " + std::to_string(rows) + " rows");
+  }
+  if (c.n_vocab <= 0) throw ModelError("no vocabulary: tokenizer.ggml.tokens and token_embd.weight are missing");
+}
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
@@ -91,36 +138,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
                      std::to_string(c.head_dim) + " is not supported");
   c.rms_eps = static_cast<float>(r.opt_float("attention.layer_norm_rms_epsilon", 1e-5));
   if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) throw ModelError("layer_norm_rms_epsilon must be positive");
-  c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
-  c.rope_base_swa = static_cast<float>(r.opt_float("rope.freq_base_swa", 10000.0));
-  if (!(c.rope_base > 0.0f) || !(c.rope_base_swa > 0.0f)) throw ModelError("rope.freq_base must be positive");
-  double scale = r.opt_float("rope.scale_linear", 0.0);
-  if (scale == 0.0) {
-    const std::string type = f.get_string(c.arch + ".rope.scaling.type").value_or("none");
-    if (type == "linear")
-      scale = r.opt_float("rope.scaling.factor", 1.0);
-    else if (type == "llama3" && f.find_tensor("rope_freqs.weight")) {
-      // llama 3.1+: the scaling is entirely in the per-dimension factors read below.
-    } else if (type != "none" && type != "")
-      throw ModelError("rope scaling type '" + type + "' is not supported yet");
-  }
-  c.rope_freq_scale = scale > 0.0 ? static_cast<float>(1.0 / scale) : 1.0f;
-  c.rope_dim =
-      checked_i32(r.opt_int("rope.dimension_count", c.head_dim), c.arch + ".rope.dimension_count", 2, c.head_dim);
-  if (c.rope_dim % 2 != 0) throw ModelError("rope.dimension_count must be even");
-  // Llama 3.1+ GGUFs carry their RoPE scaling as per-pair frequency divisors (rope_freqs.weight,
-  // rope_dim/2 f32 values): llama.cpp rotates pair i by pos * freq_scale * base^(-2i/d) / factor_i.
-  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
-    if (rf->type() != GgmlType::F32 || rf->n_elements() != c.rope_dim / 2)
-      throw ModelError(
-          "rope_freqs.weight must be f32 with rope.dimension_count / 2 = " + std::to_string(c.rope_dim / 2) +
-          " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
-    c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
-    std::memcpy(c.rope_freq_factors.data(), f.view(*rf).data, c.rope_freq_factors.size() * sizeof(float));
-    for (float v : c.rope_freq_factors)
-      if (!(v > 0.0f) || !std::isfinite(v))
-        throw ModelError("rope_freqs.weight holds a factor that is not a positive number");
-  }
+  read_rope(f, r, c);
   if (c.traits.interleaved_swa) {
     c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), c.arch + ".attention.sliding_window", 0,
                                    int64_t(1) << 30);
@@ -130,16 +148,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  if (const GgufValue* toks = f.find("tokenizer.ggml.tokens"); toks && toks->type == GgufValueType::ARRAY)
-    c.n_vocab = static_cast<int32_t>(toks->arr.size());
-  if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight")) {
-    const int64_t rows = emb->ne.size() > 1 ? emb->ne[1] : 1;
-    if (c.n_vocab == 0) c.n_vocab = static_cast<int32_t>(rows);
-    if (rows != c.n_vocab)
-      throw ModelError("vocabulary size mismatch: tokenizer has " + std::to_string(c.n_vocab) +
-                       " tokens but token_embd.weight has " + std::to_string(rows) + " rows");
-  }
-  if (c.n_vocab <= 0) throw ModelError("no vocabulary: tokenizer.ggml.tokens and token_embd.weight are missing");
+  read_vocab_size(f, c);
   return c;
 }
 

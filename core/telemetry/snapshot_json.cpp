@@ -34,8 +34,9 @@ static nlohmann::json blocks_json(const Snapshot& s, int32_t g) {
   return blocks;
 }
 
-nlohmann::json to_json(const Snapshot& s) {
-  nlohmann::json blocks = blocks_json(s, 0);
+namespace {
+
+nlohmann::json groups_json(const Snapshot& s) {
   nlohmann::json groups = nlohmann::json::array();
   for (size_t g = 0; g < s.kv_groups.size(); ++g) {
     const KvGroupSnap& k = s.kv_groups[g];
@@ -50,6 +51,10 @@ nlohmann::json to_json(const Snapshot& s) {
     if (g > 0) j["blocks"] = blocks_json(s, static_cast<int32_t>(g));  // group 0's are the top-level "blocks"
     groups.push_back(std::move(j));
   }
+  return groups;
+}
+
+nlohmann::json seqs_json(const Snapshot& s) {
   nlohmann::json seqs = nlohmann::json::array();
   for (const SeqSnap& q : s.seqs) {
     nlohmann::json j = {{"id", q.id},
@@ -68,12 +73,81 @@ nlohmann::json to_json(const Snapshot& s) {
     if (!q.tables_after_first_group.empty()) j["tables_after_first_group"] = q.tables_after_first_group;
     seqs.push_back(std::move(j));
   }
-  const EngineCounters& c = s.counters;
-  const MemorySnap& m = s.memory;
-  const AllocatorSnap& a = s.allocator;
+  return seqs;
+}
+
+nlohmann::json counters_json(const EngineCounters& c) {
+  return {{"steps", c.steps},
+          {"tokens_prefilled", c.tokens_prefilled},
+          {"tokens_decoded", c.tokens_decoded},
+          {"preemptions", c.preemptions},
+          {"allocations", c.allocations},
+          {"frees", c.frees},
+          {"evictions", c.evictions},
+          {"prefix_cache_queries_tokens", c.prefix_queries_tokens},
+          {"prefix_cache_hits_tokens", c.prefix_hits_tokens},
+          {"requests_finished", c.requests_finished},
+          {"requests_cancelled", c.requests_cancelled},
+          {"requests_rejected", c.requests_rejected}};
+}
+
+nlohmann::json memory_json(const MemorySnap& m) {
+  return {{"weights_bytes", m.weights_bytes},
+          {"kv_bytes_per_token", m.kv_bytes_per_token},
+          {"kv_bytes_per_block", m.kv_bytes_per_block},
+          {"blocks_total", m.blocks_total},
+          {"blocks_used", m.blocks_used},
+          {"blocks_cached", m.blocks_cached},
+          {"blocks_free", m.blocks_free},
+          {"kv_used_bytes", static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block},
+          {"kv_cached_bytes", static_cast<int64_t>(m.blocks_cached) * m.kv_bytes_per_block},
+          {"kv_free_bytes", static_cast<int64_t>(m.blocks_free) * m.kv_bytes_per_block},
+          {"kv_pool_bytes_all_groups", m.kv_pool_bytes},
+          {"kv_used_bytes_all_groups", m.kv_used_bytes},
+          {"slots_reserved", m.slots_reserved},
+          {"slots_filled", m.slots_filled},
+          {"waste_pct", m.waste_pct}};
+}
+
+nlohmann::json allocator_json(const AllocatorSnap& a) {
   nlohmann::json ranges = nlohmann::json::array();
   for (const ArenaSnap& r : a.ranges)
     ranges.push_back({{"start", r.start}, {"length", r.length}, {"owner", r.owner}, {"filled", r.filled}});
+  return {{"contiguous", a.contiguous},
+          {"total_slots", a.total_slots},
+          {"total_free", a.total_free},
+          {"largest_free_run", a.largest_free_run},
+          {"external_fragmentation", a.external_fragmentation},
+          {"live_allocations", a.live_allocations},
+          {"reserve_policy", a.reserve_policy},
+          {"overflows", a.overflows},
+          {"grown_in_place", a.grown_in_place},
+          {"relocations", a.relocations},
+          {"relocated_slots", a.relocated_slots},
+          {"overflow_preemptions", a.overflow_preemptions},
+          {"blocked_admission_steps", a.blocked_admission_steps},
+          {"blocked_by_fragmentation_steps", a.blocked_by_fragmentation_steps},
+          {"failed_reservations", a.failed_reservations},
+          {"ranges", std::move(ranges)}};
+}
+
+// The token-eviction counters (JSON key "eviction", as the CLI and the window have always read it).
+nlohmann::json token_eviction_json(const Snapshot& s) {
+  return {{"policy", s.eviction.policy},
+          {"holes", s.eviction.holes},
+          {"tokens_evicted", s.eviction.tokens_evicted},
+          {"blocks_freed", s.eviction.blocks_freed},
+          {"compactions", s.eviction.compactions},
+          {"rows_moved", s.eviction.rows_moved},
+          {"bytes_copied", s.eviction.bytes_copied},
+          {"blocks_compacted_away", s.eviction.blocks_compacted_away},
+          {"tokens_hidden", s.eviction.tokens_hidden},
+          {"hidden_now", s.eviction.hidden_now}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Snapshot& s) {
   nlohmann::json events = nlohmann::json::array();
   for (const BlockEvent& e : s.events) events.push_back(to_json(e));
   return {{"step", s.step},
@@ -87,66 +161,13 @@ nlohmann::json to_json(const Snapshot& s) {
             {"window", s.window},
             {"sinks", s.sinks},
             {"prefix_caching", s.prefix_caching}}},
-          {"blocks", std::move(blocks)},
-          {"kv_groups", std::move(groups)},
-          {"sequences", std::move(seqs)},
-          {"counters",
-           {{"steps", c.steps},
-            {"tokens_prefilled", c.tokens_prefilled},
-            {"tokens_decoded", c.tokens_decoded},
-            {"preemptions", c.preemptions},
-            {"allocations", c.allocations},
-            {"frees", c.frees},
-            {"evictions", c.evictions},
-            {"prefix_cache_queries_tokens", c.prefix_queries_tokens},
-            {"prefix_cache_hits_tokens", c.prefix_hits_tokens},
-            {"requests_finished", c.requests_finished},
-            {"requests_cancelled", c.requests_cancelled},
-            {"requests_rejected", c.requests_rejected}}},
-          {"memory",
-           {{"weights_bytes", m.weights_bytes},
-            {"kv_bytes_per_token", m.kv_bytes_per_token},
-            {"kv_bytes_per_block", m.kv_bytes_per_block},
-            {"blocks_total", m.blocks_total},
-            {"blocks_used", m.blocks_used},
-            {"blocks_cached", m.blocks_cached},
-            {"blocks_free", m.blocks_free},
-            {"kv_used_bytes", static_cast<int64_t>(m.blocks_used) * m.kv_bytes_per_block},
-            {"kv_cached_bytes", static_cast<int64_t>(m.blocks_cached) * m.kv_bytes_per_block},
-            {"kv_free_bytes", static_cast<int64_t>(m.blocks_free) * m.kv_bytes_per_block},
-            {"kv_pool_bytes_all_groups", m.kv_pool_bytes},
-            {"kv_used_bytes_all_groups", m.kv_used_bytes},
-            {"slots_reserved", m.slots_reserved},
-            {"slots_filled", m.slots_filled},
-            {"waste_pct", m.waste_pct}}},
-          {"allocator",
-           {{"contiguous", a.contiguous},
-            {"total_slots", a.total_slots},
-            {"total_free", a.total_free},
-            {"largest_free_run", a.largest_free_run},
-            {"external_fragmentation", a.external_fragmentation},
-            {"live_allocations", a.live_allocations},
-            {"reserve_policy", a.reserve_policy},
-            {"overflows", a.overflows},
-            {"grown_in_place", a.grown_in_place},
-            {"relocations", a.relocations},
-            {"relocated_slots", a.relocated_slots},
-            {"overflow_preemptions", a.overflow_preemptions},
-            {"blocked_admission_steps", a.blocked_admission_steps},
-            {"blocked_by_fragmentation_steps", a.blocked_by_fragmentation_steps},
-            {"failed_reservations", a.failed_reservations},
-            {"ranges", std::move(ranges)}}},
-          {"eviction",
-           {{"policy", s.eviction.policy},
-            {"holes", s.eviction.holes},
-            {"tokens_evicted", s.eviction.tokens_evicted},
-            {"blocks_freed", s.eviction.blocks_freed},
-            {"compactions", s.eviction.compactions},
-            {"rows_moved", s.eviction.rows_moved},
-            {"bytes_copied", s.eviction.bytes_copied},
-            {"blocks_compacted_away", s.eviction.blocks_compacted_away},
-            {"tokens_hidden", s.eviction.tokens_hidden},
-            {"hidden_now", s.eviction.hidden_now}}},
+          {"blocks", blocks_json(s, 0)},
+          {"kv_groups", groups_json(s)},
+          {"sequences", seqs_json(s)},
+          {"counters", counters_json(s.counters)},
+          {"memory", memory_json(s.memory)},
+          {"allocator", allocator_json(s.allocator)},
+          {"eviction", token_eviction_json(s)},
           {"running", s.running},
           {"waiting", s.waiting},
           {"step_ms", s.step_ms},
