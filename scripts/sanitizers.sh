@@ -10,7 +10,7 @@
 #          meet (TSAN_PLAN): the ThreadPool directly (dtypes), the CPU backend's 2-thread pool
 #          under the engine (engine, paged_attention) and under a short soak with engine rebuilds
 #          (soak), the server's engine worker and its submitting threads (serve_units), attach's /metrics and ZeroMQ threads (attach_units), and, when the Qt GUI can be built (KVSCOPE_TSAN_GUI=ON, the default when Qt
-#          Widgets is installed), the EngineWorker thread behind the window (gui workbench and
+#          Widgets is installed), the EngineThreadWorker thread behind the window (gui workbench and
 #          lifecycle). Functions that only add compute (long workloads, real-model goldens) are
 #          left out to keep the tree CI-sized; KVSCOPE_TSAN_FULL=1 runs the whole suites instead.
 #          tests/tsan.supp lists the (justified) suppressions: none in kvscope's own code.
