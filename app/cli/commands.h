@@ -9,6 +9,7 @@ int cmd_bench(int argc, char** argv, int first);
 int cmd_run(int argc, char** argv, int first);
 int cmd_eval(int argc, char** argv, int first);
 int cmd_plan(int argc, char** argv, int first);
+int cmd_replay(int argc, char** argv, int first);
 int cmd_chat(int argc, char** argv, int first);
 int cmd_pull(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);

