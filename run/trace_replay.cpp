@@ -1,6 +1,7 @@
 #include "run/trace_replay.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -32,20 +33,21 @@ int32_t pool_blocks_for(std::span<const TraceRequest> reqs, int64_t capacity_tok
 
 }  // namespace
 
-TokenId synthetic_token(int64_t hash_id, int32_t pos_in_block) {
+TokenId synthetic_token(int64_t hash_id, int32_t pos_in_block, int64_t vocab_size) {
   const uint64_t h = mix64(mix64(static_cast<uint64_t>(hash_id)) ^ static_cast<uint32_t>(pos_in_block));
-  return static_cast<TokenId>(h & 0x7fffffffu);  // mod 2^31: a non-negative TokenId
+  return static_cast<TokenId>(h % static_cast<uint64_t>(vocab_size));  // a non-negative TokenId
 }
 
-void synthesize_prompt(const TraceRequest& r, std::vector<TokenId>& out) {
+void synthesize_prompt(const TraceRequest& r, std::vector<TokenId>& out, int64_t vocab_size) {
+  if (vocab_size <= 0 || vocab_size > (int64_t{1} << 31)) throw std::invalid_argument("vocab size must be in 1..2^31");
   out.resize(static_cast<size_t>(r.input_length));
   const int64_t covered = std::min<int64_t>(r.input_length, static_cast<int64_t>(r.hash_ids.size()) * r.block_size);
   for (int64_t p = 0; p < covered; ++p)
-    out[p] = synthetic_token(r.hash_ids[p / r.block_size], static_cast<int32_t>(p % r.block_size));
+    out[p] = synthetic_token(r.hash_ids[p / r.block_size], static_cast<int32_t>(p % r.block_size), vocab_size);
   // Past the chain the trace says nothing: ids from the line number keep them unique.
   const uint64_t seed = mix64(0x5eed0000ull ^ static_cast<uint64_t>(r.line));
   for (int64_t p = covered; p < r.input_length; ++p)
-    out[p] = static_cast<TokenId>(mix64(seed + static_cast<uint64_t>(p)) & 0x7fffffffu);
+    out[p] = static_cast<TokenId>(mix64(seed + static_cast<uint64_t>(p)) % static_cast<uint64_t>(vocab_size));
 }
 
 void check_replay_block_size(std::span<const TraceRequest> reqs, int32_t block_size) {
@@ -88,7 +90,7 @@ ReplayPoint replay_trace(std::span<const TraceRequest> reqs, int64_t capacity_to
   std::vector<TokenId> prompt;
   SeqId seq = 0;
   for (const TraceRequest& r : reqs) {
-    synthesize_prompt(r, prompt);
+    synthesize_prompt(r, prompt, opt.vocab_size);
     // The engine's admission: the manager decides the hit (never the block of the last token).
     const int32_t hit = kv.attach_cached_prefix(seq, prompt);
     // Everything else of this sequence is freed, so the free pool is the most it can get; a
@@ -114,7 +116,11 @@ std::vector<ReplayPoint> replay_curve(std::span<const TraceRequest> reqs, std::s
                                       const ReplayOptions& opt) {
   std::vector<ReplayPoint> out;
   out.reserve(capacities.size());
-  for (int64_t c : capacities) out.push_back(replay_trace(reqs, c, opt));
+  for (int64_t c : capacities) {
+    const auto t0 = std::chrono::steady_clock::now();
+    out.push_back(replay_trace(reqs, c, opt));
+    out.back().seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   return out;
 }
 

@@ -17,6 +17,9 @@ namespace kvscope {
 struct ReplayOptions {
   int32_t block_size = 512;  // must divide every request's trace block size
   bool validate = false;     // check the manager's invariants after every request (tests)
+  // Synthesized token ids are below this: a real model's vocabulary size when the same prompts
+  // are to be run through the engine (run/trace_workload.h); 2^31 otherwise.
+  int64_t vocab_size = int64_t{1} << 31;
 };
 
 struct ReplayPoint {
@@ -28,6 +31,7 @@ struct ReplayPoint {
   uint64_t orphaned = 0;    // cached descendants un-hashed with an evicted ancestor
   int64_t requests = 0;
   int64_t truncated_requests = 0;  // prompts longer than the free pool: the tail that did not fit
+  double seconds = 0;              // this pass's wall time
   double hit_ratio() const {
     return prompt_tokens == 0 ? 0.0 : static_cast<double>(hit_tokens) / static_cast<double>(prompt_tokens);
   }
@@ -35,8 +39,8 @@ struct ReplayPoint {
 
 // The prompt's token ids: position j of trace block k is token(hash_ids[k], j); positions past
 // the hash chain get ids unique to the request (they never hit).
-void synthesize_prompt(const TraceRequest& r, std::vector<TokenId>& out);
-TokenId synthetic_token(int64_t hash_id, int32_t pos_in_block);
+void synthesize_prompt(const TraceRequest& r, std::vector<TokenId>& out, int64_t vocab_size = int64_t{1} << 31);
+TokenId synthetic_token(int64_t hash_id, int32_t pos_in_block, int64_t vocab_size = int64_t{1} << 31);
 
 // Throws TraceError naming the first request whose trace block size block_size does not divide.
 void check_replay_block_size(std::span<const TraceRequest> reqs, int32_t block_size);

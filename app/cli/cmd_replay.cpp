@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "kv/kv_planner.h"
 #include "run/trace_replay.h"
+#include "run/trace_workload.h"
 
 namespace kvscope::cli {
 
@@ -20,7 +21,7 @@ namespace {
 
 const char* kReplayHelp =
     "kvscope-cli replay --trace FILE|- [--format mooncake|kvscope] [--block-size B] [--capacity-tokens C1,C2,...]\n"
-    "  [--json-out F] [--max-line-bytes N] [--skip-bad]\n"
+    "  [--json-out F] [--max-line-bytes N] [--skip-bad] [--vocab-size V --workload-out W.json]\n"
     "  Runs the trace's requests in order through the engine's block pool and prefix cache (no model):\n"
     "  each is admitted (prefix lookup), its prompt allocated, then finished and freed (its blocks stay\n"
     "  cached, evictable LRU). One pass per capacity; prints the hit curve, --json-out writes it as JSON.\n"
@@ -30,6 +31,8 @@ const char* kReplayHelp =
     "  --capacity-tokens: pool sizes in tokens, 0 = unbounded; 128K = 131072, 1M = 1048576 (default 0)\n"
     "  --max-line-bytes: longer lines are malformed (default 1048576)\n"
     "  --skip-bad: count malformed lines (skipped_lines) instead of stopping at the first (exit 2)\n"
+    "  --vocab-size: synthesized token ids below V (default 2^31); --workload-out: the same prompts as a\n"
+    "     kvscope workload (one at a time, max_tokens 1) for `kvscope-cli run`, to compare with the engine\n"
     "  docs/replay.md: the semantics and measured curves.\n";
 
 std::vector<int64_t> capacities_option(const std::string& list) {
@@ -76,7 +79,8 @@ nlohmann::json point_json(const ReplayPoint& p) {
           {"evictions", p.evictions},
           {"orphaned", p.orphaned},
           {"requests", p.requests},
-          {"truncated_requests", p.truncated_requests}};
+          {"truncated_requests", p.truncated_requests},
+          {"seconds", p.seconds}};
 }
 
 void print_curve(const std::vector<ReplayPoint>& curve, int32_t bs) {
@@ -92,8 +96,10 @@ void print_curve(const std::vector<ReplayPoint>& curve, int32_t bs) {
 }  // namespace
 
 int cmd_replay(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"trace", "format", "block-size", "capacity-tokens", "json-out", "max-line-bytes"},
-               {"skip-bad", "help"});
+  const Args a(
+      argc, argv, first,
+      {"trace", "format", "block-size", "capacity-tokens", "json-out", "max-line-bytes", "vocab-size", "workload-out"},
+      {"skip-bad", "help"});
   if (a.has("help") || !a.has("trace")) {
     std::cout << kReplayHelp;
     return a.has("help") ? 0 : 2;
@@ -110,6 +116,8 @@ int cmd_replay(int argc, char** argv, int first) {
   const int64_t bs = a.i64("block-size", 512);
   if (bs <= 0 || bs > (1 << 20)) throw UsageError("--block-size must be in 1..1048576");
   opt.block_size = static_cast<int32_t>(bs);
+  opt.vocab_size = a.i64("vocab-size", opt.vocab_size);
+  if (opt.vocab_size <= 0 || opt.vocab_size > (int64_t{1} << 31)) throw UsageError("--vocab-size must be in 1..2^31");
   const std::vector<int64_t> caps = capacities_option(a.str("capacity-tokens", "0"));
 
   int64_t skipped = 0;
@@ -118,6 +126,11 @@ int cmd_replay(int argc, char** argv, int first) {
   try {
     check_replay_block_size(reqs, opt.block_size);
   } catch (const TraceError& e) { throw UsageError(e.what()); }
+  if (a.has("workload-out")) {
+    try {
+      save_workload(a.str("workload-out"), trace_to_workload(reqs, opt.vocab_size, "replay"));
+    } catch (const TraceError& e) { throw UsageError(e.what()); }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<ReplayPoint> curve = replay_curve(reqs, caps, opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

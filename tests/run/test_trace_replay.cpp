@@ -10,6 +10,7 @@
 
 #include "run/trace_reader.h"
 #include "run/trace_replay.h"
+#include "run/trace_workload.h"
 
 using namespace kvscope;
 
@@ -138,6 +139,21 @@ class TestTraceReplay : public QObject {
     QVERIFY(std::equal(a.begin(), a.begin() + 512, b.begin()));
     QVERIFY(a[512] != b[512]);
     for (TokenId t : a) QVERIFY(t >= 0);
+  }
+
+  void workload_carries_the_same_prompts() {
+    // The live-engine comparison (tests/app/cli_replay_engine.sh) runs these prompts: replay's
+    // tokens below the vocabulary, one request at a time, no generated token to cache.
+    const std::vector<TraceRequest> t = {req(600, {7, 8}, 1), req(40, {7}, 2)};
+    const Workload w = trace_to_workload(t, 512, "t");
+    QCOMPARE(w.requests.size(), size_t{2});
+    std::vector<TokenId> p;
+    synthesize_prompt(t[0], p, 512);
+    QCOMPARE(w.requests[0].prompt_ids, p);
+    for (TokenId id : p) QVERIFY(id >= 0 && id < 512);
+    QCOMPARE(w.requests[0].max_new_tokens, 1);
+    QVERIFY(w.requests[1].arrival_step > w.requests[0].arrival_step + 600);
+    QVERIFY_THROWS_EXCEPTION(TraceError, trace_to_workload(std::vector<TraceRequest>{req(0, {}, 3)}, 512, "t"));
   }
 
   void reads_mooncake_and_kvscope() {
