@@ -1,7 +1,10 @@
 #include "run/trace_replay.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <thread>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -114,13 +117,26 @@ ReplayPoint replay_trace(std::span<const TraceRequest> reqs, int64_t capacity_to
 
 std::vector<ReplayPoint> replay_curve(std::span<const TraceRequest> reqs, std::span<const int64_t> capacities,
                                       const ReplayOptions& opt) {
-  std::vector<ReplayPoint> out;
-  out.reserve(capacities.size());
-  for (int64_t c : capacities) {
-    const auto t0 = std::chrono::steady_clock::now();
-    out.push_back(replay_trace(reqs, c, opt));
-    out.back().seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  std::vector<ReplayPoint> out(capacities.size());
+  if (capacities.empty()) return out;
+  std::vector<std::exception_ptr> errors(capacities.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < capacities.size(); i = next++) {
+      try {
+        const auto t0 = std::chrono::steady_clock::now();
+        out[i] = replay_trace(reqs, capacities[i], opt);
+        out[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } catch (...) { errors[i] = std::current_exception(); }
+    }
+  };
+  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(1, opt.threads)), 1, capacities.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // the first capacity's error, as a serial run would give
   return out;
 }
 

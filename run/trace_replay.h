@@ -20,6 +20,8 @@ struct ReplayOptions {
   // Synthesized token ids are below this: a real model's vocabulary size when the same prompts
   // are to be run through the engine (run/trace_workload.h); 2^31 otherwise.
   int64_t vocab_size = int64_t{1} << 31;
+  // Capacities replayed at once (each pass has its own manager; the trace is shared read-only).
+  int32_t threads = 1;
 };
 
 struct ReplayPoint {

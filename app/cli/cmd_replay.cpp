@@ -21,7 +21,8 @@ namespace {
 
 const char* kReplayHelp =
     "kvscope-cli replay --trace FILE|- [--format mooncake|kvscope] [--block-size B] [--capacity-tokens C1,C2,...]\n"
-    "  [--json-out F] [--max-line-bytes N] [--skip-bad] [--vocab-size V --workload-out W.json]\n"
+    "  [--json-out F] [--max-line-bytes N] [--skip-bad] [--threads N]\n"
+    "  [--vocab-size V --workload-out W.json]\n"
     "  Runs the trace's requests in order through the engine's block pool and prefix cache (no model):\n"
     "  each is admitted (prefix lookup), its prompt allocated, then finished and freed (its blocks stay\n"
     "  cached, evictable LRU). One pass per capacity; prints the hit curve, --json-out writes it as JSON.\n"
@@ -29,6 +30,7 @@ const char* kReplayHelp =
     "     or kvscope (timestamp_ms, input_length, output_length, hash_ids, block_size, session_id)\n"
     "  --block-size: must divide the trace's block size (default 512)\n"
     "  --capacity-tokens: pool sizes in tokens, 0 = unbounded; 128K = 131072, 1M = 1048576 (default 0)\n"
+    "  --threads: capacities replayed at once (default 1; each needs its own pool's memory)\n"
     "  --max-line-bytes: longer lines are malformed (default 1048576)\n"
     "  --skip-bad: count malformed lines (skipped_lines) instead of stopping at the first (exit 2)\n"
     "  --vocab-size: synthesized token ids below V (default 2^31); --workload-out: the same prompts as a\n"
@@ -96,10 +98,10 @@ void print_curve(const std::vector<ReplayPoint>& curve, int32_t bs) {
 }  // namespace
 
 int cmd_replay(int argc, char** argv, int first) {
-  const Args a(
-      argc, argv, first,
-      {"trace", "format", "block-size", "capacity-tokens", "json-out", "max-line-bytes", "vocab-size", "workload-out"},
-      {"skip-bad", "help"});
+  const Args a(argc, argv, first,
+               {"trace", "format", "block-size", "capacity-tokens", "json-out", "max-line-bytes", "vocab-size",
+                "workload-out", "threads"},
+               {"skip-bad", "help"});
   if (a.has("help") || !a.has("trace")) {
     std::cout << kReplayHelp;
     return a.has("help") ? 0 : 2;
@@ -117,6 +119,9 @@ int cmd_replay(int argc, char** argv, int first) {
   if (bs <= 0 || bs > (1 << 20)) throw UsageError("--block-size must be in 1..1048576");
   opt.block_size = static_cast<int32_t>(bs);
   opt.vocab_size = a.i64("vocab-size", opt.vocab_size);
+  const int64_t threads = a.i64("threads", 1);
+  if (threads < 1 || threads > 256) throw UsageError("--threads must be in 1..256");
+  opt.threads = static_cast<int32_t>(threads);
   if (opt.vocab_size <= 0 || opt.vocab_size > (int64_t{1} << 31)) throw UsageError("--vocab-size must be in 1..2^31");
   const std::vector<int64_t> caps = capacities_option(a.str("capacity-tokens", "0"));
 

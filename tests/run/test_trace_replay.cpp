@@ -124,6 +124,25 @@ class TestTraceReplay : public QObject {
     QCOMPARE(replay({req(100, {1})}, 16, 1024).pool_blocks, 64);
   }
 
+  void threads_give_the_serial_curve() {
+    const std::vector<TraceRequest> t = {req(1536, {1, 2, 3}), req(1536, {4, 5, 6}), req(1537, {1, 2, 3, 7}),
+                                         req(1000, {1, 2})};
+    const std::vector<int64_t> caps = {0, 1024, 1536, 2048, 4096};
+    ReplayOptions one, three;
+    one.block_size = three.block_size = 16;
+    three.threads = 3;
+    const auto a = replay_curve(t, caps, one), b = replay_curve(t, caps, three);
+    QCOMPARE(a.size(), caps.size());
+    for (size_t i = 0; i < caps.size(); ++i) {
+      QCOMPARE(b[i].capacity_tokens, caps[i]);
+      QCOMPARE(b[i].hit_tokens, a[i].hit_tokens);
+      QCOMPARE(b[i].evictions, a[i].evictions);
+    }
+    QVERIFY(a[0].hit_tokens > a[1].hit_tokens);
+    three.block_size = 48;  // an error in a worker thread reaches the caller
+    QVERIFY_THROWS_EXCEPTION(TraceError, replay_curve(t, caps, three));
+  }
+
   void block_size_must_divide() {
     const std::vector<TraceRequest> t = {req(100, {1}, 1), req(100, {1}, 2)};
     QVERIFY_THROWS_EXCEPTION(TraceError, check_replay_block_size(t, 48));
