@@ -4,6 +4,7 @@
 // with its line number.
 #include <QtTest>
 
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -216,6 +217,41 @@ class TestTraceReplay : public QObject {
     QCOMPARE(bad_line(g + g + std::string(300, ' ') + kGood + "\n" + g, small), int64_t{3});
     QCOMPARE(bad_line(g + std::string(300, 'x'), small), int64_t{2});  // last line, no newline
     QCOMPARE(bad_line(g + g, small), int64_t{0});
+  }
+
+  void garbage_never_breaks_anything() {
+    // Mutated good lines and random bytes (NULs, lone CRs, huge numbers): every line is a
+    // request or a counted skip, and whatever is read replays with the invariants intact.
+    std::mt19937 rng(31);
+    const std::string alphabet = std::string("{}[]\":,0123456789-.e \t\r\x00\xff", 34) + "hash_ids";
+    std::string text;
+    int64_t lines = 0;
+    for (int i = 0; i < 3000; ++i, ++lines) {
+      std::string l = R"({"timestamp": )" + std::to_string(i * 1000) +
+                      R"(, "input_length": 1000, "output_length": 5, "hash_ids": [1, 2]})";
+      const int edits = static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) l[rng() % l.size()] = alphabet[rng() % alphabet.size()];
+      if (rng() % 10 == 0) l = std::string(rng() % 200, alphabet[rng() % alphabet.size()]);
+      text += l + "\n";
+    }
+    TraceReaderOptions o;
+    o.skip_bad = true;
+    o.max_line_bytes = 150;
+    int64_t skipped = 0;
+    const auto reqs = read(text, o, &skipped);
+    QVERIFY(skipped > 0);
+    QVERIFY(static_cast<int64_t>(reqs.size()) + skipped <= lines);
+    qInfo("%zu requests, %lld skipped of %lld lines", reqs.size(), static_cast<long long>(skipped),
+          static_cast<long long>(lines));
+    // Not many: once a mutation makes a timestamp jump ahead (1000 -> 10e9), later lines go back.
+    QVERIFY(reqs.size() > 50);
+    for (const TraceRequest& r : reqs) QVERIFY(r.input_length >= 0 && r.line >= 1 && r.line <= lines);
+    std::vector<TraceRequest> small(reqs.begin(), reqs.begin() + std::min<size_t>(300, reqs.size()));
+    for (TraceRequest& r : small) r.input_length = std::min(r.input_length, 4000);  // keep it quick
+    for (TraceRequest& r : small)
+      if (static_cast<int64_t>(r.hash_ids.size()) * 512 > r.input_length + 511)
+        r.hash_ids.resize((r.input_length + 511) / 512);
+    QVERIFY(replay(small, 16, 4096).prompt_tokens > 0);
   }
 
   void skip_bad_counts_and_goes_on() {
