@@ -223,7 +223,8 @@ class TestTraceReplay : public QObject {
     // Mutated good lines and random bytes (NULs, lone CRs, huge numbers): every line is a
     // request or a counted skip, and whatever is read replays with the invariants intact.
     std::mt19937 rng(31);
-    const std::string alphabet = std::string("{}[]\":,0123456789-.e \t\r\x00\xff", 34) + "hash_ids";
+    static constexpr char kBytes[] = "{}[]\":,0123456789-.e \t\r\x00\xff";  // the NUL inside counts
+    const std::string alphabet = std::string(kBytes, sizeof kBytes - 1) + "hash_ids";
     std::string text;
     int64_t lines = 0;
     for (int i = 0; i < 3000; ++i, ++lines) {
