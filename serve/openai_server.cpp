@@ -92,6 +92,15 @@ json usage_json(const Accumulated& a) {
 }
 
 // Folds one item into the accumulator (non-streamed answers).
+// A choice's Finish item: the choice is done, and the usage numbers it carries are counted.
+void count_finish(Accumulated& a, const ChannelItem& it) {
+  a.choices.at(static_cast<size_t>(it.index)).done = true;
+  ++a.finished;
+  a.prompt_tokens = it.prompt_tokens;
+  a.completion_tokens += it.completion_tokens;
+  if (it.index == 0) a.cached_tokens = it.cached_tokens;  // the samples share the parent's prompt
+}
+
 void accumulate(Accumulated& a, const ChannelItem& it, bool chat, bool want_logprobs) {
   ChoiceAcc& c = a.choices.at(static_cast<size_t>(it.index));
   if (it.kind == ChannelItem::Kind::Token) {
@@ -114,11 +123,7 @@ void accumulate(Accumulated& a, const ChannelItem& it, bool chat, bool want_logp
   c.finish_reason = it.finish_reason;
   c.error = it.error;
   c.error_status = it.error_status;
-  c.done = true;
-  ++a.finished;
-  a.prompt_tokens = it.prompt_tokens;
-  a.completion_tokens += it.completion_tokens;
-  if (it.index == 0) a.cached_tokens = it.cached_tokens;  // the samples share the parent's prompt
+  count_finish(a, it);
 }
 
 }  // namespace
@@ -354,13 +359,7 @@ std::string StreamState::events_for(const ChannelItem& it) {
   const bool lp = pr.job.logprobs >= 0;
   ChoiceAcc& c = a.choices.at(static_cast<size_t>(it.index));
   const bool fin = it.kind == ChannelItem::Kind::Finish;
-  if (fin) {
-    c.done = true;
-    ++a.finished;
-    a.prompt_tokens = it.prompt_tokens;
-    a.completion_tokens += it.completion_tokens;
-    if (it.index == 0) a.cached_tokens = it.cached_tokens;
-  }
+  if (fin) count_finish(a, it);
   if (!fin && it.text.empty() && !lp) return "";  // nothing to show yet (a partial UTF-8 character)
   std::string out;
   json choice = {{"index", it.index}};
