@@ -153,12 +153,14 @@ bool TraceReader::next(TraceRequest& out) {
   }
 }
 
-std::vector<TraceRequest> read_trace(std::istream& in, const TraceReaderOptions& options, int64_t* skipped) {
+std::vector<TraceRequest> read_trace(std::istream& in, const TraceReaderOptions& options, int64_t* skipped,
+                                     std::vector<std::string>* skipped_errors) {
   TraceReader reader(in, options);
   std::vector<TraceRequest> out;
   TraceRequest r;
   while (reader.next(r)) out.push_back(std::move(r));
   if (skipped) *skipped = reader.skipped_lines();
+  if (skipped_errors) *skipped_errors = reader.skipped_errors();
   return out;
 }
 

@@ -76,6 +76,7 @@ class TraceReader {
 };
 
 // Every good request of a stream (see TraceReader).
-std::vector<TraceRequest> read_trace(std::istream& in, const TraceReaderOptions& options, int64_t* skipped = nullptr);
+std::vector<TraceRequest> read_trace(std::istream& in, const TraceReaderOptions& options, int64_t* skipped = nullptr,
+                                     std::vector<std::string>* skipped_errors = nullptr);
 
 }  // namespace kvscope

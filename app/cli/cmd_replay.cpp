@@ -62,14 +62,9 @@ std::vector<TraceRequest> load_trace(const std::string& path, const TraceReaderO
     if (!file) throw UsageError("cannot read trace '" + path + "'");
   }
   std::istream& in = path == "-" ? std::cin : file;
-  TraceReader reader(in, opt);
-  std::vector<TraceRequest> reqs;
   try {
-    for (TraceRequest r; reader.next(r);) reqs.push_back(std::move(r));
+    return read_trace(in, opt, &skipped, &skipped_errors);
   } catch (const TraceError& e) { throw UsageError(e.what()); }
-  skipped = reader.skipped_lines();
-  skipped_errors = reader.skipped_errors();
-  return reqs;
 }
 
 nlohmann::json point_json(const ReplayPoint& p) {
