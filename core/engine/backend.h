@@ -18,6 +18,9 @@ struct AttentionPolicy {
   // A model's own sliding-window layers (Gemma 3) see the sinks too (true), or only its
   // full-attention layers do and the sliding layers keep their trained, sink-free window (false).
   bool sinks_in_sliding_layers = true;
+  // The longest sequence the engine will run (0: the model's trained context). phi3's LongRoPE
+  // picks its long or short factors by it, as llama.cpp does by its n_ctx.
+  int32_t context_len = 0;
 };
 
 // A KV group: layers that share one block pool and one block table per sequence. Most models

@@ -21,7 +21,7 @@ std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
 }
 
 AttentionPolicy attention_policy(const EngineConfig& cfg) {
-  return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers};
+  return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers, cfg.sched.max_model_len};
 }
 
 KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, int32_t sinks, uint64_t salt) {
@@ -137,7 +137,9 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
                                 " applies sinks to every layer)");
   // With eviction the window and sinks are the evictor's (engine/token_eviction.h): every kept
   // token is visible, at its absolute position.
-  backend.init_kv(layout, cfg.evict.on() ? AttentionPolicy{} : attention_policy(cfg));
+  AttentionPolicy policy = attention_policy(cfg);
+  if (cfg.evict.on()) policy = AttentionPolicy{0, 0, true, policy.context_len};
+  backend.init_kv(layout, policy);
 
   KvSetup out;
   if (cfg.contiguous_baseline) {

@@ -7,8 +7,10 @@ namespace kvscope {
 std::shared_ptr<Model> Model::load(const std::string& path) {
   auto m = std::make_shared<Model>();
   m->file = GgufFile::open(path);
-  m->config = ModelConfig::from_gguf(*m->file);
-  m->weights = ModelWeights::from_gguf(*m->file, m->config);
+  try {
+    m->config = ModelConfig::from_gguf(*m->file);
+    m->weights = ModelWeights::from_gguf(*m->file, m->config);
+  } catch (const ModelError& e) { throw ModelError(std::string(e.what()) + " (in " + path + ")"); }
   m->tokenizer = Tokenizer::from_gguf(*m->file);
   if (m->tokenizer->n_vocab() != m->config.n_vocab)
     throw ModelError("vocabulary size mismatch: tokenizer has " + std::to_string(m->tokenizer->n_vocab()) +
@@ -34,6 +36,9 @@ std::string Model::describe() const {
   os << c.arch << (c.name.empty() ? "" : " '" + c.name + "'") << ", " << weights.n_params / 1000 << "K params, "
      << c.n_layer << " layers, n_embd " << c.n_embd << ", heads " << c.n_head << "/" << c.n_head_kv
      << " (q/kv), head_dim " << c.head_dim << ", vocab " << c.n_vocab;
+  if (c.moe.n_expert > 0)
+    os << ", MoE " << c.moe.n_expert_used << " of " << c.moe.n_expert << " experts per token ("
+       << weights.n_active_params / 1000 << "K params active; KV per token is attention's, not the experts')";
   if (synthetic) os << " [synthetic: RANDOM WEIGHTS, output is gibberish]";
   return os.str();
 }

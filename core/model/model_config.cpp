@@ -1,43 +1,14 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "gguf/gguf_file.h"
+#include "model/arch_traits.h"
+#include "model/moe_config.h"
 
 namespace kvscope {
-
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3"};
-  return archs;
-}
-
-static ArchTraits traits_for(const std::string& arch) {
-  ArchTraits t;
-  if (arch == "llama") return t;
-  if (arch == "qwen2") {
-    t.rope = RopeStyle::Neox;
-    t.qkv_bias = true;
-    return t;
-  }
-  if (arch == "qwen3") {
-    t.rope = RopeStyle::Neox;
-    t.qk_norm = true;
-    return t;
-  }
-  if (arch == "gemma3") {
-    t.rope = RopeStyle::Neox;
-    t.act = FfnActivation::GeluTanh;
-    t.qk_norm = true;
-    t.post_norms = true;
-    t.embed_scale = true;
-    t.interleaved_swa = true;
-    return t;
-  }
-  std::string list;
-  for (const auto& a : supported_architectures()) list += (list.empty() ? "" : ", ") + a;
-  throw ModelError("unsupported architecture '" + arch + "' (kvscope runs: " + list + ")");
-}
 
 namespace {
 struct Reader {
@@ -58,6 +29,39 @@ int32_t checked_i32(int64_t v, const std::string& what, int64_t lo, int64_t hi) 
                      std::to_string(hi) + "]");
   return static_cast<int32_t>(v);
 }
+// A per-pair RoPE factor tensor (rope_dim / 2 positive f32 values); empty when absent.
+std::vector<float> read_rope_factors(const GgufFile& f, const std::string& name, int32_t rope_dim) {
+  const GgufTensorInfo* rf = f.find_tensor(name);
+  if (!rf) return {};
+  if (rf->type() != GgmlType::F32 || rf->n_elements() != rope_dim / 2)
+    throw ModelError(name + " must be f32 with rope.dimension_count / 2 = " + std::to_string(rope_dim / 2) +
+                     " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
+  std::vector<float> v(static_cast<size_t>(rope_dim / 2));
+  std::memcpy(v.data(), f.view(*rf).data, v.size() * sizeof(float));
+  for (float x : v)
+    if (!(x > 0.0f) || !std::isfinite(x)) throw ModelError(name + " holds a factor that is not a positive number");
+  return v;
+}
+
+// GLM-4's M-RoPE sections (rope.dimension_sections, vision files). For text every token's
+// t/h/w positions are its position and the fourth is 0, so sections that cover every rotated
+// pair with t/h/w make it NeoX RoPE (llama.cpp's MROPE type); a pair in the fourth section
+// would stay unrotated, which kvscope does not model, so such a file is refused.
+void read_rope_sections(const Reader& r, ModelConfig& c) {
+  if (c.arch != "glm4" && c.arch != "glm4moe") return;
+  const GgufValue* v = r.f.find(c.arch + ".rope.dimension_sections");
+  if (!v || v->type != GgufValueType::ARRAY) return;
+  std::vector<int64_t> s = v->as_int_array();
+  s.resize(4, 0);
+  if (s[0] <= 0 || s[1] <= 0) return;  // llama.cpp's use_mrope(): both t and h sections
+  const int64_t thw = s[0] + s[1] + s[2], all = thw + s[3];
+  if (all <= 0 || thw < std::min<int64_t>(all, c.rope_dim / 2))
+    throw ModelError(c.arch +
+                     ".rope.dimension_sections puts rotated pairs in the fourth (extra) section, which "
+                     "kvscope does not run");
+  c.traits.rope = RopeStyle::Neox;
+}
+
 // RoPE: base frequencies, linear or llama3 scaling, rotated dimensions, per-pair factors.
 void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
@@ -79,17 +83,15 @@ void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   if (c.rope_dim % 2 != 0) throw ModelError("rope.dimension_count must be even");
   // Llama 3.1+ GGUFs carry their RoPE scaling as per-pair frequency divisors (rope_freqs.weight,
   // rope_dim/2 f32 values): llama.cpp rotates pair i by pos * freq_scale * base^(-2i/d) / factor_i.
-  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
-    if (rf->type() != GgmlType::F32 || rf->n_elements() != c.rope_dim / 2)
-      throw ModelError(
-          "rope_freqs.weight must be f32 with rope.dimension_count / 2 = " + std::to_string(c.rope_dim / 2) +
-          " values, not " + ggml_type_name(rf->raw_type) + " with " + std::to_string(rf->n_elements()));
-    c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
-    std::memcpy(c.rope_freq_factors.data(), f.view(*rf).data, c.rope_freq_factors.size() * sizeof(float));
-    for (float v : c.rope_freq_factors)
-      if (!(v > 0.0f) || !std::isfinite(v))
-        throw ModelError("rope_freqs.weight holds a factor that is not a positive number");
+  // phi3 carries two such sets (LongRoPE) and picks one by the context length.
+  if (c.traits.rope_freqs) c.rope_freq_factors = read_rope_factors(f, "rope_freqs.weight", c.rope_dim);
+  if (c.traits.rope_long_short) {
+    c.rope_factors_long = read_rope_factors(f, "rope_factors_long.weight", c.rope_dim);
+    c.rope_factors_short = read_rope_factors(f, "rope_factors_short.weight", c.rope_dim);
   }
+  c.rope_orig_ctx = checked_i32(r.opt_int("rope.scaling.original_context_length", c.n_ctx_train),
+                                c.arch + ".rope.scaling.original_context_length", 0, int64_t(1) << 30);
+  read_rope_sections(r, c);
 }
 
 // The vocabulary size: the tokenizer's token list and token_embd.weight's rows must agree.
@@ -147,9 +149,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
                                 c.arch + ".attention.sliding_window_pattern", 1, 4096);
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.moe = read_moe_config(f, c);
 
   read_vocab_size(f, c);
   return c;
+}
+
+const float* ModelConfig::rope_factors(int32_t n_ctx) const {
+  if (traits.rope_long_short && !rope_factors_long.empty()) {
+    const int32_t ctx = n_ctx > 0 ? n_ctx : n_ctx_train;
+    const std::vector<float>& v = ctx > rope_orig_ctx ? rope_factors_long : rope_factors_short;
+    return v.empty() ? nullptr : v.data();
+  }
+  return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
 }
 
 }  // namespace kvscope

@@ -18,14 +18,42 @@ struct ModelError : std::runtime_error {
 enum class RopeStyle { Normal, Neox };  // adjacent pairs (2i, 2i+1) vs halves (i, i + d/2)
 enum class FfnActivation { Silu, GeluTanh };
 
+// What an architecture's llama.cpp graph reads, switch by switch (src/models/<arch>.cpp). Files
+// written by llama.cpp's fixture generator carry every tensor and key of every architecture, so
+// a switch that is off means "present in the file but not part of this architecture".
 struct ArchTraits {
   RopeStyle rope = RopeStyle::Normal;
   FfnActivation act = FfnActivation::Silu;
-  bool qkv_bias = false;         // qwen2
-  bool qk_norm = false;          // qwen3, gemma3: per-head RMSNorm of q and k before RoPE
-  bool post_norms = false;       // gemma3: post_attention_norm and post_ffw_norm
-  bool embed_scale = false;      // gemma3: embeddings * sqrt(n_embd)
-  bool interleaved_swa = false;  // gemma3: sliding-window and global layers
+  bool qkv_bias = false;                 // qwen2: q/k/v biases required (elsewhere used when present)
+  bool qk_norm = false;                  // qwen3, gemma3, qwen3moe: per-head RMSNorm of q and k before RoPE
+  bool qk_norm_if_present = false;       // glm4moe: the same norms, optional (GLM-4.5 355B has them)
+  bool post_norms = false;               // gemma3, glm4: post_attention_norm and post_ffw_norm on the branch outputs
+  bool ffn_norm_post_attention = false;  // glm4moe: the FFN's input norm is named post_attention_norm
+  bool embed_scale = false;              // gemma3: embeddings * sqrt(n_embd)
+  bool interleaved_swa = false;          // gemma3: sliding-window and global layers
+  bool fused_gate_up = false;            // phi3, glm4: ffn_up holds [gate; up] (2 * n_ff rows)
+  bool out_bias = false;                 // mistral3: attn_output.bias
+  bool ffn_bias = false;                 // mistral3: ffn_{gate,up,down}.bias
+  bool ffn_scales = false;               // mistral3: the dense FFN's per-tensor .scale multipliers
+  bool expert_scales = false;            // qwen3moe, mistral3: per-expert .scale multipliers
+  bool rope_freqs = false;               // llama, mistral3: rope_freqs.weight divides pair i's angle
+  bool rope_long_short = false;          // phi3: rope_factors_long/short, chosen by the context length
+  int32_t no_rope_every = 0;             // smollm3 (4): layer il has no RoPE when (il + 1) % 4 == 0
+};
+
+// The mixture-of-experts FFN (llama.cpp's build_moe_ffn): a router picks n_expert_used of
+// n_expert experts per token, and only those experts' weights are read.
+enum class MoeGating { Softmax, Sigmoid };
+struct MoeConfig {
+  int32_t n_expert = 0;       // 0: a dense model
+  int32_t n_expert_used = 0;  // experts per token (top-k)
+  int32_t n_ff_exp = 0;       // rows of one expert's gate and up matrices
+  int32_t n_shared = 0;       // shared experts, run on every token (n_ff_exp * n_shared wide)
+  int32_t n_dense_lead = 0;   // the first n_dense_lead layers keep a dense FFN of n_ff
+  MoeGating gating = MoeGating::Softmax;
+  bool norm_weights = false;    // the chosen experts' weights are divided by their sum
+  float weights_scale = 1.0f;   // then multiplied by this
+  bool selection_bias = false;  // exp_probs_b.bias: added to the scores for choosing only
 };
 
 struct ModelConfig {
@@ -45,18 +73,28 @@ struct ModelConfig {
   float rope_base_swa = 10000.0f;        // gemma3's sliding layers
   float rope_freq_scale = 1.0f;          // 1 / linear scaling factor
   std::vector<float> rope_freq_factors;  // llama 3.1+ rope_freqs.weight: pair i's angle / factor[i]; empty: none
-  const float* rope_factors() const { return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data(); }
+  // The per-pair RoPE divisors for an engine whose sequences may reach n_ctx tokens (0: the
+  // trained context); nullptr when the model has none.
+  const float* rope_factors(int32_t n_ctx = 0) const;
   int32_t rope_dim = 0;        // rope.dimension_count (<= head_dim)
   int32_t sliding_window = 0;  // model's own window (gemma3), 0 if none
   int32_t swa_pattern = 0;     // gemma3: layer il is SWA iff il % pattern < pattern - 1
   float attn_scale = 0.0f;     // multiplier of q.k; 1/sqrt(head_dim) by default
+  MoeConfig moe;
+  // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
+  // chooses by its n_ctx), short otherwise.
+  std::vector<float> rope_factors_long, rope_factors_short;
+  int32_t rope_orig_ctx = 0;  // rope.scaling.original_context_length (default: context_length)
 
   bool layer_is_swa(int32_t il) const {
     return traits.interleaved_swa && swa_pattern > 0 && (il % swa_pattern) < swa_pattern - 1;
   }
+  bool layer_is_moe(int32_t il) const { return moe.n_expert > 0 && il >= moe.n_dense_lead; }
+  bool layer_has_rope(int32_t il) const { return traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0; }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   // Keys and values of one token over all layers, in elements (x bytes/elem for the KV dtype).
+  // Experts change the FFN only: an MoE model's KV per token is its attention's, whatever n_expert.
   int64_t kv_elements_per_token() const { return 2LL * n_layer * n_head_kv * head_dim; }
 
   // Throws ModelError naming the missing or inconsistent key (unknown arch, 0 layers, heads

@@ -1,5 +1,6 @@
 #include "model/model_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -15,6 +16,7 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 
 struct Loader {
   const GgufFile& f;
+  ModelWeights& w;
 
   const GgufTensorInfo* find(const std::string& name, bool required) const {
     const GgufTensorInfo* t = f.find_tensor(name);
@@ -27,13 +29,14 @@ struct Loader {
     if (got != want)
       throw ModelError("tensor '" + t.name + "' has shape " + shape_str(t.ne) + ", expected " + shape_str(want));
   }
-  TensorView matrix(const std::string& name, int64_t in, int64_t out) const {
+  TensorView tensor(const std::string& name, std::vector<int64_t> shape) const {
     const GgufTensorInfo* t = find(name, true);
-    check_shape(*t, {in, out});
+    check_shape(*t, std::move(shape));
     try {
       return f.view(*t);
     } catch (const GgufError& e) { throw ModelError(e.what()); }
   }
+  TensorView matrix(const std::string& name, int64_t in, int64_t out) const { return tensor(name, {in, out}); }
   std::vector<float> vec(const std::string& name, int64_t n, bool required) const {
     const GgufTensorInfo* t = find(name, required);
     if (!t) return {};
@@ -48,13 +51,125 @@ struct Loader {
       if (!std::isfinite(x)) throw ModelError("tensor '" + name + "' contains NaN or Inf values");
     return out;
   }
+  // `<weight>.scale`, a one-value multiplier of the matrix's output; 1 when absent.
+  float scale(const std::string& weight) const {
+    const std::vector<float> s = vec(weight + ".scale", 1, false);
+    return s.empty() ? 1.0f : s[0];
+  }
+  // Rows [row0, row0 + n) of t as a matrix of its own (fused q/k/v, [gate; up], one expert).
+  TensorView rows(const TensorView& t, int64_t row0, int64_t n) const {
+    auto info = std::make_shared<GgufTensorInfo>(*t.info);
+    info->ne = {t.ne(0), n};
+    info->nbytes = static_cast<uint64_t>(n) * t.row_bytes();
+    w.slices.push_back(info);
+    return TensorView{info.get(), t.row(row0)};
+  }
 };
+
+// Q, K and V: three matrices, or one fused attn_qkv (phi3's files) split by rows.
+void load_qkv(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
+  if (ld.find(p + "attn_qkv.weight", false)) {
+    const TensorView qkv = ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
+    L.wq = ld.rows(qkv, 0, Q);
+    L.wk = ld.rows(qkv, Q, KV);
+    L.wv = ld.rows(qkv, Q + KV, KV);
+    const std::vector<float> b = ld.vec(p + "attn_qkv.bias", Q + 2 * KV, false);
+    if (!b.empty()) {
+      L.aq.bias.assign(b.begin(), b.begin() + Q);
+      L.ak.bias.assign(b.begin() + Q, b.begin() + Q + KV);
+      L.av.bias.assign(b.begin() + Q + KV, b.end());
+    }
+    L.aq.scale = L.ak.scale = L.av.scale = ld.scale(p + "attn_qkv");
+    return;
+  }
+  L.wq = ld.matrix(p + "attn_q.weight", E, Q);
+  L.wk = ld.matrix(p + "attn_k.weight", E, KV);
+  L.wv = ld.matrix(p + "attn_v.weight", E, KV);
+  L.aq = {ld.vec(p + "attn_q.bias", Q, c.traits.qkv_bias), ld.scale(p + "attn_q")};
+  L.ak = {ld.vec(p + "attn_k.bias", KV, c.traits.qkv_bias), ld.scale(p + "attn_k")};
+  L.av = {ld.vec(p + "attn_v.bias", KV, c.traits.qkv_bias), ld.scale(p + "attn_v")};
+}
+
+void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const ArchTraits& tr = c.traits;
+  L.attn_norm = ld.vec(p + "attn_norm.weight", c.n_embd, true);
+  load_qkv(ld, c, p, L);
+  L.wo = ld.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+  L.ao = {tr.out_bias ? ld.vec(p + "attn_output.bias", c.n_embd, false) : std::vector<float>{},
+          ld.scale(p + "attn_output")};
+  if (tr.qk_norm || (tr.qk_norm_if_present && ld.find(p + "attn_q_norm.weight", false))) {
+    L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim, true);
+    L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim, true);
+  }
+  if (tr.post_norms) {
+    L.post_attn_norm = ld.vec(p + "post_attention_norm.weight", c.n_embd, true);
+    L.post_ffw_norm = ld.vec(p + "post_ffw_norm.weight", c.n_embd, true);
+  }
+  L.ffn_norm =
+      ld.vec(p + (tr.ffn_norm_post_attention ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd, true);
+}
+
+void load_dense_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, F = c.n_ff;
+  if (c.traits.fused_gate_up) {
+    const TensorView gate_up = ld.matrix(p + "ffn_up.weight", E, 2 * F);
+    L.w_gate = ld.rows(gate_up, 0, F);
+    L.w_up = ld.rows(gate_up, F, F);
+  } else {
+    L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
+    L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
+  }
+  L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+  if (c.traits.ffn_bias) {
+    L.a_gate.bias = ld.vec(p + "ffn_gate.bias", F, false);
+    L.a_up.bias = ld.vec(p + "ffn_up.bias", F, false);
+    L.a_down.bias = ld.vec(p + "ffn_down.bias", E, false);
+  }
+  if (c.traits.ffn_scales) {
+    L.a_gate.scale = ld.scale(p + "ffn_gate");
+    L.a_up.scale = ld.scale(p + "ffn_up");
+    L.a_down.scale = ld.scale(p + "ffn_down");
+  }
+}
+
+// One 3-D expert tensor [in x out x n_expert] as n_expert matrices.
+std::vector<TensorView> expert_views(const Loader& ld, const std::string& name, int64_t in, int64_t out,
+                                     int32_t n_expert) {
+  const TensorView all = ld.tensor(name, {in, out, n_expert});
+  std::vector<TensorView> v;
+  for (int32_t e = 0; e < n_expert; ++e) v.push_back(ld.rows(all, e * out, out));
+  return v;
+}
+
+void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const MoeConfig& m = c.moe;
+  const int64_t E = c.n_embd, F = m.n_ff_exp;
+  MoeWeights& X = L.experts;
+  L.moe = true;
+  X.router = ld.matrix(p + "ffn_gate_inp.weight", E, m.n_expert);
+  X.gate = expert_views(ld, p + "ffn_gate_exps.weight", E, F, m.n_expert);
+  X.up = expert_views(ld, p + "ffn_up_exps.weight", E, F, m.n_expert);
+  X.down = expert_views(ld, p + "ffn_down_exps.weight", F, E, m.n_expert);
+  if (m.selection_bias) X.selection_bias = ld.vec(p + "exp_probs_b.bias", m.n_expert, true);
+  if (c.traits.expert_scales) {
+    X.gate_scale = ld.vec(p + "ffn_gate_exps.scale", m.n_expert, false);
+    X.up_scale = ld.vec(p + "ffn_up_exps.scale", m.n_expert, false);
+    X.down_scale = ld.vec(p + "ffn_down_exps.scale", m.n_expert, false);
+  }
+  if (m.n_shared > 0) {
+    const int64_t S = F * m.n_shared;
+    X.shared_gate = ld.matrix(p + "ffn_gate_shexp.weight", E, S);
+    X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
+    X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
+  }
+}
 
 }  // namespace
 
 ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
-  Loader ld{f};
   ModelWeights w;
+  Loader ld{f, w};
   w.token_embd = ld.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   w.output_norm = ld.vec("output_norm.weight", c.n_embd, true);
   if (ld.find("output.weight", false)) {
@@ -63,36 +178,24 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
     w.output = w.token_embd;
     w.tied_output = true;
   }
-  const ArchTraits& tr = c.traits;
   w.layers.resize(static_cast<size_t>(c.n_layer));
+  uint64_t idle_expert_params = 0;
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& L = w.layers[static_cast<size_t>(il)];
-    L.attn_norm = ld.vec(p + "attn_norm.weight", c.n_embd, true);
-    L.wq = ld.matrix(p + "attn_q.weight", c.n_embd, c.q_dim());
-    L.wk = ld.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
-    L.wv = ld.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
-    L.wo = ld.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
-    L.bq = ld.vec(p + "attn_q.bias", c.q_dim(), tr.qkv_bias);
-    L.bk = ld.vec(p + "attn_k.bias", c.kv_dim(), tr.qkv_bias);
-    L.bv = ld.vec(p + "attn_v.bias", c.kv_dim(), tr.qkv_bias);
-    if (tr.qk_norm) {
-      L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim, true);
-      L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim, true);
+    load_attention(ld, c, p, L);
+    if (c.layer_is_moe(il)) {
+      load_moe_ffn(ld, c, p, L);
+      idle_expert_params += static_cast<uint64_t>(c.moe.n_expert - c.moe.n_expert_used) * 3 * c.n_embd * c.moe.n_ff_exp;
+    } else {
+      load_dense_ffn(ld, c, p, L);
     }
-    if (tr.post_norms) {
-      L.post_attn_norm = ld.vec(p + "post_attention_norm.weight", c.n_embd, true);
-      L.post_ffw_norm = ld.vec(p + "post_ffw_norm.weight", c.n_embd, true);
-    }
-    L.ffn_norm = ld.vec(p + "ffn_norm.weight", c.n_embd, true);
-    L.w_gate = ld.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = ld.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    L.w_down = ld.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
   }
   for (const auto& t : f.tensors()) {
     w.total_bytes += t.nbytes;
     w.n_params += static_cast<uint64_t>(t.n_elements());
   }
+  w.n_active_params = w.n_params - std::min(w.n_params, idle_expert_params);
   return w;
 }
 

@@ -10,15 +10,37 @@
 
 namespace kvscope {
 
+// A matrix's optional extras as llama.cpp applies them: y = (W x) * scale + bias for attention
+// (build_qkv, build_attn), y = (W x + bias) * scale for the FFN (build_ffn). scale is the
+// per-tensor `<name>.scale` multiplier (1 when absent or unused by the architecture).
+struct Affine {
+  std::vector<float> bias;  // empty: none
+  float scale = 1.0f;
+};
+
+// One MoE FFN: the router, each expert's matrices as views into the 3-D expert tensors (so only
+// the routed experts' bytes are read), and the shared expert run on every token.
+struct MoeWeights {
+  TensorView router;                                    // ffn_gate_inp: [n_expert x n_embd]
+  std::vector<float> selection_bias;                    // exp_probs_b: [n_expert] (glm4moe), empty otherwise
+  std::vector<TensorView> gate, up;                     // [n_expert] of [n_ff_exp x n_embd]
+  std::vector<TensorView> down;                         // [n_expert] of [n_embd x n_ff_exp]
+  std::vector<float> gate_scale, up_scale, down_scale;  // [n_expert] multipliers, empty: none
+  TensorView shared_gate, shared_up, shared_down;       // data == nullptr: no shared expert
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   TensorView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
-  std::vector<float> bq, bk, bv;      // qwen2 biases, empty otherwise
+  Affine aq, ak, av, ao;              // q/k/v biases (qwen2, and any file that has them), scales
   std::vector<float> q_norm, k_norm;  // [head_dim] (qwen3, gemma3), empty otherwise
-  std::vector<float> post_attn_norm;  // [n_embd] (gemma3)
+  std::vector<float> post_attn_norm;  // [n_embd] (gemma3, glm4)
   std::vector<float> ffn_norm;        // [n_embd]
-  TensorView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff]
-  std::vector<float> post_ffw_norm;   // [n_embd] (gemma3)
+  TensorView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff] (dense layers)
+  Affine a_gate, a_up, a_down;        // mistral3's FFN biases and scales
+  std::vector<float> post_ffw_norm;   // [n_embd] (gemma3, glm4)
+  bool moe = false;                   // this layer's FFN is `experts`, not w_gate/w_up/w_down
+  MoeWeights experts;
 };
 
 struct ModelWeights {
@@ -29,6 +51,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   uint64_t total_bytes = 0;  // bytes of all tensors in the file
   uint64_t n_params = 0;
+  uint64_t n_active_params = 0;  // what one token reads: n_params less the experts it is not routed to
+  // Shapes of the row ranges (fused q/k/v, [gate; up], one expert of a 3-D tensor) that views
+  // above point to; shared so the views stay valid when the weights are copied.
+  std::vector<std::shared_ptr<GgufTensorInfo>> slices;
 
   // Throws ModelError naming the missing tensor or the wrong shape.
   static ModelWeights from_gguf(const GgufFile& f, const ModelConfig& cfg);

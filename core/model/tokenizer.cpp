@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "model/bpe_tokenizer.h"
 #include "model/spm_tokenizer.h"
+#include "model/test_vocab_tokenizer.h"
 
 namespace kvscope {
 namespace {
@@ -93,10 +94,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     tok = std::make_unique<SpmTokenizer>();
   } else if (model == "gpt2") {
     tok = std::make_unique<BpeTokenizer>();
+  } else if (model == "test") {
+    tok = std::make_unique<TestVocabTokenizer>();
   } else {
     throw std::runtime_error("tokenizer: unsupported tokenizer model '" + model +
                              "' (tokenizer.ggml.model); kvscope supports 'llama' (SentencePiece) and 'gpt2' "
-                             "(byte-level BPE)");
+                             "(byte-level BPE), and llama.cpp's test vocabulary 'test'");
   }
   tok->model_ = model;
   if (const GgufValue* pv = file.find("tokenizer.ggml.pre")) {

@@ -1,0 +1,83 @@
+#include "model/moe_config.h"
+
+#include <string>
+
+#include "gguf/gguf_file.h"
+
+namespace kvscope {
+
+namespace {
+
+// A key that llama.cpp reads as "a value or one per layer" (get_key_or_arr); kvscope runs one
+// value for every layer.
+int64_t key_or_uniform_array(const GgufFile& f, const std::string& key, int64_t def) {
+  const GgufValue* v = f.find(key);
+  if (!v) return def;
+  if (v->type != GgufValueType::ARRAY) return f.get_int(key).value_or(def);
+  const std::vector<int64_t> a = v->as_int_array();
+  if (a.empty()) return def;
+  for (int64_t x : a)
+    if (x != a[0]) throw ModelError(key + " differs between layers, which kvscope does not run");
+  return a[0];
+}
+
+int32_t in_range(int64_t v, const std::string& key, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw ModelError(key + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+  return static_cast<int32_t>(v);
+}
+
+// glm4moe's gating key (llama_expert_gating_func_type): 0 (none) means sigmoid for GLM-4.5.
+MoeGating glm_gating(const GgufFile& f, const std::string& key) {
+  const int64_t g = f.get_int(key).value_or(0);
+  if (g == 0 || g == 2) return MoeGating::Sigmoid;
+  if (g == 1) return MoeGating::Softmax;
+  throw ModelError(key + " = " + std::to_string(g) + " is not a gating kvscope runs (1 softmax, 2 sigmoid)");
+}
+
+// The per-architecture part: what llama.cpp's graph for the architecture passes to build_moe_ffn.
+void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
+  const std::string a = c.arch + ".";
+  if (c.arch == "glm4moe") {
+    const auto shared = f.get_int(a + "expert_shared_count");
+    if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
+    m.n_shared = in_range(*shared, a + "expert_shared_count", 0, 64);
+    m.n_dense_lead =
+        in_range(f.get_int(a + "leading_dense_block_count").value_or(0), a + "leading_dense_block_count", 0, c.n_layer);
+    const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
+    m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+    m.norm_weights = f.get_bool(a + "expert_weights_norm").value_or(false);
+    m.gating = glm_gating(f, a + "expert_gating_func");
+    m.selection_bias = true;
+    return;
+  }
+  // qwen3moe and mistral3: softmax over the router logits, the chosen weights renormalized,
+  // no weight scale (their graphs pass hparams.expert_weights_scale, which they never read).
+  m.gating = MoeGating::Softmax;
+  m.norm_weights = true;
+}
+
+}  // namespace
+
+MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
+  MoeConfig m;
+  const std::string a = c.arch + ".";
+  const int64_t n_expert = f.get_int(a + "expert_count").value_or(0);
+  const int64_t n_used = key_or_uniform_array(f, a + "expert_used_count", 0);
+  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3";
+  if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
+  m.n_expert = in_range(n_expert, a + "expert_count", 1, 4096);
+  m.n_expert_used = in_range(n_used, a + "expert_used_count", 1, m.n_expert);
+  if (f.get_int(a + "expert_group_count").value_or(0) > 1)
+    throw ModelError(a + "expert_group_count > 1 (grouped routing) is not supported yet");
+  // mistral3's experts are n_ff wide; the others read expert_feed_forward_length, or llama.cpp's
+  // fallback n_ff / n_expert_used.
+  const int64_t ff_exp = c.arch == "mistral3" ? 0 : key_or_uniform_array(f, a + "expert_feed_forward_length", 0);
+  m.n_ff_exp = in_range(ff_exp > 0 ? ff_exp : (c.arch == "mistral3" ? c.n_ff : c.n_ff / m.n_expert_used),
+                        a + "expert_feed_forward_length", 1, int64_t(1) << 24);
+  read_arch_routing(f, c, m);
+  return m;
+}
+
+}  // namespace kvscope
