@@ -195,14 +195,16 @@ const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_v
   const ModelConfig& c = model_->config;
   const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
   *krot = nullptr;
-  if (!sink_mode() && !rotated) return q;
+  // A layer without RoPE (smollm3's every fourth) has nothing to re-rotate in sink mode.
+  const bool sink_rope = sink_mode() && c.layer_has_rope(layer);
+  if (!sink_rope && !rotated) return q;
   sc.rot.resize(static_cast<size_t>(n_q) * d + static_cast<size_t>(kChunk) * d);
   float* qrot = sc.rot.data();
-  if (sink_mode()) *krot = qrot + static_cast<int64_t>(n_q) * d;
+  if (sink_rope) *krot = qrot + static_cast<int64_t>(n_q) * d;
   std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
   for (int32_t h = 0; h < n_q; ++h)
-    sink_mode() ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
-                : kvq4::rotate(qrot + h * d, d);
+    sink_rope ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
+              : kvq4::rotate(qrot + h * d, d);
   return qrot;
 }
 

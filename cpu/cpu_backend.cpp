@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "cpu/affine.h"
 #include "cpu/ffn_activation.h"
 #include "cpu/attention_split.h"
 #include "cpu/matmul.h"
@@ -79,6 +80,7 @@ std::vector<KvLayout> CpuBackend::kv_group_layouts() const {
 void CpuBackend::set_policy(const AttentionPolicy& policy) {
   const ModelConfig& c = model_->config;
   policy_ = policy;
+  rope_factors_ = c.rope_factors(policy.context_len);
   rope_cs_[0].clear();
   rope_cs_[1].clear();
   if (sink_mode()) {
@@ -90,7 +92,7 @@ void CpuBackend::set_policy(const AttentionPolicy& policy) {
       rope_cs_[i].resize(static_cast<size_t>(n_pos) * c.rope_dim);
       for (int32_t p = 0; p < n_pos; ++p)
         rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim],
-                         c.rope_factors());
+                         rope_factors_);
     }
   }
 }
@@ -377,28 +379,26 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
   for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
   matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
+  apply_affine(q_.data(), n, Q, L.aq, AffineOrder::ScaleThenBias);
+  apply_affine(k_.data(), n, KV, L.ak, AffineOrder::ScaleThenBias);
+  apply_affine(v_.data(), n, KV, L.av, AffineOrder::ScaleThenBias);
   const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
   // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
-  const bool rope_now = !sink_mode();
+  const bool rope_now = !sink_mode() && c.layer_has_rope(il);
   for (int32_t t = 0; t < n; ++t) {
     float* qt = &q_[t * Q];
     float* kt = &k_[t * KV];
     float* vt = &v_[t * KV];
-    if (c.traits.qkv_bias) {
-      for (int64_t i = 0; i < Q; ++i) qt[i] += L.bq[i];
-      for (int64_t i = 0; i < KV; ++i) kt[i] += L.bk[i];
-      for (int64_t i = 0; i < KV; ++i) vt[i] += L.bv[i];
-    }
     const int32_t pos = batch.positions[static_cast<size_t>(t)];
     for (int32_t h = 0; h < c.n_head; ++h) {
       float* qh = qt + h * D;
-      if (c.traits.qk_norm) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
+      if (!L.q_norm.empty()) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
+      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_);
     }
     for (int32_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = kt + h * D;
-      if (c.traits.qk_norm) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, c.rope_factors());
+      if (!L.k_norm.empty()) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
+      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_);
       // Every token of the batch stores its K/V before any attention of this layer runs,
       // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
       kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
@@ -414,6 +414,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   else
     kv.complete_deferred(kv_layer);
   matmul_timed(L.wo, att_.data(), n, o_.data());
+  apply_affine(o_.data(), n, E, L.ao, AffineOrder::ScaleThenBias);
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
@@ -423,14 +424,21 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   }
 }
 
-// Gate/up projections, activation, down projection, residual.
+// Gate/up projections, activation, down projection (or the routed experts), residual.
 void CpuBackend::ffn_block(int32_t il, int32_t n) {
   const ModelConfig& c = model_->config;
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int64_t E = c.n_embd, F = c.n_ff;
-  matmul_shared_timed({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
-  ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
-  matmul_timed(L.w_down, gate_.data(), n, o_.data());
+  if (L.moe) {
+    moe_ffn(L.experts, n);
+  } else {
+    matmul_shared_timed({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
+    apply_affine(gate_.data(), n, F, L.a_gate, AffineOrder::BiasThenScale);
+    apply_affine(up_.data(), n, F, L.a_up, AffineOrder::BiasThenScale);
+    ffn_activation_mul(c.traits.act, gate_.data(), up_.data(), static_cast<int64_t>(n) * F);
+    matmul_timed(L.w_down, gate_.data(), n, o_.data());
+    apply_affine(o_.data(), n, E, L.a_down, AffineOrder::BiasThenScale);
+  }
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);

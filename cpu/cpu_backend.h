@@ -99,6 +99,10 @@ class CpuBackend : public Backend {
   void embed(const BatchView& batch);
   void attention_block(int32_t layer, const BatchView& batch);
   void ffn_block(int32_t layer, int32_t n_tokens);
+  // The MoE FFN of xn_'s n_tokens rows into o_ (cpu/cpu_moe_ffn.cpp): route, then each chosen
+  // expert over the tokens routed to it, so only those experts' weights are read.
+  void moe_ffn(const MoeWeights& X, int32_t n_tokens);
+  void route_tokens(const MoeWeights& X, int32_t n_tokens);
   void output_logits(const BatchView& batch, float* logits);
   bool sink_mode() const { return policy_.sinks > 0; }
   // cos/sin of RoPE at cache position p for layer il's base: n_rot floats (see rope_cos_sin_row).
@@ -164,6 +168,13 @@ class CpuBackend : public Backend {
   int32_t query_tile_;            // see set_query_tile
   std::vector<QueryTile> tiles_;  // this step's query tiles (attention(), reused)
 
+  const float* rope_factors_ = nullptr;  // the model's per-pair RoPE divisors for policy_.context_len
+  // MoE scratch: per token its chosen experts and weights; per expert its tokens' rows.
+  struct MoeScratch {
+    std::vector<float> logits, x, gate, up, out, weights;
+    std::vector<int32_t> chosen;
+    std::vector<std::vector<int32_t>> routed;  // [expert] -> (token * n_expert_used + k)
+  } moe_;
   // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.
   std::vector<float> rope_cs_[2];
 };
