@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_backend_impl.cuh"
+#include "cuda_model_support.h"
 
 namespace kvscope {
 
@@ -77,12 +78,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, int device, double 
                                 " unsupported (needs a multiple of 8, at most 256)");
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     throw std::invalid_argument("CUDA backend: rope_dim must be even and <= head_dim");
-  // Llama 3.1+ per-pair RoPE frequency factors are applied by the CPU backend only; running
-  // without them would give plausible but wrong logits, so refuse instead.
-  if (c.rope_factors() != nullptr)
-    throw std::invalid_argument(
-        "CUDA backend: RoPE frequency factors (rope_freqs.weight, Llama 3.1+) are not "
-        "implemented on CUDA yet; use --backend cpu");
+  if (const std::string missing = cuda_missing_piece(*I.model); !missing.empty())
+    throw std::invalid_argument("CUDA backend: " + missing + "; use --backend cpu");
   KVSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking));
   KVSCOPE_CUBLAS_CHECK(cublasCreate(&I.cublas));
   KVSCOPE_CUBLAS_CHECK(cublasSetStream(I.cublas, I.stream));

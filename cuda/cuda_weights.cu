@@ -96,10 +96,10 @@ void CudaBackend::Impl::upload_weights() {
     upload_f32(d.post_ffw_norm, L.post_ffw_norm, "post_ffw_norm");
     upload_f32(d.q_norm, L.q_norm, "attn_q_norm");
     upload_f32(d.k_norm, L.k_norm, "attn_k_norm");
-    if (!L.bq.empty()) {
-      std::vector<float> b(L.bq);
-      b.insert(b.end(), L.bk.begin(), L.bk.end());
-      b.insert(b.end(), L.bv.begin(), L.bv.end());
+    if (!L.aq.bias.empty()) {
+      std::vector<float> b(L.aq.bias);
+      b.insert(b.end(), L.ak.bias.begin(), L.ak.bias.end());
+      b.insert(b.end(), L.av.bias.begin(), L.av.bias.end());
       upload_f32(d.bqkv, b, "attn_qkv_bias");
     }
   }
