@@ -38,7 +38,11 @@ int cmd_inspect(int argc, char** argv, int first) {
                           {"n_ff", c.n_ff},
                           {"context_length", c.n_ctx_train},
                           {"rope_base", c.rope_base},
-                          {"sliding_window", c.sliding_window}};
+                          {"sliding_window", c.sliding_window},
+                          {"n_expert", c.moe.n_expert},
+                          {"n_expert_used", c.moe.n_expert_used},
+                          {"n_ff_exp", c.moe.n_ff_exp},
+                          {"n_expert_shared", c.moe.n_shared}};
     j["model_config"] = cfg;
     // KV cost per token = 2 (K and V) x layers x kv_heads x bytes per head vector (scales included).
     for (KvDtype d : kAllKvDtypes)
@@ -62,6 +66,10 @@ int cmd_inspect(int argc, char** argv, int first) {
               << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";
     for (auto& [name, bytes] : kv.items()) std::cout << "  " << name << " " << bytes.get<int64_t>() << " B";
     std::cout << "\n";
+    if (c["n_expert"].get<int32_t>() > 0)
+      std::cout << "mixture of experts: " << c["n_expert"] << " experts, " << c["n_expert_used"]
+                << " per token; experts are FFN weights, so the KV per token above is the same whatever their "
+                   "number\n";
   }
   return 0;
 }

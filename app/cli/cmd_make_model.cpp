@@ -22,15 +22,20 @@ static GgmlType parse_dtype(const std::string& s) {
 }
 
 int cmd_make_model(int argc, char** argv, int first) {
-  const Args a(argc, argv, first,
-               {"out", "arch", "dtype", "n-vocab", "n-embd", "n-layer", "n-head", "n-head-kv", "head-dim", "n-ff",
-                "ctx", "seed", "rope-base", "window", "swa-pattern"},
-               {"tied", "help", "preset-100m"});
+  const Args a(argc, argv, first, {"out",      "arch",          "dtype",     "n-vocab",         "n-embd",
+                                   "n-layer",  "n-head",        "n-head-kv", "head-dim",        "n-ff",
+                                   "ctx",      "seed",          "rope-base", "window",          "swa-pattern",
+                                   "n-expert", "n-expert-used", "n-ff-exp",  "n-expert-shared", "n-dense-lead"},
+               {"tied", "help", "preset-100m", "preset-moe-1b"});
   if (a.has("help") || !a.has("out")) {
     std::cout
-        << "kvscope-cli make-model --out F.gguf [--arch llama|qwen2|qwen3|gemma3] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
+        << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
+           "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
-           "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n";
+           "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3\n"
+           "  [--n-expert-shared 1 --n-dense-lead 1]  glm4moe\n"
+           "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
+           "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n";
     return a.has("help") ? 0 : 2;
   }
   SyntheticSpec s;
@@ -43,14 +48,38 @@ int cmd_make_model(int argc, char** argv, int first) {
     s.n_ff = 2048;
     s.n_ctx = 4096;
   }
+  if (a.has("preset-moe-1b")) {
+    // 1024 wide, 16 layers, 32 experts of 512 with 4 routed: 16 x 32 x 3 x 1024 x 512 = 0.81B expert
+    // parameters (0.10B of them active), plus attention and embeddings.
+    s.arch = "qwen3moe";
+    s.n_vocab = 32000;
+    s.n_embd = 1024;
+    s.n_layer = 16;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.head_dim = 64;
+    s.n_ff = 2048;
+    s.n_expert = 32;
+    s.n_expert_used = 4;
+    s.n_ff_exp = 512;
+  }
   s.arch = a.str("arch", s.arch);
+  if ((s.arch == "qwen3moe" || s.arch == "glm4moe") && s.n_expert == 0) {
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+  }
+  s.n_expert = static_cast<int32_t>(a.i64("n-expert", s.n_expert));
+  s.n_expert_used = static_cast<int32_t>(a.i64("n-expert-used", s.n_expert_used));
+  s.n_ff_exp = static_cast<int32_t>(a.i64("n-ff-exp", s.n_ff_exp));
+  s.n_expert_shared = static_cast<int32_t>(a.i64("n-expert-shared", s.n_expert_shared));
+  s.n_dense_lead = static_cast<int32_t>(a.i64("n-dense-lead", s.n_dense_lead));
   s.dtype = parse_dtype(a.str("dtype", "f32"));
   s.n_vocab = static_cast<int32_t>(a.i64("n-vocab", s.n_vocab));
   s.n_embd = static_cast<int32_t>(a.i64("n-embd", s.n_embd));
   s.n_layer = static_cast<int32_t>(a.i64("n-layer", s.n_layer));
   s.n_head = static_cast<int32_t>(a.i64("n-head", s.n_head));
   s.n_head_kv = static_cast<int32_t>(a.i64("n-head-kv", s.n_head_kv));
-  s.head_dim = static_cast<int32_t>(a.i64("head-dim", 0));
+  s.head_dim = static_cast<int32_t>(a.i64("head-dim", s.head_dim));
   s.n_ff = static_cast<int32_t>(a.i64("n-ff", s.n_ff));
   s.n_ctx = static_cast<int32_t>(a.i64("ctx", s.n_ctx));
   s.seed = static_cast<uint64_t>(a.i64("seed", 1));

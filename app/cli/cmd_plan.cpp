@@ -37,6 +37,14 @@ PlanModel model_from_gguf(const std::string& path) {
     m.file_weight_bytes += static_cast<int64_t>(t.nbytes);
   }
   m.note = path;
+  m.n_expert = c.moe.n_expert;
+  m.n_expert_used = c.moe.n_expert_used;
+  if (c.moe.n_expert > 0) {
+    int64_t idle = 0;  // what one token does not read: the experts it is not routed to
+    for (int32_t il = 0; il < c.n_layer; ++il)
+      if (c.layer_is_moe(il)) idle += int64_t{3} * c.n_embd * c.moe.n_ff_exp * (c.moe.n_expert - c.moe.n_expert_used);
+    m.n_active_params = m.n_params - static_cast<double>(idle);
+  }
   return m;
 }
 
@@ -134,6 +142,9 @@ int cmd_plan(int argc, char** argv, int first) {
                           {"head_dim", m.head_dim},
                           {"sliding_window", m.sliding_window},
                           {"n_swa_layers", m.n_swa_layers},
+                          {"n_expert", m.n_expert},
+                          {"n_expert_used", m.n_expert_used},
+                          {"n_active_params", m.n_expert > 0 ? m.n_active_params : m.n_params},
                           {"source", m.note}}},
                         {"context", in.context},
                         {"batch", in.batch},
@@ -162,6 +173,11 @@ int cmd_plan(int argc, char** argv, int first) {
   std::printf("model: %s (%.4g%s params, %d layers, %d heads, %d KV heads, head_dim %d)\n", m.name.c_str(),
               m.n_params >= 1e9 ? m.n_params / 1e9 : m.n_params / 1e6, m.n_params >= 1e9 ? "B" : "M", m.n_layer,
               m.n_head, m.n_head_kv, m.head_dim);
+  if (m.n_expert > 0)
+    std::printf(
+        "MoE: %d experts, %d per token, %.4gB of the parameters active per token; the experts are in the FFN, "
+        "so the KV per token below does not depend on them\n",
+        m.n_expert, m.n_expert_used, m.n_active_params / 1e9);
   std::printf("KV per token: %s%s\n", r.formula.c_str(), in.mha ? "  [--mha: every head counted as a KV head]" : "");
   std::printf("context %lld x batch %d, KV %s, window %d, sinks %d, shared prefix %lld\n",
               static_cast<long long>(in.context), in.batch, kv_dtype_name(in.kv_dtype), in.window, in.sinks,

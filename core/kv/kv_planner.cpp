@@ -21,6 +21,22 @@ const std::vector<PlanModel>& plan_presets() {
       {"Qwen2.5-7B", 7.62e9, 28, 28, 4, 128, 131072, 0, 0, 0, "Qwen/Qwen2.5-7B (32768 native, 131072 with YaRN)"},
       {"Gemma-3-27B", 27.0e9, 62, 32, 16, 128, 131072, 1024, 52, 0,
        "google/gemma-3-27b: 5 local (window 1024) : 1 global layers, 52 local + 10 global"},
+      // 2025 families. MoE rows: total parameters, then experts (used / present) and active ones.
+      {"Qwen3-30B-A3B", 30.5e9, 48, 32, 4, 128, 40960, 0, 0, 0,
+       "Qwen/Qwen3-30B-A3B: 128 experts, 8 per token, no shared expert", 128, 8, 3.3e9},
+      {"Qwen3-235B-A22B", 235e9, 94, 64, 4, 128, 40960, 0, 0, 0, "Qwen/Qwen3-235B-A22B: 128 experts, 8 per token", 128,
+       8, 22e9},
+      {"GLM-4.5", 355e9, 92, 96, 8, 128, 131072, 0, 0, 0,
+       "zai-org/GLM-4.5: 160 routed + 1 shared expert, 8 per token, first 3 layers dense", 160, 8, 32e9},
+      {"GLM-4.5-Air", 106e9, 46, 96, 8, 128, 131072, 0, 0, 0,
+       "zai-org/GLM-4.5-Air: 128 routed + 1 shared expert, 8 per token, first layer dense", 128, 8, 12e9},
+      {"GLM-4.7", 355e9, 92, 96, 8, 128, 202752, 0, 0, 0, "zai-org/GLM-4.7: GLM-4.5's shape with a 200K context", 160,
+       8, 32e9},
+      {"Mistral-Small-3.2", 24.0e9, 40, 32, 8, 128, 131072, 0, 0, 0,
+       "mistralai/Mistral-Small-3.2-24B-Instruct-2506 (text decoder)"},
+      {"Phi-4", 14.7e9, 40, 40, 10, 128, 16384, 0, 0, 0, "microsoft/phi-4"},
+      {"SmolLM3-3B", 3.08e9, 36, 16, 4, 128, 65536, 0, 0, 0,
+       "HuggingFaceTB/SmolLM3-3B: no RoPE in every 4th layer (its KV is the same size)"},
   };
   return presets;
 }

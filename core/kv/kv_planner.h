@@ -29,10 +29,17 @@ struct PlanModel {
   int32_t n_swa_layers = 0;       // layers using it (Gemma 3 27B: 52 of 62; Mistral 7B v0.1: all)
   int64_t file_weight_bytes = 0;  // GGUF: tensor bytes as stored (used when no precision is given)
   std::string note;               // where the numbers come from
+  // Mixture of experts: the experts live in the FFN, so they change the weights (all of them
+  // resident) and the parameters one token reads, never the KV bytes per token.
+  int32_t n_expert = 0;  // 0: dense
+  int32_t n_expert_used = 0;
+  double n_active_params = 0;  // per token; 0: same as n_params
 };
 
-// Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, and "70B" (the problem
-// statement's model: Llama-70B shape with exactly 70e9 parameters).
+// Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, "70B" (the problem statement's
+// model: Llama-70B shape with exactly 70e9 parameters), and the 2025 families: Qwen3-30B-A3B,
+// Qwen3-235B-A22B, GLM-4.5, GLM-4.5-Air, GLM-4.7, Mistral-Small-3.2, Phi-4, SmolLM3-3B
+// (numbers and sources in docs/models.md).
 const std::vector<PlanModel>& plan_presets();
 std::optional<PlanModel> find_plan_preset(const std::string& name);  // case-insensitive
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <stdexcept>
 
@@ -46,24 +47,86 @@ void add_tokenizer(GgufWriter& w, int32_t n_vocab) {
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
 }
 
-}  // namespace
+int32_t ff_exp(const SyntheticSpec& s) {
+  if (s.arch == "mistral3") return s.n_ff;  // llama.cpp's mistral3 makes its experts n_ff wide
+  return s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff / std::max(1, s.n_expert_used);
+}
 
-void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
-  const auto& archs = supported_architectures();
-  if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
-    throw std::runtime_error("make-model: unknown architecture '" + s.arch + "'");
-  if (s.n_vocab < 259) throw std::runtime_error("make-model: vocabulary must have at least 259 tokens");
-  if (s.n_layer < 1 || s.n_embd < 1 || s.n_head < 1 || s.n_head_kv < 1 || s.n_ff < 1 || s.n_head % s.n_head_kv)
-    throw std::runtime_error("make-model: inconsistent shape (heads must divide, sizes positive)");
-  const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
-  const int64_t blk = ggml_type_info(s.dtype).block_elems;
-  if (!ggml_type_supported(s.dtype) || blk <= 0) throw std::runtime_error("make-model: unsupported dtype");
-  if (s.n_embd % blk || s.n_ff % blk || (hd * s.n_head) % blk)
-    throw std::runtime_error("make-model: n_embd, n_ff and n_head*head_dim must be multiples of the dtype block (" +
-                             std::to_string(blk) + ")");
+bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "glm4moe"; }
 
-  GgufWriter w;
-  const std::string a = s.arch;
+// One layer's tensors, named and shaped as the architecture's llama.cpp loader expects them.
+struct LayerWriter {
+  using Matrix = std::function<void(const std::string&, int64_t, int64_t, float)>;
+  using Vec = std::function<void(const std::string&, int64_t, float, float)>;
+  using Tensor3 = std::function<void(const std::string&, int64_t, int64_t, int64_t, float)>;
+  const SyntheticSpec& s;
+  int32_t hd;
+  Matrix matrix;
+  Vec vec;
+  Tensor3 tensor3;
+
+  void write(int32_t il) const {
+    const std::string& a = s.arch;
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const int64_t E = s.n_embd, Q = static_cast<int64_t>(s.n_head) * hd, KV = static_cast<int64_t>(s.n_head_kv) * hd;
+    const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+    vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
+    if (a == "phi3") {
+      matrix(p + "attn_qkv.weight", E, Q + 2 * KV, in_scale);  // phi3's files fuse q, k and v
+    } else {
+      matrix(p + "attn_q.weight", E, Q, in_scale);
+      matrix(p + "attn_k.weight", E, KV, in_scale);
+      matrix(p + "attn_v.weight", E, KV, in_scale);
+    }
+    matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
+    if (a == "qwen2" || a == "glm4" || a == "glm4moe") {
+      vec(p + "attn_q.bias", Q, 0.0f, 0.1f);
+      vec(p + "attn_k.bias", KV, 0.0f, 0.1f);
+      vec(p + "attn_v.bias", KV, 0.0f, 0.1f);
+    }
+    if (a == "qwen3" || a == "gemma3" || a == "qwen3moe" || a == "glm4moe") {
+      vec(p + "attn_q_norm.weight", hd, 1.0f, 0.05f);
+      vec(p + "attn_k_norm.weight", hd, 1.0f, 0.05f);
+    }
+    if (a == "gemma3" || a == "glm4") {
+      vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
+      vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
+    }
+    vec(p + (a == "glm4moe" ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
+    const bool moe =
+        (is_moe_arch(a) || (a == "mistral3" && s.n_expert > 0)) && !(a == "glm4moe" && il < s.n_dense_lead);
+    if (moe) return write_experts(p);
+    write_dense_ffn(p, s.n_ff, a == "phi3" || a == "glm4");
+  }
+  void write_dense_ffn(const std::string& p, int64_t F, bool fused, const std::string& suffix = "") const {
+    const int64_t E = s.n_embd;
+    const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+    if (fused) {
+      matrix(p + "ffn_up" + suffix + ".weight", E, 2 * F, in_scale);  // [gate; up]
+    } else {
+      matrix(p + "ffn_gate" + suffix + ".weight", E, F, in_scale);
+      matrix(p + "ffn_up" + suffix + ".weight", E, F, in_scale);
+    }
+    matrix(p + "ffn_down" + suffix + ".weight", F, E, 1.0f / std::sqrt(static_cast<float>(F)));
+  }
+  // The router, the 3-D expert tensors [in, out, n_expert], glm4moe's selection bias and shared expert.
+  void write_experts(const std::string& p) const {
+    const int64_t E = s.n_embd, F = ff_exp(s), NE = s.n_expert;
+    const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+    matrix(p + "ffn_gate_inp.weight", E, NE, in_scale);
+    tensor3(p + "ffn_gate_exps.weight", E, F, NE, in_scale);
+    tensor3(p + "ffn_up_exps.weight", E, F, NE, in_scale);
+    tensor3(p + "ffn_down_exps.weight", F, E, NE, 1.0f / std::sqrt(static_cast<float>(F)));
+    if (s.arch == "glm4moe") {
+      vec(p + "exp_probs_b.bias", NE, 0.0f, 0.05f);
+      write_dense_ffn(p, F * s.n_expert_shared, false, "_shexp");
+    }
+  }
+};
+
+// The architecture's hyper-parameters (<arch>.* keys).
+void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
+  const std::string& a = s.arch;
   w.set_string("general.architecture", a);
   w.set_string("general.name", "kvscope synthetic " + a + " (RANDOM WEIGHTS)");
   w.set_bool("kvscope.synthetic", true);
@@ -82,6 +145,45 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
   }
+  if (s.n_expert > 0) {
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(ff_exp(s)));
+  }
+  if (a == "glm4moe") {
+    w.set_u32(a + ".expert_shared_count", static_cast<uint32_t>(s.n_expert_shared));
+    w.set_u32(a + ".leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+    w.set_u32(a + ".expert_gating_func", 2);  // sigmoid, as GLM-4.5
+    w.set_bool(a + ".expert_weights_norm", true);
+    w.set_f32(a + ".expert_weights_scale", 2.5f);
+  }
+}
+
+}  // namespace
+
+void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
+  const auto& archs = supported_architectures();
+  if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
+    throw std::runtime_error("make-model: unknown architecture '" + s.arch + "'");
+  if (s.n_vocab < 259) throw std::runtime_error("make-model: vocabulary must have at least 259 tokens");
+  if (s.n_layer < 1 || s.n_embd < 1 || s.n_head < 1 || s.n_head_kv < 1 || s.n_ff < 1 || s.n_head % s.n_head_kv)
+    throw std::runtime_error("make-model: inconsistent shape (heads must divide, sizes positive)");
+  const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int64_t blk = ggml_type_info(s.dtype).block_elems;
+  if (!ggml_type_supported(s.dtype) || blk <= 0) throw std::runtime_error("make-model: unsupported dtype");
+  if (s.n_embd % blk || s.n_ff % blk || (hd * s.n_head) % blk)
+    throw std::runtime_error("make-model: n_embd, n_ff and n_head*head_dim must be multiples of the dtype block (" +
+                             std::to_string(blk) + ")");
+
+  if ((is_moe_arch(s.arch) && s.n_expert <= 0) || s.n_expert < 0 ||
+      (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || ff_exp(s) % blk)))
+    throw std::runtime_error("make-model: " + s.arch +
+                             " needs --n-expert > 0 with 1 <= --n-expert-used <= n-expert and "
+                             "an expert width that is a multiple of the dtype block");
+
+  GgufWriter w;
+  write_metadata(w, s, hd);
+  const std::string& a = s.arch;
   add_tokenizer(w, s.n_vocab);
 
   std::mt19937_64 rng(s.seed);
@@ -96,36 +198,18 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     for (auto& x : d) x = center + spread * normal(rng);
     w.add_tensor(name, {n}, GgmlType::F32, d);
   };
-  const int64_t E = s.n_embd, Q = static_cast<int64_t>(s.n_head) * hd, KV = static_cast<int64_t>(s.n_head_kv) * hd;
+  const int64_t E = s.n_embd;
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
   matrix("token_embd.weight", E, s.n_vocab, a == "gemma3" ? 0.05f : 1.0f);
   vec("output_norm.weight", E, 1.0f, 0.05f);
   if (!s.tied_output && a != "gemma3" && a != "qwen2") matrix("output.weight", E, s.n_vocab, 4.0f * in_scale);
-  for (int32_t il = 0; il < s.n_layer; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
-    matrix(p + "attn_q.weight", E, Q, in_scale);
-    matrix(p + "attn_k.weight", E, KV, in_scale);
-    matrix(p + "attn_v.weight", E, KV, in_scale);
-    matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
-    if (a == "qwen2") {
-      vec(p + "attn_q.bias", Q, 0.0f, 0.1f);
-      vec(p + "attn_k.bias", KV, 0.0f, 0.1f);
-      vec(p + "attn_v.bias", KV, 0.0f, 0.1f);
-    }
-    if (a == "qwen3" || a == "gemma3") {
-      vec(p + "attn_q_norm.weight", hd, 1.0f, 0.05f);
-      vec(p + "attn_k_norm.weight", hd, 1.0f, 0.05f);
-    }
-    if (a == "gemma3") {
-      vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
-      vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
-    }
-    vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
-    matrix(p + "ffn_gate.weight", E, s.n_ff, in_scale);
-    matrix(p + "ffn_up.weight", E, s.n_ff, in_scale);
-    matrix(p + "ffn_down.weight", s.n_ff, E, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
-  }
+  auto tensor3 = [&](const std::string& name, int64_t in, int64_t out, int64_t n, float scale) {
+    std::vector<float> d(static_cast<size_t>(in * out * n));
+    for (auto& x : d) x = normal(rng) * scale;
+    w.add_tensor(name, {in, out, n}, s.dtype, d);
+  };
+  const LayerWriter lw{s, hd, matrix, vec, tensor3};
+  for (int32_t il = 0; il < s.n_layer; ++il) lw.write(il);
   w.write(path);
 }
 

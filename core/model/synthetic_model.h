@@ -10,7 +10,7 @@
 namespace kvscope {
 
 struct SyntheticSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gemma3
+  std::string arch = "llama";  // any of supported_architectures()
   int32_t n_vocab = 512;       // >= 259 (unk, bos, eos and 256 byte tokens)
   int32_t n_embd = 256;
   int32_t n_layer = 2;
@@ -25,6 +25,13 @@ struct SyntheticSpec {
   GgmlType dtype = GgmlType::F32;  // matrices; norms stay f32
   bool tied_output = false;
   uint64_t seed = 1;
+  // Mixture of experts (qwen3moe, glm4moe; mistral3 when n_expert > 0). qwen3moe and glm4moe
+  // need n_expert > 0; n_ff_exp 0 means n_ff / n_expert_used.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  int32_t n_expert_shared = 1;  // glm4moe: shared experts
+  int32_t n_dense_lead = 1;     // glm4moe: leading dense layers
 };
 
 // Writes the model; throws std::runtime_error on a bad spec or I/O failure.

@@ -135,7 +135,12 @@ void PlannerPanel::recompute() {
         tr("<b>KV bytes per token</b> = 2 (K and V) × layers × KV heads × head_dim × bytes per element:<br>"
            "real: %1<br>statement: %2")
             .arg(QString::fromStdString(gqa.formula).toHtmlEscaped(),
-                 QString::fromStdString(mha.formula).toHtmlEscaped()));
+                 QString::fromStdString(mha.formula).toHtmlEscaped()) +
+        (in.model.n_expert > 0 ? tr("<br>MoE: %1 experts, %2 per token. Experts live in the FFN: every expert's "
+                                    "weights count, the KV per token does not change with them.")
+                                     .arg(in.model.n_expert)
+                                     .arg(in.model.n_expert_used)
+                               : QString()));
     int c = 0;
     for (const PlanResult* r : {&gqa, &mha}) {
       const QStringList vals = {tr("%1 KiB").arg(static_cast<double>(r->kv_bytes_per_token) / 1024.0, 0, 'f', 1),
