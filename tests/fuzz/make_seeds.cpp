@@ -15,6 +15,7 @@
 #include <string>
 
 #include "fuzz/gguf_rewrite.h"
+#include "model/model_config.h"
 #include "model/synthetic_model.h"
 
 using namespace kvscope;
@@ -47,6 +48,10 @@ SyntheticSpec tiny(const std::string& arch, GgmlType dtype = GgmlType::F32) {
   s.dtype = dtype;
   s.sliding_window = 4;
   s.swa_pattern = 2;
+  if (arch == "qwen3moe" || arch == "glm4moe") {  // 4 experts of n_ff / 2, 2 routed
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+  }
   return s;
 }
 
@@ -59,9 +64,9 @@ std::shared_ptr<GgufFile> tiny_file(const SyntheticSpec& s, const std::string& n
 }
 
 void models() {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+  for (const std::string& arch : supported_architectures()) {
     SyntheticSpec s = tiny(arch);
-    write_synthetic_model(s, (g_out / ("tiny-" + std::string(arch) + "-f32.gguf")).string());
+    write_synthetic_model(s, (g_out / ("tiny-" + arch + "-f32.gguf")).string());
     ++g_written;
   }
   const std::pair<GgmlType, const char*> dtypes[] = {

@@ -41,13 +41,10 @@ class ReferenceForward {
     for (int32_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = W.layers[static_cast<size_t>(il)];
       std::vector<float> xn = norm(x, L.attn_norm);
-      std::vector<float> q = matvec(L.wq, xn), k = matvec(L.wk, xn), v = matvec(L.wv, xn);
-      if (c.traits.qkv_bias)
-        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
-      if (c.traits.qkv_bias)
-        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
+      std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true), k = affine(matvec(L.wk, xn), L.ak, true),
+                         v = affine(matvec(L.wv, xn), L.av, true);
       const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-      const bool rope_now = rope_at_ == RopeAt::TextPosition;
+      const bool rope_now = rope_at_ == RopeAt::TextPosition && c.layer_has_rope(il);
       for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
       for (int32_t h = 0; h < c.n_head_kv; ++h)
         head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
@@ -56,19 +53,11 @@ class ReferenceForward {
       K.insert(K.end(), k.begin(), k.end());
       V.insert(V.end(), v.begin(), v.end());
       const std::vector<float> att = attend(il, pos, q, base);
-      std::vector<float> o = matvec(L.wo, att);
+      std::vector<float> o = affine(matvec(L.wo, att), L.ao, true);
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
       xn = norm(x, L.ffn_norm);
-      std::vector<float> gt = matvec(L.w_gate, xn), up = matvec(L.w_up, xn);
-      for (size_t i = 0; i < gt.size(); ++i) {
-        const double g = gt[i];
-        const double a = c.traits.act == FfnActivation::Silu
-                             ? g / (1.0 + std::exp(-g))
-                             : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)));
-        gt[i] = static_cast<float>(a * up[i]);
-      }
-      o = matvec(L.w_down, gt);
+      o = L.moe ? moe(L.experts, xn) : ffn(L.w_gate, L.w_up, L.w_down, xn, &L);
       if (c.traits.post_norms) o = norm(o, L.post_ffw_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
     }
@@ -90,7 +79,7 @@ class ReferenceForward {
     for (int32_t j = 0; j < (win > 0 ? std::min(sinks, lo) : 0); ++j) vis.push_back(j);
     for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
     const int32_t n = static_cast<int32_t>(vis.size());
-    const bool at_cache = rope_at_ == RopeAt::CachePosition;
+    const bool at_cache = rope_at_ == RopeAt::CachePosition && c.layer_has_rope(il);
     std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
     for (int32_t h = 0; h < c.n_head; ++h) {
       const int32_t g = h / (c.n_head / c.n_head_kv);
@@ -121,6 +110,70 @@ class ReferenceForward {
       }
     }
     return att;
+  }
+  // y * scale + bias (attention) or (y + bias) * scale (FFN), as llama.cpp orders them.
+  static std::vector<float> affine(std::vector<float> y, const Affine& a, bool scale_first) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double b = a.bias.empty() ? 0.0 : a.bias[i];
+      y[i] = static_cast<float>(scale_first ? y[i] * static_cast<double>(a.scale) + b : (y[i] + b) * a.scale);
+    }
+    return y;
+  }
+  // act(gate x) * (up x), then down; L (dense layers) adds mistral3's biases and scales.
+  std::vector<float> ffn(const TensorView& wg, const TensorView& wu, const TensorView& wd, const std::vector<float>& xn,
+                         const LayerWeights* L) const {
+    const Affine none;
+    std::vector<float> gt = affine(matvec(wg, xn), L ? L->a_gate : none, false);
+    const std::vector<float> up = affine(matvec(wu, xn), L ? L->a_up : none, false);
+    for (size_t i = 0; i < gt.size(); ++i) {
+      const double g = gt[i];
+      const double a = m_->config.traits.act == FfnActivation::Silu
+                           ? g / (1.0 + std::exp(-g))
+                           : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)));
+      gt[i] = static_cast<float>(a * up[i]);
+    }
+    return affine(matvec(wd, gt), L ? L->a_down : none, false);
+  }
+  // The MoE FFN from its definition: every expert's score, the top k, their weighted outputs.
+  std::vector<float> moe(const MoeWeights& X, const std::vector<float>& xn) const {
+    const MoeConfig& m = m_->config.moe;
+    const std::vector<float> logits = matvec(X.router, xn);
+    std::vector<double> p(logits.begin(), logits.end());
+    if (m.gating == MoeGating::Softmax) {
+      const double mx = *std::max_element(p.begin(), p.end());
+      double sum = 0;
+      for (double& v : p) sum += (v = std::exp(v - mx));
+      for (double& v : p) v /= sum;
+    } else {
+      for (double& v : p) v = 1.0 / (1.0 + std::exp(-v));
+    }
+    std::vector<int32_t> order(p.size());
+    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int32_t>(e);
+    auto sel = [&](int32_t e) {
+      return p[static_cast<size_t>(e)] + (X.selection_bias.empty() ? 0.0 : X.selection_bias[static_cast<size_t>(e)]);
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sel(a) > sel(b); });
+    double wsum = 0;
+    for (int32_t k = 0; k < m.n_expert_used; ++k) wsum += p[static_cast<size_t>(order[static_cast<size_t>(k)])];
+    std::vector<float> out(xn.size(), 0.0f);
+    for (int32_t k = 0; k < m.n_expert_used; ++k) {
+      const size_t e = static_cast<size_t>(order[static_cast<size_t>(k)]);
+      double w = p[e] * m.weights_scale;
+      if (m.norm_weights) w /= std::max(wsum, 6.103515625e-5);
+      const Affine sg{{}, X.gate_scale.empty() ? 1.0f : X.gate_scale[e]},
+          su{{}, X.up_scale.empty() ? 1.0f : X.up_scale[e]}, sd{{}, X.down_scale.empty() ? 1.0f : X.down_scale[e]};
+      std::vector<float> gt = affine(matvec(X.gate[e], xn), sg, false);
+      const std::vector<float> up = affine(matvec(X.up[e], xn), su, false);
+      for (size_t i = 0; i < gt.size(); ++i)
+        gt[i] = static_cast<float>(gt[i] / (1.0 + std::exp(-static_cast<double>(gt[i]))) * up[i]);
+      const std::vector<float> y = affine(matvec(X.down[e], gt), sd, false);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(out[i] + w * y[i]);
+    }
+    if (X.shared_gate.data) {
+      const std::vector<float> y = ffn(X.shared_gate, X.shared_up, X.shared_down, xn, nullptr);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += y[i];
+    }
+    return out;
   }
   // RoPE of one head vector to position p, in double, from the definition (CachePosition).
   std::vector<double> rotated(const float* h, int32_t p, float base) const {
@@ -167,7 +220,7 @@ class ReferenceForward {
   void head_prep(float* h, const std::vector<float>& qk_norm, int32_t pos, float base, bool rope) const {
     const ModelConfig& c = m_->config;
     const int32_t D = c.head_dim;
-    if (c.traits.qk_norm) {
+    if (!qk_norm.empty()) {
       std::vector<float> v(h, h + D);
       v = norm(v, qk_norm);
       std::copy(v.begin(), v.end(), h);
@@ -175,7 +228,8 @@ class ReferenceForward {
     if (!rope) return;
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
-      const double factor = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[static_cast<size_t>(i)];
+      const float* factors = c.rope_factors();
+      const double factor = factors ? factors[i] : 1.0;
       const double theta =
           pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) / factor;
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;

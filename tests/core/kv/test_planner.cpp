@@ -102,6 +102,25 @@ class TestPlanner : public QObject {
     QCOMPARE(r.kv_bytes, 10 * GiB + 416 * MiB);
   }
 
+  // MoE presets: the experts are FFN weights, so two models with the same attention store the
+  // same KV per token whatever their experts (Qwen3-30B-A3B and -235B-A22B: 4 KV heads of 128),
+  // while their weights differ by their total parameters.
+  void moe_presets_kv_is_attention_only() {
+    const PlanResult small = plan_memory(input("Qwen3-30B-A3B", 32768, "bf16", KvDtype::F16));
+    const PlanResult big = plan_memory(input("Qwen3-235B-A22B", 32768, "bf16", KvDtype::F16));
+    QCOMPARE(small.kv_bytes_per_token, int64_t{48 * 2 * 4 * 128 * 2});
+    QCOMPARE(big.kv_bytes_per_token, int64_t{94 * 2 * 4 * 128 * 2});
+    QCOMPARE(small.kv_bytes_per_token / 48, big.kv_bytes_per_token / 94);
+    QCOMPARE(small.weights_bytes, int64_t{61'000'000'000});
+    const PlanModel glm = *find_plan_preset("GLM-4.5");
+    QCOMPARE(glm.n_expert, 160);
+    QCOMPARE(glm.n_expert_used, 8);
+    QCOMPARE(plan_memory(input("GLM-4.5", 131072, "fp8", KvDtype::F16)).kv_bytes_per_token,
+             int64_t{92 * 2 * 8 * 128 * 2});
+    for (const char* name : {"GLM-4.5-Air", "GLM-4.7", "Mistral-Small-3.2", "Phi-4", "SmolLM3-3B"})
+      QVERIFY2(find_plan_preset(name).has_value(), name);
+  }
+
   // Sinks keep S extra positions; a shared prefix is stored once for the whole batch, but only
   // the part of it that every sequence still keeps.
   void window_sinks_and_shared_prefix() {

@@ -39,6 +39,10 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
   s.n_head_kv = 2;
   s.n_ff = 64;
   s.n_ctx = 128;
+  if (arch == "qwen3moe" || arch == "glm4moe") {  // 8 experts of 32 rows, 2 routed
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+  }
   return s;
 }
 
@@ -132,7 +136,7 @@ class TestModelErrors : public QObject {
     // The unedited copy loads: every failure below comes from its one edit.
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
-    for (const char* arch : {"qwen2", "qwen3", "gemma3"})
+    for (const char* arch : {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3"})
       QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
@@ -184,6 +188,41 @@ class TestModelErrors : public QObject {
     drop_post.tensor = [](TensorCopy& c) { c.keep = c.name.find("post_ffw_norm") == std::string::npos; };
     EXPECT_LOAD_ERROR(make("gemma3-no-post-norm", drop_post, {}, "gemma3"),
                       "missing tensor 'blk.0.post_ffw_norm.weight'");
+  }
+
+  // Inconsistent MoE settings and expert tensors: the key or tensor is named, and the file.
+  void moe_settings_and_tensors_checked() {
+    auto moe_meta = [](const char* name, std::function<void(GgufWriter&)> meta) {
+      return make(name, {}, std::move(meta), "qwen3moe");
+    };
+    EXPECT_LOAD_ERROR(moe_meta("moe-0-experts", [](GgufWriter& w) { w.set_u32("qwen3moe.expert_count", 0); }),
+                      "ModelError", "qwen3moe.expert_count = 0", "out of range", "moe-0-experts");
+    EXPECT_LOAD_ERROR(moe_meta("moe-used-9-of-8", [](GgufWriter& w) { w.set_u32("qwen3moe.expert_used_count", 9); }),
+                      "qwen3moe.expert_used_count = 9", "[1, 8]");
+    RewriteEdits no_router;
+    no_router.tensor = [](TensorCopy& c) { c.keep = c.name != "blk.1.ffn_gate_inp.weight"; };
+    EXPECT_LOAD_ERROR(make("moe-no-router", no_router, {}, "qwen3moe"), "missing tensor 'blk.1.ffn_gate_inp.weight'",
+                      "moe-no-router");
+    // 8 experts of 32 rows each, written as 4 experts of 64.
+    EXPECT_LOAD_ERROR(make("moe-expert-shape",
+                           edit_tensor("blk.0.ffn_up_exps.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {32, 64, 4};
+                                       }),
+                           {}, "qwen3moe"),
+                      "blk.0.ffn_up_exps.weight", "expected [32, 32, 8]");
+    // glm4moe: its selection bias, shared expert and gating function.
+    RewriteEdits no_bias;
+    no_bias.tensor = [](TensorCopy& c) { c.keep = c.name != "blk.1.exp_probs_b.bias"; };
+    EXPECT_LOAD_ERROR(make("glm4moe-no-bias", no_bias, {}, "glm4moe"), "missing tensor 'blk.1.exp_probs_b.bias'");
+    EXPECT_LOAD_ERROR(
+        make(
+            "glm4moe-gating", {}, [](GgufWriter& w) { w.set_u32("glm4moe.expert_gating_func", 7); }, "glm4moe"),
+        "glm4moe.expert_gating_func = 7");
+    EXPECT_LOAD_ERROR(make(
+                          "glm4moe-dense-lead", {},
+                          [](GgufWriter& w) { w.set_u32("glm4moe.leading_dense_block_count", 5); }, "glm4moe"),
+                      "glm4moe.leading_dense_block_count = 5");
   }
 
   void vocabulary_size_mismatch() {
