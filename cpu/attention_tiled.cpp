@@ -104,7 +104,9 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
       att[i]->add(sub, n_sub);
     }
   }
+  const std::vector<float>& sinks = model_->weights.layers[static_cast<size_t>(layer)].attn_sinks;
   for (int32_t i = 0; i < tile.n; ++i) {
+    if (!sinks.empty()) att[i]->add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
     att[i]->finish();
     if (rotated)
       for (int32_t h = 0; h < n_q; ++h) kvq4::unrotate(out_of(i) + static_cast<int64_t>(h) * d, d);

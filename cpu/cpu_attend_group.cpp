@@ -229,6 +229,8 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   KeyWalk walk(*this, layer, batch, t, g, vis, att, sc, krot, rotated);
   if (walk.record) start_recording(att, sc, n_q, vis.v1 - vis.v0);
   walk.walk();
+  const std::vector<float>& sinks = model_->weights.layers[static_cast<size_t>(layer)].attn_sinks;
+  if (!sinks.empty() && (!part || part->part == 0)) att.add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
   if (walk.record) finish_recording(att, sc);
   if (part)
     att.finish_partial(part->m, part->l);

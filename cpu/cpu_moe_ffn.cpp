@@ -12,10 +12,32 @@ namespace kvscope {
 
 namespace {
 
-void scale_rows(float* y, int64_t rows, int64_t dim, const std::vector<float>& scales, int32_t e) {
-  if (scales.empty()) return;
-  const float s = scales[static_cast<size_t>(e)];
-  for (int64_t i = 0; i < rows * dim; ++i) y[i] *= s;
+// Expert e's per-tensor scale, then its bias (gpt-oss), on every row: build_moe_ffn's order.
+void scale_and_bias(float* y, int64_t rows, int64_t dim, const std::vector<float>& scales,
+                    const std::vector<float>& biases, int32_t e) {
+  if (!scales.empty()) {
+    const float s = scales[static_cast<size_t>(e)];
+    for (int64_t i = 0; i < rows * dim; ++i) y[i] *= s;
+  }
+  if (biases.empty()) return;
+  const float* b = &biases[static_cast<size_t>(e) * static_cast<size_t>(dim)];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] += b[i];
+}
+
+// The router's scores of one token: softmax or sigmoid of the logits, or (SoftmaxOfChosen) the
+// raw logits, softmaxed after the choice.
+void expert_scores(MoeGating gating, const float* lg, int32_t n, float* probs) {
+  if (gating == MoeGating::Softmax) {
+    const float mx = *std::max_element(lg, lg + n);
+    double sum = 0;
+    for (int32_t e = 0; e < n; ++e) sum += probs[e] = std::exp(lg[e] - mx);
+    for (int32_t e = 0; e < n; ++e) probs[e] = static_cast<float>(probs[e] / sum);
+  } else if (gating == MoeGating::Sigmoid) {
+    for (int32_t e = 0; e < n; ++e) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
+  } else {
+    std::copy(lg, lg + n, probs);
+  }
 }
 
 }  // namespace
@@ -27,21 +49,17 @@ void CpuBackend::route_tokens(const MoeWeights& X, int32_t n) {
   const int32_t NE = m.n_expert, K = m.n_expert_used;
   moe_.logits.resize(static_cast<size_t>(n) * NE);
   matmul_timed(X.router, xn_.data(), n, moe_.logits.data());
+  if (!X.router_bias.empty())
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t e = 0; e < NE; ++e)
+        moe_.logits[static_cast<size_t>(t) * NE + e] += X.router_bias[static_cast<size_t>(e)];
   moe_.chosen.resize(static_cast<size_t>(n) * K);
   moe_.weights.resize(static_cast<size_t>(n) * K);
   moe_.routed.assign(static_cast<size_t>(NE), {});
   std::vector<float> probs(static_cast<size_t>(NE)), select(static_cast<size_t>(NE));
   std::vector<int32_t> order(static_cast<size_t>(NE));
   for (int32_t t = 0; t < n; ++t) {
-    const float* lg = &moe_.logits[static_cast<size_t>(t) * NE];
-    if (m.gating == MoeGating::Softmax) {
-      const float mx = *std::max_element(lg, lg + NE);
-      double sum = 0;
-      for (int32_t e = 0; e < NE; ++e) sum += probs[static_cast<size_t>(e)] = std::exp(lg[e] - mx);
-      for (float& p : probs) p = static_cast<float>(p / sum);
-    } else {
-      for (int32_t e = 0; e < NE; ++e) probs[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-lg[e]));
-    }
+    expert_scores(m.gating, &moe_.logits[static_cast<size_t>(t) * NE], NE, probs.data());
     // The selection bias (DeepSeek V3's, GLM-4.5's) steers the choice, not the weights.
     for (int32_t e = 0; e < NE; ++e)
       select[static_cast<size_t>(e)] =
@@ -50,6 +68,16 @@ void CpuBackend::route_tokens(const MoeWeights& X, int32_t n) {
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
       return select[static_cast<size_t>(a)] > select[static_cast<size_t>(b)];
     });
+    if (m.gating == MoeGating::SoftmaxOfChosen) {  // softmax over the k chosen logits only
+      float mx = -INFINITY;
+      for (int32_t k = 0; k < K; ++k) mx = std::max(mx, probs[static_cast<size_t>(order[static_cast<size_t>(k)])]);
+      double z = 0;
+      for (int32_t k = 0; k < K; ++k) z += std::exp(probs[static_cast<size_t>(order[static_cast<size_t>(k)])] - mx);
+      for (int32_t k = 0; k < K; ++k) {
+        float& p = probs[static_cast<size_t>(order[static_cast<size_t>(k)])];
+        p = static_cast<float>(std::exp(p - mx) / z);
+      }
+    }
     float sum = 0;
     for (int32_t k = 0; k < K; ++k) sum += probs[static_cast<size_t>(order[static_cast<size_t>(k)])];
     // llama.cpp clamps the sum to f16's smallest normal before dividing.
@@ -84,11 +112,11 @@ void CpuBackend::moe_ffn(const MoeWeights& X, int32_t n) {
     }
     const size_t ue = static_cast<size_t>(e);
     matmul_shared_timed({{&X.gate[ue], moe_.gate.data()}, {&X.up[ue], moe_.up.data()}}, moe_.x.data(), r);
-    scale_rows(moe_.gate.data(), r, F, X.gate_scale, e);
-    scale_rows(moe_.up.data(), r, F, X.up_scale, e);
+    scale_and_bias(moe_.gate.data(), r, F, X.gate_scale, X.gate_bias, e);
+    scale_and_bias(moe_.up.data(), r, F, X.up_scale, X.up_bias, e);
     ffn_activation_mul(c.traits.act, moe_.gate.data(), moe_.up.data(), r * F);
     matmul_timed(X.down[ue], moe_.gate.data(), r, moe_.out.data());
-    scale_rows(moe_.out.data(), r, E, X.down_scale, e);
+    scale_and_bias(moe_.out.data(), r, E, X.down_scale, X.down_bias, e);
     for (int64_t j = 0; j < r; ++j) {
       const int32_t i = rows[static_cast<size_t>(j)];
       const float w = moe_.weights[static_cast<size_t>(i)];

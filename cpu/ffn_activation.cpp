@@ -1,5 +1,8 @@
 #include "cpu/ffn_activation.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "cpu/ops.h"
 
 #if defined(__x86_64__)
@@ -12,7 +15,19 @@ namespace kvscope {
 
 namespace {
 
+// gpt-oss's SwiGLU (ggml_swiglu_oai): the gate clamped above at 7, the up clamped to [-7, 7] and
+// shifted by 1, sigmoid sharpened by alpha 1.702. Written as ggml's CPU op writes it.
+void swiglu_oai(float* gate, const float* up, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], kLimit);
+    const float y = std::clamp(up[i], -kLimit, kLimit);
+    gate[i] = x / (1.0f + std::exp(kAlpha * (-x))) * (y + 1.0f);
+  }
+}
+
 void scalar(FfnActivation act, float* gate, const float* up, int64_t n) {
+  if (act == FfnActivation::SwigluOai) return swiglu_oai(gate, up, n);
   if (act == FfnActivation::Silu)
     for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
   else
@@ -122,6 +137,7 @@ bool ffn_activation_vectorised() {
 }
 
 void ffn_activation_mul(FfnActivation act, float* gate, const float* up, int64_t n) {
+  if (act == FfnActivation::SwigluOai) return swiglu_oai(gate, up, n);
 #if defined(__x86_64__)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   if (has_avx512) return avx512(act, gate, up, n);

@@ -142,6 +142,22 @@ class OnlineAttention {
     out[3] = reduce16(acc3, a, b3, i, n);
   }
 
+  // gpt-oss's learned sinks: one more score per head (sink[h], already in logit units) whose
+  // value is zero, so it only takes its share of the softmax's denominator. Call once per query,
+  // after or between the add() calls (in a split pass: in one part only).
+  void add_sink_logits(const float* sink) {
+    for (int32_t h = 0; h < n_q_; ++h) {
+      if (sink[h] > m_[h]) {
+        const float c = std::exp(m_[h] - sink[h]);
+        l_[h] *= c;
+        float* acc = out_ + static_cast<int64_t>(h) * d_;
+        for (int32_t i = 0; i < d_; ++i) acc[i] *= c;
+        m_[h] = sink[h];
+      }
+      l_[h] += std::exp(static_cast<double>(sink[h]) - m_[h]);
+    }
+  }
+
   // Normalises the accumulators into the attention output.
   void finish() {
     for (int32_t h = 0; h < n_q_; ++h) {

@@ -10,6 +10,7 @@ bool has_extras(const Affine& a) { return !a.bias.empty() || a.scale != 1.0f; }
 
 std::string cuda_missing_piece(const Model& model) {
   const ModelConfig& c = model.config;
+  if (c.traits.attn_sinks) return "learned attention sinks (attn_sinks) are not implemented on CUDA yet";
   if (c.moe.n_expert > 0) return "the mixture-of-experts FFN (" + c.arch + ") is not implemented on CUDA yet";
   // Llama 3.1+ per-pair RoPE frequency factors (and phi3's LongRoPE) are CPU-only so far.
   if (c.rope_factors() != nullptr || !c.rope_factors_long.empty())

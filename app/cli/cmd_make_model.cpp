@@ -30,9 +30,9 @@ int cmd_make_model(int argc, char** argv, int first) {
   if (a.has("help") || !a.has("out")) {
     std::cout
         << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
-           "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3\n"
+           "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
-           "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3\n"
+           "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss\n"
            "  [--n-expert-shared 1 --n-dense-lead 1]  glm4moe\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n";
@@ -64,7 +64,7 @@ int cmd_make_model(int argc, char** argv, int first) {
     s.n_ff_exp = 512;
   }
   s.arch = a.str("arch", s.arch);
-  if ((s.arch == "qwen3moe" || s.arch == "glm4moe") && s.n_expert == 0) {
+  if ((s.arch == "qwen3moe" || s.arch == "glm4moe" || s.arch == "gpt-oss") && s.n_expert == 0) {
     s.n_expert = 8;
     s.n_expert_used = 2;
   }

@@ -5,8 +5,8 @@
 namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2", "qwen3", "gemma3",  "qwen3moe",
-                                                 "mistral3", "phi3",  "glm4",  "glm4moe", "smollm3"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3",   "gemma3",  "qwen3moe", "mistral3",
+                                                 "phi3",  "glm4",  "glm4moe", "smollm3", "gpt-oss"};
   return archs;
 }
 
@@ -73,6 +73,18 @@ ArchTraits traits_for(const std::string& arch) {
     return t;
   }
   if (arch == "glm4" || arch == "glm4moe") return glm_traits(arch);
+  if (arch == "gpt-oss") {
+    // MoE over alternating sliding (128 tokens in the released models) and full layers, a
+    // learned sink logit per head, biases everywhere, the clamped SwiGLU.
+    t.rope = RopeStyle::Neox;
+    t.act = FfnActivation::SwigluOai;
+    t.interleaved_swa = true;
+    t.ffn_norm_post_attention = true;
+    t.out_bias = true;
+    t.attn_sinks = true;
+    t.moe_biases = true;
+    return t;
+  }
   std::string list;
   for (const auto& a : supported_architectures()) list += (list.empty() ? "" : ", ") + a;
   throw ModelError("unsupported architecture '" + arch + "' (kvscope runs: " + list + ")");

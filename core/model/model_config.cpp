@@ -62,6 +62,25 @@ void read_rope_sections(const Reader& r, ModelConfig& c) {
   c.traits.rope = RopeStyle::Neox;
 }
 
+// Which layers slide, and over how many tokens. The pattern is a number (every pattern-th layer
+// is global; real Gemma 3 files omit it and llama.cpp uses 6, for gpt-oss 2) or one flag per layer.
+void read_sliding_layers(const GgufFile& f, const Reader& r, ModelConfig& c) {
+  const std::string key = c.arch + ".attention.sliding_window";
+  c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), key, 0, int64_t(1) << 30);
+  if (c.arch == "gpt-oss" && c.sliding_window == 0) throw ModelError(key + " is 0, but gpt-oss has sliding layers");
+  const GgufValue* v = f.find(key + "_pattern");
+  if (v && v->type == GgufValueType::ARRAY) {
+    const std::vector<int64_t> flags = v->as_int_array();
+    if (static_cast<int64_t>(flags.size()) < c.n_layer)
+      throw ModelError(key + "_pattern has " + std::to_string(flags.size()) + " entries for " +
+                       std::to_string(c.n_layer) + " layers");
+    for (int32_t il = 0; il < c.n_layer; ++il) c.swa_layers.push_back(flags[static_cast<size_t>(il)] != 0 ? 1 : 0);
+    return;
+  }
+  c.swa_pattern = checked_i32(r.opt_int("attention.sliding_window_pattern", c.arch == "gpt-oss" ? 2 : 6),
+                              key + "_pattern", 1, 4096);
+}
+
 // RoPE: base frequencies, linear or llama3 scaling, rotated dimensions, per-pair factors.
 void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
@@ -141,13 +160,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rms_eps = static_cast<float>(r.opt_float("attention.layer_norm_rms_epsilon", 1e-5));
   if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) throw ModelError("layer_norm_rms_epsilon must be positive");
   read_rope(f, r, c);
-  if (c.traits.interleaved_swa) {
-    c.sliding_window = checked_i32(r.opt_int("attention.sliding_window", 0), c.arch + ".attention.sliding_window", 0,
-                                   int64_t(1) << 30);
-    // Real Gemma 3 files omit the pattern; llama.cpp then uses 6 (5 sliding layers, 1 global).
-    c.swa_pattern = checked_i32(r.opt_int("attention.sliding_window_pattern", 6),
-                                c.arch + ".attention.sliding_window_pattern", 1, 4096);
-  }
+  if (c.traits.interleaved_swa) read_sliding_layers(f, r, c);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.moe = read_moe_config(f, c);
 

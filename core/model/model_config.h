@@ -16,7 +16,8 @@ struct ModelError : std::runtime_error {
 };
 
 enum class RopeStyle { Normal, Neox };  // adjacent pairs (2i, 2i+1) vs halves (i, i + d/2)
-enum class FfnActivation { Silu, GeluTanh };
+// SwigluOai: gpt-oss's clamped SwiGLU, min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, +-7) + 1).
+enum class FfnActivation { Silu, GeluTanh, SwigluOai };
 
 // What an architecture's llama.cpp graph reads, switch by switch (src/models/<arch>.cpp). Files
 // written by llama.cpp's fixture generator carry every tensor and key of every architecture, so
@@ -39,11 +40,14 @@ struct ArchTraits {
   bool rope_freqs = false;               // llama, mistral3: rope_freqs.weight divides pair i's angle
   bool rope_long_short = false;          // phi3: rope_factors_long/short, chosen by the context length
   int32_t no_rope_every = 0;             // smollm3 (4): layer il has no RoPE when (il + 1) % 4 == 0
+  bool attn_sinks = false;               // gpt-oss: a learned logit per head in every softmax (attn_sinks)
+  bool moe_biases = false;               // gpt-oss: router and per-expert gate/up/down biases
 };
 
 // The mixture-of-experts FFN (llama.cpp's build_moe_ffn): a router picks n_expert_used of
 // n_expert experts per token, and only those experts' weights are read.
-enum class MoeGating { Softmax, Sigmoid };
+// SoftmaxOfChosen: gpt-oss picks the top k raw router logits, then softmaxes those k only.
+enum class MoeGating { Softmax, Sigmoid, SoftmaxOfChosen };
 struct MoeConfig {
   int32_t n_expert = 0;       // 0: a dense model
   int32_t n_expert_used = 0;  // experts per token (top-k)
@@ -76,10 +80,11 @@ struct ModelConfig {
   // The per-pair RoPE divisors for an engine whose sequences may reach n_ctx tokens (0: the
   // trained context); nullptr when the model has none.
   const float* rope_factors(int32_t n_ctx = 0) const;
-  int32_t rope_dim = 0;        // rope.dimension_count (<= head_dim)
-  int32_t sliding_window = 0;  // model's own window (gemma3), 0 if none
-  int32_t swa_pattern = 0;     // gemma3: layer il is SWA iff il % pattern < pattern - 1
-  float attn_scale = 0.0f;     // multiplier of q.k; 1/sqrt(head_dim) by default
+  int32_t rope_dim = 0;             // rope.dimension_count (<= head_dim)
+  int32_t sliding_window = 0;       // model's own window (gemma3), 0 if none
+  int32_t swa_pattern = 0;          // gemma3: layer il is SWA iff il % pattern < pattern - 1
+  std::vector<uint8_t> swa_layers;  // the pattern given per layer (gpt-oss files); overrides swa_pattern
+  float attn_scale = 0.0f;          // multiplier of q.k; 1/sqrt(head_dim) by default
   MoeConfig moe;
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
@@ -87,7 +92,9 @@ struct ModelConfig {
   int32_t rope_orig_ctx = 0;  // rope.scaling.original_context_length (default: context_length)
 
   bool layer_is_swa(int32_t il) const {
-    return traits.interleaved_swa && swa_pattern > 0 && (il % swa_pattern) < swa_pattern - 1;
+    if (!traits.interleaved_swa) return false;
+    if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(il)] != 0;
+    return swa_pattern > 0 && (il % swa_pattern) < swa_pattern - 1;
   }
   bool layer_is_moe(int32_t il) const { return moe.n_expert > 0 && il >= moe.n_dense_lead; }
   bool layer_has_rope(int32_t il) const { return traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0; }

@@ -51,6 +51,17 @@ struct Loader {
       if (!std::isfinite(x)) throw ModelError("tensor '" + name + "' contains NaN or Inf values");
     return out;
   }
+  // A required small tensor of any shape as f32 values, in memory order.
+  std::vector<float> flat(const std::string& name, std::vector<int64_t> shape) const {
+    const TensorView v = tensor(name, shape);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row(v.type(), v.data, out.data(), n);
+    for (float x : out)
+      if (!std::isfinite(x)) throw ModelError("tensor '" + name + "' contains NaN or Inf values");
+    return out;
+  }
   // `<weight>.scale`, a one-value multiplier of the matrix's output; 1 when absent.
   float scale(const std::string& weight) const {
     const std::vector<float> s = vec(weight + ".scale", 1, false);
@@ -102,6 +113,7 @@ void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p
     L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim, true);
     L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim, true);
   }
+  if (tr.attn_sinks) L.attn_sinks = ld.vec(p + "attn_sinks.weight", c.n_head, true);
   if (tr.post_norms) {
     L.post_attn_norm = ld.vec(p + "post_attention_norm.weight", c.n_embd, true);
     L.post_ffw_norm = ld.vec(p + "post_ffw_norm.weight", c.n_embd, true);
@@ -156,6 +168,12 @@ void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, 
     X.gate_scale = ld.vec(p + "ffn_gate_exps.scale", m.n_expert, false);
     X.up_scale = ld.vec(p + "ffn_up_exps.scale", m.n_expert, false);
     X.down_scale = ld.vec(p + "ffn_down_exps.scale", m.n_expert, false);
+  }
+  if (c.traits.moe_biases) {
+    X.router_bias = ld.vec(p + "ffn_gate_inp.bias", m.n_expert, true);
+    X.gate_bias = ld.flat(p + "ffn_gate_exps.bias", {F, m.n_expert});
+    X.up_bias = ld.flat(p + "ffn_up_exps.bias", {F, m.n_expert});
+    X.down_bias = ld.flat(p + "ffn_down_exps.bias", {E, m.n_expert});
   }
   if (m.n_shared > 0) {
     const int64_t S = F * m.n_shared;

@@ -26,7 +26,10 @@ struct MoeWeights {
   std::vector<TensorView> gate, up;                     // [n_expert] of [n_ff_exp x n_embd]
   std::vector<TensorView> down;                         // [n_expert] of [n_embd x n_ff_exp]
   std::vector<float> gate_scale, up_scale, down_scale;  // [n_expert] multipliers, empty: none
-  TensorView shared_gate, shared_up, shared_down;       // data == nullptr: no shared expert
+  // gpt-oss: the router's bias [n_expert], each expert's output biases [n_expert][n_ff_exp] for
+  // gate and up, [n_expert][n_embd] for down (empty: none).
+  std::vector<float> router_bias, gate_bias, up_bias, down_bias;
+  TensorView shared_gate, shared_up, shared_down;  // data == nullptr: no shared expert
 };
 
 struct LayerWeights {
@@ -34,6 +37,7 @@ struct LayerWeights {
   TensorView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
   Affine aq, ak, av, ao;              // q/k/v biases (qwen2, and any file that has them), scales
   std::vector<float> q_norm, k_norm;  // [head_dim] (qwen3, gemma3), empty otherwise
+  std::vector<float> attn_sinks;      // [n_head] gpt-oss's learned sink logits, empty otherwise
   std::vector<float> post_attn_norm;  // [n_embd] (gemma3, glm4)
   std::vector<float> ffn_norm;        // [n_embd]
   TensorView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff] (dense layers)

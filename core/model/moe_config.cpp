@@ -52,6 +52,10 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
     m.selection_bias = true;
     return;
   }
+  if (c.arch == "gpt-oss") {  // its graph passes norm_w false and softmax-of-the-chosen gating
+    m.gating = MoeGating::SoftmaxOfChosen;
+    return;
+  }
   // qwen3moe and mistral3: softmax over the router logits, the chosen weights renormalized,
   // no weight scale (their graphs pass hparams.expert_weights_scale, which they never read).
   m.gating = MoeGating::Softmax;
@@ -65,7 +69,7 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   const std::string a = c.arch + ".";
   const int64_t n_expert = f.get_int(a + "expert_count").value_or(0);
   const int64_t n_used = key_or_uniform_array(f, a + "expert_used_count", 0);
-  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3";
+  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss";
   if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
   m.n_expert = in_range(n_expert, a + "expert_count", 1, 4096);
   m.n_expert_used = in_range(n_used, a + "expert_used_count", 1, m.n_expert);

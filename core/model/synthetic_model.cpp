@@ -52,7 +52,7 @@ int32_t ff_exp(const SyntheticSpec& s) {
   return s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff / std::max(1, s.n_expert_used);
 }
 
-bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "glm4moe"; }
+bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "glm4moe" || a == "gpt-oss"; }
 
 // One layer's tensors, named and shaped as the architecture's llama.cpp loader expects them.
 struct LayerWriter {
@@ -64,6 +64,7 @@ struct LayerWriter {
   Matrix matrix;
   Vec vec;
   Tensor3 tensor3;
+  std::function<void(const std::string&, int64_t, int64_t)> bias2;  // f32 [n, m]
 
   void write(int32_t il) const {
     const std::string& a = s.arch;
@@ -79,7 +80,11 @@ struct LayerWriter {
       matrix(p + "attn_v.weight", E, KV, in_scale);
     }
     matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
-    if (a == "qwen2" || a == "glm4" || a == "glm4moe") {
+    if (a == "gpt-oss") {
+      vec(p + "attn_output.bias", E, 0.0f, 0.05f);
+      vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
+    }
+    if (a == "qwen2" || a == "glm4" || a == "glm4moe" || a == "gpt-oss") {
       vec(p + "attn_q.bias", Q, 0.0f, 0.1f);
       vec(p + "attn_k.bias", KV, 0.0f, 0.1f);
       vec(p + "attn_v.bias", KV, 0.0f, 0.1f);
@@ -92,7 +97,7 @@ struct LayerWriter {
       vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
       vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
     }
-    vec(p + (a == "glm4moe" ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
+    vec(p + (a == "glm4moe" || a == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
     const bool moe =
         (is_moe_arch(a) || (a == "mistral3" && s.n_expert > 0)) && !(a == "glm4moe" && il < s.n_dense_lead);
     if (moe) return write_experts(p);
@@ -117,6 +122,12 @@ struct LayerWriter {
     tensor3(p + "ffn_gate_exps.weight", E, F, NE, in_scale);
     tensor3(p + "ffn_up_exps.weight", E, F, NE, in_scale);
     tensor3(p + "ffn_down_exps.weight", F, E, NE, 1.0f / std::sqrt(static_cast<float>(F)));
+    if (s.arch == "gpt-oss") {  // router and expert biases, [n_ff_exp or n_embd, n_expert]
+      vec(p + "ffn_gate_inp.bias", NE, 0.0f, 0.05f);
+      bias2(p + "ffn_gate_exps.bias", F, NE);
+      bias2(p + "ffn_up_exps.bias", F, NE);
+      bias2(p + "ffn_down_exps.bias", E, NE);
+    }
     if (s.arch == "glm4moe") {
       vec(p + "exp_probs_b.bias", NE, 0.0f, 0.05f);
       write_dense_ffn(p, F * s.n_expert_shared, false, "_shexp");
@@ -141,6 +152,7 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_f32(a + ".rope.freq_base", s.rope_base);
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  if (a == "gpt-oss") w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (a == "gemma3") {
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
@@ -208,7 +220,12 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     for (auto& x : d) x = normal(rng) * scale;
     w.add_tensor(name, {in, out, n}, s.dtype, d);
   };
-  const LayerWriter lw{s, hd, matrix, vec, tensor3};
+  auto bias2 = [&](const std::string& name, int64_t n, int64_t m) {
+    std::vector<float> d(static_cast<size_t>(n * m));
+    for (auto& x : d) x = 0.05f * normal(rng);
+    w.add_tensor(name, {n, m}, GgmlType::F32, d);
+  };
+  const LayerWriter lw{s, hd, matrix, vec, tensor3, bias2};
   for (int32_t il = 0; il < s.n_layer; ++il) lw.write(il);
   w.write(path);
 }

@@ -39,6 +39,7 @@ class TestCudaModelSupport : public QObject {
     QVERIFY(missing_for("glm4moe", 4).find("mixture-of-experts") != std::string::npos);
     QVERIFY(missing_for("mistral3", 4).find("mixture-of-experts") != std::string::npos);
     QVERIFY(missing_for("smollm3").find("without RoPE") != std::string::npos);
+    QVERIFY(missing_for("gpt-oss", 4).find("attention sinks") != std::string::npos);
   }
 };
 

@@ -99,7 +99,11 @@ class ReferenceForward {
         s[static_cast<size_t>(t)] = d * c.attn_scale;
         mx = std::max(mx, s[static_cast<size_t>(t)]);
       }
-      double sum = 0;
+      // gpt-oss's learned sink: one more logit in the denominator, with no value.
+      const std::vector<float>& sinks = m_->weights.layers[static_cast<size_t>(il)].attn_sinks;
+      const double sink = sinks.empty() ? -INFINITY : sinks[static_cast<size_t>(h)];
+      mx = std::max(mx, sink);
+      double sum = sinks.empty() ? 0.0 : std::exp(sink - mx);
       for (auto& e : s) sum += (e = std::exp(e - mx));
       for (int32_t i = 0; i < D; ++i) {
         double acc = 0;
@@ -125,21 +129,32 @@ class ReferenceForward {
     const Affine none;
     std::vector<float> gt = affine(matvec(wg, xn), L ? L->a_gate : none, false);
     const std::vector<float> up = affine(matvec(wu, xn), L ? L->a_up : none, false);
-    for (size_t i = 0; i < gt.size(); ++i) {
-      const double g = gt[i];
-      const double a = m_->config.traits.act == FfnActivation::Silu
-                           ? g / (1.0 + std::exp(-g))
-                           : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)));
-      gt[i] = static_cast<float>(a * up[i]);
-    }
+    for (size_t i = 0; i < gt.size(); ++i) gt[i] = static_cast<float>(act(gt[i], up[i]));
     return affine(matvec(wd, gt), L ? L->a_down : none, false);
+  }
+  // act(gate) * up from each activation's definition.
+  double act(double g, double u) const {
+    switch (m_->config.traits.act) {
+      case FfnActivation::Silu:
+        return g / (1.0 + std::exp(-g)) * u;
+      case FfnActivation::GeluTanh:
+        return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g))) * u;
+      case FfnActivation::SwigluOai: {
+        const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+        return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+      }
+    }
+    return 0;
   }
   // The MoE FFN from its definition: every expert's score, the top k, their weighted outputs.
   std::vector<float> moe(const MoeWeights& X, const std::vector<float>& xn) const {
     const MoeConfig& m = m_->config.moe;
-    const std::vector<float> logits = matvec(X.router, xn);
+    std::vector<float> logits = matvec(X.router, xn);
+    for (size_t e = 0; e < X.router_bias.size(); ++e) logits[e] += X.router_bias[e];
     std::vector<double> p(logits.begin(), logits.end());
-    if (m.gating == MoeGating::Softmax) {
+    if (m.gating == MoeGating::SoftmaxOfChosen) {
+      // Handled below, after the choice.
+    } else if (m.gating == MoeGating::Softmax) {
       const double mx = *std::max_element(p.begin(), p.end());
       double sum = 0;
       for (double& v : p) sum += (v = std::exp(v - mx));
@@ -153,6 +168,16 @@ class ReferenceForward {
       return p[static_cast<size_t>(e)] + (X.selection_bias.empty() ? 0.0 : X.selection_bias[static_cast<size_t>(e)]);
     };
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sel(a) > sel(b); });
+    if (m.gating == MoeGating::SoftmaxOfChosen) {
+      const double mx = p[static_cast<size_t>(order[0])];
+      double z = 0;
+      for (int32_t k = 0; k < m.n_expert_used; ++k)
+        z += std::exp(p[static_cast<size_t>(order[static_cast<size_t>(k)])] - mx);
+      for (int32_t k = 0; k < m.n_expert_used; ++k) {
+        double& v = p[static_cast<size_t>(order[static_cast<size_t>(k)])];
+        v = std::exp(v - mx) / z;
+      }
+    }
     double wsum = 0;
     for (int32_t k = 0; k < m.n_expert_used; ++k) wsum += p[static_cast<size_t>(order[static_cast<size_t>(k)])];
     std::vector<float> out(xn.size(), 0.0f);
@@ -162,11 +187,10 @@ class ReferenceForward {
       if (m.norm_weights) w /= std::max(wsum, 6.103515625e-5);
       const Affine sg{{}, X.gate_scale.empty() ? 1.0f : X.gate_scale[e]},
           su{{}, X.up_scale.empty() ? 1.0f : X.up_scale[e]}, sd{{}, X.down_scale.empty() ? 1.0f : X.down_scale[e]};
-      std::vector<float> gt = affine(matvec(X.gate[e], xn), sg, false);
-      const std::vector<float> up = affine(matvec(X.up[e], xn), su, false);
-      for (size_t i = 0; i < gt.size(); ++i)
-        gt[i] = static_cast<float>(gt[i] / (1.0 + std::exp(-static_cast<double>(gt[i]))) * up[i]);
-      const std::vector<float> y = affine(matvec(X.down[e], gt), sd, false);
+      std::vector<float> gt = add_row(affine(matvec(X.gate[e], xn), sg, true), X.gate_bias, e);
+      const std::vector<float> up = add_row(affine(matvec(X.up[e], xn), su, true), X.up_bias, e);
+      for (size_t i = 0; i < gt.size(); ++i) gt[i] = static_cast<float>(act(gt[i], up[i]));
+      const std::vector<float> y = add_row(affine(matvec(X.down[e], gt), sd, true), X.down_bias, e);
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(out[i] + w * y[i]);
     }
     if (X.shared_gate.data) {
@@ -174,6 +198,11 @@ class ReferenceForward {
       for (size_t i = 0; i < out.size(); ++i) out[i] += y[i];
     }
     return out;
+  }
+  // y + row e of a [n_expert][y.size()] bias table (none when empty).
+  static std::vector<float> add_row(std::vector<float> y, const std::vector<float>& table, size_t e) {
+    for (size_t i = 0; i < y.size() && !table.empty(); ++i) y[i] += table[e * y.size() + i];
+    return y;
   }
   // RoPE of one head vector to position p, in double, from the definition (CachePosition).
   std::vector<double> rotated(const float* h, int32_t p, float base) const {

@@ -18,7 +18,7 @@ using namespace kvscope;
 
 namespace {
 
-const char* const kArchs[] = {"qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3"};
+const char* const kArchs[] = {"qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3", "gpt-oss"};
 
 std::shared_ptr<Model> synthetic(const std::string& arch) {
   SyntheticSpec s;
@@ -31,6 +31,7 @@ std::shared_ptr<Model> synthetic(const std::string& arch) {
   s.n_ff = 128;
   s.n_ctx = 512;
   s.seed = 5;
+  s.sliding_window = 16;                                        // gpt-oss: its even layers slide
   if (arch != "phi3" && arch != "glm4" && arch != "smollm3") {  // mistral3 too: its MoE form
     s.n_expert = 4;
     s.n_expert_used = 2;

@@ -39,7 +39,7 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
   s.n_head_kv = 2;
   s.n_ff = 64;
   s.n_ctx = 128;
-  if (arch == "qwen3moe" || arch == "glm4moe") {  // 8 experts of 32 rows, 2 routed
+  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss") {  // 8 experts of 32 rows, 2 routed
     s.n_expert = 8;
     s.n_expert_used = 2;
   }
@@ -136,7 +136,8 @@ class TestModelErrors : public QObject {
     // The unedited copy loads: every failure below comes from its one edit.
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
-    for (const char* arch : {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3"})
+    for (const char* arch :
+         {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3", "gpt-oss"})
       QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
@@ -223,6 +224,27 @@ class TestModelErrors : public QObject {
                           "glm4moe-dense-lead", {},
                           [](GgufWriter& w) { w.set_u32("glm4moe.leading_dense_block_count", 5); }, "glm4moe"),
                       "glm4moe.leading_dense_block_count = 5");
+  }
+
+  // gpt-oss: its learned sinks (one per query head), its sliding window and per-layer pattern.
+  void gpt_oss_sinks_and_window_checked() {
+    EXPECT_LOAD_ERROR(make("gpt-oss-sinks-shape",
+                           edit_tensor("blk.1.attn_sinks.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {2};
+                                         c.data.resize(2);
+                                       }),
+                           {}, "gpt-oss"),
+                      "blk.1.attn_sinks.weight", "expected [4]", "gpt-oss-sinks-shape");
+    EXPECT_LOAD_ERROR(
+        make(
+            "gpt-oss-window-0", {}, [](GgufWriter& w) { w.set_u32("gpt-oss.attention.sliding_window", 0); }, "gpt-oss"),
+        "gpt-oss.attention.sliding_window is 0");
+    EXPECT_LOAD_ERROR(
+        make(
+            "gpt-oss-pattern", {},
+            [](GgufWriter& w) { w.set_i32_array("gpt-oss.attention.sliding_window_pattern", {1}); }, "gpt-oss"),
+        "sliding_window_pattern has 1 entries for 2 layers");
   }
 
   void vocabulary_size_mismatch() {
