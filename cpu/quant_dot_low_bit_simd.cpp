@@ -1,0 +1,169 @@
+// AVX2 dot kernels of Q2_K, Q3_K, IQ4_XS (Q8_K activations) and IQ4_NL (Q8_0 activations);
+// with AVX-512 VNNI (VL) the pair sums go through vpdpwssd. Each super-block (IQ4_NL: block)
+// becomes one exact int32 that is scaled with the scalar kernel's float expression, so these
+// agree with quant_dot_low_bit.cpp bit for bit.
+#include <cmath>
+
+#include "cpu/quant_dot_kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define KVSCOPE_QDOT_LB_AVX2 1
+#include <immintrin.h>
+#endif
+
+namespace kvscope::qdot {
+
+#if defined(KVSCOPE_QDOT_LB_AVX2)
+namespace {
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i loadu256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// acc += the int16 pair products p * scale, in int32 lanes.
+inline __m256i madd_acc(__m256i acc, __m256i p, __m256i scale) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(acc, p, scale);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale));
+#endif
+}
+
+// Int16 lanes 0-7 get scale a, lanes 8-15 scale b (two groups of 16 values in one register).
+inline __m256i two_scales(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
+}
+
+// sum over 16 groups of scale[g] * bsums[g] (the Q8_K sums of 16 activations).
+inline int32_t scaled_bsums(const uint8_t* bx, const int16_t scale[16]) {
+  return hsum_epi32(_mm256_madd_epi16(loadu256(reinterpret_cast<const uint8_t*>(scale)), loadu256(bx + kQ8_KBsums)));
+}
+
+// The 16 IQ4 levels looked up from 32 nibble indices (vpshufb works per 128-bit lane).
+inline __m256i iq4_lookup(__m256i idx) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+}
+
+// 16 packed bytes -> 32 levels: low nibbles are elements 0-15, high nibbles 16-31.
+inline __m256i iq4_levels_32(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+  return iq4_lookup(idx);
+}
+
+// Pair sums x * level in int16 lanes. The activation's magnitude goes in the unsigned slot
+// (Q8_K may hold -128, whose magnitude 128 still fits) and the level carries the sign; levels
+// are >= -127, so negating them never wraps, and no pair exceeds 2 * 128 * 127.
+inline __m256i pairs_s8(__m256i x, __m256i level) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(level, x));
+}
+
+}  // namespace
+
+float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ2_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    int16_t mins[16];
+    for (int g = 0; g < 16; ++g) mins[g] = bw[kQ2_KScales + g] >> 4;
+    const int32_t sum_m = scaled_bsums(bx, mins);
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu256(bw + kQ2_KQs + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        // Levels 0..3 of groups 8h + 2j (bytes 0-15) and 8h + 2j + 1 (bytes 16-31).
+        const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+        const __m256i p = _mm256_maddubs_epi16(lv, loadu256(bx + kQ8_KQs + 128 * h + 32 * j));
+        const int g = 8 * h + 2 * j;
+        acc[h] = madd_acc(acc[h], p, two_scales(bw[kQ2_KScales + g] & 0xF, bw[kQ2_KScales + g + 1] & 0xF));
+      }
+    }
+    const int32_t sum_q = hsum_epi32(_mm256_add_epi32(acc[0], acc[1]));
+    const float dx = load_f32(bx);
+    const float d = load_half(bw + kQ2_KD) * dx;
+    const float dmin = load_half(bw + kQ2_KDmin) * dx;
+    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
+  }
+  return sum;
+}
+
+float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ3_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    int8_t sc8[16];
+    q3_k_scales(bw + kQ3_KScales, sc8);
+    int16_t sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = sc8[g];
+    // Levels are taken as level + 4 (0..7, unsigned for maddubs); 4 * sum(sc * bsums) undoes it.
+    const int32_t offset_corr = scaled_bsums(bx, sc);
+    const __m256i hm = loadu256(bw + kQ3_KHmask);
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu256(bw + kQ3_KQs + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+        const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), loadu256(bx + kQ8_KQs + 128 * h + 32 * j));
+        const int g = 8 * h + 2 * j;
+        acc[h] = madd_acc(acc[h], p, two_scales(sc[g], sc[g + 1]));
+      }
+    }
+    const int32_t sumi = hsum_epi32(_mm256_add_epi32(acc[0], acc[1])) - 4 * offset_corr;
+    sum = std::fma(load_half(bw + kQ3_KD) * load_f32(bx), static_cast<float>(sumi), sum);
+  }
+  return sum;
+}
+
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK4_NL; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockIQ4_NL);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
+    const __m256i p = pairs_s8(loadu256(bx + kQ8_0Qs), iq4_levels_32(bw + kIQ4_NLQs));
+    const int32_t sumi = hsum_epi32(_mm256_madd_epi16(p, ones));
+    sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
+  }
+  return sum;
+}
+
+float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockIQ4_XS);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    uint16_t scales_h;
+    std::memcpy(&scales_h, bw + kIQ4_XSScalesH, 2);
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int g = 0; g < 8; ++g) {
+      const __m256i p = pairs_s8(loadu256(bx + kQ8_KQs + 32 * g), iq4_levels_32(bw + kIQ4_XSQs + 16 * g));
+      const int ls = iq4_xs_scale(g, bw + kIQ4_XSScalesL, scales_h);
+      acc[g & 1] = madd_acc(acc[g & 1], p, _mm256_set1_epi16(static_cast<int16_t>(ls)));
+    }
+    const int32_t sumi = hsum_epi32(_mm256_add_epi32(acc[0], acc[1]));
+    sum = std::fma(load_half(bw) * load_f32(bx), static_cast<float>(sumi), sum);
+  }
+  return sum;
+}
+
+#else  // no AVX2: the scalar kernels are the fast path
+
+float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q2_k_scalar(n, w, x); }
+float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q3_k_scalar(n, w, x); }
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_nl_scalar(n, w, x); }
+float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_xs_scalar(n, w, x); }
+
+#endif
+
+}  // namespace kvscope::qdot
