@@ -183,6 +183,11 @@ class TestLowBitQuants : public QObject {
         }
       }
   }
+
+  void gemm_handles_the_types_where_it_has_kernels() {
+    if (gemm_best_isa() == GemmIsa::None) QSKIP("no SIMD GEMM on this CPU");
+    for (GgmlType t : kTypes) QVERIFY2(gemm_handles(t), ggml_type_name(uint32_t(t)).c_str());
+  }
 };
 
 QTEST_APPLESS_MAIN(TestLowBitQuants)
