@@ -155,10 +155,10 @@ float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 // quant_dot_low_bit_simd.cpp
 float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
-float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 
 }  // namespace kvscope::qdot

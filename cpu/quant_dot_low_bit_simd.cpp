@@ -1,7 +1,7 @@
-// AVX2 dot kernels of Q2_K, Q3_K, IQ4_XS (Q8_K activations) and IQ4_NL (Q8_0 activations);
-// with AVX-512 VNNI (VL) the pair sums go through vpdpwssd. Each super-block (IQ4_NL: block)
-// becomes one exact int32 that is scaled with the scalar kernel's float expression, so these
-// agree with quant_dot_low_bit.cpp bit for bit.
+// AVX2 dot kernels of Q2_K, Q3_K and IQ4_XS (Q8_K activations); with AVX-512 VNNI (VL) the pair
+// sums go through vpdpwssd. Each super-block becomes one exact int32 that is scaled with the
+// scalar kernel's float expression, so these agree with quant_dot_low_bit.cpp bit for bit.
+// IQ4_NL (Q8_0 activations) is a Q8_0-family kernel in quant_dot_simd.cpp.
 #include <cmath>
 
 #include "cpu/quant_dot_kernels.h"
@@ -125,19 +125,6 @@ float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   return sum;
 }
 
-float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  float sum = 0;
-  for (int64_t ib = 0; ib < n / QK4_NL; ++ib) {
-    const uint8_t* bw = w + ib * sizeof(BlockIQ4_NL);
-    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
-    const __m256i p = pairs_s8(loadu256(bx + kQ8_0Qs), iq4_levels_32(bw + kIQ4_NLQs));
-    const int32_t sumi = hsum_epi32(_mm256_madd_epi16(p, ones));
-    sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
-  }
-  return sum;
-}
-
 float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   float sum = 0;
   for (int64_t ib = 0; ib < n / QK_K; ++ib) {
@@ -161,7 +148,6 @@ float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
 
 float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q2_k_scalar(n, w, x); }
 float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q3_k_scalar(n, w, x); }
-float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_nl_scalar(n, w, x); }
 float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_xs_scalar(n, w, x); }
 
 #endif
