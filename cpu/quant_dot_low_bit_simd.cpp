@@ -95,28 +95,52 @@ float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   return sum;
 }
 
+namespace {
+// The 16 Q3_K scales (bias removed) as int16 lanes, unpacked on 32-bit words: scale j takes its
+// low 4 bits from nibble j / 8 of byte j % 8 and its top 2 bits from bits 2 (j / 4) of byte
+// 8 + j % 4 (the layout q3_k_scales in ggml_types.h reads one scale at a time).
+inline __m256i q3_k_scales16(const uint8_t* p) {
+  uint32_t w[3];
+  std::memcpy(w, p, 12);
+  const uint32_t lo = 0x0F0F0F0Fu, hi = 0x03030303u;
+  const __m128i words = _mm_setr_epi32(static_cast<int>((w[0] & lo) | ((w[2] & hi) << 4)),
+                                       static_cast<int>((w[1] & lo) | (((w[2] >> 2) & hi) << 4)),
+                                       static_cast<int>(((w[0] >> 4) & lo) | (((w[2] >> 4) & hi) << 4)),
+                                       static_cast<int>(((w[1] >> 4) & lo) | (((w[2] >> 6) & hi) << 4)));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(words, _mm_set1_epi8(32)));
+}
+
+// shuffle_epi8 controls that spread int16 lane 2j of a 128-bit lane over the low lane and
+// int16 lane 2j + 1 over the high lane (groups 2j and 2j + 1 of one 32-value row).
+inline __m256i scale_pick(int j) {
+  const int lo = 4 * j, hi = 4 * j + 2;
+  return _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                          lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
+                          hi, hi + 1);
+}
+}  // namespace
+
 float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m256i pick[4] = {scale_pick(0), scale_pick(1), scale_pick(2), scale_pick(3)};
   float sum = 0;
   for (int64_t ib = 0; ib < n / QK_K; ++ib) {
     const uint8_t* bw = w + ib * sizeof(BlockQ3_K);
     const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
-    int8_t sc8[16];
-    q3_k_scales(bw + kQ3_KScales, sc8);
-    int16_t sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = sc8[g];
+    const __m256i sc = q3_k_scales16(bw + kQ3_KScales);
     // Levels are taken as level + 4 (0..7, unsigned for maddubs); 4 * sum(sc * bsums) undoes it.
-    const int32_t offset_corr = scaled_bsums(bx, sc);
+    const int32_t offset_corr = hsum_epi32(_mm256_madd_epi16(sc, loadu256(bx + kQ8_KBsums)));
     const __m256i hm = loadu256(bw + kQ3_KHmask);
     __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int h = 0; h < 2; ++h) {
       const __m256i q = loadu256(bw + kQ3_KQs + 32 * h);
+      // Scales 8h..8h+7 in both 128-bit lanes.
+      const __m256i sc_h = h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
       for (int j = 0; j < 4; ++j) {
         const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
         const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2);
         const __m256i p = _mm256_maddubs_epi16(_mm256_or_si256(lo, hi), loadu256(bx + kQ8_KQs + 128 * h + 32 * j));
-        const int g = 8 * h + 2 * j;
-        acc[h] = madd_acc(acc[h], p, two_scales(sc[g], sc[g + 1]));
+        acc[h] = madd_acc(acc[h], p, _mm256_shuffle_epi8(sc_h, pick[j]));
       }
     }
     const int32_t sumi = hsum_epi32(_mm256_add_epi32(acc[0], acc[1])) - 4 * offset_corr;
