@@ -34,16 +34,6 @@ inline __m256i madd_acc(__m256i acc, __m256i p, __m256i scale) {
 #endif
 }
 
-// Int16 lanes 0-7 get scale a, lanes 8-15 scale b (two groups of 16 values in one register).
-inline __m256i two_scales(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
-}
-
-// sum over 16 groups of scale[g] * bsums[g] (the Q8_K sums of 16 activations).
-inline int32_t scaled_bsums(const uint8_t* bx, const int16_t scale[16]) {
-  return hsum_epi32(_mm256_madd_epi16(loadu256(reinterpret_cast<const uint8_t*>(scale)), loadu256(bx + kQ8_KBsums)));
-}
-
 // The 16 IQ4 levels looked up from 32 nibble indices (vpshufb works per 128-bit lane).
 inline __m256i iq4_lookup(__m256i idx) {
   const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
@@ -65,35 +55,6 @@ inline __m256i pairs_s8(__m256i x, __m256i level) {
 }
 
 }  // namespace
-
-float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  float sum = 0;
-  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
-    const uint8_t* bw = w + ib * sizeof(BlockQ2_K);
-    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
-    int16_t mins[16];
-    for (int g = 0; g < 16; ++g) mins[g] = bw[kQ2_KScales + g] >> 4;
-    const int32_t sum_m = scaled_bsums(bx, mins);
-    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = loadu256(bw + kQ2_KQs + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        // Levels 0..3 of groups 8h + 2j (bytes 0-15) and 8h + 2j + 1 (bytes 16-31).
-        const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-        const __m256i p = _mm256_maddubs_epi16(lv, loadu256(bx + kQ8_KQs + 128 * h + 32 * j));
-        const int g = 8 * h + 2 * j;
-        acc[h] = madd_acc(acc[h], p, two_scales(bw[kQ2_KScales + g] & 0xF, bw[kQ2_KScales + g + 1] & 0xF));
-      }
-    }
-    const int32_t sum_q = hsum_epi32(_mm256_add_epi32(acc[0], acc[1]));
-    const float dx = load_f32(bx);
-    const float d = load_half(bw + kQ2_KD) * dx;
-    const float dmin = load_half(bw + kQ2_KDmin) * dx;
-    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
-  }
-  return sum;
-}
 
 namespace {
 // The 16 Q3_K scales (bias removed) as int16 lanes, unpacked on 32-bit words: scale j takes its
@@ -145,6 +106,39 @@ float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
     }
     const int32_t sumi = hsum_epi32(_mm256_add_epi32(acc[0], acc[1])) - 4 * offset_corr;
     sum = std::fma(load_half(bw + kQ3_KD) * load_f32(bx), static_cast<float>(sumi), sum);
+  }
+  return sum;
+}
+
+float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m256i pick[4] = {scale_pick(0), scale_pick(1), scale_pick(2), scale_pick(3)};
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockQ2_K);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_K);
+    // Scale byte g: low nibble the scale of group g, high nibble its min.
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + kQ2_KScales));
+    const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+    const int32_t sum_m = hsum_epi32(_mm256_madd_epi16(mins, loadu256(bx + kQ8_KBsums)));
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu256(bw + kQ2_KQs + 32 * h);
+      const __m256i sc_h = h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
+      for (int j = 0; j < 4; ++j) {
+        // Levels 0..3 of groups 8h + 2j (bytes 0-15) and 8h + 2j + 1 (bytes 16-31).
+        const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+        const __m256i p = _mm256_maddubs_epi16(lv, loadu256(bx + kQ8_KQs + 128 * h + 32 * j));
+        acc[h] = madd_acc(acc[h], p, _mm256_shuffle_epi8(sc_h, pick[j]));
+      }
+    }
+    const int32_t sum_q = hsum_epi32(_mm256_add_epi32(acc[0], acc[1]));
+    const float dx = load_f32(bx);
+    const float d = load_half(bw + kQ2_KD) * dx;
+    const float dmin = load_half(bw + kQ2_KDmin) * dx;
+    sum += std::fma(d, static_cast<float>(sum_q), -(dmin * static_cast<float>(sum_m)));
   }
   return sum;
 }
