@@ -191,26 +191,30 @@ class TestLowBitQuants : public QObject {
           // One IQ4_NL token goes to the GEMV where the CPU has it (its own test is below).
           std::vector<float> below_gemm = fast;
           if (n_tokens == 1 && gemv_handles(t)) gemv(w.view(), xc.data(), below_gemm.data(), one);
-          auto check = [&](const std::vector<float>& y, const QString& path, const std::vector<float>& ref) {
-            for (size_t i = 0; i < ref.size(); ++i)
-              if (bits(y[i]) != bits(ref[i]))
-                QFAIL(qPrintable(label(t, in, out) + QString(" %1 tokens %2: y[%3] %4 != scalar %5")
-                                                         .arg(n_tokens)
-                                                         .arg(path)
-                                                         .arg(i)
-                                                         .arg(double(y[i]), 0, 'g', 9)
-                                                         .arg(double(ref[i]), 0, 'g', 9)));
+          // The first difference from `want`, or an empty string.
+          auto mismatch = [&](const std::vector<float>& y, const QString& path, const std::vector<float>& want) {
+            for (size_t i = 0; i < want.size(); ++i)
+              if (bits(y[i]) != bits(want[i]))
+                return label(t, in, out) + QString(" %1 tokens %2: y[%3] %4 != expected %5")
+                                               .arg(n_tokens)
+                                               .arg(path)
+                                               .arg(i)
+                                               .arg(double(y[i]), 0, 'g', 9)
+                                               .arg(double(want[i]), 0, 'g', 9);
+            return QString();
           };
           for (ThreadPool* pool : {&one, &three}) {
             const QString th = QString(" threads %1").arg(pool->size());
             for (GemmIsa isa : isas) {
               std::vector<float> y(ref.size(), -1.0f);
               gemm(isa, w.view(), xc.data(), xb, n_tokens, y.data(), *pool);
-              check(y, QString("gemm ") + gemm_isa_name(isa) + th, ref);
+              const QString bad = mismatch(y, QString("gemm ") + gemm_isa_name(isa) + th, ref);
+              if (!bad.isEmpty()) QFAIL(qPrintable(bad));
             }
             std::vector<float> y(ref.size(), -1.0f);
             matmul(w.view(), x.data(), n_tokens, y.data(), *pool);
-            check(y, "matmul" + th, via_gemm ? ref : below_gemm);
+            const QString bad = mismatch(y, "matmul" + th, via_gemm ? ref : below_gemm);
+            if (!bad.isEmpty()) QFAIL(qPrintable(bad));
           }
         }
       }
