@@ -5,7 +5,9 @@
 //   bandwidth   STREAM-like read: every thread sums its part of a 1 GiB buffer (AVX2 loads),
 //               best of 5 passes, GB/s.
 // JSON on stdout. Built and run by benchmarks/run.sh (links build-*/core/libkvscope_core.a):
-//   gemm_bench [--threads 2] [--reps 5] [--quick]
+//   gemm_bench [--threads 2] [--reps 5] [--quick] [--low-bit]
+// --low-bit runs only the Q2_K / Q3_K / IQ4_NL / IQ4_XS cases (random blocks: kvscope has no
+// quantizer for them) beside Q4_K on the same shape, so their speed can be read against it.
 // Alternating runs: old and new are timed in turn, rep by rep, and the medians reported.
 #include <algorithm>
 #include <atomic>
@@ -98,27 +100,50 @@ struct Case {
   int64_t k, n;  // in features, out rows
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int threads = 2, reps = 5;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc)
-      threads = std::stoi(argv[++i]);
-    else if (a == "--reps" && i + 1 < argc)
-      reps = std::stoi(argv[++i]);
-    else if (a == "--quick")
-      quick = true;
-    else {
-      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--reps N] [--quick]\n");
-      return 2;
+// Random blocks with finite f16 scales for the types kvscope cannot quantize (its reference
+// quantizers stop at Q6_K); the kernels' speed does not depend on the values.
+std::vector<uint8_t> random_weights(GgmlType type, int64_t k, int64_t n, std::mt19937& rng) {
+  const GgmlTypeInfo ti = ggml_type_info(type);
+  std::vector<uint8_t> w(ggml_row_bytes(type, k) * static_cast<size_t>(n));
+  for (auto& b : w) b = static_cast<uint8_t>(rng() & 0xFF);
+  std::vector<size_t> halves = {0};
+  if (type == GgmlType::Q2_K) halves = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+  if (type == GgmlType::Q3_K) halves = {offsetof(BlockQ3_K, d)};
+  std::normal_distribution<float> scale(0.0f, 0.01f);
+  for (size_t b = 0; b < w.size() / ti.block_bytes; ++b)
+    for (size_t off : halves) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      std::memcpy(w.data() + b * ti.block_bytes + off, &h, 2);
     }
-  }
-  ThreadPool pool(threads);
+  return w;
+}
+
+bool quantizable(GgmlType t) {
+  return t != GgmlType::Q2_K && t != GgmlType::Q3_K && t != GgmlType::IQ4_NL && t != GgmlType::IQ4_XS;
+}
+
+// The case's weight matrix: quantized normal values, or random blocks where kvscope has no quantizer.
+std::vector<uint8_t> case_weights(const Case& c, std::mt19937& rng) {
+  if (!quantizable(c.type)) return random_weights(c.type, c.k, c.n, rng);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(c.k * c.n));
+  for (auto& v : wf) v = 0.05f * dist(rng);
+  const size_t rb = ggml_row_bytes(c.type, c.k);
+  std::vector<uint8_t> wq(rb * static_cast<size_t>(c.n));
+  for (int64_t r = 0; r < c.n; ++r) quantize_row(c.type, wf.data() + r * c.k, wq.data() + r * rb, c.k);
+  return wq;
+}
+
+std::vector<Case> bench_cases(bool low_bit) {
   // gemma-3-270m (E 640, FFN 2048, 4 x 256 q heads, 1 x 256 kv) and the 110M llama (E 768, FFN 2048).
-  const std::vector<Case> cases = {
+  const std::vector<Case> low_bit_cases = {
+      {"ffn_down 2048->640 q4_K", GgmlType::Q4_K, 2048, 640},
+      {"ffn_down 2048->640 q2_K", GgmlType::Q2_K, 2048, 640},
+      {"ffn_down 2048->640 q3_K", GgmlType::Q3_K, 2048, 640},
+      {"ffn_down 2048->640 iq4_xs", GgmlType::IQ4_XS, 2048, 640},
+      {"ffn_down 2048->640 iq4_nl", GgmlType::IQ4_NL, 2048, 640},
+  };
+  const std::vector<Case> all_cases = {
       {"gemma ffn_up/gate 640->2048 q5_0", GgmlType::Q5_0, 640, 2048},
       {"gemma attn_q 640->1024 q8_0", GgmlType::Q8_0, 640, 1024},
       {"gemma ffn_down 2048->640 q4_K", GgmlType::Q4_K, 2048, 640},
@@ -127,6 +152,31 @@ int main(int argc, char** argv) {
       {"llama110m ffn_down 2048->768 q8_0", GgmlType::Q8_0, 2048, 768},
       {"q4_0 1024->1024", GgmlType::Q4_0, 1024, 1024},
   };
+  return low_bit ? low_bit_cases : all_cases;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 5;
+  bool quick = false, low_bit = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::stoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::stoi(argv[++i]);
+    else if (a == "--quick")
+      quick = true;
+    else if (a == "--low-bit")
+      low_bit = true;
+    else {
+      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--reps N] [--quick] [--low-bit]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool(threads);
+  const std::vector<Case> cases = bench_cases(low_bit);
   const std::vector<int64_t> token_counts =
       quick ? std::vector<int64_t>{1, 2, 4, 16, 128} : std::vector<int64_t>{1, 2, 3, 4, 8, 16, 32, 128, 512};
   std::mt19937 rng(7);
@@ -144,11 +194,7 @@ int main(int argc, char** argv) {
   std::printf("  \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    std::vector<float> wf(static_cast<size_t>(c.k * c.n));
-    for (auto& v : wf) v = 0.05f * dist(rng);
-    const size_t rb = ggml_row_bytes(c.type, c.k);
-    std::vector<uint8_t> wq(rb * static_cast<size_t>(c.n));
-    for (int64_t r = 0; r < c.n; ++r) quantize_row(c.type, wf.data() + r * c.k, wq.data() + r * rb, c.k);
+    const std::vector<uint8_t> wq = case_weights(c, rng);
     GgufTensorInfo info;
     info.name = "w";
     info.ne = {c.k, c.n};

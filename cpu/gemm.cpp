@@ -50,7 +50,32 @@ GemmIsa capped_isa() {
   return isa;
 }
 
-bool k_quant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
+// Types whose activations are Q8_K blocks (super-blocks of 256).
+bool k_quant(GgmlType t) {
+  return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q6_K ||
+         t == GgmlType::IQ4_XS;
+}
+// log2 of the offset the kernels remove from the unpacked levels (gemm_kernels.h): the
+// AVX-512 layout stores every level unsigned; the AVX2 layout keeps Q8_0/Q4_0/Q5_0/IQ4_NL/
+// IQ4_XS signed, while Q6_K and Q3_K stay unsigned for both.
+int level_shift(GgmlType t, bool signed_levels) {
+  switch (t) {
+    case GgmlType::Q6_K:
+      return 5;
+    case GgmlType::Q3_K:
+      return 2;
+    case GgmlType::Q4_0:
+      return signed_levels ? 0 : 3;
+    case GgmlType::Q5_0:
+      return signed_levels ? 0 : 4;
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+      return signed_levels ? 0 : 7;
+    default:
+      return 0;
+  }
+}
 // Tokens per tile: zmm lanes on AVX-512 unless the call has <= 8 tokens (then ymm lanes).
 int lanes_of(GemmIsa isa, int64_t n_tokens) { return isa == GemmIsa::Avx512Vnni && n_tokens > 8 ? 16 : 8; }
 int rows_of(GemmIsa isa) { return isa == GemmIsa::Avx512Vnni ? kRowsAvx512 : kRowsAvx2; }
@@ -124,45 +149,62 @@ struct TileScratch {
   }
 };
 
-// Unpacks weight row `src` as row r of the tile (levels by the AVX2 unpacker, scales here). signed_levels: AVX2 layout (true signed levels
-// for the Q8_0-activation types), else AVX-512 layout (level + offset, unsigned).
+// Per-block scales of a K-quant row into row r of the tile: d, dmin (affine types), sc (one per
+// sub-block) and pairs (the int16 pairs the kernels multiply with the activation sums: the mins
+// of affine types; for symmetric ones the scales, which remove the level offset, or zero where
+// the levels are stored signed).
+void k_scales(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signed_levels, TileScratch& s) {
+  const size_t bb = ggml_row_bytes(type, QK_K);
+  const int nsub = type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ? 8 : 16;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* bw = src + b * bb;
+    const int64_t rb = r * nb + b;
+    int sc[16] = {}, pr[16] = {};  // pr: the values paired into `pairs`
+    switch (type) {
+      case GgmlType::Q4_K: {
+        uint8_t u[8], m[8];
+        qdot::unpack_q4_k_scales(bw + qdot::kQ4_KScales, u, m);
+        for (int j = 0; j < 8; ++j) sc[j] = u[j], pr[j] = m[j];
+        s.d[rb] = qdot::load_half(bw), s.dmin[rb] = qdot::load_half(bw + qdot::kQ4_KDmin);
+        break;
+      }
+      case GgmlType::Q2_K:
+        for (int j = 0; j < 16; ++j) sc[j] = bw[qdot::kQ2_KScales + j] & 0xF, pr[j] = bw[qdot::kQ2_KScales + j] >> 4;
+        s.d[rb] = qdot::load_half(bw + qdot::kQ2_KD), s.dmin[rb] = qdot::load_half(bw + qdot::kQ2_KDmin);
+        break;
+      case GgmlType::Q6_K:
+        for (int j = 0; j < 16; ++j) sc[j] = pr[j] = static_cast<int8_t>(bw[qdot::kQ6_KScales + j]);
+        s.d[rb] = qdot::load_half(bw + qdot::kQ6_KD);
+        break;
+      case GgmlType::Q3_K: {
+        int8_t v[16];
+        q3_k_scales(bw + qdot::kQ3_KScales, v);
+        for (int j = 0; j < 16; ++j) sc[j] = pr[j] = v[j];
+        s.d[rb] = qdot::load_half(bw + qdot::kQ3_KD);
+        break;
+      }
+      default: {  // IQ4_XS
+        uint16_t h;
+        std::memcpy(&h, bw + qdot::kIQ4_XSScalesH, 2);
+        for (int j = 0; j < 8; ++j)
+          sc[j] = iq4_xs_scale(j, bw + qdot::kIQ4_XSScalesL, h), pr[j] = signed_levels ? 0 : sc[j];
+        s.d[rb] = qdot::load_half(bw);
+      }
+    }
+    for (int j = 0; j < nsub; ++j) s.sc[rb * nsub + j] = sc[j];
+    for (int p = 0; p < nsub / 2; ++p)
+      s.pairs[rb * (nsub / 2) + p] = static_cast<int32_t>(pair16(pr[2 * p], pr[2 * p + 1]));
+  }
+}
+
+// Unpacks weight row `src` as row r of the tile (levels by the AVX2 unpacker, scales here).
+// signed_levels: AVX2 layout, else AVX-512 layout (see gemm_kernels.h).
 void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signed_levels, TileScratch& s) {
   unpack_levels(type, src, nb, signed_levels, s.levels + r * s.view.k);
-  float* d = s.d + r * nb;
-  switch (type) {
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0: {
-      const size_t bb = ggml_row_bytes(type, QK8_0);  // d is the first field of all three
-      for (int64_t b = 0; b < nb; ++b) d[b] = qdot::load_half(src + b * bb);
-      return;
-    }
-    case GgmlType::Q4_K:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bw = src + b * sizeof(BlockQ4_K);
-        uint8_t sc[8], m[8];
-        qdot::unpack_q4_k_scales(bw + qdot::kQ4_KScales, sc, m);
-        d[b] = qdot::load_half(bw);
-        s.dmin[r * nb + b] = qdot::load_half(bw + qdot::kQ4_KDmin);
-        for (int j = 0; j < 8; ++j) s.sc[(r * nb + b) * 8 + j] = sc[j];
-        for (int p = 0; p < 4; ++p)
-          s.pairs[(r * nb + b) * 4 + p] = static_cast<int32_t>(pair16(m[2 * p], m[2 * p + 1]));
-      }
-      return;
-    case GgmlType::Q6_K:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bw = src + b * sizeof(BlockQ6_K);
-        int8_t sc[16];
-        std::memcpy(sc, bw + qdot::kQ6_KScales, 16);
-        d[b] = qdot::load_half(bw + qdot::kQ6_KD);
-        for (int j = 0; j < 16; ++j) s.sc[(r * nb + b) * 16 + j] = sc[j];
-        for (int p = 0; p < 8; ++p)
-          s.pairs[(r * nb + b) * 8 + p] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
-      }
-      return;
-    default:
-      throw std::invalid_argument("gemm: unsupported weight type");
-  }
+  if (k_quant(type)) return k_scales(type, src, nb, r, signed_levels, s);
+  // Q8_0, Q4_0, Q5_0, IQ4_NL: d is the first field of every block.
+  const size_t bb = ggml_row_bytes(type, QK8_0);
+  for (int64_t b = 0; b < nb; ++b) s.d[r * nb + b] = qdot::load_half(src + b * bb);
 }
 
 void zero_row(int64_t nb, int r, TileScratch& s) {
@@ -199,7 +241,7 @@ const char* gemm_isa_name(GemmIsa isa) {
 
 bool gemm_handles(GgmlType t) {
   return gemm_float_handles(t) || t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
-         t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+         t == GgmlType::IQ4_NL || k_quant(t);
 }
 
 void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int64_t n_tokens, float* y,
@@ -238,8 +280,7 @@ void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_byte
   });
 
   const bool signed_levels = isa == GemmIsa::Avx2;
-  int shift = 0;
-  if (!signed_levels) shift = type == GgmlType::Q8_0 ? 7 : type == GgmlType::Q4_0 ? 3 : type == GgmlType::Q5_0 ? 4 : 0;
+  const int shift = level_shift(type, signed_levels);
   const int64_t n_row_tiles = (n_out + R - 1) / R;
   pool.parallel_for(n_row_tiles, [&](int64_t rt0, int64_t rt1, int) {
     thread_local TileScratch s;

@@ -113,37 +113,51 @@ KVSCOPE_AVX512 void tile_q8_0_family(const RowTile& w, const uint8_t* p, int64_t
   for (int r = 0; r < n_rows; ++r) V::scatter(y + r, n_tok, ldy, acc[r]);
 }
 
-// Q4_K: sum_q = sum_j sc_j * sum(q * x) over 8 sub-blocks of 32, sum_m = sum_j m_j * bs32_j
-// (vpdpwssd on int16 pairs), acc += fma(d * dx, sum_q, -(dmin * dx * sum_m)).
-template <typename V>
-KVSCOPE_AVX512 void tile_q4_k(const RowTile& w, const uint8_t* p, int64_t nb, int n_rows, int n_tok, float* y,
-                              int64_t ldy) {
+// Sums of (level * x) over sub-block j of the block at pb / lv, for every row, in s[]: NSUB
+// sub-blocks of QK_K / NSUB levels (the panel holds 4 activation bytes of each token per dword).
+template <typename V, int NSUB>
+KVSCOPE_AVX512 inline void sub_block_sums(const uint8_t* pb, const uint8_t* lv, int64_t k, int j,
+                                          typename V::vi s[NR]) {
+  constexpr int L = V::L, C = QK_K / NSUB / 4;
+  for (int r = 0; r < NR; ++r) s[r] = V::zero();
+  for (int c = 0; c < C; ++c) {
+    const typename V::vi xv = V::load(pb + (j * C + c) * 4 * L);
+    for (int r = 0; r < NR; ++r) s[r] = V::dpbusd(s[r], bcast4<V>(lv + r * k + (QK_K / NSUB) * j + 4 * c), xv);
+  }
+}
+
+// sum_p pairs[p] . (activation sums of sub-blocks 2p, 2p+1) per row, by vpdpwssd on int16
+// pairs: NSUB = 8 reads the sums of 32 (panel offset 260 L), NSUB = 16 the sums of 16 (276 L).
+template <typename V, int NSUB>
+KVSCOPE_AVX512 inline void pair_terms(const RowTile& w, const uint8_t* pb, int64_t nb, int64_t b,
+                                      typename V::vi out[NR]) {
   constexpr int L = V::L;
-  const size_t BB = q8_k_block_bytes(L);
-  const int64_t k = w.k;
+  const size_t base = NSUB == 8 ? 260 * L : 276 * L;
+  for (int r = 0; r < NR; ++r) out[r] = V::zero();
+  for (int pp = 0; pp < NSUB / 2; ++pp) {
+    const typename V::vi bv = V::load(pb + base + pp * 4 * L);
+    for (int r = 0; r < NR; ++r) out[r] = V::dpwssd(out[r], V::set1(w.pairs[(r * nb + b) * (NSUB / 2) + pp]), bv);
+  }
+}
+
+// Affine K-quants, value = d * sc * q - dmin * m (Q4_K: 8 sub-blocks of 32, Q2_K: 16 of 16):
+// sum_q = sum_j sc_j * sum(q * x), sum_m = sum_j m_j * bsum_j, acc += fma(d dx, sum_q, -dmin dx sum_m).
+template <typename V, int NSUB>
+KVSCOPE_AVX512 void tile_k_affine(const RowTile& w, const uint8_t* p, int64_t nb, int n_rows, int n_tok, float* y,
+                                  int64_t ldy) {
+  const size_t BB = q8_k_block_bytes(V::L);
   typename V::vf acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = V::zerof();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = p + b * BB;
-    const uint8_t* lv = w.levels + b * QK_K;
-    typename V::vi q[NR];
+    typename V::vi q[NR], s[NR], m[NR];
     for (int r = 0; r < NR; ++r) q[r] = V::zero();
-    for (int j = 0; j < 8; ++j) {
-      typename V::vi s[NR];
-      for (int r = 0; r < NR; ++r) s[r] = V::zero();
-      for (int c = 0; c < 8; ++c) {
-        const typename V::vi xv = V::load(pb + (j * 8 + c) * 4 * L);
-        for (int r = 0; r < NR; ++r) s[r] = V::dpbusd(s[r], bcast4<V>(lv + r * k + 32 * j + 4 * c), xv);
-      }
-      for (int r = 0; r < NR; ++r) q[r] = V::add(q[r], V::mullo(s[r], V::set1(w.sc[(r * nb + b) * 8 + j])));
+    for (int j = 0; j < NSUB; ++j) {
+      sub_block_sums<V, NSUB>(pb, w.levels + b * QK_K, w.k, j, s);
+      for (int r = 0; r < NR; ++r) q[r] = V::add(q[r], V::mullo(s[r], V::set1(w.sc[(r * nb + b) * NSUB + j])));
     }
-    typename V::vi m[NR];
-    for (int r = 0; r < NR; ++r) m[r] = V::zero();
-    for (int pp = 0; pp < 4; ++pp) {
-      const typename V::vi bv = V::load(pb + 260 * L + pp * 4 * L);
-      for (int r = 0; r < NR; ++r) m[r] = V::dpwssd(m[r], V::set1(w.pairs[(r * nb + b) * 4 + pp]), bv);
-    }
-    const typename V::vf dx = V::loadf(pb + 256 * L);
+    pair_terms<V, NSUB>(w, pb, nb, b, m);
+    const typename V::vf dx = V::loadf(pb + 256 * V::L);
     for (int r = 0; r < NR; ++r) {
       const typename V::vf d = V::mulf(V::set1f(w.d[r * nb + b]), dx);
       const typename V::vf dmin = V::mulf(V::set1f(w.dmin[r * nb + b]), dx);
@@ -153,40 +167,28 @@ KVSCOPE_AVX512 void tile_q4_k(const RowTile& w, const uint8_t* p, int64_t nb, in
   for (int r = 0; r < n_rows; ++r) V::scatter(y + r, n_tok, ldy, acc[r]);
 }
 
-// Q6_K: sumi = sum_s sc_s * sum(q * x) over 16 sub-blocks of 16 - 32 * sum_s sc_s * bsum_s,
-// acc = fma(d * dx, sumi, acc).
-template <typename V>
-KVSCOPE_AVX512 void tile_q6_k(const RowTile& w, const uint8_t* p, int64_t nb, int n_rows, int n_tok, float* y,
-                              int64_t ldy) {
-  constexpr int L = V::L;
-  const size_t BB = q8_k_block_bytes(L);
-  const int64_t k = w.k;
-  const __m128i five = _mm_cvtsi32_si128(5);
+// Symmetric K-quants, value = d * sc * (u - 2^shift) with unsigned stored levels u (Q6_K: 16
+// sub-blocks, offset 32; Q3_K: 16, offset 4; IQ4_XS: 8 sub-blocks of 32, table level + 128):
+// sumi = sum_j sc_j * sum(u * x) - 2^shift * sum_j sc_j * bsum_j, acc = fma(d dx, sumi, acc).
+template <typename V, int NSUB>
+KVSCOPE_AVX512 void tile_k_sym(const RowTile& w, const uint8_t* p, int64_t nb, int n_rows, int n_tok, float* y,
+                               int64_t ldy) {
+  const size_t BB = q8_k_block_bytes(V::L);
+  const __m128i shift = _mm_cvtsi32_si128(w.offset_shift);
   typename V::vf acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = V::zerof();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = p + b * BB;
-    const uint8_t* lv = w.levels + b * QK_K;
-    typename V::vi q[NR];
+    typename V::vi q[NR], s[NR], corr[NR];
     for (int r = 0; r < NR; ++r) q[r] = V::zero();
-    for (int j = 0; j < 16; ++j) {
-      typename V::vi s[NR];
-      for (int r = 0; r < NR; ++r) s[r] = V::zero();
-      for (int c = 0; c < 4; ++c) {
-        const typename V::vi xv = V::load(pb + (j * 4 + c) * 4 * L);
-        for (int r = 0; r < NR; ++r) s[r] = V::dpbusd(s[r], bcast4<V>(lv + r * k + 16 * j + 4 * c), xv);
-      }
-      for (int r = 0; r < NR; ++r) q[r] = V::add(q[r], V::mullo(s[r], V::set1(w.sc[(r * nb + b) * 16 + j])));
+    for (int j = 0; j < NSUB; ++j) {
+      sub_block_sums<V, NSUB>(pb, w.levels + b * QK_K, w.k, j, s);
+      for (int r = 0; r < NR; ++r) q[r] = V::add(q[r], V::mullo(s[r], V::set1(w.sc[(r * nb + b) * NSUB + j])));
     }
-    typename V::vi corr[NR];
-    for (int r = 0; r < NR; ++r) corr[r] = V::zero();
-    for (int pp = 0; pp < 8; ++pp) {
-      const typename V::vi bv = V::load(pb + 276 * L + pp * 4 * L);
-      for (int r = 0; r < NR; ++r) corr[r] = V::dpwssd(corr[r], V::set1(w.pairs[(r * nb + b) * 8 + pp]), bv);
-    }
-    const typename V::vf dx = V::loadf(pb + 256 * L);
+    pair_terms<V, NSUB>(w, pb, nb, b, corr);
+    const typename V::vf dx = V::loadf(pb + 256 * V::L);
     for (int r = 0; r < NR; ++r) {
-      const typename V::vi sumi = V::sub(q[r], V::sll(corr[r], five));
+      const typename V::vi sumi = V::sub(q[r], V::sll(corr[r], shift));
       acc[r] = V::fmadd(V::mulf(V::set1f(w.d[r * nb + b]), dx), V::cvt(sumi), acc[r]);
     }
   }
@@ -198,11 +200,14 @@ void tile_width(GgmlType type, const RowTile& w, const uint8_t* panel_tile, int6
                 float* y, int64_t ldy) {
   switch (type) {
     case GgmlType::Q4_K:
-      tile_q4_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
-      return;
+      return tile_k_affine<V, 8>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+    case GgmlType::Q2_K:
+      return tile_k_affine<V, 16>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
     case GgmlType::Q6_K:
-      tile_q6_k<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
-      return;
+    case GgmlType::Q3_K:
+      return tile_k_sym<V, 16>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
+    case GgmlType::IQ4_XS:
+      return tile_k_sym<V, 8>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
     default:
       tile_q8_0_family<V>(w, panel_tile, n_blocks, n_rows, n_tok, y, ldy);
       return;

@@ -36,20 +36,22 @@ struct TokenPanel {
 
 // kRows weight rows unpacked (rows past the end of the matrix are zero-filled, never stored).
 // Levels are one byte per weight, row-major (stride = K bytes):
-//   AVX-512: unsigned, level + offset (Q8_0: +128, Q4_0: +8, Q5_0: +16; K-quants their stored
-//            unsigned values), the offset removed by `offset_shift` (offset = 1 << shift) times
-//            the activation block sum;
-//   AVX2:    signed true levels for Q8_0/Q4_0/Q5_0 (sign trick for maddubs), K-quants unsigned.
-// Scales per row and block: d (f32 of the weight's f16 d), dmin (Q4_K), sc (Q4_K 8, Q6_K 16 per
-// super-block, int32), pairs (Q4_K mins, Q6_K scales, as int16 pairs in an int32, for madd).
+//   AVX-512: unsigned, level + offset (Q8_0 / IQ4_NL / IQ4_XS: +128, Q4_0: +8, Q5_0: +16, Q6_K:
+//            +32, Q3_K: +4, Q2_K / Q4_K: their stored unsigned values), the offset removed by
+//            `offset_shift` (offset = 1 << shift) times the activation block (or sub-block) sums;
+//   AVX2:    signed true levels for Q8_0/Q4_0/Q5_0/IQ4_NL/IQ4_XS, the other K-quants as above.
+// Scales per row and block: d (f32 of the weight's f16 d), dmin (Q2_K, Q4_K), sc (one int32 per
+// sub-block: 8 for Q4_K / IQ4_XS, 16 for Q2_K / Q3_K / Q6_K), pairs (int16 pairs in an int32,
+// one per two sub-blocks, for madd with the activation sums: the mins of Q2_K / Q4_K, the scales
+// of Q3_K / Q6_K / IQ4_XS, zero for IQ4_XS's signed AVX2 levels).
 struct RowTile {
   const uint8_t* levels = nullptr;
   int64_t k = 0;                   // weights per row
   int64_t n_blocks = 0;            // quant blocks per row
   const float* d = nullptr;        // [row][block]
-  const float* dmin = nullptr;     // [row][block]          Q4_K
-  const int32_t* sc = nullptr;     // [row][block][8 | 16]  Q4_K | Q6_K
-  const int32_t* pairs = nullptr;  // [row][block][4 | 8]   Q4_K | Q6_K
+  const float* dmin = nullptr;     // [row][block]          Q2_K, Q4_K
+  const int32_t* sc = nullptr;     // [row][block][8 | 16]  sub-blocks of 32 | 16
+  const int32_t* pairs = nullptr;  // [row][block][4 | 8]   sub-blocks of 32 | 16
   int offset_shift = 0;
 };
 

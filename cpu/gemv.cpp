@@ -34,7 +34,9 @@ bool available() {
 }
 
 // Offset that makes the weight's levels unsigned bytes (see gemv_kernels.h).
-int32_t level_offset(GgmlType t) { return t == GgmlType::Q8_0 ? 128 : t == GgmlType::Q4_0 ? 8 : 16; }
+int32_t level_offset(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL ? 128 : t == GgmlType::Q4_0 ? 8 : 16;
+}
 
 // Rows per unit of work: enough that the row-group prefetch warm-up is noise.
 constexpr int64_t kRowsPerChunk = 64;
@@ -46,7 +48,8 @@ constexpr int kClaimsPerThread = 16;
 }  // namespace
 
 bool gemv_handles(GgmlType type) {
-  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0) && available();
+  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL) &&
+         available();
 }
 
 void gemv_multi(std::span<const GemvTarget> targets, const uint8_t* xc, ThreadPool& pool) {

@@ -1,4 +1,4 @@
-// AVX-512 VNNI GEMV (one token) for Q8_0 / Q4_0 / Q5_0 weights, bit for bit the AVX2/VNNI
+// AVX-512 VNNI GEMV (one token) for Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights, bit for bit the AVX2/VNNI
 // vec-dot of quant_dot_simd.cpp (dot_symmetric_q8_0). That kernel keeps two 8-lane float
 // accumulators per row, even blocks in acc0 and odd blocks in acc1, lane i summing
 // scale_b * (int32 sum of products 4i..4i+3 of block b), and returns hsum(acc0 + acc1). Here one
@@ -97,6 +97,19 @@ struct Q5_0Levels {
   }
 };
 
+// IQ4_NL: Q4_0's nibbles index the non-linear table; + 128 makes the levels unsigned.
+struct IQ4_NLLevels {
+  static constexpr size_t BB = sizeof(BlockIQ4_NL);
+  KVSCOPE_AVX512 static __m256i one(const uint8_t* b) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    return _mm256_xor_si256(_mm256_shuffle_epi8(t, Q4_0Levels::one(b)), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  KVSCOPE_AVX512 static __m512i two(const uint8_t* b) {
+    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    return _mm512_xor_si512(_mm512_shuffle_epi8(t, Q4_0Levels::two(b)), _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
 // Lanes 0-7 = f16 scale of block b, lanes 8-15 = that of block b + 1, widened, times dx.
 KVSCOPE_AVX512 inline __m512 pair_scales(const uint8_t* b, size_t bb, const float* dx16) {
   const uint32_t h = load_u16(b) | (static_cast<uint32_t>(load_u16(b + bb)) << 16);
@@ -164,8 +177,11 @@ KVSCOPE_AVX512 void gemv_q8_family_avx512(GgmlType type, const uint8_t* w, size_
     case GgmlType::Q5_0:
       rows_all<Q5_0Levels>(w, row_bytes, r0, r1, x, y);
       return;
+    case GgmlType::IQ4_NL:
+      rows_all<IQ4_NLLevels>(w, row_bytes, r0, r1, x, y);
+      return;
     default:
-      return;  // gemv.cpp only sends these three
+      return;  // gemv.cpp only sends these four
   }
 }
 

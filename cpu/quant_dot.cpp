@@ -105,13 +105,17 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
+    case GgmlType::IQ4_NL:
       return GgmlType::Q8_0;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1:
       return GgmlType::Q8_1;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
       return GgmlType::Q8_K;
     default:
       unsupported("vec_dot_type", weight_type);
@@ -185,6 +189,14 @@ float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_
       return qdot::dot_q5_k_fast(n, w, x);
     case GgmlType::Q6_K:
       return qdot::dot_q6_k_fast(n, w, x);
+    case GgmlType::Q2_K:
+      return qdot::dot_q2_k_fast(n, w, x);
+    case GgmlType::Q3_K:
+      return qdot::dot_q3_k_fast(n, w, x);
+    case GgmlType::IQ4_NL:
+      return qdot::dot_iq4_nl_fast(n, w, x);
+    case GgmlType::IQ4_XS:
+      return qdot::dot_iq4_xs_fast(n, w, x);
     default:
       unsupported("vec_dot", weight_type);
   }
@@ -216,6 +228,14 @@ float vec_dot_scalar(GgmlType weight_type, int64_t n, const void* w_row, const v
       return qdot::dot_q5_k_scalar(n, w, x);
     case GgmlType::Q6_K:
       return qdot::dot_q6_k_scalar(n, w, x);
+    case GgmlType::Q2_K:
+      return qdot::dot_q2_k_scalar(n, w, x);
+    case GgmlType::Q3_K:
+      return qdot::dot_q3_k_scalar(n, w, x);
+    case GgmlType::IQ4_NL:
+      return qdot::dot_iq4_nl_scalar(n, w, x);
+    case GgmlType::IQ4_XS:
+      return qdot::dot_iq4_xs_scalar(n, w, x);
     default:
       unsupported("vec_dot_scalar", weight_type);
   }

@@ -1,8 +1,8 @@
 #pragma once
 // Dot products between a weight row stored in its GGUF type and activations rounded to the
 // weight's "vec-dot type", exactly as ggml's CPU backend does it (F16 weights -> f16 activations,
-// BF16 -> bf16, Q8_0/Q4_0/Q5_0 -> Q8_0 blocks, Q4_1/Q5_1 -> Q8_1 blocks, K-quants -> Q8_K
-// blocks, F32 -> f32). Emulating that
+// BF16 -> bf16, Q8_0/Q4_0/Q5_0/IQ4_NL -> Q8_0 blocks, Q4_1/Q5_1 -> Q8_1 blocks, K-quants and
+// IQ4_XS -> Q8_K blocks, F32 -> f32). Emulating that
 // rounding is what lets us match llama.cpp's logits on quantized models closely, and integer
 // dot products are also the fast path on CPUs. SIMD (AVX2 / AVX-512) when compiled for it,
 // with a scalar path that is the reference in tests.

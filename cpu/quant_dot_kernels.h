@@ -37,6 +37,18 @@ constexpr size_t kQ6_KQl = offsetof(BlockQ6_K, ql);
 constexpr size_t kQ6_KQh = offsetof(BlockQ6_K, qh);
 constexpr size_t kQ6_KScales = offsetof(BlockQ6_K, scales);
 constexpr size_t kQ6_KD = offsetof(BlockQ6_K, d);
+constexpr size_t kQ2_KScales = offsetof(BlockQ2_K, scales);
+constexpr size_t kQ2_KQs = offsetof(BlockQ2_K, qs);
+constexpr size_t kQ2_KD = offsetof(BlockQ2_K, d);
+constexpr size_t kQ2_KDmin = offsetof(BlockQ2_K, dmin);
+constexpr size_t kQ3_KHmask = offsetof(BlockQ3_K, hmask);
+constexpr size_t kQ3_KQs = offsetof(BlockQ3_K, qs);
+constexpr size_t kQ3_KScales = offsetof(BlockQ3_K, scales);
+constexpr size_t kQ3_KD = offsetof(BlockQ3_K, d);
+constexpr size_t kIQ4_NLQs = offsetof(BlockIQ4_NL, qs);
+constexpr size_t kIQ4_XSScalesH = offsetof(BlockIQ4_XS, scales_h);
+constexpr size_t kIQ4_XSScalesL = offsetof(BlockIQ4_XS, scales_l);
+constexpr size_t kIQ4_XSQs = offsetof(BlockIQ4_XS, qs);
 constexpr size_t kQ8_KQs = offsetof(BlockQ8_K, qs);
 constexpr size_t kQ8_KBsums = offsetof(BlockQ8_K, bsums);
 
@@ -89,6 +101,28 @@ inline void unpack_q4_k_scales_words(const uint8_t* q, uint8_t out[16]) {
   std::memcpy(out, r, 16);
 }
 
+// The 256 two-bit levels (0..3) of the Q2_K block at bw, in element order: group g of 16 takes
+// bits 2 * ((g % 8) / 2) of bytes 32 * (g / 8) + 16 * (g % 2) + l.
+inline void q2_k_levels(const uint8_t* bw, uint8_t out[QK_K]) {
+  for (int g = 0; g < 16; ++g) {
+    const uint8_t* q = bw + kQ2_KQs + 32 * (g / 8) + 16 * (g % 2);
+    const int shift = 2 * ((g % 8) / 2);
+    for (int l = 0; l < 16; ++l) out[16 * g + l] = static_cast<uint8_t>((q[l] >> shift) & 3);
+  }
+}
+
+// The 256 signed levels (-4..3) of the Q3_K block at bw: Q2_K's two bits, minus 4 where the
+// group's hmask bit (bit g / 2 of hmask[16 * (g % 2) + l]) is clear.
+inline void q3_k_levels(const uint8_t* bw, int8_t out[QK_K]) {
+  for (int g = 0; g < 16; ++g) {
+    const uint8_t* q = bw + kQ3_KQs + 32 * (g / 8) + 16 * (g % 2);
+    const uint8_t* hm = bw + kQ3_KHmask + 16 * (g % 2);
+    const int shift = 2 * ((g % 8) / 2);
+    for (int l = 0; l < 16; ++l)
+      out[16 * g + l] = static_cast<int8_t>(((q[l] >> shift) & 3) - ((hm[l] >> (g / 2)) & 1 ? 0 : 4));
+  }
+}
+
 // The K-quant kernels end each super-block with explicit std::fma calls (never contracted or
 // split by the compiler), so the scalar and SIMD kernels produce the same bits.
 
@@ -104,6 +138,10 @@ float dot_q5_1_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q5_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q2_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q3_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_iq4_nl_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_iq4_xs_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 
 // Fast kernels (quant_dot_simd.cpp); they fall back to the scalar ones without AVX2.
 float dot_f32_fast(int64_t n, const uint8_t* w, const uint8_t* x);
@@ -117,5 +155,10 @@ float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+// quant_dot_low_bit_simd.cpp
+float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_iq4_xs_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 
 }  // namespace kvscope::qdot

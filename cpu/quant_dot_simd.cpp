@@ -2,7 +2,7 @@
 // AVX-512 VNNI (VL) replaces the maddubs/madd pairs of the integer kernels with vpdpbusd /
 // vpdpwssd. The K-quant kernels reduce each super-block to an exact int32 and then scale it with
 // the same float expression as the scalar kernel, so they agree with it bit for bit; Q8_0/Q4_0
-// and the float kernels keep vector float accumulators (ggml does the same), which differs from
+// (Q5_0, IQ4_NL) and the float kernels keep vector float accumulators (ggml does the same), which differs from
 // the scalar result only by float rounding.
 #include "cpu/quant_dot_kernels.h"
 
@@ -187,6 +187,16 @@ float dot_q8_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
 float dot_q4_0_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
   return dot_symmetric_q8_0(n / QK4_0, sizeof(BlockQ4_0), w, x,
                             [](const uint8_t* bw) { return unpack_q4_0(bw + kQ4_0Qs); });
+}
+
+// IQ4_NL: Q4_0's block layout with the nibbles indexing the non-linear table (vpshufb per lane).
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  return dot_symmetric_q8_0(n / QK4_NL, sizeof(BlockIQ4_NL), w, x, [](const uint8_t* bw) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + kIQ4_NLQs));
+    const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+  });
 }
 
 namespace {
@@ -384,6 +394,7 @@ float dot_q5_1_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_
 float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q4_k_scalar(n, w, x); }
 float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q5_k_scalar(n, w, x); }
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q6_k_scalar(n, w, x); }
+float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_nl_scalar(n, w, x); }
 
 #endif
 

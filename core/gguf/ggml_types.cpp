@@ -2,6 +2,8 @@
 // The quantizers live in quantize_ref.cpp; block layouts are in ggml_types.h.
 #include "gguf/ggml_types.h"
 
+#include "gguf/dequant_low_bit.h"
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -30,13 +32,13 @@ constexpr TypeRow kTypes[] = {
     {2, {"q4_0", 32, 18, true}},       {3, {"q4_1", 32, 20, true}},
     {6, {"q5_0", 32, 22, true}},       {7, {"q5_1", 32, 24, true}},
     {8, {"q8_0", 32, 34, true}},       {9, {"q8_1", 32, 36, false}},  // activations only,
-    {10, {"q2_K", 256, 84, false}},    {11, {"q3_K", 256, 110, false}},
+    {10, {"q2_K", 256, 84, true}},     {11, {"q3_K", 256, 110, true}},
     {12, {"q4_K", 256, 144, true}},    {13, {"q5_K", 256, 176, true}},
     {14, {"q6_K", 256, 210, true}},    {15, {"q8_K", 256, 292, false}},  // activations only
     {16, {"iq2_xxs", 256, 66, false}}, {17, {"iq2_xs", 256, 74, false}},
     {18, {"iq3_xxs", 256, 98, false}}, {19, {"iq1_s", 256, 50, false}},
-    {20, {"iq4_nl", 32, 18, false}},   {21, {"iq3_s", 256, 110, false}},
-    {22, {"iq2_s", 256, 82, false}},   {23, {"iq4_xs", 256, 136, false}},
+    {20, {"iq4_nl", 32, 18, true}},    {21, {"iq3_s", 256, 110, false}},
+    {22, {"iq2_s", 256, 82, false}},   {23, {"iq4_xs", 256, 136, true}},
     {24, {"i8", 1, 1, false}},         {25, {"i16", 1, 2, false}},
     {26, {"i32", 1, 4, false}},        {27, {"i64", 1, 8, false}},
     {28, {"f64", 1, 8, false}},        {29, {"iq1_m", 256, 56, false}},
@@ -318,6 +320,14 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q8_K:
       dequant_blocks<BlockQ8_K>(src, dst, n, QK_K, dequant_q8_k);
       return;
+    case GgmlType::Q2_K:
+      return dequant::q2_k(bytes, dst, n);
+    case GgmlType::Q3_K:
+      return dequant::q3_k(bytes, dst, n);
+    case GgmlType::IQ4_NL:
+      return dequant::iq4_nl(bytes, dst, n);
+    case GgmlType::IQ4_XS:
+      return dequant::iq4_xs(bytes, dst, n);
     default:
       throw std::invalid_argument("dequantize_row: type " + ggml_type_name(static_cast<uint32_t>(t)) +
                                   " is not supported by kvscope");

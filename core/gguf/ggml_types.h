@@ -50,7 +50,11 @@ constexpr int QK5_0 = 32;
 constexpr int QK5_1 = 32;
 constexpr int QK8_1 = 32;
 constexpr int QK_K = 256;
+constexpr int QK4_NL = 32;
 constexpr int K_SCALE_SIZE = 12;
+
+// The 16 levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl): a nibble indexes this table.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 using ggml_half = uint16_t;  // IEEE binary16 bits
 
@@ -84,6 +88,28 @@ struct BlockQ8_1 {
   ggml_half s;
   int8_t qs[QK8_1];
 };  // 36 (activations only)
+struct BlockQ2_K {
+  uint8_t scales[QK_K / 16];  // low nibble: scale, high nibble: min, per 16 values
+  uint8_t qs[QK_K / 4];       // 2-bit levels
+  ggml_half d;
+  ggml_half dmin;
+};  // 84
+struct BlockQ3_K {
+  uint8_t hmask[QK_K / 8];  // third bit of each level (set: level as is, clear: level - 4)
+  uint8_t qs[QK_K / 4];     // low 2 bits of the levels
+  uint8_t scales[12];       // 16 six-bit scales, biased by 32
+  ggml_half d;
+};  // 110
+struct BlockIQ4_NL {
+  ggml_half d;
+  uint8_t qs[QK4_NL / 2];  // indices into kIq4nlValues
+};                         // 18
+struct BlockIQ4_XS {
+  ggml_half d;
+  uint16_t scales_h;            // top 2 bits of the 8 six-bit scales (biased by 32)
+  uint8_t scales_l[QK_K / 64];  // low 4 bits of the scales, two per byte
+  uint8_t qs[QK_K / 2];         // indices into kIq4nlValues
+};                              // 136
 struct BlockQ4_K {
   ggml_half d;
   ggml_half dmin;
@@ -115,6 +141,10 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
@@ -152,6 +182,21 @@ inline void q4_k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
     sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// The 16 six-bit scales of a Q3_K block (ggml's packing: low 4 bits in bytes 0-7, two per
+// byte; top 2 bits in bytes 8-11), with the bias of 32 removed.
+inline void q3_k_scales(const uint8_t* q, int8_t out[16]) {
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (q[j % 8] >> (4 * (j / 8))) & 0xF;
+    const int hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+  }
+}
+
+// The j-th (0..7) scale of an IQ4_XS block, bias of 32 removed.
+inline int iq4_xs_scale(int j, const uint8_t* scales_l, uint16_t scales_h) {
+  return (((scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((scales_h >> (2 * j)) & 3) << 4)) - 32;
 }
 
 // Dequantize n elements (a whole number of blocks) of type t into f32.

@@ -309,14 +309,14 @@ class TestModelErrors : public QObject {
   }
 
   void unsupported_tensor_type() {
-    // iq4_nl is a real ggml type (32 elements in 18 bytes) that kvscope does not multiply.
-    EXPECT_LOAD_ERROR(make("iq4_nl", edit_tensor("blk.0.attn_q.weight",
-                                                 [](TensorCopy& c) {
-                                                   c.raw = true;
-                                                   c.raw_type = 20;
-                                                   c.raw_bytes.assign(32 * 18, 0);
-                                                 })),
-                      "ModelError", "blk.0.attn_q.weight", "iq4_nl", "does not support");
+    // mxfp4 is a real ggml type (32 elements in 17 bytes) that kvscope does not multiply.
+    EXPECT_LOAD_ERROR(make("mxfp4", edit_tensor("blk.0.attn_q.weight",
+                                                [](TensorCopy& c) {
+                                                  c.raw = true;
+                                                  c.raw_type = 39;
+                                                  c.raw_bytes.assign(32 * 17, 0);
+                                                })),
+                      "ModelError", "blk.0.attn_q.weight", "mxfp4", "does not support");
     // A type number ggml never defined: nothing can size it.
     EXPECT_LOAD_ERROR(make("type-77", edit_tensor("blk.1.ffn_gate.weight",
                                                   [](TensorCopy& c) {
