@@ -5,6 +5,7 @@
 
 #include "jinja/error.h"
 #include "jinja/filters_impl.h"
+#include "jinja/format.h"
 #include "jinja/json_dump.h"
 #include "jinja/text.h"
 #include "jinja/utf8.h"
@@ -20,8 +21,14 @@ Value f_default(Interpreter&, const Value& v, Args& a) {
 }
 
 Value f_length(Interpreter&, const Value& v, Args&) { return Value(length(v)); }
-Value f_string(Interpreter&, const Value& v, Args&) { return Value(to_str(v)); }
-Value f_safe(Interpreter&, const Value& v, Args&) { return v; }
+Value as_markup(std::string s) {
+  Value out(std::move(s));
+  out.markup = true;
+  return out;
+}
+
+Value f_string(Interpreter&, const Value& v, Args&) { return v.markup ? v : Value(to_str(v)); }
+Value f_safe(Interpreter&, const Value& v, Args&) { return v.markup ? v : as_markup(to_str(v)); }
 Value f_lower(Interpreter&, const Value& v, Args&) { return Value(ascii_lower(to_str(v))); }
 Value f_upper(Interpreter&, const Value& v, Args&) { return Value(ascii_upper(to_str(v))); }
 Value f_capitalize(Interpreter&, const Value& v, Args&) { return Value(py_capitalize(to_str(v))); }
@@ -142,22 +149,13 @@ Value f_indent(Interpreter& in, const Value& v, Args& a) {
   return Value(first ? pad + out : out);
 }
 
-Value f_escape(Interpreter&, const Value& v, Args&) {
-  std::string out;
-  for (char c : to_str(v)) {
-    if (c == '&')
-      out += "&amp;";
-    else if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '"')
-      out += "&#34;";
-    else if (c == '\'')
-      out += "&#39;";
-    else
-      out += c;
-  }
+Value f_escape(Interpreter&, const Value& v, Args&) { return v.markup ? v : as_markup(html_escape(to_str(v))); }
+
+// jinja2's format filter: printf-style, the arguments as a tuple.
+Value f_format(Interpreter& in, const Value& v, Args& a) {
+  if (!a.keyword.empty()) throw Error("format filter: keyword arguments are not supported");
+  const std::string out = percent_format(to_str(v), Value::list(a.positional, true));
+  in.check_string(out.size());
   return Value(out);
 }
 
@@ -213,6 +211,7 @@ FilterFn find_filter(const std::string& name) {
       {"min", f_min},
       {"max", f_max},
       {"batch", f_batch},
+      {"format", f_format},
   };
   auto it = filters.find(name);
   return it == filters.end() ? nullptr : it->second;

@@ -43,12 +43,13 @@ Value select_impl(Interpreter& in, const Value& seq, Args& a, bool by_attr, bool
     test_args.positional.assign(a.positional.begin() + static_cast<long>(next) + 1, a.positional.end());
   }
   List out;
+  if (!truthy(seq)) return Value::seq({}, SeqKind::Generator);  // jinja2 checks `if seq:` first
   for (const auto& item : iterate(seq)) {
     const Value subject = by_attr ? attribute_of(in, item, attr) : item;
     const bool ok = test ? test(in, subject, test_args) : truthy(subject);
     if (ok == keep) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::seq(std::move(out), SeqKind::Generator);
 }
 
 List pairs_of(const Value& v) {
@@ -79,6 +80,7 @@ Value f_first(Interpreter&, const Value& v, Args&) {
 }
 
 Value f_last(Interpreter&, const Value& v, Args&) {
+  if (v.is_list() && v.seq_kind() == SeqKind::Generator) throw Error("'generator' object is not reversible");
   const List items = iterate(v);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
@@ -100,9 +102,9 @@ Value f_join(Interpreter& in, const Value& v, Args& a) {
 Value f_list(Interpreter&, const Value& v, Args&) { return Value::list(iterate(v)); }
 
 Value f_items(Interpreter&, const Value& v, Args&) {
-  if (v.is_undefined()) return Value::list({});
+  if (v.is_undefined()) return Value::seq({}, SeqKind::Generator);
   if (!v.is_dict() || v.dict_box().is_namespace) throw Error("Can only get item pairs from a mapping.");
-  return Value::list(pairs_of(v));
+  return Value::seq(pairs_of(v), SeqKind::Generator);
 }
 
 Value f_dictsort(Interpreter&, const Value& v, Args& a) {
@@ -120,6 +122,7 @@ Value f_dictsort(Interpreter&, const Value& v, Args& a) {
 
 Value f_map(Interpreter& in, const Value& v, Args& a) {
   List out;
+  if (!truthy(v)) return Value::seq({}, SeqKind::Generator);  // jinja2 checks `if value:` first
   for (const auto& [k, attr] : a.keyword) {
     if (k != "attribute") continue;
     const Value fallback = a.get(99, "default");
@@ -127,7 +130,7 @@ Value f_map(Interpreter& in, const Value& v, Args& a) {
       Value x = attribute_of(in, item, to_str(attr));
       out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
     }
-    return Value::list(std::move(out));
+    return Value::seq(std::move(out), SeqKind::Generator);
   }
   if (a.positional.empty()) throw Error("map requires a filter name or attribute=");
   const std::string name = to_str(a.positional[0]);
@@ -137,7 +140,7 @@ Value f_map(Interpreter& in, const Value& v, Args& a) {
   rest.positional.assign(a.positional.begin() + 1, a.positional.end());
   rest.keyword = a.keyword;
   for (const auto& item : iterate(v)) out.push_back(f(in, item, rest));
-  return Value::list(std::move(out));
+  return Value::seq(std::move(out), SeqKind::Generator);
 }
 
 Value f_select(Interpreter& in, const Value& v, Args& a) { return select_impl(in, v, a, false, true); }
@@ -145,10 +148,13 @@ Value f_reject(Interpreter& in, const Value& v, Args& a) { return select_impl(in
 Value f_selectattr(Interpreter& in, const Value& v, Args& a) { return select_impl(in, v, a, true, true); }
 Value f_rejectattr(Interpreter& in, const Value& v, Args& a) { return select_impl(in, v, a, true, false); }
 
+// jinja2 returns reversed(value): an iterator, except for what cannot be reversed in place
+// (a generator), which it turns into a reversed list.
 Value f_reverse(Interpreter&, const Value& v, Args&) {
   List items = iterate(v);
   std::reverse(items.begin(), items.end());
-  if (!v.is_string()) return Value::list(std::move(items));
+  if (v.is_list() && v.seq_kind() == SeqKind::Generator) return Value::list(std::move(items));
+  if (!v.is_string()) return Value::seq(std::move(items), SeqKind::Generator);
   std::string out;
   for (const auto& c : items) out += c.str();
   return Value(out);
@@ -176,7 +182,7 @@ Value f_unique(Interpreter& in, const Value& v, Args& a) {
     seen.push_back(k);
     out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::seq(std::move(out), SeqKind::Generator);
 }
 
 Value f_sum(Interpreter& in, const Value& v, Args& a) {
@@ -203,7 +209,7 @@ Value f_batch(Interpreter&, const Value& v, Args& a) {
     while (!fill.is_none() && static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
     out.push_back(Value::list(std::move(cur)));
   }
-  return Value::list(std::move(out));
+  return Value::seq(std::move(out), SeqKind::Generator);
 }
 
 }  // namespace kvscope::jinja

@@ -29,7 +29,9 @@ bool t_callable(Interpreter&, const Value& v, Args&) { return v.is_function(); }
 bool t_iterable(Interpreter&, const Value& v, Args&) {
   return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict_box().is_namespace);
 }
-bool t_sequence(Interpreter& in, const Value& v, Args& a) { return t_iterable(in, v, a); }
+bool t_sequence(Interpreter&, const Value& v, Args&) {
+  return v.is_undefined() || v.is_string() || v.is_plain_seq() || (v.is_dict() && !v.dict_box().is_namespace);
+}
 bool t_eq(Interpreter&, const Value& v, Args& a) { return equals(v, arg0(a)); }
 bool t_ne(Interpreter&, const Value& v, Args& a) { return !equals(v, arg0(a)); }
 bool t_lt(Interpreter&, const Value& v, Args& a) { return less(require_defined(v), require_defined(arg0(a))); }

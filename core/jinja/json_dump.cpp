@@ -82,7 +82,7 @@ std::string scalar(const Value& v) {
 
 std::string key_text(const Value& k, const JsonDumpOptions& o) {
   if (k.is_string()) return quote(k.str(), o.ensure_ascii);
-  if (k.is_number() || k.is_none()) return "\"" + scalar(k) + "\"";
+  if (k.is_number() || k.is_none()) return cat({"\"", scalar(k), "\""});
   throw Error("keys must be str, int, float, bool or None, not " + k.type_name());
 }
 
@@ -108,7 +108,7 @@ void Dumper::dump(const Value& v, int level) {
     out += quote(v.str(), o_.ensure_ascii);
   } else if (v.is_none() || v.is_number()) {
     out += scalar(v);
-  } else if (v.is_list()) {
+  } else if (v.is_plain_seq()) {
     if (v.items().empty()) {
       out += "[]";
       return;

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "jinja/error.h"
+#include "jinja/format.h"
 #include "jinja/interpreter.h"
 #include "jinja/text.h"
 #include "jinja/utf8.h"
@@ -37,41 +38,6 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   const std::string& x = affix.str();
   if (x.size() > s.size()) return false;
   return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
-// str.format with {}, {0} and {name} fields (no format specs).
-std::string py_format(const std::string& fmt, const Args& a) {
-  std::string out;
-  size_t auto_index = 0;
-  for (size_t i = 0; i < fmt.size(); ++i) {
-    const char c = fmt[i];
-    if ((c == '{' || c == '}') && i + 1 < fmt.size() && fmt[i + 1] == c) {
-      out += c;
-      ++i;
-      continue;
-    }
-    if (c == '}') throw Error("Single '}' encountered in format string");
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    const size_t close = fmt.find('}', i);
-    if (close == std::string::npos) throw Error("Single '{' encountered in format string");
-    const std::string field = fmt.substr(i + 1, close - i - 1);
-    if (field.find_first_of(":!") != std::string::npos) throw Error("format specs are not supported");
-    size_t index = SIZE_MAX;
-    if (field.empty())
-      index = auto_index++;
-    else if (std::all_of(field.begin(), field.end(),
-                         [](char d) { return std::isdigit(static_cast<unsigned char>(d)); }))
-      index = static_cast<size_t>(std::stoul(field));
-    const std::string key = index == SIZE_MAX ? field : std::string("\x01");
-    if (!a.has(index, key)) throw Error("format: no argument for '{" + field + "}'");
-    const Value v = a.get(index, key);
-    out += to_str(v);
-    i = close;
-  }
-  return out;
 }
 
 Value string_method(Interpreter& in, const std::string& s, const std::string& name, Args& a) {
@@ -146,6 +112,7 @@ Value dict_method(const Value& d, const std::string& name, Args& a) {
     return v ? *v : a.get(1, "default", Value(None{}));
   }
   List out;
+  const SeqKind kind = name == "keys" ? SeqKind::KeysView : name == "values" ? SeqKind::ValuesView : SeqKind::ItemsView;
   for (const auto& [k, v] : d.entries()) {
     if (name == "keys")
       out.push_back(k);
@@ -154,7 +121,7 @@ Value dict_method(const Value& d, const std::string& name, Args& a) {
     else
       out.push_back(Value::list({k, v}, true));
   }
-  return Value::list(std::move(out));
+  return Value::seq(std::move(out), kind);
 }
 
 const std::unordered_set<std::string> kStrMethods = {
@@ -182,7 +149,7 @@ Value find_method(Interpreter& in, const Value& obj, const std::string& name) {
       throw Error("access to attribute '" + name + "' of '" + type + "' object is unsafe.");
     });
   }
-  return Value::undefined("'" + obj.type_name() + " object' has no attribute '" + name + "'");
+  return Value::undefined(cat({"'", obj.type_name(), " object' has no attribute '", name, "'"}));
 }
 
 }  // namespace kvscope::jinja

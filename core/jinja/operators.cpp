@@ -2,7 +2,9 @@
 #include <cmath>
 
 #include "jinja/error.h"
+#include "jinja/format.h"
 #include "jinja/interpreter.h"
+#include "jinja/text.h"
 #include "jinja/utf8.h"
 
 namespace kvscope::jinja {
@@ -65,25 +67,41 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   return Value(std::pow(x, y));
 }
 
+// Markup + str (either order): the str side is HTML-escaped, as markupsafe does.
+Value markup_concat(Interpreter& in, const Value& a, const Value& b) {
+  const std::string x = a.markup ? a.str() : html_escape(a.str());
+  const std::string y = b.markup ? b.str() : html_escape(b.str());
+  in.check_string(x.size() + y.size());
+  Value out(x + y);
+  out.markup = true;
+  return out;
+}
+
 }  // namespace
 
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   require_defined(a);
   require_defined(b);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
+  if (op == "+" && (a.markup || b.markup) && a.is_string() != b.is_string()) type_error(op, a, b);
+  if (op == "+" && (a.markup || b.markup)) return markup_concat(in, a, b);
   if (op == "+" && a.is_string() && b.is_string()) {
     in.check_string(a.str().size() + b.str().size());
     return Value(a.str() + b.str());
   }
-  if (op == "+" && a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (op == "+" && a.is_plain_seq() && b.is_plain_seq() && a.is_tuple() == b.is_tuple()) {
     in.check_list(a.items().size() + b.items().size());
     List out = a.items();
     out.insert(out.end(), b.items().begin(), b.items().end());
     return Value::list(std::move(out), a.is_tuple());
   }
-  if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
-  if (op == "*" && (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
-  if (op == "%" && a.is_string()) throw Error("printf-style string formatting is not supported");
+  if (op == "*" && (a.is_string() || a.is_plain_seq()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
+  if (op == "*" && (b.is_string() || b.is_plain_seq()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
+  if (op == "%" && a.is_string()) {
+    const std::string out = percent_format(a.str(), b);
+    in.check_string(out.size());
+    return Value(out);
+  }
   type_error(op, a, b);
 }
 
@@ -113,13 +131,13 @@ Value get_attr(Interpreter& in, const Value& obj, const std::string& name) {
     Value method = find_method(in, obj, name);
     if (!method.is_undefined()) return method;
   }
-  return Value::undefined("'" + obj.type_name() + " object' has no attribute '" + name + "'");
+  return Value::undefined(cat({"'", obj.type_name(), " object' has no attribute '", name, "'"}));
 }
 
 Value get_item(Interpreter& in, const Value& obj, const Value& key) {
   if (obj.is_dict() && !obj.dict_box().is_namespace) {
     if (const Value* v = obj.find(key)) return *v;
-  } else if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  } else if ((obj.is_plain_seq() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     const bool is_str = obj.is_string();
     std::vector<std::string> chars;
     if (is_str) chars = utf8_chars(obj.str());
@@ -129,7 +147,7 @@ Value get_item(Interpreter& in, const Value& obj, const Value& key) {
     if (i >= 0 && i < n) return is_str ? Value(chars[static_cast<size_t>(i)]) : obj.items()[static_cast<size_t>(i)];
   }
   if (key.is_string()) return get_attr(in, obj, key.str());
-  return Value::undefined("'" + obj.type_name() + " object' has no element " + to_repr(key));
+  return Value::undefined(cat({"'", obj.type_name(), " object' has no element ", to_repr(key)}));
 }
 
 namespace {
@@ -155,7 +173,8 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     step = step_v.as_int();
   }
   if (step == 0) throw Error("slice step cannot be zero");
-  if (!obj.is_string() && !obj.is_list()) throw Error("'" + obj.type_name() + "' object is not subscriptable");
+  if (!obj.is_string() && !obj.is_plain_seq())
+    throw Error(cat({"'", obj.type_name(), "' object is not subscriptable"}));
   std::vector<std::string> chars;
   if (obj.is_string()) chars = utf8_chars(obj.str());
   const auto n = static_cast<int64_t>(obj.is_string() ? chars.size() : obj.items().size());

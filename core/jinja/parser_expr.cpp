@@ -295,7 +295,7 @@ NodePtr Parser::parse_filter(NodePtr node) {
   expect_op("|");
   auto n = make(NodeKind::Filter);
   n->name = expect_name();
-  while (accept_op(".")) n->name += "." + expect_name();
+  while (accept_op(".")) n->name += cat({".", expect_name()});
   n->kids = {node};
   if (is_op("(")) parse_call_args(*n);
   return n;
@@ -306,7 +306,7 @@ NodePtr Parser::parse_test(NodePtr node) {
   auto n = make(NodeKind::Test);
   n->negated = accept_name("not");
   n->name = expect_name();
-  while (accept_op(".")) n->name += "." + expect_name();
+  while (accept_op(".")) n->name += cat({".", expect_name()});
   n->kids = {node};
   const Token& t = cur();
   const bool arg_start = t.type == Tok::String || t.type == Tok::Int || t.type == Tok::Float ||

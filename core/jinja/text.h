@@ -17,5 +17,6 @@ std::string ascii_lower(std::string s);
 std::string ascii_upper(std::string s);
 std::string py_title(const std::string& s);       // str.title()
 std::string py_capitalize(const std::string& s);  // str.capitalize()
+std::string html_escape(const std::string& s);    // markupsafe.escape
 
 }  // namespace kvscope::jinja

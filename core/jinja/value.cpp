@@ -13,7 +13,13 @@ namespace kvscope::jinja {
 
 Value Value::list(List items, bool tuple) {
   Value x;
-  x.v = std::make_shared<ListBox>(ListBox{std::move(items), tuple});
+  x.v = std::make_shared<ListBox>(ListBox{std::move(items), tuple ? SeqKind::Tuple : SeqKind::List});
+  return x;
+}
+
+Value Value::seq(List items, SeqKind kind) {
+  Value x;
+  x.v = std::make_shared<ListBox>(ListBox{std::move(items), kind});
   return x;
 }
 
@@ -42,7 +48,10 @@ int64_t Value::as_int() const {
 
 std::string Value::type_name() const {
   static const char* names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
-  if (is_tuple()) return "tuple";
+  if (is_list()) {
+    static const char* seq_names[] = {"list", "tuple", "generator", "dict_items", "dict_keys", "dict_values"};
+    return seq_names[static_cast<int>(seq_kind())];
+  }
   if (is_dict() && dict_box().is_namespace) return "Namespace";
   return names[v.index()];
 }
@@ -67,7 +76,7 @@ bool truthy(const Value& v) {
   if (v.is_int()) return std::get<int64_t>(v.v) != 0;
   if (v.is_float()) return std::get<double>(v.v) != 0.0;
   if (v.is_string()) return !v.str().empty();
-  if (v.is_list()) return !v.items().empty();
+  if (v.is_list()) return v.seq_kind() == SeqKind::Generator || !v.items().empty();
   if (v.is_dict()) return v.dict_box().is_namespace || !v.entries().empty();
   return true;
 }
@@ -84,7 +93,8 @@ bool dict_equals(const Value& a, const Value& b) {
 }
 
 bool list_equals(const Value& a, const Value& b) {
-  if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
+  if (!a.is_plain_seq()) return &a.list_box() == &b.list_box();
+  if (a.seq_kind() != b.seq_kind() || a.items().size() != b.items().size()) return false;
   for (size_t i = 0; i < a.items().size(); ++i)
     if (!equals(a.items()[i], b.items()[i])) return false;
   return true;
@@ -139,7 +149,7 @@ std::string float_repr(double d) {
   std::string out = neg ? "-" : "";
   if (exp < -4 || exp >= 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out += cat({".", digits.substr(1)});
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     return out + eb;
@@ -178,6 +188,12 @@ std::string string_repr(const std::string& s) {
 }
 
 std::string list_repr(const Value& v) {
+  if (v.seq_kind() == SeqKind::Generator) return "<generator object>";
+  if (!v.is_plain_seq()) {
+    std::string out = cat({v.type_name(), "(["});
+    for (size_t i = 0; i < v.items().size(); ++i) out += cat({i ? ", " : "", to_repr(v.items()[i])});
+    return out + "])";
+  }
   std::string out = v.is_tuple() ? "(" : "[";
   for (size_t i = 0; i < v.items().size(); ++i) out += (i ? ", " : "") + to_repr(v.items()[i]);
   if (v.is_tuple() && v.items().size() == 1) out += ",";
@@ -216,7 +232,12 @@ std::string to_str(const Value& v) {
 
 List iterate(const Value& v) {
   if (v.is_undefined()) return {};
-  if (v.is_list()) return v.items();
+  if (v.is_list()) {
+    if (v.seq_kind() != SeqKind::Generator) return v.items();
+    if (v.list_box().consumed) return {};
+    v.list_box().consumed = true;
+    return v.items();
+  }
   if (v.is_string()) {
     List out;
     for (auto& c : utf8_chars(v.str())) out.emplace_back(std::move(c));
@@ -233,7 +254,7 @@ List iterate(const Value& v) {
 int64_t length(const Value& v) {
   if (v.is_undefined()) return 0;
   if (v.is_string()) return static_cast<int64_t>(utf8_length(v.str()));
-  if (v.is_list()) return static_cast<int64_t>(v.items().size());
+  if (v.is_list() && v.seq_kind() != SeqKind::Generator) return static_cast<int64_t>(v.items().size());
   if (v.is_dict() && !v.dict_box().is_namespace) return static_cast<int64_t>(v.entries().size());
   throw Error("object of type '" + v.type_name() + "' has no len()");
 }

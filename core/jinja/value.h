@@ -25,9 +25,15 @@ struct Undefined {
   std::string hint;  // what was looked up, for the error message
 };
 struct None {};
+// Python's sequences: list and tuple, and the lazy ones jinja2's filters and dict's methods
+// return, which differ in what they allow: a generator (map, select, ...) is always true, has
+// no len(), cannot be indexed or serialized and is used up by one iteration; a dict view
+// (items(), keys(), values()) has a len() but cannot be indexed or serialized.
+enum class SeqKind { List, Tuple, Generator, ItemsView, KeysView, ValuesView };
 struct ListBox {
   List items;
-  bool tuple = false;
+  SeqKind kind = SeqKind::List;
+  bool consumed = false;  // a generator, once iterated
 };
 struct DictBox {
   Dict items;
@@ -39,6 +45,7 @@ struct FunctionBox {
 };
 
 struct Value {
+  bool markup = false;  // a Markup string (|safe, |escape): `+` with it HTML-escapes the other side
   std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<ListBox>, std::shared_ptr<DictBox>,
                std::shared_ptr<FunctionBox>>
       v;
@@ -57,6 +64,7 @@ struct Value {
     return x;
   }
   static Value list(List items, bool tuple = false);
+  static Value seq(List items, SeqKind kind);
   static Value dict(Dict items, bool is_namespace = false);
   static Value function(std::string name, Function fn);
 
@@ -73,7 +81,11 @@ struct Value {
 
   const std::string& str() const { return std::get<std::string>(v); }
   const List& items() const { return std::get<std::shared_ptr<ListBox>>(v)->items; }
-  bool is_tuple() const { return is_list() && std::get<std::shared_ptr<ListBox>>(v)->tuple; }
+  ListBox& list_box() const { return *std::get<std::shared_ptr<ListBox>>(v); }
+  SeqKind seq_kind() const { return list_box().kind; }
+  bool is_tuple() const { return is_list() && seq_kind() == SeqKind::Tuple; }
+  // list or tuple: what can be indexed, sliced, added and serialized
+  bool is_plain_seq() const { return is_list() && (seq_kind() == SeqKind::List || seq_kind() == SeqKind::Tuple); }
   DictBox& dict_box() const { return *std::get<std::shared_ptr<DictBox>>(v); }
   const Dict& entries() const { return dict_box().items; }
   const FunctionBox& fn() const { return *std::get<std::shared_ptr<FunctionBox>>(v); }
