@@ -79,7 +79,11 @@ Body Parser::parse_until(std::initializer_list<const char*> ends, std::string& f
       fail("unexpected '" + cur().text + "'");
     }
   }
-  if (ends.size()) fail(std::string("unexpected end of template, expected '") + *ends.begin() + "'");
+  if (ends.size()) {
+    std::string expected;
+    for (const char* end : ends) expected += cat({expected.empty() ? "'" : ", '", end, "'"});
+    fail("unexpected end of template, expected " + expected);
+  }
   return body;
 }
 
