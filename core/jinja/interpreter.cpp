@@ -26,7 +26,14 @@ void Interpreter::check_list(size_t items) const {
   if (static_cast<int64_t>(items) > opt_.max_output_bytes / 8) throw Error("template list too large");
 }
 
+void Interpreter::check_time() {
+  const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start_;
+  if (spent.count() > opt_.max_seconds)
+    throw Error("template took longer than " + std::to_string(static_cast<int>(opt_.max_seconds)) + " s");
+}
+
 void Interpreter::count_iterations(int64_t n) {
+  if ((++ticks_ & 255) == 0) check_time();
   iterations_ += n;
   if (iterations_ > opt_.max_loop_iterations)
     throw Error("template loop limit reached (" + std::to_string(opt_.max_loop_iterations) + " iterations)");

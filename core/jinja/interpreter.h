@@ -1,6 +1,7 @@
 #pragma once
 // Walks the parsed template: statements write output, expressions evaluate to Values.
 // Scopes follow jinja2: a for-loop iteration and a macro call get their own, `if` does not.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,6 +32,7 @@ class Interpreter {
   void check_string(size_t bytes) const;
   void check_list(size_t items) const;
   void count_iterations(int64_t n);
+  void check_time();
   const RenderOptions& options() const { return opt_; }
 
   // A callable's result (macros, globals, methods): Error for what cannot be called.
@@ -61,6 +63,8 @@ class Interpreter {
   int depth_ = 0;
   int64_t iterations_ = 0;
   int64_t written_ = 0;
+  uint32_t ticks_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   const Node* filter_input_node_ = nullptr;
   Value filter_input_;
 };

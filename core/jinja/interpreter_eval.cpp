@@ -5,6 +5,7 @@ namespace kvscope::jinja {
 
 Value Interpreter::eval(const Node& node, const ScopePtr& scope) {
   Depth depth(*this);
+  if ((++ticks_ & 255) == 0) check_time();
   return eval_inner(node, scope);
 }
 

@@ -15,7 +15,10 @@ namespace kvscope::jinja {
 struct RenderOptions {
   int64_t max_output_bytes = 64 << 20;  // any string the template builds, the output too
   int64_t max_loop_iterations = 10'000'000;
-  int max_depth = 400;         // nested evaluation, statements and macro calls
+  int max_depth = 400;  // nested evaluation, statements and macro calls
+  // Wall-clock time: every string and list is bounded, but a loop may copy or scan a big one
+  // again and again, and this bounds the product.
+  double max_seconds = 10.0;
   std::optional<std::tm> now;  // what strftime_now formats; unset: the local time
 };
 

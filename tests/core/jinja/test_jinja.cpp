@@ -5,10 +5,15 @@
 // test (template_peer.py) checks the real chat templates against jinja2 itself.
 #include <QtTest>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "fuzz/fuzz_jinja_one_input.h"
 #include "jinja/error.h"
 #include "jinja/template.h"
+#include "test_support.h"
 
 using kvscope::jinja::Error;
 using kvscope::jinja::RenderOptions;
@@ -218,11 +223,36 @@ class TestJinja : public QObject {
                       {}, small)
                 .find("too large") != std::string::npos);
     QVERIFY(error_str("{{ 'x' * 100000000 }}", {}, small).find("too large") != std::string::npos);
+    // Each string stays under the cap, but copying a big one again and again takes a while.
+    RenderOptions quick;
+    quick.max_seconds = 0.5;
+    QVERIFY(error_str("{% set ns = namespace(s='') %}{% for x in range(100000) %}{% for y in range(100) %}"
+                      "{% set ns.s = ns.s ~ 'abcdefghijklmnop' %}{% endfor %}{% endfor %}",
+                      {}, quick)
+                .find("took longer") != std::string::npos);
     QVERIFY(error_str("{% for i in range(100000) %}0123456789abcdef{% endfor %}", {}, small).find("too large") !=
             std::string::npos);
     QVERIFY(error_str("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
                       {}, small)
                 .find("too large") != std::string::npos);
+  }
+
+  // The fuzz target's seeds are real templates: through the target's own function they render
+  // (so a fuzz run that finds nothing still reaches the interpreter).
+  void fuzz_seeds_render() {
+    const auto dir = kvscope::test::source_dir() / "tests" / "fuzz" / "jinja_seeds";
+    int seeds = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() != ".jinja") continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const std::string src = ss.str();
+      QVERIFY2(kvscope::fuzz_jinja::run_one(reinterpret_cast<const uint8_t*>(src.data()), src.size()),
+               e.path().filename().c_str());
+      ++seeds;
+    }
+    QVERIFY(seeds >= 3);
   }
 };
 
