@@ -132,6 +132,20 @@ CONVERSATIONS = {
         {"role": "assistant", "content": "51", "reasoning_content": "17*3 = 51, easy."},
         {"role": "user", "content": "And 18*3?"}],
         "kwargs": {"enable_thinking": True, "reasoning_effort": "high"}},
+    "content_parts": {"messages": [
+        SYSTEM,
+        {"role": "user", "content": [{"type": "text", "text": "Describe this."}, {"type": "text", "text": "Briefly."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A short description."}]},
+        {"role": "user", "content": "Thanks"}]},
+    "parallel_string_args": {"tools": [WEATHER_TOOL], "messages": [
+        {"role": "user", "content": "Weather in Paris and Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call12345", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"id": "call67890", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call12345", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call67890", "content": "rain"}]},
     "thinking_off": {"messages": [SYSTEM, {"role": "user", "content": "Quick answer: capital of France?"}],
                      "kwargs": {"enable_thinking": False}},
 }
