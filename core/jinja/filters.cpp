@@ -88,7 +88,7 @@ Value f_tojson(Interpreter&, const Value& v, Args& a) {
 Value f_int(Interpreter&, const Value& v, Args& a) {
   const Value fallback = a.get(0, "default", Value(int64_t{0}));
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return Value(static_cast<int64_t>(v.as_double()));
+  if (v.is_float()) return Value(Value::float_to_int(v.as_double()));
   if (v.is_string()) {
     const std::string s = py_strip(v.str(), true, true);
     try {
@@ -96,7 +96,7 @@ Value f_int(Interpreter&, const Value& v, Args& a) {
       const long long n = std::stoll(s, &used, 10);
       if (used == s.size()) return Value(static_cast<int64_t>(n));
       const double d = std::stod(s, &used);
-      if (used == s.size()) return Value(static_cast<int64_t>(d));
+      if (used == s.size()) return Value(Value::float_to_int(d));
     } catch (const std::exception&) {}
   }
   return fallback;
@@ -119,6 +119,7 @@ Value f_float(Interpreter&, const Value& v, Args& a) {
 Value f_abs(Interpreter&, const Value& v, Args&) {
   require_defined(v);
   if (v.is_float()) return Value(std::fabs(v.as_double()));
+  if (v.is_number() && v.as_int() == INT64_MIN) throw Error("integer overflow (kvscope's integers are 64-bit)");
   if (v.is_number()) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
   throw Error("bad operand type for abs(): '" + v.type_name() + "'");
 }

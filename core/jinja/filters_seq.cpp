@@ -17,7 +17,7 @@ const std::string kDot = ".";
 Value attribute_of(Interpreter& in, const Value& item, const std::string& path) {
   Value cur = item;
   for (const auto& part : py_split(path, &kDot, -1)) {
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+    const bool digits = !part.empty() && part.size() < 18 && std::all_of(part.begin(), part.end(), [](char c) {
       return std::isdigit(static_cast<unsigned char>(c));
     });
     cur = get_item(in, require_defined(cur), digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));

@@ -33,8 +33,8 @@ std::string py_format(const std::string& fmt, const Args& a) {
     size_t index = SIZE_MAX;
     if (field.empty())
       index = auto_index++;
-    else if (std::all_of(field.begin(), field.end(),
-                         [](char d) { return std::isdigit(static_cast<unsigned char>(d)); }))
+    else if (field.size() < 18 && std::all_of(field.begin(), field.end(),
+                                              [](char d) { return std::isdigit(static_cast<unsigned char>(d)); }))
       index = static_cast<size_t>(std::stoul(field));
     const std::string key = index == SIZE_MAX ? field : std::string("\x01");
     if (!a.has(index, key)) throw Error("format: no argument for '{" + field + "}'");
@@ -54,7 +54,7 @@ std::string number_spec(const std::string& spec, char conv, const Value& v) {
   const std::string f = "%" + spec + (conv == 'i' || conv == 'd' ? std::string("lld") : std::string(1, conv));
   if (conv == 'd' || conv == 'i')
     std::snprintf(buf, sizeof buf, f.c_str(),
-                  static_cast<long long>(v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int()));
+                  static_cast<long long>(v.is_float() ? Value::float_to_int(v.as_double()) : v.as_int()));
   else
     std::snprintf(buf, sizeof buf, f.c_str(), v.as_double());
   return buf;

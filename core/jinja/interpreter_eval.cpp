@@ -41,7 +41,9 @@ Value Interpreter::eval_inner(const Node& node, const ScopePtr& scope) {
         throw Error("bad operand type for unary " + std::string(node.kind == NodeKind::Neg ? "-" : "+") + ": '" +
                     v.type_name() + "'");
       if (node.kind == NodeKind::Pos) return v.is_bool() ? Value(v.as_int()) : v;
-      return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+      if (v.is_float()) return Value(-v.as_double());
+      if (v.as_int() == INT64_MIN) throw Error("integer overflow (kvscope's integers are 64-bit)");
+      return Value(-v.as_int());
     }
     case NodeKind::Binary:
       return binary_op(*this, node.name, eval(*k[0], scope), eval(*k[1], scope));

@@ -15,13 +15,27 @@ namespace {
   throw Error("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
+[[noreturn]] void overflow() { throw Error("integer overflow (kvscope's integers are 64-bit)"); }
+
+// a op b, or Error when int64 cannot hold it (Python's ints would grow).
+template <typename Op>
+int64_t checked(Op op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op(a, b, &r)) overflow();
+  return r;
+}
+
 int64_t floor_div(int64_t a, int64_t b) {
+  if (a == INT64_MIN && b == -1) overflow();
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
 Value repeat(Interpreter& in, const Value& seq, int64_t n) {
+  const size_t unit = std::max<size_t>(1, seq.is_string() ? seq.str().size() : seq.items().size());
+  if (n > 0 && static_cast<uint64_t>(n) > static_cast<uint64_t>(in.options().max_output_bytes) / unit)
+    in.check_string(static_cast<size_t>(in.options().max_output_bytes) + 1);
   if (seq.is_string()) {
     std::string out;
     if (n > 0) in.check_string(seq.str().size() * static_cast<size_t>(n));
@@ -41,14 +55,20 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   }
   if (!as_float) {
     const int64_t x = a.as_int(), y = b.as_int();
-    if (op == "+") return Value(x + y);
-    if (op == "-") return Value(x - y);
-    if (op == "*") return Value(x * y);
+    int64_t r = 0;
+    if (op == "+")
+      return Value(checked([](int64_t a, int64_t b, int64_t* o) { return __builtin_add_overflow(a, b, o); }, x, y));
+    if (op == "-")
+      return Value(checked([](int64_t a, int64_t b, int64_t* o) { return __builtin_sub_overflow(a, b, o); }, x, y));
+    if (op == "*")
+      return Value(checked([](int64_t a, int64_t b, int64_t* o) { return __builtin_mul_overflow(a, b, o); }, x, y));
     if (op == "//") return Value(floor_div(x, y));
-    if (op == "%") return Value(x - floor_div(x, y) * y);
+    if (op == "%") return Value(y == -1 ? int64_t{0} : x - floor_div(x, y) * y);
     if (y >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < y && i < 64; ++i) r *= x;
+      r = 1;
+      for (int64_t i = 0; i < y && r != 0 && !(r == 1 && (x == 1 || x == 0)); ++i)
+        if (__builtin_mul_overflow(r, x, &r)) overflow();
+      if (y > 0 && x == 0) r = 0;
       return Value(r);
     }
     return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
@@ -173,6 +193,7 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     step = step_v.as_int();
   }
   if (step == 0) throw Error("slice step cannot be zero");
+  if (step == INT64_MIN) step = -INT64_MAX;  // the same slice, and its negation exists
   if (!obj.is_string() && !obj.is_plain_seq())
     throw Error(cat({"'", obj.type_name(), "' object is not subscriptable"}));
   std::vector<std::string> chars;
@@ -181,11 +202,13 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   const int64_t b = slice_bound(start, n, step, true), e = slice_bound(stop, n, step, false);
   std::string s;
   List l;
-  for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
+  for (int64_t i = b; step > 0 ? i < e : i > e;) {
     if (obj.is_string())
       s += chars[static_cast<size_t>(i)];
     else
       l.push_back(obj.items()[static_cast<size_t>(i)]);
+    if (step > 0 ? e - i <= step : i - e <= -step) break;  // the next step would pass the end
+    i += step;
   }
   return obj.is_string() ? Value(s) : Value::list(std::move(l), obj.is_tuple());
 }

@@ -38,12 +38,27 @@ Value Value::function(std::string name, Function fn) {
 double Value::as_double() const {
   if (is_float()) return std::get<double>(v);
   if (is_int()) return static_cast<double>(std::get<int64_t>(v));
-  return std::get<bool>(v) ? 1.0 : 0.0;
+  if (is_bool()) return std::get<bool>(v) ? 1.0 : 0.0;
+  require_defined(*this);
+  throw Error(cat({"a number is required, not '", type_name(), "'"}));
 }
 
 int64_t Value::as_int() const {
   if (is_int()) return std::get<int64_t>(v);
-  return std::get<bool>(v) ? 1 : 0;
+  if (is_bool()) return std::get<bool>(v) ? 1 : 0;
+  require_defined(*this);
+  throw Error(cat({"'", type_name(), "' object cannot be interpreted as an integer"}));
+}
+
+int64_t Value::float_to_int(double d) {
+  if (!(d > -9.2233720368547758e18 && d < 9.2233720368547758e18))
+    throw Error("cannot convert float " + float_repr(d) + " to a 64-bit integer");
+  return static_cast<int64_t>(d);
+}
+
+const std::string& Value::str() const {
+  if (!is_string()) throw Error(cat({"a str is required, not '", type_name(), "'"}));
+  return std::get<std::string>(v);
 }
 
 std::string Value::type_name() const {

@@ -79,7 +79,7 @@ struct Value {
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<DictBox>>(v); }
   bool is_function() const { return std::holds_alternative<std::shared_ptr<FunctionBox>>(v); }
 
-  const std::string& str() const { return std::get<std::string>(v); }
+  const std::string& str() const;  // Error for a non-string
   const List& items() const { return std::get<std::shared_ptr<ListBox>>(v)->items; }
   ListBox& list_box() const { return *std::get<std::shared_ptr<ListBox>>(v); }
   SeqKind seq_kind() const { return list_box().kind; }
@@ -91,6 +91,8 @@ struct Value {
   const FunctionBox& fn() const { return *std::get<std::shared_ptr<FunctionBox>>(v); }
   double as_double() const;  // int, float or bool
   int64_t as_int() const;    // int or bool
+  // Python's int(float): truncation; Error for nan, inf and what int64 cannot hold.
+  static int64_t float_to_int(double d);
 
   // Python's type name, for error messages ("str", "dict", "NoneType", "Undefined", ...).
   std::string type_name() const;

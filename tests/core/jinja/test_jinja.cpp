@@ -200,6 +200,12 @@ class TestJinja : public QObject {
     QVERIFY(error_str("{{ 'abc").find("unterminated") != std::string::npos);
     QVERIFY(error_str("{# never closed").find("comment") != std::string::npos);
     QVERIFY(error_str("{{ namespace(_x=1) }}").find("underscore") != std::string::npos);
+    // Python's ints grow; kvscope's are 64-bit and say so instead of wrapping.
+    QVERIFY(error_str("{{ 9223372036854775807 + 1 }}").find("overflow") != std::string::npos);
+    QVERIFY(error_str("{{ 2 ** 64 }}").find("overflow") != std::string::npos);
+    QVERIFY(error_str("{{ 1e300|int }}").find("64-bit") != std::string::npos);
+    QCOMPARE(render_str("{{ [1,2,3,4,5][::9223372036854775807] }}{{ 'abcdef'[::-9223372036854775807] }}"),
+             std::string("[1]f"));
   }
 
   // A hostile template gets an error, never a crash, a hang or unbounded memory.
