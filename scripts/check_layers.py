@@ -18,7 +18,7 @@ import re
 import sys
 
 CORE_LAYERS = [
-    {"types", "gguf", "kv"},   # vocabulary, file format, block bookkeeping: depend on nothing
+    {"types", "gguf", "kv", "jinja"},  # vocabulary, file format, block bookkeeping, chat-template Jinja
     {"model", "telemetry"},    # model config/weights/tokenizers; snapshots and block events
     {"workload", "chat"},      # scenario files; chat templates and conversations
     {"engine"},                # backend interface, scheduler, step loop, snapshot building

