@@ -37,6 +37,12 @@ const std::vector<PlanModel>& plan_presets() {
       {"Phi-4", 14.7e9, 40, 40, 10, 128, 16384, 0, 0, 0, "microsoft/phi-4"},
       {"SmolLM3-3B", 3.08e9, 36, 16, 4, 128, 65536, 0, 0, 0,
        "HuggingFaceTB/SmolLM3-3B: no RoPE in every 4th layer (its KV is the same size)"},
+      // gpt-oss: every other layer slides over 128 tokens; its learned sinks are weights (one
+      // logit per head), not cached tokens, so they add nothing here.
+      {"gpt-oss-20b", 20.9e9, 24, 64, 8, 64, 131072, 128, 12, 0,
+       "openai/gpt-oss-20b: 32 experts, 4 per token; sliding (128) and full layers alternate", 32, 4, 3.6e9},
+      {"gpt-oss-120b", 116.8e9, 36, 64, 8, 64, 131072, 128, 18, 0,
+       "openai/gpt-oss-120b: 128 experts, 4 per token; sliding (128) and full layers alternate", 128, 4, 5.1e9},
   };
   return presets;
 }

@@ -38,8 +38,8 @@ struct PlanModel {
 
 // Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, "70B" (the problem statement's
 // model: Llama-70B shape with exactly 70e9 parameters), and the 2025 families: Qwen3-30B-A3B,
-// Qwen3-235B-A22B, GLM-4.5, GLM-4.5-Air, GLM-4.7, Mistral-Small-3.2, Phi-4, SmolLM3-3B
-// (numbers and sources in docs/models.md).
+// Qwen3-235B-A22B, GLM-4.5, GLM-4.5-Air, GLM-4.7, Mistral-Small-3.2, Phi-4, SmolLM3-3B,
+// gpt-oss-20b, gpt-oss-120b (numbers and sources in docs/models.md).
 const std::vector<PlanModel>& plan_presets();
 std::optional<PlanModel> find_plan_preset(const std::string& name);  // case-insensitive
 

@@ -121,6 +121,17 @@ class TestPlanner : public QObject {
       QVERIFY2(find_plan_preset(name).has_value(), name);
   }
 
+  // gpt-oss-20b at 128K: 12 full layers keep every token, 12 sliding ones 128; 8 KV heads of 64.
+  void gpt_oss_two_pools() {
+    const PlanResult r = plan_memory(input("gpt-oss-20b", 131072, "f16", KvDtype::F16));
+    const int64_t layer_token = 2 * 8 * 64 * 2;
+    QCOMPARE(r.kv_bytes_per_token, 24 * layer_token);
+    QCOMPARE(r.groups.size(), size_t{2});
+    QCOMPARE(r.groups[0].n_layer, 12);
+    QCOMPARE(r.groups[1].window, 128);
+    QCOMPARE(r.kv_bytes, 12 * 131072 * layer_token + 12 * 128 * layer_token);  // 3 GiB + 3 MiB
+  }
+
   // Sinks keep S extra positions; a shared prefix is stored once for the whole batch, but only
   // the part of it that every sequence still keeps.
   void window_sinks_and_shared_prefix() {
