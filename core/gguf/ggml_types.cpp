@@ -328,6 +328,8 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       return dequant::iq4_nl(bytes, dst, n);
     case GgmlType::IQ4_XS:
       return dequant::iq4_xs(bytes, dst, n);
+    case GgmlType::MXFP4:
+      return dequant::mxfp4(bytes, dst, n);
     default:
       throw std::invalid_argument("dequantize_row: type " + ggml_type_name(static_cast<uint32_t>(t)) +
                                   " is not supported by kvscope");
