@@ -1,14 +1,15 @@
 // The dot kernels, GEMM, GEMV and matmul of the 2-, 3- and non-linear 4-bit weight types (Q2_K,
-// Q3_K, IQ4_XS against Q8_K activations, IQ4_NL against Q8_0), on random blocks: random bytes
-// with finite f16 scales, so every level, scale and min pattern shows up, including Q3_K /
-// IQ4_XS scales of -32 and 31 and Q8_K activation levels of -128.
+// Q3_K, IQ4_XS against Q8_K activations, IQ4_NL and MXFP4 against Q8_0), on random blocks: random
+// bytes with finite f16 scales (MXFP4: E8M0 scales 2^-8 .. 2^7, far from float's limits), so every
+// level, scale and min pattern shows up, including Q3_K / IQ4_XS scales of -32 and 31 and Q8_K
+// activation levels of -128.
 //
 // Asserted, per type:
 //   * vec_dot_scalar is the exact dot of the dequantized weights and activations up to float
 //     rounding: |scalar - exact| <= (n_blocks + 8) * 2^-20 * sum_i |w_i * x_i| (the kernel
 //     rounds once per block; the slack covers Q2_K's d * q - dmin * m cancellation);
 //   * the SIMD vec_dot equals vec_dot_scalar bit for bit for the Q8_K types (both reduce each
-//     super-block to one int32); IQ4_NL's is a Q8_0-family kernel with 2 x 8 float lanes, within
+//     super-block to one int32); IQ4_NL's and MXFP4's are Q8_0-family kernels with 2 x 8 float lanes, within
 //     the float summation bound (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i| of it;
 //   * the GEMM of every ISA this CPU runs equals vec_dot_scalar bit for bit, for odd row counts,
 //     1..33 tokens and 1 or 3 threads; matmul() gives the GEMM's bits from kMatmulGemmMinTokens
@@ -35,7 +36,10 @@ using namespace kvscope;
 
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+constexpr GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+
+// Types paired with Q8_0 activations, whose SIMD dot keeps 2 x 8 float lanes.
+bool q8_0_family(GgmlType t) { return t == GgmlType::IQ4_NL || t == GgmlType::MXFP4; }
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -50,6 +54,8 @@ std::vector<size_t> half_fields(GgmlType t) {
       return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
     case GgmlType::Q3_K:
       return {offsetof(BlockQ3_K, d)};
+    case GgmlType::MXFP4:
+      return {};  // its scale is one E8M0 byte (random_weights)
     default:
       return {0};  // IQ4_NL, IQ4_XS: d first
   }
@@ -77,6 +83,8 @@ Weights random_weights(GgmlType t, int64_t in, int64_t out, uint32_t seed) {
       const uint16_t h = fp32_to_fp16(scale(rng));
       std::memcpy(w.bytes.data() + 1 + b * ti.block_bytes + off, &h, 2);
     }
+  if (t == GgmlType::MXFP4)
+    for (size_t b = 0; b < n_blocks; ++b) w.bytes[1 + b * ti.block_bytes] = static_cast<uint8_t>(120 + rng() % 16);
   w.info.name = "w";
   w.info.ne = {in, out};
   w.info.raw_type = static_cast<uint32_t>(t);
@@ -130,7 +138,7 @@ class TestLowBitQuants : public QObject {
   void types_are_supported() {
     for (GgmlType t : kTypes) {
       QVERIFY(ggml_type_supported(t));
-      QCOMPARE(vec_dot_type(t), t == GgmlType::IQ4_NL ? GgmlType::Q8_0 : GgmlType::Q8_K);
+      QCOMPARE(vec_dot_type(t), q8_0_family(t) ? GgmlType::Q8_0 : GgmlType::Q8_K);
     }
   }
 
@@ -161,7 +169,7 @@ class TestLowBitQuants : public QObject {
                                                        .arg(double(fast), 0, 'g', 9);
           QVERIFY2(mag > 0, qPrintable(what));
           QVERIFY2(std::fabs(scalar - exact) <= bound, qPrintable(what));
-          if (t == GgmlType::IQ4_NL)
+          if (q8_0_family(t))
             QVERIFY2(std::fabs(double(fast) - scalar) <= lanes_bound, qPrintable("simd beyond bound: " + what));
           else
             QVERIFY2(bits(fast) == bits(scalar), qPrintable("simd != scalar: " + what));
