@@ -13,8 +13,8 @@
 //     the float summation bound (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i| of it;
 //   * the GEMM of every ISA this CPU runs equals vec_dot_scalar bit for bit, for odd row counts,
 //     1..33 tokens and 1 or 3 threads; matmul() gives the GEMM's bits from kMatmulGemmMinTokens
-//     tokens on and vec_dot's (or, for IQ4_NL on AVX-512 VNNI, the GEMV's) below;
-//   * IQ4_NL's GEMV equals vec_dot bit for bit (where vec_dot is the AVX2 kernel), stays within
+//     tokens on and vec_dot's (or, for IQ4_NL and MXFP4 on AVX-512 VNNI, the GEMV's) below;
+//   * IQ4_NL's and MXFP4's GEMV equals vec_dot bit for bit (where vec_dot is the AVX2 kernel), stays within
 //     the summation bound of the scalar kernel and so of the GEMM, and matmul_shared_input gives
 //     the GEMV's bits.
 #include <QtTest/QtTest>
@@ -109,7 +109,7 @@ std::vector<uint8_t> convert(GgmlType t, const std::vector<float>& x, int64_t in
 
 int64_t block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
 
-// IQ4_NL's GEMV result y for row r: vec_dot's bits where vec_dot is the AVX2 kernel, and always
+// An IQ4_NL or MXFP4 GEMV result y for row r: vec_dot's bits where vec_dot is the AVX2 kernel, and always
 // within the 2 x 8-lane summation bound of vec_dot_scalar, whose bits the GEMM returns (checked
 // in gemm_and_matmul_match_scalar): the one-token and the batched path agree.
 bool gemv_agrees(const Weights& w, int64_t r, const std::vector<uint8_t>& xc, float y, bool simd_vec_dot) {
@@ -196,7 +196,7 @@ class TestLowBitQuants : public QObject {
               fast[static_cast<size_t>(k * out + r)] = vec_dot(t, in, w.row(r), xc.data() + k * xb);
             }
           const bool via_gemm = n_tokens >= kMatmulGemmMinTokens && gemm_best_isa() != GemmIsa::None;
-          // One IQ4_NL token goes to the GEMV where the CPU has it (its own test is below).
+          // One IQ4_NL or MXFP4 token goes to the GEMV where the CPU has it (its own test is below).
           std::vector<float> below_gemm = fast;
           if (n_tokens == 1 && gemv_handles(t)) gemv(w.view(), xc.data(), below_gemm.data(), one);
           // The first difference from `want`, or an empty string.
@@ -233,7 +233,7 @@ class TestLowBitQuants : public QObject {
     for (GgmlType t : kTypes) QVERIFY2(gemm_handles(t), ggml_type_name(uint32_t(t)).c_str());
   }
 
-  void iq4_nl_gemv_matches_vec_dot() {
+  void q8_0_family_gemv_matches_vec_dot() {
     if (!gemv_handles(GgmlType::IQ4_NL)) QSKIP("no AVX-512 VNNI GEMV on this CPU");
       // The GEMV has vec_dot's bits where vec_dot is the AVX2 kernel (a native build); a portable
       // build's vec_dot is the scalar kernel, and there the summation bound applies instead.
@@ -243,29 +243,30 @@ class TestLowBitQuants : public QObject {
     const bool simd_vec_dot = false;
 #endif
     ThreadPool one(1), three(3);
-    const GgmlType t = GgmlType::IQ4_NL;
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{32, 1}, {96, 13}, {640, 37}, {4096, 67}}) {
-      const Weights a = random_weights(t, in, out, static_cast<uint32_t>(in + out));
-      const Weights b = random_weights(t, in, out + 2, static_cast<uint32_t>(in * 3 + out));
-      const auto x = random_normal(static_cast<size_t>(in), static_cast<uint32_t>(out), 1.0f);
-      const auto xc = convert(t, x, in, 1);
-      for (ThreadPool* pool : {&one, &three}) {
-        std::vector<float> ya(static_cast<size_t>(out)), yb(static_cast<size_t>(out + 2)), ma(ya.size()), mb(yb.size());
-        gemv(a.view(), xc.data(), ya.data(), *pool);
-        gemv(b.view(), xc.data(), yb.data(), *pool);
-        const TensorView va = a.view(), vb = b.view();
-        const MatmulTarget targets[] = {{&va, ma.data()}, {&vb, mb.data()}};
-        matmul_shared_input(targets, x.data(), 1, *pool);
-        for (int64_t r = 0; r < out + 2; ++r) {
-          const QString what = label(t, in, out) + QString(" row %1 threads %2").arg(r).arg(pool->size());
-          QVERIFY2(bits(mb[r]) == bits(yb[r]), qPrintable("shared input != gemv: " + what));
-          QVERIFY2(gemv_agrees(b, r, xc, yb[r], simd_vec_dot), qPrintable(what));
-          if (r >= out) continue;
-          QVERIFY2(bits(ma[r]) == bits(ya[r]), qPrintable("shared input != gemv: " + what));
-          QVERIFY2(gemv_agrees(a, r, xc, ya[r], simd_vec_dot), qPrintable(what));
+    for (GgmlType t : {GgmlType::IQ4_NL, GgmlType::MXFP4})
+      for (auto [in, out] : {std::pair<int64_t, int64_t>{32, 1}, {96, 13}, {640, 37}, {4096, 67}}) {
+        const Weights a = random_weights(t, in, out, static_cast<uint32_t>(in + out));
+        const Weights b = random_weights(t, in, out + 2, static_cast<uint32_t>(in * 3 + out));
+        const auto x = random_normal(static_cast<size_t>(in), static_cast<uint32_t>(out), 1.0f);
+        const auto xc = convert(t, x, in, 1);
+        for (ThreadPool* pool : {&one, &three}) {
+          std::vector<float> ya(static_cast<size_t>(out)), yb(static_cast<size_t>(out + 2)), ma(ya.size()),
+              mb(yb.size());
+          gemv(a.view(), xc.data(), ya.data(), *pool);
+          gemv(b.view(), xc.data(), yb.data(), *pool);
+          const TensorView va = a.view(), vb = b.view();
+          const MatmulTarget targets[] = {{&va, ma.data()}, {&vb, mb.data()}};
+          matmul_shared_input(targets, x.data(), 1, *pool);
+          for (int64_t r = 0; r < out + 2; ++r) {
+            const QString what = label(t, in, out) + QString(" row %1 threads %2").arg(r).arg(pool->size());
+            QVERIFY2(bits(mb[r]) == bits(yb[r]), qPrintable("shared input != gemv: " + what));
+            QVERIFY2(gemv_agrees(b, r, xc, yb[r], simd_vec_dot), qPrintable(what));
+            if (r >= out) continue;
+            QVERIFY2(bits(ma[r]) == bits(ya[r]), qPrintable("shared input != gemv: " + what));
+            QVERIFY2(gemv_agrees(a, r, xc, ya[r], simd_vec_dot), qPrintable(what));
+          }
         }
       }
-    }
   }
 };
 
