@@ -64,7 +64,7 @@ constexpr int QK_MXFP4 = 32;
 
 // Half of an E8M0 scale, 2^(e - 128), as ggml's GGML_E8M0_TO_FP32_HALF: exact for every byte
 // (e < 2 lands in the subnormals). ggml never writes e = 255 (NaN); it reads as 2^127 here too.
-inline float e8m0_to_fp32_half(uint8_t e) {
+constexpr float e8m0_to_fp32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
   return std::bit_cast<float>(bits);
 }
