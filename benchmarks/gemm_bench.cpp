@@ -6,7 +6,7 @@
 //               best of 5 passes, GB/s.
 // JSON on stdout. Built and run by benchmarks/run.sh (links build-*/core/libkvscope_core.a):
 //   gemm_bench [--threads 2] [--reps 5] [--quick] [--low-bit]
-// --low-bit runs only the Q2_K / Q3_K / IQ4_NL / IQ4_XS cases (random blocks: kvscope has no
+// --low-bit runs only the Q2_K / Q3_K / IQ4_NL / IQ4_XS / MXFP4 cases (random blocks: kvscope has no
 // quantizer for them) beside Q4_K on the same shape, so their speed can be read against it.
 // Alternating runs: old and new are timed in turn, rep by rep, and the medians reported.
 #include <algorithm>
@@ -109,17 +109,21 @@ std::vector<uint8_t> random_weights(GgmlType type, int64_t k, int64_t n, std::mt
   std::vector<size_t> halves = {0};
   if (type == GgmlType::Q2_K) halves = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
   if (type == GgmlType::Q3_K) halves = {offsetof(BlockQ3_K, d)};
+  if (type == GgmlType::MXFP4) halves = {};  // one E8M0 byte, set below
   std::normal_distribution<float> scale(0.0f, 0.01f);
   for (size_t b = 0; b < w.size() / ti.block_bytes; ++b)
     for (size_t off : halves) {
       const uint16_t h = fp32_to_fp16(scale(rng));
       std::memcpy(w.data() + b * ti.block_bytes + off, &h, 2);
     }
+  if (type == GgmlType::MXFP4)
+    for (size_t b = 0; b < w.size() / ti.block_bytes; ++b) w[b * ti.block_bytes] = 121;  // 2^-6
   return w;
 }
 
 bool quantizable(GgmlType t) {
-  return t != GgmlType::Q2_K && t != GgmlType::Q3_K && t != GgmlType::IQ4_NL && t != GgmlType::IQ4_XS;
+  return t != GgmlType::Q2_K && t != GgmlType::Q3_K && t != GgmlType::IQ4_NL && t != GgmlType::IQ4_XS &&
+         t != GgmlType::MXFP4;
 }
 
 // The case's weight matrix: quantized normal values, or random blocks where kvscope has no quantizer.
@@ -142,6 +146,7 @@ std::vector<Case> bench_cases(bool low_bit) {
       {"ffn_down 2048->640 q3_K", GgmlType::Q3_K, 2048, 640},
       {"ffn_down 2048->640 iq4_xs", GgmlType::IQ4_XS, 2048, 640},
       {"ffn_down 2048->640 iq4_nl", GgmlType::IQ4_NL, 2048, 640},
+      {"ffn_down 2048->640 mxfp4", GgmlType::MXFP4, 2048, 640},
   };
   const std::vector<Case> all_cases = {
       {"gemma ffn_up/gate 640->2048 q5_0", GgmlType::Q5_0, 640, 2048},

@@ -57,7 +57,7 @@ bool k_quant(GgmlType t) {
 }
 // log2 of the offset the kernels remove from the unpacked levels (gemm_kernels.h): the
 // AVX-512 layout stores every level unsigned; the AVX2 layout keeps Q8_0/Q4_0/Q5_0/IQ4_NL/
-// IQ4_XS signed, while Q6_K and Q3_K stay unsigned for both.
+// IQ4_XS/MXFP4 signed, while Q6_K and Q3_K stay unsigned for both.
 int level_shift(GgmlType t, bool signed_levels) {
   switch (t) {
     case GgmlType::Q6_K:
@@ -71,6 +71,7 @@ int level_shift(GgmlType t, bool signed_levels) {
     case GgmlType::Q8_0:
     case GgmlType::IQ4_NL:
     case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4:
       return signed_levels ? 0 : 7;
     default:
       return 0;
@@ -202,9 +203,11 @@ void k_scales(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signed_
 void unpack_row(GgmlType type, const uint8_t* src, int64_t nb, int r, bool signed_levels, TileScratch& s) {
   unpack_levels(type, src, nb, signed_levels, s.levels + r * s.view.k);
   if (k_quant(type)) return k_scales(type, src, nb, r, signed_levels, s);
-  // Q8_0, Q4_0, Q5_0, IQ4_NL: d is the first field of every block.
+  // Q8_0, Q4_0, Q5_0, IQ4_NL: d is the first field of every block; MXFP4's is its E8M0 byte.
   const size_t bb = ggml_row_bytes(type, QK8_0);
-  for (int64_t b = 0; b < nb; ++b) s.d[r * nb + b] = qdot::load_half(src + b * bb);
+  const bool e8m0 = type == GgmlType::MXFP4;
+  for (int64_t b = 0; b < nb; ++b)
+    s.d[r * nb + b] = e8m0 ? e8m0_to_fp32_half(src[b * bb]) : qdot::load_half(src + b * bb);
 }
 
 void zero_row(int64_t nb, int r, TileScratch& s) {
@@ -241,7 +244,7 @@ const char* gemm_isa_name(GemmIsa isa) {
 
 bool gemm_handles(GgmlType t) {
   return gemm_float_handles(t) || t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
-         t == GgmlType::IQ4_NL || k_quant(t);
+         t == GgmlType::IQ4_NL || t == GgmlType::MXFP4 || k_quant(t);
 }
 
 void gemm(GemmIsa isa, const TensorView& w, const uint8_t* xc, size_t x_row_bytes, int64_t n_tokens, float* y,

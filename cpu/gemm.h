@@ -24,7 +24,7 @@ enum class GemmIsa { None, Avx2, Avx512Vnni };
 GemmIsa gemm_best_isa();
 bool gemm_isa_supported(GemmIsa isa);
 const char* gemm_isa_name(GemmIsa isa);
-// Weight types with GEMM kernels: Q8_0, Q4_0, Q5_0, IQ4_NL (Q8_0 activations), Q2_K, Q3_K, Q4_K,
+// Weight types with GEMM kernels: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (Q8_0 activations), Q2_K, Q3_K, Q4_K,
 // Q6_K, IQ4_XS (Q8_K), and F32 / F16 / BF16 (cpu/gemm_float.h: widened to f32, FMA chains).
 bool gemm_handles(GgmlType type);
 

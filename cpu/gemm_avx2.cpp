@@ -198,9 +198,10 @@ KVSCOPE_AVX2 void unpack_q6_k(const uint8_t* src, int64_t nb, uint8_t* out) {
   }
 }
 
-// IQ4 table levels of 32 nibble indices (16 packed bytes); +128 (unsigned) unless signed_levels.
-KVSCOPE_AVX2 inline __m256i iq4_levels_32(const uint8_t* qs, bool signed_levels) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+// Table levels (IQ4's, or MXFP4's) of 32 nibble indices (16 packed bytes); +128 (unsigned)
+// unless signed_levels.
+KVSCOPE_AVX2 inline __m256i iq4_levels_32(const uint8_t* qs, bool signed_levels, const int8_t* table = kIq4nlValues) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
   const __m256i lv = _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles_32(qs));
   return signed_levels ? lv : _mm256_xor_si256(lv, _mm256_set1_epi8(static_cast<char>(0x80)));
 }
@@ -274,6 +275,11 @@ KVSCOPE_AVX2 void unpack_levels(GgmlType type, const uint8_t* src, int64_t nb, b
     case GgmlType::IQ4_NL:
       for (int64_t b = 0; b < nb; ++b)
         store32(out + 32 * b, iq4_levels_32(src + b * sizeof(BlockIQ4_NL) + offsetof(BlockIQ4_NL, qs), signed_levels));
+      return;
+    case GgmlType::MXFP4:
+      for (int64_t b = 0; b < nb; ++b)
+        store32(out + 32 * b,
+                iq4_levels_32(src + b * sizeof(BlockMXFP4) + offsetof(BlockMXFP4, qs), signed_levels, kMxfp4Values));
       return;
     case GgmlType::IQ4_XS:
       for (int64_t b = 0; b < nb; ++b)

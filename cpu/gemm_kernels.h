@@ -36,10 +36,10 @@ struct TokenPanel {
 
 // kRows weight rows unpacked (rows past the end of the matrix are zero-filled, never stored).
 // Levels are one byte per weight, row-major (stride = K bytes):
-//   AVX-512: unsigned, level + offset (Q8_0 / IQ4_NL / IQ4_XS: +128, Q4_0: +8, Q5_0: +16, Q6_K:
+//   AVX-512: unsigned, level + offset (Q8_0 / IQ4_NL / IQ4_XS / MXFP4: +128, Q4_0: +8, Q5_0: +16, Q6_K:
 //            +32, Q3_K: +4, Q2_K / Q4_K: their stored unsigned values), the offset removed by
 //            `offset_shift` (offset = 1 << shift) times the activation block (or sub-block) sums;
-//   AVX2:    signed true levels for Q8_0/Q4_0/Q5_0/IQ4_NL/IQ4_XS, the other K-quants as above.
+//   AVX2:    signed true levels for Q8_0/Q4_0/Q5_0/IQ4_NL/IQ4_XS/MXFP4, the other K-quants as above.
 // Scales per row and block: d (f32 of the weight's f16 d), dmin (Q2_K, Q4_K), sc (one int32 per
 // sub-block: 8 for Q4_K / IQ4_XS, 16 for Q2_K / Q3_K / Q6_K), pairs (int16 pairs in an int32,
 // one per two sub-blocks, for madd with the activation sums: the mins of Q2_K / Q4_K, the scales

@@ -35,7 +35,7 @@ bool available() {
 
 // Offset that makes the weight's levels unsigned bytes (see gemv_kernels.h).
 int32_t level_offset(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL ? 128 : t == GgmlType::Q4_0 ? 8 : 16;
+  return t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL || t == GgmlType::MXFP4 ? 128 : t == GgmlType::Q4_0 ? 8 : 16;
 }
 
 // Rows per unit of work: enough that the row-group prefetch warm-up is noise.
@@ -48,7 +48,8 @@ constexpr int kClaimsPerThread = 16;
 }  // namespace
 
 bool gemv_handles(GgmlType type) {
-  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL) &&
+  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL ||
+          type == GgmlType::MXFP4) &&
          available();
 }
 

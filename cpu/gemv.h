@@ -1,5 +1,5 @@
 #pragma once
-// One-token matmul (decode's GEMV) for Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights on AVX-512 VNNI CPUs: the
+// One-token matmul (decode's GEMV) for Q8_0 / Q4_0 / Q5_0 / IQ4_NL / MXFP4 weights on AVX-512 VNNI CPUs: the
 // activation row is unpacked once per call (cpu/gemv_kernels.h) and each thread runs four
 // weight rows at a time past it, two blocks per zmm (cpu/gemv_avx512.cpp). Picked at run time,
 // so a portable build uses it too. The result is bit for bit the AVX2 / VNNI vec_dot of a

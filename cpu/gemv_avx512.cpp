@@ -1,4 +1,4 @@
-// AVX-512 VNNI GEMV (one token) for Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights, bit for bit the AVX2/VNNI
+// AVX-512 VNNI GEMV (one token) for Q8_0 / Q4_0 / Q5_0 / IQ4_NL / MXFP4 weights, bit for bit the AVX2/VNNI
 // vec-dot of quant_dot_simd.cpp (dot_symmetric_q8_0). That kernel keeps two 8-lane float
 // accumulators per row, even blocks in acc0 and odd blocks in acc1, lane i summing
 // scale_b * (int32 sum of products 4i..4i+3 of block b), and returns hsum(acc0 + acc1). Here one
@@ -14,7 +14,9 @@
 // build contains the kernel and gemv.cpp calls it only when the CPU reports the features.
 #include "cpu/gemv_kernels.h"
 
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include "cpu/x86_intrinsics.h"
@@ -61,22 +63,24 @@ struct Q8_0Levels {
   }
 };
 
-// Q4_0 nibbles: elements 0-15 are the low nibbles, 16-31 the high ones.
-struct Q4_0Levels {
-  static constexpr size_t BB = sizeof(BlockQ4_0);
+// Nibbles at byte QS of blocks of BB bytes: elements 0-15 are the low nibbles, 16-31 the high ones.
+template <size_t BB_, size_t QS>
+struct NibbleLevels {
+  static constexpr size_t BB = BB_;
   KVSCOPE_AVX512 static __m256i one(const uint8_t* b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + QS));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
   }
   KVSCOPE_AVX512 static __m512i two(const uint8_t* b) {
-    const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
-    const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + BB + 2)));
+    const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + QS)));
+    const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + BB + QS)));
     const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
     // Shift the second copy in each block (16-bit lanes 8-15 and 24-31) down by a nibble.
     const __m512i s = _mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4);
     return _mm512_and_si512(s, _mm512_set1_epi8(0x0F));
   }
 };
+using Q4_0Levels = NibbleLevels<sizeof(BlockQ4_0), offsetof(BlockQ4_0, qs)>;
 
 // Q5_0: the Q4_0 nibbles plus 16 where the block's qh bit is set (d, qh[4], qs[16]).
 struct Q5_0Levels {
@@ -97,21 +101,45 @@ struct Q5_0Levels {
   }
 };
 
-// IQ4_NL: Q4_0's nibbles index the non-linear table; + 128 makes the levels unsigned.
-struct IQ4_NLLevels {
-  static constexpr size_t BB = sizeof(BlockIQ4_NL);
+// IQ4_NL and MXFP4: nibbles index a 16-level table; + 128 makes the levels unsigned.
+template <typename Nibbles, const int8_t* Table>
+struct TableLevels {
+  static constexpr size_t BB = Nibbles::BB;
   KVSCOPE_AVX512 static __m256i one(const uint8_t* b) {
-    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm256_xor_si256(_mm256_shuffle_epi8(t, Q4_0Levels::one(b)), _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Table)));
+    return _mm256_xor_si256(_mm256_shuffle_epi8(t, Nibbles::one(b)), _mm256_set1_epi8(static_cast<char>(0x80)));
   }
   KVSCOPE_AVX512 static __m512i two(const uint8_t* b) {
-    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm512_xor_si512(_mm512_shuffle_epi8(t, Q4_0Levels::two(b)), _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Table)));
+    return _mm512_xor_si512(_mm512_shuffle_epi8(t, Nibbles::two(b)), _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
+using IQ4_NLLevels = TableLevels<NibbleLevels<sizeof(BlockIQ4_NL), offsetof(BlockIQ4_NL, qs)>, kIq4nlValues>;
+using MXFP4Levels = TableLevels<NibbleLevels<sizeof(BlockMXFP4), offsetof(BlockMXFP4, qs)>, kMxfp4Values>;
 
-// Lanes 0-7 = f16 scale of block b, lanes 8-15 = that of block b + 1, widened, times dx.
+// MXFP4's block scale is an E8M0 byte; every other type here leads with an f16.
+template <typename Lv>
+constexpr bool kE8m0Scale = std::is_same_v<Lv, MXFP4Levels>;
+
+// E8M0 byte -> its half as a float, by table: one load per block instead of a compare and shifts
+// on the row loop's critical path.
+struct E8m0Table {
+  float v[256];
+  constexpr E8m0Table() : v() {
+    for (int e = 0; e < 256; ++e) v[e] = e8m0_to_fp32_half(static_cast<uint8_t>(e));
+  }
+};
+constexpr E8m0Table kE8m0Half;
+
+// Lanes 0-7 = scale of block b, lanes 8-15 = that of block b + 1, as floats, times dx: the
+// vec-dot's dw * dx products.
+template <typename Lv>
 KVSCOPE_AVX512 inline __m512 pair_scales(const uint8_t* b, size_t bb, const float* dx16) {
+  if constexpr (kE8m0Scale<Lv>) {
+    const __m512 d =
+        _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(kE8m0Half.v[b[0]]), _mm512_set1_ps(kE8m0Half.v[b[bb]]));
+    return _mm512_mul_ps(d, _mm512_loadu_ps(dx16));
+  }
   const uint32_t h = load_u16(b) | (static_cast<uint32_t>(load_u16(b + bb)) << 16);
   const __m512 d2 = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h))));
   const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d2);
@@ -134,7 +162,7 @@ KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const P
       // The next row group, same offset: one line per block pair is enough (a pair is 36-68 bytes).
       if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(b + R * row_bytes), _MM_HINT_T0);
       const __m512i sums = _mm512_dpbusd_epi32(bias, Lv::two(b), xq);
-      acc[r] = _mm512_fmadd_ps(pair_scales(b, BB, dx), _mm512_cvtepi32_ps(sums), acc[r]);
+      acc[r] = _mm512_fmadd_ps(pair_scales<Lv>(b, BB, dx), _mm512_cvtepi32_ps(sums), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -146,7 +174,8 @@ KVSCOPE_AVX512 inline void rows_pass(const uint8_t* w, size_t row_bytes, const P
       const __m256i sums =
           _mm256_dpbusd_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.bias + 8 * ib)), Lv::one(b),
                               _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * ib)));
-      const float s = _cvtsh_ss(load_u16(b)) * x.dx[16 * np];
+      const float dw = kE8m0Scale<Lv> ? kE8m0Half.v[b[0]] : _cvtsh_ss(load_u16(b));
+      const float s = dw * x.dx[16 * np];
       lo = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(sums), lo);
     }
     y[r] = hsum_ps(_mm256_add_ps(lo, hi));
@@ -180,8 +209,11 @@ KVSCOPE_AVX512 void gemv_q8_family_avx512(GgmlType type, const uint8_t* w, size_
     case GgmlType::IQ4_NL:
       rows_all<IQ4_NLLevels>(w, row_bytes, r0, r1, x, y);
       return;
+    case GgmlType::MXFP4:
+      rows_all<MXFP4Levels>(w, row_bytes, r0, r1, x, y);
+      return;
     default:
-      return;  // gemv.cpp only sends these four
+      return;  // gemv.cpp only sends these five
   }
 }
 

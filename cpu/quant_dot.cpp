@@ -106,6 +106,7 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
       return GgmlType::Q8_0;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1:
@@ -195,6 +196,8 @@ float vec_dot(GgmlType weight_type, int64_t n, const void* w_row, const void* x_
       return qdot::dot_q3_k_fast(n, w, x);
     case GgmlType::IQ4_NL:
       return qdot::dot_iq4_nl_fast(n, w, x);
+    case GgmlType::MXFP4:
+      return qdot::dot_mxfp4_fast(n, w, x);
     case GgmlType::IQ4_XS:
       return qdot::dot_iq4_xs_fast(n, w, x);
     default:
@@ -234,6 +237,8 @@ float vec_dot_scalar(GgmlType weight_type, int64_t n, const void* w_row, const v
       return qdot::dot_q3_k_scalar(n, w, x);
     case GgmlType::IQ4_NL:
       return qdot::dot_iq4_nl_scalar(n, w, x);
+    case GgmlType::MXFP4:
+      return qdot::dot_mxfp4_scalar(n, w, x);
     case GgmlType::IQ4_XS:
       return qdot::dot_iq4_xs_scalar(n, w, x);
     default:

@@ -46,6 +46,7 @@ constexpr size_t kQ3_KQs = offsetof(BlockQ3_K, qs);
 constexpr size_t kQ3_KScales = offsetof(BlockQ3_K, scales);
 constexpr size_t kQ3_KD = offsetof(BlockQ3_K, d);
 constexpr size_t kIQ4_NLQs = offsetof(BlockIQ4_NL, qs);
+constexpr size_t kMXFP4Qs = offsetof(BlockMXFP4, qs);
 constexpr size_t kIQ4_XSScalesH = offsetof(BlockIQ4_XS, scales_h);
 constexpr size_t kIQ4_XSScalesL = offsetof(BlockIQ4_XS, scales_l);
 constexpr size_t kIQ4_XSQs = offsetof(BlockIQ4_XS, qs);
@@ -141,6 +142,7 @@ float dot_q6_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q2_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q3_k_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_iq4_nl_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_mxfp4_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_iq4_xs_scalar(int64_t n, const uint8_t* w, const uint8_t* x);
 
 // Fast kernels (quant_dot_simd.cpp); they fall back to the scalar ones without AVX2.
@@ -156,6 +158,7 @@ float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x);
+float dot_mxfp4_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 // quant_dot_low_bit_simd.cpp
 float dot_q2_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);
 float dot_q3_k_fast(int64_t n, const uint8_t* w, const uint8_t* x);

@@ -1,6 +1,6 @@
 // Scalar dot kernels of the 2-, 3- and non-linear 4-bit weight types (the oracle of their SIMD
-// kernels and of the GEMM): Q2_K, Q3_K and IQ4_XS against Q8_K activations, IQ4_NL against
-// Q8_0, as ggml's CPU backend pairs them. Integer sums are exact per super-block (per block for
+// kernels and of the GEMM): Q2_K, Q3_K and IQ4_XS against Q8_K activations, IQ4_NL and MXFP4
+// against Q8_0, as ggml's CPU backend pairs them. Integer sums are exact per super-block (per block for
 // IQ4_NL) and scaled once with an explicit std::fma, like the other K-quant kernels; ggml's
 // reference scales per group of 8 lanes in float, so this is at least as exact.
 #include <cmath>
@@ -66,6 +66,24 @@ float dot_iq4_nl_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
       sumi += kIq4nlValues[q & 0xF] * q8[j] + kIq4nlValues[q >> 4] * q8[j + QK4_NL / 2];
     }
     sum = std::fma(static_cast<float>(sumi), load_half(bw) * load_half(bx), sum);
+  }
+  return sum;
+}
+
+// IQ4_NL's form; the weight scale is a power of two, so dw * dx is exact and the block rounds once
+// (ggml's reference rounds d * sumi and the sum separately).
+float dot_mxfp4_scalar(int64_t n, const uint8_t* w, const uint8_t* x) {
+  float sum = 0;
+  for (int64_t ib = 0; ib < n / QK_MXFP4; ++ib) {
+    const uint8_t* bw = w + ib * sizeof(BlockMXFP4);
+    const uint8_t* bx = x + ib * sizeof(BlockQ8_0);
+    const auto* q8 = reinterpret_cast<const int8_t*>(bx + kQ8_0Qs);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+      const uint8_t q = bw[kMXFP4Qs + j];
+      sumi += kMxfp4Values[q & 0xF] * q8[j] + kMxfp4Values[q >> 4] * q8[j + QK_MXFP4 / 2];
+    }
+    sum = std::fma(static_cast<float>(sumi), e8m0_to_fp32_half(bw[0]) * load_half(bx), sum);
   }
   return sum;
 }

@@ -2,7 +2,7 @@
 // AVX-512 VNNI (VL) replaces the maddubs/madd pairs of the integer kernels with vpdpbusd /
 // vpdpwssd. The K-quant kernels reduce each super-block to an exact int32 and then scale it with
 // the same float expression as the scalar kernel, so they agree with it bit for bit; Q8_0/Q4_0
-// (Q5_0, IQ4_NL) and the float kernels keep vector float accumulators (ggml does the same), which differs from
+// (Q5_0, IQ4_NL, MXFP4) and the float kernels keep vector float accumulators (ggml does the same), which differs from
 // the scalar result only by float rounding.
 #include "cpu/quant_dot_kernels.h"
 
@@ -146,10 +146,13 @@ float dot_bf16_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
 
 namespace {
 // Q8_0 / Q4_0 / Q5_0 against Q8_0 activations share the form sum_blocks (dw*dx) * sum(q*qx)
-// over signed levels q; `levels(block)` gives a block's 32 levels as signed bytes. Two blocks
-// per iteration into two accumulators to hide the FMA latency.
-template <typename Levels>
-float dot_symmetric_q8_0(int64_t nb, size_t block_bytes, const uint8_t* w, const uint8_t* x, Levels levels) {
+// over signed levels q; `levels(block)` gives a block's 32 levels as signed bytes, `scale(block)`
+// its dw (the f16 first field, MXFP4 excepted). Two blocks per iteration into two accumulators to
+// hide the FMA latency.
+inline float half_scale(const uint8_t* bw) { return load_half(bw); }
+template <typename Levels, typename Scale = decltype(&half_scale)>
+float dot_symmetric_q8_0(int64_t nb, size_t block_bytes, const uint8_t* w, const uint8_t* x, Levels levels,
+                         Scale scale = &half_scale) {
   constexpr size_t BX = sizeof(BlockQ8_0);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t ib = 0;
@@ -158,15 +161,14 @@ float dot_symmetric_q8_0(int64_t nb, size_t block_bytes, const uint8_t* w, const
     const uint8_t* x0 = x + ib * BX;
     const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
     const __m256i p1 = dot_s8_s8(levels(w0 + block_bytes), loadu256(x0 + BX + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 =
-        _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0 + block_bytes) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale(w0 + block_bytes) * load_half(x0 + BX)), _mm256_cvtepi32_ps(p1), acc1);
   }
   for (; ib < nb; ++ib) {
     const uint8_t* w0 = w + ib * block_bytes;
     const uint8_t* x0 = x + ib * BX;
     const __m256i p0 = dot_s8_s8(levels(w0), loadu256(x0 + kQ8_0Qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_half(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(w0) * load_half(x0)), _mm256_cvtepi32_ps(p0), acc0);
   }
   return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
@@ -197,6 +199,19 @@ float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
     return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
   });
+}
+
+// MXFP4: IQ4_NL's kernel with the E2M1 table and a power-of-two scale byte before the nibbles.
+float dot_mxfp4_fast(int64_t n, const uint8_t* w, const uint8_t* x) {
+  return dot_symmetric_q8_0(
+      n / QK_MXFP4, sizeof(BlockMXFP4), w, x,
+      [](const uint8_t* bw) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + kMXFP4Qs));
+        const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+        const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+        return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+      },
+      [](const uint8_t* bw) { return e8m0_to_fp32_half(bw[0]); });
 }
 
 namespace {
@@ -395,6 +410,7 @@ float dot_q4_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_
 float dot_q5_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q5_k_scalar(n, w, x); }
 float dot_q6_k_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_q6_k_scalar(n, w, x); }
 float dot_iq4_nl_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_iq4_nl_scalar(n, w, x); }
+float dot_mxfp4_fast(int64_t n, const uint8_t* w, const uint8_t* x) { return dot_mxfp4_scalar(n, w, x); }
 
 #endif
 

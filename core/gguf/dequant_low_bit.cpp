@@ -1,4 +1,4 @@
-// Q2_K, Q3_K, IQ4_NL and IQ4_XS to f32 with ggml's reference arithmetic: each value is one
+// Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 to f32 with ggml's reference arithmetic: each value is one
 // product (minus one product for Q2_K's min), rounded separately, never fused.
 #include "gguf/dequant_low_bit.h"
 
@@ -85,6 +85,19 @@ void iq4_xs(const uint8_t* src, float* y, int64_t n) {
         y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
         y[j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
       }
+    }
+  }
+}
+
+// IQ4_NL's layout with a power-of-two scale: the product level * 2^(e-128) is exact unless it
+// leaves the float range, so only ggml's operand order matters for the bits.
+void mxfp4(const uint8_t* src, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / QK_MXFP4; ++i, y += QK_MXFP4) {
+    const BlockMXFP4 b = block_at<BlockMXFP4>(src, i);
+    const float d = e8m0_to_fp32_half(b.e);
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[b.qs[j] & 0xF]) * d;
+      y[j + QK_MXFP4 / 2] = static_cast<float>(kMxfp4Values[b.qs[j] >> 4]) * d;
     }
   }
 }

@@ -43,7 +43,7 @@ constexpr TypeRow kTypes[] = {
     {26, {"i32", 1, 4, false}},        {27, {"i64", 1, 8, false}},
     {28, {"f64", 1, 8, false}},        {29, {"iq1_m", 256, 56, false}},
     {30, {"bf16", 1, 2, true}},        {34, {"tq1_0", 256, 54, false}},
-    {35, {"tq2_0", 256, 66, false}},   {39, {"mxfp4", 32, 17, false}},
+    {35, {"tq2_0", 256, 66, false}},   {39, {"mxfp4", 32, 17, true}},
 };
 
 uint32_t f32_bits(float f) {
@@ -328,6 +328,8 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       return dequant::iq4_nl(bytes, dst, n);
     case GgmlType::IQ4_XS:
       return dequant::iq4_xs(bytes, dst, n);
+    case GgmlType::MXFP4:
+      return dequant::mxfp4(bytes, dst, n);
     default:
       throw std::invalid_argument("dequantize_row: type " + ggml_type_name(static_cast<uint32_t>(t)) +
                                   " is not supported by kvscope");

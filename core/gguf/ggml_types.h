@@ -2,6 +2,7 @@
 // Tensor element types as ggml numbers them in GGUF files, with their block layouts.
 // The block structs are bit-exact copies of llama.cpp's layouts (ggml-common.h) so that
 // weights can be read straight out of the mmapped file.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -55,6 +56,18 @@ constexpr int K_SCALE_SIZE = 12;
 
 // The 16 levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl): a nibble indexes this table.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// The 16 levels of MXFP4 (ggml-common.h kvalues_mxfp4): the E2M1 values doubled, so that they are
+// integers; the block scale is halved to match (e8m0_to_fp32_half).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constexpr int QK_MXFP4 = 32;
+
+// Half of an E8M0 scale, 2^(e - 128), as ggml's GGML_E8M0_TO_FP32_HALF: exact for every byte
+// (e < 2 lands in the subnormals). ggml never writes e = 255 (NaN); it reads as 2^127 here too.
+constexpr float e8m0_to_fp32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 
 using ggml_half = uint16_t;  // IEEE binary16 bits
 
@@ -110,6 +123,10 @@ struct BlockIQ4_XS {
   uint8_t scales_l[QK_K / 64];  // low 4 bits of the scales, two per byte
   uint8_t qs[QK_K / 2];         // indices into kIq4nlValues
 };                              // 136
+struct BlockMXFP4 {
+  uint8_t e;                 // E8M0 block scale: 2^(e - 127)
+  uint8_t qs[QK_MXFP4 / 2];  // indices into kMxfp4Values
+};                           // 17
 struct BlockQ4_K {
   ggml_half d;
   ggml_half dmin;
@@ -145,6 +162,7 @@ static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -116,9 +116,9 @@ double q8_1_min_term_correction(GgmlType t, const uint8_t* w, const uint8_t* xc,
 }
 
 // Types ggml defines that kvscope refuses by name (no dequantizer, no dot kernel).
-constexpr GgmlType kRefusedTypes[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
-                                      GgmlType::IQ3_S,   GgmlType::IQ2_S,  GgmlType::IQ1_M,   GgmlType::TQ1_0,
-                                      GgmlType::TQ2_0,   GgmlType::MXFP4};
+constexpr GgmlType kRefusedTypes[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS,
+                                      GgmlType::IQ1_S,   GgmlType::IQ3_S,  GgmlType::IQ2_S,
+                                      GgmlType::IQ1_M,   GgmlType::TQ1_0,  GgmlType::TQ2_0};
 
 // Optional directory of files llama-quantize wrote from synth-llama-f32 in the types that
 // ../shared/models/synthetic lacks (tests/tools/make_quant_refs.py writes them).

@@ -1,19 +1,20 @@
 // The dot kernels, GEMM, GEMV and matmul of the 2-, 3- and non-linear 4-bit weight types (Q2_K,
-// Q3_K, IQ4_XS against Q8_K activations, IQ4_NL against Q8_0), on random blocks: random bytes
-// with finite f16 scales, so every level, scale and min pattern shows up, including Q3_K /
-// IQ4_XS scales of -32 and 31 and Q8_K activation levels of -128.
+// Q3_K, IQ4_XS against Q8_K activations, IQ4_NL and MXFP4 against Q8_0), on random blocks: random
+// bytes with finite f16 scales (MXFP4: E8M0 scales 2^-8 .. 2^7, far from float's limits), so every
+// level, scale and min pattern shows up, including Q3_K / IQ4_XS scales of -32 and 31 and Q8_K
+// activation levels of -128.
 //
 // Asserted, per type:
 //   * vec_dot_scalar is the exact dot of the dequantized weights and activations up to float
 //     rounding: |scalar - exact| <= (n_blocks + 8) * 2^-20 * sum_i |w_i * x_i| (the kernel
 //     rounds once per block; the slack covers Q2_K's d * q - dmin * m cancellation);
 //   * the SIMD vec_dot equals vec_dot_scalar bit for bit for the Q8_K types (both reduce each
-//     super-block to one int32); IQ4_NL's is a Q8_0-family kernel with 2 x 8 float lanes, within
+//     super-block to one int32); IQ4_NL's and MXFP4's are Q8_0-family kernels with 2 x 8 float lanes, within
 //     the float summation bound (n_blocks + 8) * 2^-23 * sum_i |w_i * x_i| of it;
 //   * the GEMM of every ISA this CPU runs equals vec_dot_scalar bit for bit, for odd row counts,
 //     1..33 tokens and 1 or 3 threads; matmul() gives the GEMM's bits from kMatmulGemmMinTokens
-//     tokens on and vec_dot's (or, for IQ4_NL on AVX-512 VNNI, the GEMV's) below;
-//   * IQ4_NL's GEMV equals vec_dot bit for bit (where vec_dot is the AVX2 kernel), stays within
+//     tokens on and vec_dot's (or, for IQ4_NL and MXFP4 on AVX-512 VNNI, the GEMV's) below;
+//   * IQ4_NL's and MXFP4's GEMV equals vec_dot bit for bit (where vec_dot is the AVX2 kernel), stays within
 //     the summation bound of the scalar kernel and so of the GEMM, and matmul_shared_input gives
 //     the GEMV's bits.
 #include <QtTest/QtTest>
@@ -35,7 +36,10 @@ using namespace kvscope;
 
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+constexpr GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+
+// Types paired with Q8_0 activations, whose SIMD dot keeps 2 x 8 float lanes.
+bool q8_0_family(GgmlType t) { return t == GgmlType::IQ4_NL || t == GgmlType::MXFP4; }
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -50,6 +54,8 @@ std::vector<size_t> half_fields(GgmlType t) {
       return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
     case GgmlType::Q3_K:
       return {offsetof(BlockQ3_K, d)};
+    case GgmlType::MXFP4:
+      return {};  // its scale is one E8M0 byte (random_weights)
     default:
       return {0};  // IQ4_NL, IQ4_XS: d first
   }
@@ -77,6 +83,8 @@ Weights random_weights(GgmlType t, int64_t in, int64_t out, uint32_t seed) {
       const uint16_t h = fp32_to_fp16(scale(rng));
       std::memcpy(w.bytes.data() + 1 + b * ti.block_bytes + off, &h, 2);
     }
+  if (t == GgmlType::MXFP4)
+    for (size_t b = 0; b < n_blocks; ++b) w.bytes[1 + b * ti.block_bytes] = static_cast<uint8_t>(120 + rng() % 16);
   w.info.name = "w";
   w.info.ne = {in, out};
   w.info.raw_type = static_cast<uint32_t>(t);
@@ -101,7 +109,7 @@ std::vector<uint8_t> convert(GgmlType t, const std::vector<float>& x, int64_t in
 
 int64_t block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
 
-// IQ4_NL's GEMV result y for row r: vec_dot's bits where vec_dot is the AVX2 kernel, and always
+// An IQ4_NL or MXFP4 GEMV result y for row r: vec_dot's bits where vec_dot is the AVX2 kernel, and always
 // within the 2 x 8-lane summation bound of vec_dot_scalar, whose bits the GEMM returns (checked
 // in gemm_and_matmul_match_scalar): the one-token and the batched path agree.
 bool gemv_agrees(const Weights& w, int64_t r, const std::vector<uint8_t>& xc, float y, bool simd_vec_dot) {
@@ -130,7 +138,7 @@ class TestLowBitQuants : public QObject {
   void types_are_supported() {
     for (GgmlType t : kTypes) {
       QVERIFY(ggml_type_supported(t));
-      QCOMPARE(vec_dot_type(t), t == GgmlType::IQ4_NL ? GgmlType::Q8_0 : GgmlType::Q8_K);
+      QCOMPARE(vec_dot_type(t), q8_0_family(t) ? GgmlType::Q8_0 : GgmlType::Q8_K);
     }
   }
 
@@ -161,7 +169,7 @@ class TestLowBitQuants : public QObject {
                                                        .arg(double(fast), 0, 'g', 9);
           QVERIFY2(mag > 0, qPrintable(what));
           QVERIFY2(std::fabs(scalar - exact) <= bound, qPrintable(what));
-          if (t == GgmlType::IQ4_NL)
+          if (q8_0_family(t))
             QVERIFY2(std::fabs(double(fast) - scalar) <= lanes_bound, qPrintable("simd beyond bound: " + what));
           else
             QVERIFY2(bits(fast) == bits(scalar), qPrintable("simd != scalar: " + what));
@@ -188,7 +196,7 @@ class TestLowBitQuants : public QObject {
               fast[static_cast<size_t>(k * out + r)] = vec_dot(t, in, w.row(r), xc.data() + k * xb);
             }
           const bool via_gemm = n_tokens >= kMatmulGemmMinTokens && gemm_best_isa() != GemmIsa::None;
-          // One IQ4_NL token goes to the GEMV where the CPU has it (its own test is below).
+          // One IQ4_NL or MXFP4 token goes to the GEMV where the CPU has it (its own test is below).
           std::vector<float> below_gemm = fast;
           if (n_tokens == 1 && gemv_handles(t)) gemv(w.view(), xc.data(), below_gemm.data(), one);
           // The first difference from `want`, or an empty string.
@@ -225,7 +233,7 @@ class TestLowBitQuants : public QObject {
     for (GgmlType t : kTypes) QVERIFY2(gemm_handles(t), ggml_type_name(uint32_t(t)).c_str());
   }
 
-  void iq4_nl_gemv_matches_vec_dot() {
+  void q8_0_family_gemv_matches_vec_dot() {
     if (!gemv_handles(GgmlType::IQ4_NL)) QSKIP("no AVX-512 VNNI GEMV on this CPU");
       // The GEMV has vec_dot's bits where vec_dot is the AVX2 kernel (a native build); a portable
       // build's vec_dot is the scalar kernel, and there the summation bound applies instead.
@@ -235,29 +243,30 @@ class TestLowBitQuants : public QObject {
     const bool simd_vec_dot = false;
 #endif
     ThreadPool one(1), three(3);
-    const GgmlType t = GgmlType::IQ4_NL;
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{32, 1}, {96, 13}, {640, 37}, {4096, 67}}) {
-      const Weights a = random_weights(t, in, out, static_cast<uint32_t>(in + out));
-      const Weights b = random_weights(t, in, out + 2, static_cast<uint32_t>(in * 3 + out));
-      const auto x = random_normal(static_cast<size_t>(in), static_cast<uint32_t>(out), 1.0f);
-      const auto xc = convert(t, x, in, 1);
-      for (ThreadPool* pool : {&one, &three}) {
-        std::vector<float> ya(static_cast<size_t>(out)), yb(static_cast<size_t>(out + 2)), ma(ya.size()), mb(yb.size());
-        gemv(a.view(), xc.data(), ya.data(), *pool);
-        gemv(b.view(), xc.data(), yb.data(), *pool);
-        const TensorView va = a.view(), vb = b.view();
-        const MatmulTarget targets[] = {{&va, ma.data()}, {&vb, mb.data()}};
-        matmul_shared_input(targets, x.data(), 1, *pool);
-        for (int64_t r = 0; r < out + 2; ++r) {
-          const QString what = label(t, in, out) + QString(" row %1 threads %2").arg(r).arg(pool->size());
-          QVERIFY2(bits(mb[r]) == bits(yb[r]), qPrintable("shared input != gemv: " + what));
-          QVERIFY2(gemv_agrees(b, r, xc, yb[r], simd_vec_dot), qPrintable(what));
-          if (r >= out) continue;
-          QVERIFY2(bits(ma[r]) == bits(ya[r]), qPrintable("shared input != gemv: " + what));
-          QVERIFY2(gemv_agrees(a, r, xc, ya[r], simd_vec_dot), qPrintable(what));
+    for (GgmlType t : {GgmlType::IQ4_NL, GgmlType::MXFP4})
+      for (auto [in, out] : {std::pair<int64_t, int64_t>{32, 1}, {96, 13}, {640, 37}, {4096, 67}}) {
+        const Weights a = random_weights(t, in, out, static_cast<uint32_t>(in + out));
+        const Weights b = random_weights(t, in, out + 2, static_cast<uint32_t>(in * 3 + out));
+        const auto x = random_normal(static_cast<size_t>(in), static_cast<uint32_t>(out), 1.0f);
+        const auto xc = convert(t, x, in, 1);
+        for (ThreadPool* pool : {&one, &three}) {
+          std::vector<float> ya(static_cast<size_t>(out)), yb(static_cast<size_t>(out + 2)), ma(ya.size()),
+              mb(yb.size());
+          gemv(a.view(), xc.data(), ya.data(), *pool);
+          gemv(b.view(), xc.data(), yb.data(), *pool);
+          const TensorView va = a.view(), vb = b.view();
+          const MatmulTarget targets[] = {{&va, ma.data()}, {&vb, mb.data()}};
+          matmul_shared_input(targets, x.data(), 1, *pool);
+          for (int64_t r = 0; r < out + 2; ++r) {
+            const QString what = label(t, in, out) + QString(" row %1 threads %2").arg(r).arg(pool->size());
+            QVERIFY2(bits(mb[r]) == bits(yb[r]), qPrintable("shared input != gemv: " + what));
+            QVERIFY2(gemv_agrees(b, r, xc, yb[r], simd_vec_dot), qPrintable(what));
+            if (r >= out) continue;
+            QVERIFY2(bits(ma[r]) == bits(ya[r]), qPrintable("shared input != gemv: " + what));
+            QVERIFY2(gemv_agrees(a, r, xc, ya[r], simd_vec_dot), qPrintable(what));
+          }
         }
       }
-    }
   }
 };
 

@@ -3,7 +3,7 @@
 Random blocks of every type listed below (random bytes, with each f16 scale field replaced by
 a random finite half, subnormals and zeros included) go through both; every float must have the
 same bits. With KVSCOPE_SHARED_DIR set, real tensors of the golden mistral3 quantized files are
-compared too.
+compared too, and the MXFP4 experts of the golden gpt-oss file.
 
 usage: test_dequant_peer.py DEQUANT_DUMP UNUSED  (run_peer.sh's CLI and MODEL slots)
 """
@@ -31,6 +31,7 @@ TYPES = {
     Q.Q4_1: (20, [0, 2]),
     Q.Q5_0: (22, [0]),
     Q.Q5_1: (24, [0, 2]),
+    Q.MXFP4: (17, []),  # its E8M0 scale byte stays random: every byte is a finite power of two
 }
 N_BLOCKS = 2048
 
@@ -76,12 +77,16 @@ def compare(label, mine, theirs):
     return True
 
 
+GOLDEN_QUANT_FILES = [f"mistral3-dense-{name}.gguf" for name in ["q2_k", "q3_k_m", "iq4_xs", "iq4_nl"]] + [
+    "gpt-oss-moe-mxfp4_moe.gguf"]
+
+
 def real_tensors(dump, tmp):
     shared = os.environ.get("KVSCOPE_SHARED_DIR", "")
     folder = os.path.join(shared, "golden", "archs", "models")
     ok = True
-    for name in ["q2_k", "q3_k_m", "iq4_xs", "iq4_nl"]:
-        path = os.path.join(folder, f"mistral3-dense-{name}.gguf")
+    for name in GOLDEN_QUANT_FILES:
+        path = os.path.join(folder, name)
         if not shared or not os.path.exists(path):
             print(f"note: {path} not found, real tensors of {name} not compared")
             continue

@@ -309,14 +309,16 @@ class TestModelErrors : public QObject {
   }
 
   void unsupported_tensor_type() {
-    // mxfp4 is a real ggml type (32 elements in 17 bytes) that kvscope does not multiply.
-    EXPECT_LOAD_ERROR(make("mxfp4", edit_tensor("blk.0.attn_q.weight",
-                                                [](TensorCopy& c) {
-                                                  c.raw = true;
-                                                  c.raw_type = 39;
-                                                  c.raw_bytes.assign(32 * 17, 0);
-                                                })),
-                      "ModelError", "blk.0.attn_q.weight", "mxfp4", "does not support");
+    // q8_1 is a real ggml type (32 elements in 36 bytes) that kvscope does not multiply: ggml
+    // uses it for activations only. The still-refused IQ*/TQ* types have 256-element blocks,
+    // which this model's 32-wide rows cannot hold, so they would fail on shape first.
+    EXPECT_LOAD_ERROR(make("q8_1", edit_tensor("blk.0.attn_q.weight",
+                                               [](TensorCopy& c) {
+                                                 c.raw = true;
+                                                 c.raw_type = 9;
+                                                 c.raw_bytes.assign(32 * 36, 0);
+                                               })),
+                      "ModelError", "blk.0.attn_q.weight", "q8_1", "does not support");
     // A type number ggml never defined: nothing can size it.
     EXPECT_LOAD_ERROR(make("type-77", edit_tensor("blk.1.ffn_gate.weight",
                                                   [](TensorCopy& c) {
