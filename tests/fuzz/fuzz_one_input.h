@@ -88,9 +88,22 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
     touch_matrix(L.wk, c.n_embd, c.kv_dim());
     touch_matrix(L.wv, c.n_embd, c.kv_dim());
     touch_matrix(L.wo, c.q_dim(), c.n_embd);
-    touch_matrix(L.w_gate, c.n_embd, c.n_ff);
-    touch_matrix(L.w_up, c.n_embd, c.n_ff);
-    touch_matrix(L.w_down, c.n_ff, c.n_embd);
+    if (L.moe) {  // the router and every expert's row views into the 3-D expert tensors
+      const int32_t n_exp = c.moe.n_expert;
+      touch_matrix(L.experts.router, c.n_embd, n_exp);
+      KVSCOPE_FUZZ_CHECK(L.experts.gate.size() == static_cast<size_t>(n_exp) &&
+                         L.experts.up.size() == L.experts.gate.size() &&
+                         L.experts.down.size() == L.experts.gate.size());
+      for (int32_t e = 0; e < n_exp; ++e) {
+        touch_matrix(L.experts.gate[static_cast<size_t>(e)], c.n_embd, c.moe.n_ff_exp);
+        touch_matrix(L.experts.up[static_cast<size_t>(e)], c.n_embd, c.moe.n_ff_exp);
+        touch_matrix(L.experts.down[static_cast<size_t>(e)], c.moe.n_ff_exp, c.n_embd);
+      }
+    } else {
+      touch_matrix(L.w_gate, c.n_embd, c.n_ff);
+      touch_matrix(L.w_up, c.n_embd, c.n_ff);
+      touch_matrix(L.w_down, c.n_ff, c.n_embd);
+    }
     KVSCOPE_FUZZ_CHECK(L.attn_norm.size() == static_cast<size_t>(c.n_embd));
     KVSCOPE_FUZZ_CHECK(L.ffn_norm.size() == static_cast<size_t>(c.n_embd));
   }
