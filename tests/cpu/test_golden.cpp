@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "golden_records.h"
 #include "paged_harness.h"
 #include "test_support.h"
 
@@ -18,22 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-json load_json(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  if (!f) throw std::runtime_error("cannot open " + p.string());
-  return json::parse(f);
-}
-
-std::vector<float> load_logits(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  if (!f) return v;
-  f.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
+using test::load_json;
+using test::load_logits;
 
 struct Compare {
   float full_max = 0;  // over the rows that have full logits

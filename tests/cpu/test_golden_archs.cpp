@@ -14,6 +14,7 @@
 #include <set>
 
 #include "model/model_config.h"
+#include "golden_records.h"
 #include "paged_harness.h"
 #include "reference_forward.h"
 #include "test_support.h"
@@ -25,22 +26,8 @@ namespace {
 
 std::filesystem::path archs_dir() { return test::golden_dir() / "archs"; }
 
-json load_json(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  if (!f) throw std::runtime_error("cannot open " + p.string());
-  return json::parse(f);
-}
-
-std::vector<float> load_logits(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  if (!f) return v;
-  f.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
+using test::load_json;
+using test::load_logits;
 
 // The architectures this suite must cover (issue 27's families); the others in the folder
 // (gpt-oss, deepseek2, the hybrids) arrive with their own issues and are skipped until then.
