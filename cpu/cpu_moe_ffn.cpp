@@ -58,6 +58,7 @@ void CpuBackend::route_tokens(const MoeWeights& X, int32_t n) {
   moe_.routed.assign(static_cast<size_t>(NE), {});
   std::vector<float> probs(static_cast<size_t>(NE)), select(static_cast<size_t>(NE));
   std::vector<int32_t> order(static_cast<size_t>(NE));
+  std::vector<float> chosen(2 * static_cast<size_t>(K));  // SoftmaxOfChosen: the k logits, then their softmax
   for (int32_t t = 0; t < n; ++t) {
     expert_scores(m.gating, &moe_.logits[static_cast<size_t>(t) * NE], NE, probs.data());
     // The selection bias (DeepSeek V3's, GLM-4.5's) steers the choice, not the weights.
@@ -69,14 +70,11 @@ void CpuBackend::route_tokens(const MoeWeights& X, int32_t n) {
       return select[static_cast<size_t>(a)] > select[static_cast<size_t>(b)];
     });
     if (m.gating == MoeGating::SoftmaxOfChosen) {  // softmax over the k chosen logits only
-      float mx = -INFINITY;
-      for (int32_t k = 0; k < K; ++k) mx = std::max(mx, probs[static_cast<size_t>(order[static_cast<size_t>(k)])]);
-      double z = 0;
-      for (int32_t k = 0; k < K; ++k) z += std::exp(probs[static_cast<size_t>(order[static_cast<size_t>(k)])] - mx);
-      for (int32_t k = 0; k < K; ++k) {
-        float& p = probs[static_cast<size_t>(order[static_cast<size_t>(k)])];
-        p = static_cast<float>(std::exp(p - mx) / z);
-      }
+      for (int32_t k = 0; k < K; ++k)
+        chosen[static_cast<size_t>(k)] = probs[static_cast<size_t>(order[static_cast<size_t>(k)])];
+      expert_scores(MoeGating::Softmax, chosen.data(), K, chosen.data() + K);
+      for (int32_t k = 0; k < K; ++k)
+        probs[static_cast<size_t>(order[static_cast<size_t>(k)])] = chosen[static_cast<size_t>(K + k)];
     }
     float sum = 0;
     for (int32_t k = 0; k < K; ++k) sum += probs[static_cast<size_t>(order[static_cast<size_t>(k)])];
