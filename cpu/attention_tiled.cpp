@@ -67,7 +67,8 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   const bool rotated = kv_dtype_rotated(kv.layout().dtype);
   const int64_t head_floats = static_cast<int64_t>(n_q) * d;
   auto q_of = [&](int32_t i) { return q + (tile.first + i) * c.q_dim() + g * head_floats; };
-  auto out_of = [&](int32_t i) { return out + (tile.first + i) * c.q_dim() + g * head_floats; };
+  const int64_t dv = c.attn_v_dim();  // output rows: attn_v_dim per head (latent attention: < d)
+  auto out_of = [&](int32_t i) { return out + ((tile.first + i) * c.n_head + static_cast<int64_t>(g) * n_q) * dv; };
   if (rotated) {
     sc.rot.resize(static_cast<size_t>(tile.n * head_floats));
     for (int32_t i = 0; i < tile.n; ++i) {
@@ -78,7 +79,8 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   }
   std::optional<OnlineAttention> att[kQueryTileMax];
   for (int32_t i = 0; i < tile.n; ++i)
-    att[i].emplace(rotated ? sc.rot.data() + i * head_floats : q_of(i), n_q, d, c.attn_scale, out_of(i));
+    att[i].emplace(rotated ? sc.rot.data() + i * head_floats : q_of(i), n_q, d, c.attn_scale, out_of(i),
+                   static_cast<int32_t>(dv));
 
   OnlineAttention::Rows runs[kSpan], sub[kSpan];
   const int32_t lo_first = lo_of(first), lo_last = lo_of(last);

@@ -114,6 +114,7 @@ class CpuBackend::KeyWalk {
     const BlockId next = table_[static_cast<size_t>(tb)];
     const int32_t rows = std::min({bs_, after, kChunk});
     for (bool is_v : {false, true}) {
+      if (is_v && kv_.layout().latent) break;  // no V array
       const auto [ptr, bytes] = kv_.tile_span(kv_layer_, is_v, next, g_, rows);
       pf_[n_pf_++] = {ptr, bytes};
     }
@@ -139,7 +140,7 @@ class CpuBackend::KeyWalk {
       float* kr = kr0 + static_cast<int64_t>(j) * d_;
       std::copy(k + static_cast<int64_t>(j) * d_, k + static_cast<int64_t>(j + 1) * d_, kr);
       if (rotated_) kvq4::unrotate(kr, d_);
-      rope_apply(kr, c_.rope_dim, be_.cache_rope(layer_, idx_ + j), c_.traits.rope);
+      rope_apply(kr + c_.rope_offset(), c_.rope_dim, be_.cache_rope(layer_, idx_ + j), c_.traits.rope);
     }
     return kr0;
   }
@@ -203,7 +204,7 @@ const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_v
   if (sink_rope) *krot = qrot + static_cast<int64_t>(n_q) * d;
   std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
   for (int32_t h = 0; h < n_q; ++h)
-    sink_rope ? rope_apply(qrot + h * d, c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
+    sink_rope ? rope_apply(qrot + h * d + c.rope_offset(), c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
               : kvq4::rotate(qrot + h * d, d);
   return qrot;
 }
@@ -225,7 +226,7 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   float* krot = nullptr;
   q = turn_queries(layer, q, vis.n_vis, rotated, sc, &krot);
 
-  OnlineAttention att(q, n_q, d, c.attn_scale, out);
+  OnlineAttention att(q, n_q, d, c.attn_scale, out, c.attn_v_dim());
   KeyWalk walk(*this, layer, batch, t, g, vis, att, sc, krot, rotated);
   if (walk.record) start_recording(att, sc, n_q, vis.v1 - vis.v0);
   walk.walk();

@@ -46,7 +46,7 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
   std::vector<int32_t> layer_group(static_cast<size_t>(c.n_layer), -1), layer_slot(static_cast<size_t>(c.n_layer), -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     const KvLayout& l = groups[g].layout;
-    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim ||
+    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim || l.latent != c.latent_kv() ||
         l.n_layer != static_cast<int32_t>(groups[g].layers.size()) || l.block_size != groups[0].layout.block_size)
       throw std::invalid_argument("KV layout does not match the model");
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
@@ -92,7 +92,7 @@ void CpuBackend::set_policy(const AttentionPolicy& policy) {
       rope_cs_[i].resize(static_cast<size_t>(n_pos) * c.rope_dim);
       for (int32_t p = 0; p < n_pos; ++p)
         rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim],
-                         rope_factors_);
+                         rope_factors_, &c.yarn);
     }
   }
 }
@@ -226,7 +226,7 @@ const CpuKvStorage& CpuBackend::kv_of(int32_t layer, int32_t* kv_layer) const {
 void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model_->config;
-  const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
+  const int32_t n_q = c.n_head / c.n_head_kv, dv = c.attn_v_dim();
   if (plan_tiles(batch)) {
     // Query tiles (prefill chunks): (tile, KV head) units, later tiles (more keys) first.
     const int64_t units = static_cast<int64_t>(tiles_.size()) * c.n_head_kv;
@@ -243,8 +243,11 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
     return;
   }
   const int64_t pairs = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
-  auto offset = [&](int64_t i) {  // pair i's query (and output) rows
-    return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * d;
+  auto q_offset = [&](int64_t i) {  // pair i's query rows
+    return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * c.head_dim;
+  };
+  auto out_offset = [&](int64_t i) {  // pair i's output rows (attn_v_dim wide per head)
+    return (static_cast<int64_t>(i / c.n_head_kv) * c.n_head + static_cast<int64_t>(i % c.n_head_kv) * n_q) * dv;
   };
   // Recording token eviction's attention weights needs each pass over all of its keys.
   const AttentionSplit split = pairs < 2LL * pool_.size() && batch.record_attention.empty()
@@ -252,7 +255,7 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
                                    : AttentionSplit{};
   const int32_t P = split.parts;
   if (P > 1) {
-    split_acc_.resize(static_cast<size_t>(pairs * P * n_q * d));
+    split_acc_.resize(static_cast<size_t>(pairs * P * n_q * dv));
     split_m_.resize(static_cast<size_t>(pairs * P * n_q));
     split_l_.resize(static_cast<size_t>(pairs * P * n_q));
   }
@@ -264,19 +267,19 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
       const int64_t w = pairs * P - 1 - u, i = w / P;
       const int32_t t = static_cast<int32_t>(i / c.n_head_kv), g = static_cast<int32_t>(i % c.n_head_kv);
       if (P == 1) {
-        attend_group(layer, batch, t, g, q + offset(i), out + offset(i), sc);
+        attend_group(layer, batch, t, g, q + q_offset(i), out + out_offset(i), sc);
         continue;
       }
       const AttendPart part{static_cast<int32_t>(w % P), P, &split_m_[static_cast<size_t>(w * n_q)],
                             &split_l_[static_cast<size_t>(w * n_q)]};
-      attend_group(layer, batch, t, g, q + offset(i), &split_acc_[static_cast<size_t>(w * n_q * d)], sc, &part);
+      attend_group(layer, batch, t, g, q + q_offset(i), &split_acc_[static_cast<size_t>(w * n_q * dv)], sc, &part);
     }
   });
   for (int64_t i = 0; P > 1 && i < pairs; ++i) {
-    const AttentionParts parts{&split_acc_[static_cast<size_t>(i * P * n_q * d)],
+    const AttentionParts parts{&split_acc_[static_cast<size_t>(i * P * n_q * dv)],
                                &split_m_[static_cast<size_t>(i * P * n_q)],
                                &split_l_[static_cast<size_t>(i * P * n_q)]};
-    merge_attention_parts(parts, P, n_q, d, out + offset(i));
+    merge_attention_parts(parts, P, n_q, dv, out + out_offset(i));
   }
   if (!batch.record_attention.empty()) merge_attention_mass(layer, !batch.layer_holes.empty());
   phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -371,6 +374,7 @@ void CpuBackend::embed(const BatchView& batch) {
 // leaves the FFN's normalised input in xn_.
 void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const ModelConfig& c = model_->config;
+  if (c.latent_kv()) return latent_attention(il, batch);
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
@@ -393,12 +397,12 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     for (int32_t h = 0; h < c.n_head; ++h) {
       float* qh = qt + h * D;
       if (!L.q_norm.empty()) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_);
+      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_, &c.yarn);
     }
     for (int32_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = kt + h * D;
       if (!L.k_norm.empty()) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_);
+      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_, &c.yarn);
       // Every token of the batch stores its K/V before any attention of this layer runs,
       // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
       kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
@@ -413,7 +417,14 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     complete_aged_blocks(kv, kv_layer, layer_group_[static_cast<size_t>(il)], batch);
   else
     kv.complete_deferred(kv_layer);
-  matmul_timed(L.wo, att_.data(), n, o_.data());
+  attention_output(il, n, att_.data());
+}
+
+void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
+  const int64_t E = c.n_embd;
+  matmul_timed(L.wo, heads, n, o_.data());
   apply_affine(o_.data(), n, E, L.ao, AffineOrder::ScaleThenBias);
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];

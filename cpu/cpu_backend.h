@@ -98,6 +98,12 @@ class CpuBackend : public Backend {
   // forward()'s steps; activations live in the x_ ... up_ buffers below.
   void embed(const BatchView& batch);
   void attention_block(int32_t layer, const BatchView& batch);
+  // Latent attention's projections, cache rows and up-projection (cpu/cpu_latent_attention.cpp):
+  // attention_block for deepseek2, leaving the heads' outputs (n_head * v_dim) in att_.
+  void latent_attention(int32_t layer, const BatchView& batch);
+  void latent_queries(const LayerWeights& L, const BatchView& batch);
+  // The output projection, the residual and the FFN's input norm: the end of attention_block.
+  void attention_output(int32_t layer, int32_t n_tokens, const float* heads);
   void ffn_block(int32_t layer, int32_t n_tokens);
   // The MoE FFN of xn_'s n_tokens rows into o_ (cpu/cpu_moe_ffn.cpp): route, then each chosen
   // expert over the tokens routed to it, so only those experts' weights are read.
@@ -140,8 +146,9 @@ class CpuBackend : public Backend {
   std::pair<const float*, const float*> load_kv_rows(const CpuKvStorage& kv, int32_t kv_layer, BlockId b, int32_t g,
                                                      int32_t off, int32_t n, Scratch& sc, int32_t at) const {
     const int64_t row = static_cast<int64_t>(at) * model_->config.head_dim;
-    return {kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data() + row),
-            kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + row)};
+    const float* k = kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data() + row);
+    if (kv.layout().latent) return {k, k};  // the value is the key row's latent part
+    return {k, kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + row)};
   }
   // Whether this step's layer runs query tiles (and plans them into tiles_).
   bool plan_tiles(const BatchView& batch);
@@ -158,7 +165,8 @@ class CpuBackend : public Backend {
   AttentionPolicy policy_;
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
-  std::vector<Scratch> scratch_;            // [threads]
+  std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // latent attention (cpu_latent_attention.cpp)
+  std::vector<Scratch> scratch_;                                      // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;
   std::vector<float> mass_;        // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)

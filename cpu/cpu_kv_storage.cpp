@@ -79,11 +79,16 @@ void CpuKvStorage::init(const KvLayout& layout) {
   if (const std::string why = kv_format_problem(layout.dtype, layout.head_dim, layout.block_size, layout.quant_group);
       !why.empty())
     throw std::invalid_argument(why);
+  if (layout.latent && kv_dtype_packed(layout.dtype)) throw std::invalid_argument(latent_packed_problem(layout.dtype));
   layout_ = layout;
   elem_bytes_ = kv_elem_bytes(layout.dtype);
   scaled_ = kv_dtype_scaled(layout.dtype);
   group_ = kv_effective_group(layout.quant_group, layout.head_dim);
   for (bool v : {false, true}) {
+    if (v && layout.latent) {  // no V array: the value is the key row
+      row_bytes_[v] = tile_bytes_[v] = 0;
+      continue;
+    }
     row_bytes_[v] = kv_row_bytes(layout.dtype, v, layout.head_dim, layout.quant_group);
     tile_bytes_[v] =
         row_bytes_[v] * layout.block_size + kv_tile_extra_bytes(layout.dtype, v, layout.head_dim, layout.block_size);
@@ -107,7 +112,8 @@ void CpuKvStorage::init(const KvLayout& layout) {
     }
     if (scaled_) {
       k_scale_.assign(static_cast<size_t>(layout.n_layer), std::vector<float>(static_cast<size_t>(vectors), 1.0f));
-      v_scale_.assign(static_cast<size_t>(layout.n_layer), std::vector<float>(static_cast<size_t>(vectors), 1.0f));
+      v_scale_.assign(static_cast<size_t>(layout.n_layer),
+                      std::vector<float>(static_cast<size_t>(layout.latent ? 0 : vectors), 1.0f));
     }
   } catch (const std::bad_alloc&) {
     k_.clear();
@@ -220,6 +226,7 @@ void kv_decode_vectors(KvDtype dtype, const uint8_t* src, int64_t src_stride, co
 }
 
 void CpuKvStorage::store(int32_t layer, bool is_value, int64_t slot, int32_t head, const float* x) {
+  if (is_value && layout_.latent) throw std::logic_error("a latent KV cache has no value rows to store");
   const int32_t block = static_cast<int32_t>(slot / layout_.block_size);
   const int32_t off = static_cast<int32_t>(slot % layout_.block_size);
   if (kv_dtype_packed(layout_.dtype)) return store_packed(layer, is_value, block, off, head, x);
@@ -243,7 +250,7 @@ const float* CpuKvStorage::decode_rows(int32_t layer, bool is_value, int32_t blo
 void CpuKvStorage::copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots) {
   const bool packed = kv_dtype_packed(layout_.dtype);
   for (int32_t l = 0; l < layout_.n_layer; ++l)
-    for (int is_v = 0; is_v < 2; ++is_v)
+    for (int is_v = 0; is_v < n_arrays(); ++is_v)
       for (int32_t h = 0; h < layout_.n_head_kv; ++h) {
         // Packed tiles go whole: KIVI keys' per-channel parameters sit after the rows.
         const size_t bytes = static_cast<size_t>(packed ? tile_bytes_[is_v] : n_slots * row_bytes_[is_v]);
@@ -264,7 +271,7 @@ void CpuKvStorage::copy_slot(int64_t src_slot, int64_t dst_slot) {
   const auto sb = static_cast<int32_t>(src_slot / bs), so = static_cast<int32_t>(src_slot % bs);
   const auto db = static_cast<int32_t>(dst_slot / bs), dof = static_cast<int32_t>(dst_slot % bs);
   for (int32_t l = 0; l < layout_.n_layer; ++l)
-    for (int is_v = 0; is_v < 2; ++is_v)
+    for (int is_v = 0; is_v < n_arrays(); ++is_v)
       for (int32_t h = 0; h < layout_.n_head_kv; ++h) {
         std::memmove(tile_ptr(l, is_v, db, h, dof), tile_ptr(l, is_v, sb, h, so),
                      static_cast<size_t>(row_bytes_[is_v]));

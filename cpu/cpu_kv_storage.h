@@ -81,7 +81,7 @@ class CpuKvStorage {
   void prefetch_scales(int32_t layer, int32_t block, int32_t head) const {
     if (!scaled_) return;
     __builtin_prefetch(scale_ptr(layer, false, block, head, 0), 0, 2);
-    __builtin_prefetch(scale_ptr(layer, true, block, head, 0), 0, 2);
+    if (!layout_.latent) __builtin_prefetch(scale_ptr(layer, true, block, head, 0), 0, 2);
   }
   void copy_block(int32_t src_block, int32_t dst_block, int32_t n_slots);
   // One slot's K and V (every layer and head, scales included) to another slot: token
@@ -137,6 +137,7 @@ class CpuKvStorage {
     // tile_offset counts elements of head_dim-long vectors; the scale array has one per vector.
     return const_cast<float*>(arr.data()) + layout_.tile_offset(block, head, slot) / layout_.head_dim;
   }
+  int n_arrays() const { return layout_.latent ? 1 : 2; }  // K and V, or the latent rows only
   KvLayout layout_;
   int64_t elem_bytes_ = 4;
   bool scaled_ = false;

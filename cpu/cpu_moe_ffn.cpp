@@ -40,6 +40,33 @@ void expert_scores(MoeGating gating, const float* lg, int32_t n, float* probs) {
   }
 }
 
+// Grouped routing: only the experts of the n_used groups with the best sums of their two best
+// selection scores stay choosable (the others' scores become -inf).
+void keep_best_groups(float* select, int32_t n_expert, int32_t n_group, int32_t n_used) {
+  const int32_t per = n_expert / n_group;
+  std::vector<float> score(static_cast<size_t>(n_group));
+  for (int32_t g = 0; g < n_group; ++g) {
+    float a = -INFINITY, b = -INFINITY;  // the two best of the group
+    for (int32_t e = g * per; e < (g + 1) * per; ++e) {
+      if (select[e] > a) {
+        b = a;
+        a = select[e];
+      } else if (select[e] > b) {
+        b = select[e];
+      }
+    }
+    score[static_cast<size_t>(g)] = a + b;
+  }
+  std::vector<int32_t> order(static_cast<size_t>(n_group));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + n_used, order.end(), [&](int32_t x, int32_t y) {
+    return score[static_cast<size_t>(x)] > score[static_cast<size_t>(y)];
+  });
+  for (int32_t k = n_used; k < n_group; ++k)
+    for (int32_t e = order[static_cast<size_t>(k)] * per; e < (order[static_cast<size_t>(k)] + 1) * per; ++e)
+      select[e] = -INFINITY;
+}
+
 }  // namespace
 
 // Router probabilities, top-k choice and weights of every token into moe_.chosen / weights;
@@ -65,6 +92,7 @@ void CpuBackend::route_tokens(const MoeWeights& X, int32_t n) {
     for (int32_t e = 0; e < NE; ++e)
       select[static_cast<size_t>(e)] =
           probs[static_cast<size_t>(e)] + (X.selection_bias.empty() ? 0.0f : X.selection_bias[static_cast<size_t>(e)]);
+    if (m.n_group > 1) keep_best_groups(select.data(), NE, m.n_group, m.n_group_used);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
       return select[static_cast<size_t>(a)] > select[static_cast<size_t>(b)];

@@ -21,19 +21,20 @@ namespace kvscope {
 
 class OnlineAttention {
  public:
-  static constexpr int32_t kMaxChunk = 64;  // rows per add() call
-  static constexpr int32_t kMaxGroup = 64;  // query heads per KV head
+  static constexpr int32_t kMaxChunk = 64;   // rows per add() call
+  static constexpr int32_t kMaxGroup = 128;  // query heads per KV head (DeepSeek-V3: 128 on one latent)
 
-  // q, out: [n_q][d] (the query heads of one KV head, consecutive). out doubles as the
-  // accumulator until finish().
-  OnlineAttention(const float* q, int32_t n_q, int32_t d, float scale, float* out)
-      : q_(q), out_(out), n_q_(n_q), d_(d), scale_(scale) {
+  // q: [n_q][d], out: [n_q][d_v] (the query heads of one KV head, consecutive). out doubles as
+  // the accumulator until finish(). d_v: the width of a value row, d when < 0 (latent attention
+  // sums the first d_v values of each key row: model_config.h MlaConfig).
+  OnlineAttention(const float* q, int32_t n_q, int32_t d, float scale, float* out, int32_t d_v = -1)
+      : q_(q), out_(out), n_q_(n_q), d_(d), dv_(d_v < 0 ? d : d_v), scale_(scale) {
     if (n_q < 1 || n_q > kMaxGroup) throw std::invalid_argument("attention: too many query heads per KV head");
     for (int32_t h = 0; h < n_q; ++h) {
       m_[h] = -INFINITY;
       l_[h] = 0.0;
     }
-    for (int64_t i = 0; i < static_cast<int64_t>(n_q) * d; ++i) out[i] = 0.0f;
+    for (int64_t i = 0; i < static_cast<int64_t>(n_q) * dv_; ++i) out[i] = 0.0f;
   }
 
   // Consecutive key/value rows at one place: key row j at k + j * k_stride, value row j at
@@ -150,8 +151,8 @@ class OnlineAttention {
       if (sink[h] > m_[h]) {
         const float c = std::exp(m_[h] - sink[h]);
         l_[h] *= c;
-        float* acc = out_ + static_cast<int64_t>(h) * d_;
-        for (int32_t i = 0; i < d_; ++i) acc[i] *= c;
+        float* acc = out_ + static_cast<int64_t>(h) * dv_;
+        for (int32_t i = 0; i < dv_; ++i) acc[i] *= c;
         m_[h] = sink[h];
       }
       l_[h] += std::exp(static_cast<double>(sink[h]) - m_[h]);
@@ -162,8 +163,8 @@ class OnlineAttention {
   void finish() {
     for (int32_t h = 0; h < n_q_; ++h) {
       const float inv = l_[h] > 0.0 ? static_cast<float>(1.0 / l_[h]) : 0.0f;
-      float* acc = out_ + static_cast<int64_t>(h) * d_;
-      for (int32_t i = 0; i < d_; ++i) acc[i] *= inv;
+      float* acc = out_ + static_cast<int64_t>(h) * dv_;
+      for (int32_t i = 0; i < dv_; ++i) acc[i] *= inv;
     }
   }
 
@@ -226,7 +227,7 @@ class OnlineAttention {
 
   const float* q_;
   float* out_;
-  int32_t n_q_, d_;
+  int32_t n_q_, d_, dv_;
   float scale_;
   float m_[kMaxGroup];
   double l_[kMaxGroup];
@@ -249,7 +250,7 @@ template <bool kPrefetch>
     for (int32_t j = 0; j < runs[r].n; ++j) krow[rows++] = runs[r].k + j * runs[r].k_stride;
   for (int32_t h = 0; h < n_q_; ++h) {
     const float* qh = q_ + static_cast<int64_t>(h) * d;
-    float* __restrict acc = out_ + static_cast<int64_t>(h) * d;
+    float* __restrict acc = out_ + static_cast<int64_t>(h) * dv_;
     float cmax = -INFINITY;
     int32_t n = 0;
     for (; n + 4 <= rows; n += 4) {
@@ -268,7 +269,7 @@ template <bool kPrefetch>
     if (cmax > m_[h]) {                        // new running max: rescale what was summed so far
       const float c = std::exp(m_[h] - cmax);  // 0 on the first chunk (m = -inf, acc = 0)
       l_[h] *= c;
-      for (int32_t i = 0; i < d; ++i) acc[i] *= c;
+      for (int32_t i = 0; i < dv_; ++i) acc[i] *= c;
       m_[h] = cmax;
     }
     const float m = m_[h];
@@ -290,7 +291,7 @@ template <bool kPrefetch>
 [[gnu::always_inline]] inline void OnlineAttention::accumulate_values(const Rows* runs, int32_t n_runs, const float* w,
                                                                       float* __restrict acc) const {
   constexpr int32_t kColumns = 64;
-  const int32_t d = d_;
+  const int32_t d = dv_;
   int32_t i0 = 0;
   for (; i0 + kColumns <= d; i0 += kColumns) {
     float a[kColumns];

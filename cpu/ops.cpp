@@ -1,6 +1,8 @@
 #include "cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace kvscope {
 
@@ -11,42 +13,47 @@ void rms_norm(const float* x, const float* w, float* y, int32_t n, float eps) {
   for (int32_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style,
-                  const float* freq_factors) {
-  // Same recurrence as ggml's rope cache: theta_i = pos * base^(-2i/n_rot), built by repeated
-  // multiplication in f32 so our angles round the way llama.cpp's do.
+namespace {
+
+// cos and sin of every pair's angle at pos into cs[2i], cs[2i+1]: ggml's rope cache
+// (ggml_rope_cache_init + rope_yarn). theta_i = pos * base^(-2i/n_rot), built by repeated
+// multiplication in f32 so the angles round the way llama.cpp's do; the angle is
+// freq_scale * theta / factor_i, blended with theta / factor_i by YaRN's ramp when on.
+void rope_cache_row(int32_t n_rot, int32_t pos, float base, float freq_scale, const float* freq_factors,
+                    const RopeYarn* yarn, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float low = 0.0f, high = 0.0f, mscale = 1.0f;
+  const bool mix = yarn && yarn->on();
+  if (mix) yarn->corr_dims(n_rot, base, &low, &high);
+  if (yarn) mscale = mix ? yarn->mscale() : yarn->attn_factor;
   float theta = static_cast<float>(pos);
-  const int32_t half = n_rot / 2;
-  for (int32_t i = 0; i < half; ++i) {
-    // As ggml's rope_yarn without extrapolation mixing: (theta / factor) * freq_scale.
-    const float angle = freq_scale * (freq_factors ? theta / freq_factors[i] : theta);
-    const float c = std::cos(angle), s = std::sin(angle);
-    float* a;
-    float* b;
-    if (style == RopeStyle::Normal) {
-      a = &x[2 * i];
-      b = &x[2 * i + 1];
-    } else {
-      a = &x[i];
-      b = &x[i + half];
+  for (int32_t i = 0; i < n_rot / 2; ++i) {
+    const float extrap = freq_factors ? theta / freq_factors[i] : theta;
+    float angle = freq_scale * extrap;
+    if (mix) {
+      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+      const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * yarn->ext_factor;
+      angle = angle * (1.0f - ramp) + extrap * ramp;
     }
-    const float x0 = *a, x1 = *b;
-    *a = x0 * c - x1 * s;
-    *b = x0 * s + x1 * c;
+    cs[2 * i] = std::cos(angle) * mscale;
+    cs[2 * i + 1] = std::sin(angle) * mscale;
     theta *= theta_scale;
   }
 }
 
-void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, float* cs, const float* freq_factors) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-  float theta = static_cast<float>(pos);
-  for (int32_t i = 0; i < n_rot / 2; ++i) {
-    const float angle = freq_scale * (freq_factors ? theta / freq_factors[i] : theta);
-    cs[2 * i] = std::cos(angle);
-    cs[2 * i + 1] = std::sin(angle);
-    theta *= theta_scale;
-  }
+}  // namespace
+
+void rope_inplace(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, RopeStyle style,
+                  const float* freq_factors, const RopeYarn* yarn) {
+  float cs[1024];
+  if (n_rot > 1024) throw std::invalid_argument("rope: more than 1024 rotated dims");
+  rope_cache_row(n_rot, pos, base, freq_scale, freq_factors, yarn, cs);
+  rope_apply(x, n_rot, cs, style);
+}
+
+void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, float* cs, const float* freq_factors,
+                      const RopeYarn* yarn) {
+  rope_cache_row(n_rot, pos, base, freq_scale, freq_factors, yarn, cs);
 }
 
 void rope_apply(float* x, int32_t n_rot, const float* cs, RopeStyle style) {

@@ -8,6 +8,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_inspect.h"
 #include "kv/kv_dtype.h"
+#include "kv/kv_layout.h"
 #include "model/model_config.h"
 
 namespace kvscope::cli {
@@ -43,11 +44,25 @@ int cmd_inspect(int argc, char** argv, int first) {
                           {"n_expert_used", c.moe.n_expert_used},
                           {"n_ff_exp", c.moe.n_ff_exp},
                           {"n_expert_shared", c.moe.n_shared}};
+    if (c.latent_kv())
+      cfg["latent_attention"] = {{"kv_lora_rank", c.mla.kv_lora_rank},
+                                 {"rope_dim", c.rope_dim},
+                                 {"q_lora_rank", c.mla.q_lora_rank},
+                                 {"head_k_dim", c.mla.qk_nope + c.rope_dim},
+                                 {"head_v_dim", c.mla.v_dim}};
     j["model_config"] = cfg;
-    // KV cost per token = 2 (K and V) x layers x kv_heads x bytes per head vector (scales included).
-    for (KvDtype d : kAllKvDtypes)
-      kv[kv_dtype_name(d)] = static_cast<int64_t>(c.n_layer) * c.n_head_kv *
-                             kv_bytes_per_token_head(d, c.head_dim, 16, 0);  // 16-token blocks
+    // KV cost per token, scales included, as the engine sizes its pool (KvLayout, 16-token
+    // blocks): 2 (K and V) x layers x kv_heads x a head vector, or one latent row per layer.
+    KvLayout l;
+    l.n_layer = c.n_layer;
+    l.n_head_kv = c.n_head_kv;
+    l.head_dim = c.head_dim;
+    l.latent = c.latent_kv();
+    for (KvDtype d : kAllKvDtypes) {
+      if (l.latent && kv_dtype_packed(d)) continue;  // refused on a latent cache
+      l.dtype = d;
+      kv[kv_dtype_name(d)] = l.bytes_per_token();
+    }
     j["kv_bytes_per_token"] = kv;
   } catch (const std::exception& e) {
     model_error = e.what();
@@ -62,8 +77,14 @@ int cmd_inspect(int argc, char** argv, int first) {
     std::cout << "\nnot runnable by kvscope: " << model_error << "\n";
   } else {
     const auto& c = j["model_config"];
-    std::cout << "\nKV cache per token = 2 x " << c["n_layer"] << " layers x " << c["n_head_kv"] << " KV heads x "
-              << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";
+    if (c.contains("latent_attention"))
+      std::cout << "\nKV cache per token = " << c["n_layer"] << " layers x 1 latent row of ("
+                << c["latent_attention"]["kv_lora_rank"] << " latent + " << c["latent_attention"]["rope_dim"]
+                << " RoPE key) x bytes (+ a scale for int8/fp8), key and value at once (multi-head latent "
+                   "attention; 4-/2-bit KV refused):";
+    else
+      std::cout << "\nKV cache per token = 2 x " << c["n_layer"] << " layers x " << c["n_head_kv"] << " KV heads x "
+                << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";
     for (auto& [name, bytes] : kv.items()) std::cout << "  " << name << " " << bytes.get<int64_t>() << " B";
     std::cout << "\n";
     if (c["n_expert"].get<int32_t>() > 0)

@@ -22,18 +22,25 @@ static GgmlType parse_dtype(const std::string& s) {
 }
 
 int cmd_make_model(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, {"out",      "arch",          "dtype",     "n-vocab",         "n-embd",
-                                   "n-layer",  "n-head",        "n-head-kv", "head-dim",        "n-ff",
-                                   "ctx",      "seed",          "rope-base", "window",          "swa-pattern",
-                                   "n-expert", "n-expert-used", "n-ff-exp",  "n-expert-shared", "n-dense-lead"},
+  const Args a(argc, argv, first,
+               {"out",           "arch",          "dtype",          "n-vocab",         "n-embd",
+                "n-layer",       "n-head",        "n-head-kv",      "head-dim",        "n-ff",
+                "ctx",           "seed",          "rope-base",      "window",          "swa-pattern",
+                "n-expert",      "n-expert-used", "n-ff-exp",       "n-expert-shared", "n-dense-lead",
+                "kv-lora-rank",  "q-lora-rank",   "rope-dim",       "rope-scaling",    "rope-factor",
+                "rope-orig-ctx", "yarn-log-mul",  "n-expert-group", "n-group-used"},
                {"tied", "help", "preset-100m", "preset-moe-1b"});
   if (a.has("help") || !a.has("out")) {
     std::cout
         << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
            "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
-           "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss\n"
-           "  [--n-expert-shared 1 --n-dense-lead 1]  glm4moe\n"
+           "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss,\n"
+           "    deepseek2\n"
+           "  [--n-expert-shared 1 --n-dense-lead 1]  glm4moe, deepseek2\n"
+           "  [--kv-lora-rank 128 --q-lora-rank 96 (0: one attn_q) --rope-dim 32]  deepseek2 (latent attention)\n"
+           "  [--n-expert-group 0 --n-group-used 0]  grouped expert routing (DeepSeek-V3: 8 and 4)\n"
+           "  [--rope-scaling linear|yarn --rope-factor 1 --rope-orig-ctx 0 --yarn-log-mul 0 (deepseek2)]\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n";
     return a.has("help") ? 0 : 2;
@@ -64,7 +71,8 @@ int cmd_make_model(int argc, char** argv, int first) {
     s.n_ff_exp = 512;
   }
   s.arch = a.str("arch", s.arch);
-  if ((s.arch == "qwen3moe" || s.arch == "glm4moe" || s.arch == "gpt-oss") && s.n_expert == 0) {
+  if ((s.arch == "qwen3moe" || s.arch == "glm4moe" || s.arch == "gpt-oss" || s.arch == "deepseek2") &&
+      s.n_expert == 0) {
     s.n_expert = 8;
     s.n_expert_used = 2;
   }
@@ -73,6 +81,17 @@ int cmd_make_model(int argc, char** argv, int first) {
   s.n_ff_exp = static_cast<int32_t>(a.i64("n-ff-exp", s.n_ff_exp));
   s.n_expert_shared = static_cast<int32_t>(a.i64("n-expert-shared", s.n_expert_shared));
   s.n_dense_lead = static_cast<int32_t>(a.i64("n-dense-lead", s.n_dense_lead));
+  s.kv_lora_rank = static_cast<int32_t>(a.i64("kv-lora-rank", s.kv_lora_rank));
+  s.q_lora_rank = static_cast<int32_t>(a.i64("q-lora-rank", s.q_lora_rank));
+  s.mla_rope = static_cast<int32_t>(a.i64("rope-dim", s.mla_rope));
+  s.n_expert_group = static_cast<int32_t>(a.i64("n-expert-group", s.n_expert_group));
+  s.n_group_used = static_cast<int32_t>(a.i64("n-group-used", s.n_group_used));
+  s.rope_scaling = a.str("rope-scaling", "");
+  if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
+    throw UsageError("--rope-scaling '" + s.rope_scaling + "' is not linear or yarn");
+  s.rope_factor = static_cast<float>(a.f64("rope-factor", s.rope_factor));
+  s.rope_orig_ctx = static_cast<int32_t>(a.i64("rope-orig-ctx", s.rope_orig_ctx));
+  s.yarn_log_mul = static_cast<float>(a.f64("yarn-log-mul", s.yarn_log_mul));
   s.dtype = parse_dtype(a.str("dtype", "f32"));
   s.n_vocab = static_cast<int32_t>(a.i64("n-vocab", s.n_vocab));
   s.n_embd = static_cast<int32_t>(a.i64("n-embd", s.n_embd));

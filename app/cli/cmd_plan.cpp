@@ -37,6 +37,11 @@ PlanModel model_from_gguf(const std::string& path) {
     m.file_weight_bytes += static_cast<int64_t>(t.nbytes);
   }
   m.note = path;
+  if (c.latent_kv()) {
+    m.kv_lora_rank = c.mla.kv_lora_rank;
+    m.mla_k_dim = c.mla.qk_nope + c.rope_dim;
+    m.mla_v_dim = c.mla.v_dim;
+  }
   m.n_expert = c.moe.n_expert;
   m.n_expert_used = c.moe.n_expert_used;
   if (c.moe.n_expert > 0) {
@@ -173,6 +178,11 @@ int cmd_plan(int argc, char** argv, int first) {
   std::printf("model: %s (%.4g%s params, %d layers, %d heads, %d KV heads, head_dim %d)\n", m.name.c_str(),
               m.n_params >= 1e9 ? m.n_params / 1e9 : m.n_params / 1e6, m.n_params >= 1e9 ? "B" : "M", m.n_layer,
               m.n_head, m.n_head_kv, m.head_dim);
+  if (m.latent())
+    std::printf(
+        "latent attention (MLA): the %d heads share one cached row of %d latent + %d RoPE values per token and "
+        "layer (their decompressed keys and values, %d and %d wide, are never cached)\n",
+        m.n_head, m.kv_lora_rank, m.head_dim - m.kv_lora_rank, m.mla_k_dim, m.mla_v_dim);
   if (m.n_expert > 0)
     std::printf(
         "MoE: %d experts, %d per token, %.4gB of the parameters active per token; the experts are in the FFN, "

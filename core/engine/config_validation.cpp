@@ -129,6 +129,7 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
     if (std::string why = kv_format_problem(cfg.kv_dtype, model.head_dim, cfg.block_size, cfg.kv_quant_group);
         !why.empty())
       p.add("kv_dtype", std::move(why));
+  if (model.latent_kv() && kv_dtype_packed(cfg.kv_dtype)) p.add("kv_dtype", latent_packed_problem(cfg.kv_dtype));
   if (!is_supported_block_size(cfg.block_size))
     p.add("block_size", "block size " + std::to_string(cfg.block_size) + " is not one of " + block_size_choices());
   check_pool(cfg, p);

@@ -109,6 +109,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   layout.dtype = cfg.kv_dtype;
   layout.quant_group = cfg.kv_quant_group;
   layout.kivi_residual = kv_dtype_block_quantized(cfg.kv_dtype) ? cfg.kivi_residual : 0;
+  layout.latent = mc.latent_kv();
   if (layout.kivi_residual > 0 && !backend.supports_kivi_residual())
     throw std::invalid_argument(
         "the " + backend.name() +

@@ -49,11 +49,12 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
   const KvLayout& L = backend.kv_layout();
   const int64_t tokens = static_cast<int64_t>(L.num_blocks) * L.block_size;
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "KV cache: %d blocks = %lld tokens = %.2f MiB (%s, %lld B/token), max concurrency %.2fx at context %d",
-                L.num_blocks, static_cast<long long>(tokens), static_cast<double>(L.total_bytes()) / (1 << 20),
-                kv_dtype_name(L.dtype), static_cast<long long>(L.bytes_per_token()),
-                static_cast<double>(tokens) / max_model_len, max_model_len);
+  std::snprintf(
+      buf, sizeof buf,
+      "KV cache%s: %d blocks = %lld tokens = %.2f MiB (%s, %lld B/token), max concurrency %.2fx at context %d",
+      L.latent ? " (latent rows: key and value at once)" : "", L.num_blocks, static_cast<long long>(tokens),
+      static_cast<double>(L.total_bytes()) / (1 << 20), kv_dtype_name(L.dtype),
+      static_cast<long long>(L.bytes_per_token()), static_cast<double>(tokens) / max_model_len, max_model_len);
   return buf + residual_note(G);
 }
 

@@ -93,6 +93,13 @@ std::string kv_format_problem(KvDtype t, int32_t head_dim, int32_t block_size, i
   return {};
 }
 
+std::string latent_packed_problem(KvDtype t) {
+  return std::string(kv_dtype_name(t)) +
+         " cannot hold a latent KV cache (DeepSeek's MLA): its keys and values are quantized differently (keys "
+         "per channel over a block, values per token, or rotated), and a latent row is the key and the value at "
+         "once. Use f32, f16, bf16, int8, fp8_e4m3 or fp8_e5m2";
+}
+
 int64_t kv_row_bytes(KvDtype t, bool is_value, int32_t head_dim, int32_t group) {
   const int64_t codes = static_cast<int64_t>(head_dim) * kv_code_bits(t) / 8;
   if (!kv_dtype_packed(t)) return codes;

@@ -62,6 +62,8 @@ int64_t kv_row_bytes(KvDtype t, bool is_value, int32_t head_dim, int32_t group);
 int64_t kv_tile_extra_bytes(KvDtype t, bool is_value, int32_t head_dim, int32_t block_size);
 // Exact bytes of one token of one KV head, K and V together, everything included (int8/fp8's
 // side-array scales, packed formats' parameters and padding; not KIVI's transient residual).
+// Why a packed dtype cannot store a latent (MLA) cache: the error of every layer that refuses it.
+std::string latent_packed_problem(KvDtype t);
 int64_t kv_bytes_per_token_head(KvDtype t, int32_t head_dim, int32_t block_size, int32_t group);
 // f16 bytes the residual of the block-quantized formats holds for one block (all tokens of one block, K and V, of one
 // layer and KV head) while that block fills: 2 * block_size * head_dim * 2.

@@ -36,11 +36,15 @@ struct KvLayout {
   // sequence follow it (0: quantized as soon as it is full). Not in bytes_per_token: the
   // residual is per sequence (CpuKvStorage::residual_bytes).
   int32_t kivi_residual = 0;
+  // Latent attention (model_config.h MlaConfig): one row per token, key and value at once; there
+  // is no V array. Only the per-vector dtypes (f32, f16, bf16, int8, fp8).
+  bool latent = false;
 
   // Exact: codes, scales, zero points and padding (kv/kv_dtype.h), for every dtype.
   int64_t bytes_per_token() const {
     return static_cast<int64_t>(n_layer) * n_head_kv *
-           kv_bytes_per_token_head(dtype, head_dim, block_size, quant_group);
+           (latent ? kv_bytes_per_head_vector(dtype, head_dim)
+                   : kv_bytes_per_token_head(dtype, head_dim, block_size, quant_group));
   }
   int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }

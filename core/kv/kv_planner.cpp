@@ -43,6 +43,18 @@ const std::vector<PlanModel>& plan_presets() {
        "openai/gpt-oss-20b: 32 experts, 4 per token; sliding (128) and full layers alternate", 32, 4, 3.6e9},
       {"gpt-oss-120b", 116.8e9, 36, 64, 8, 64, 131072, 128, 18, 0,
        "openai/gpt-oss-120b: 128 experts, 4 per token; sliding (128) and full layers alternate", 128, 4, 5.1e9},
+      // Latent attention: 61 layers x (512 latent + 64 RoPE key), one row per token, where
+      // the equivalent multi-head cache would hold 128 heads x (192 key + 128 value).
+      {"DeepSeek-V3", 671e9, 61, 128, 1, 576, 163840, 0, 0, 0,
+       "deepseek-ai/DeepSeek-V3: MLA (kv_lora_rank 512, RoPE key 64, heads 192/128 decompressed), 256 routed + 1 "
+       "shared expert, 8 per token, first 3 layers dense",
+       256, 8, 37e9, 512, 192, 128},
+      {"DeepSeek-R1", 671e9, 61, 128, 1, 576, 163840, 0, 0, 0, "deepseek-ai/DeepSeek-R1: DeepSeek-V3's shape", 256, 8,
+       37e9, 512, 192, 128},
+      {"Kimi-K2", 1.04e12, 61, 64, 1, 576, 131072, 0, 0, 0,
+       "moonshotai/Kimi-K2-Instruct: DeepSeek-V3's MLA with 64 heads, 384 routed + 1 shared expert, 8 per token, "
+       "first layer dense",
+       384, 8, 32.6e9, 512, 192, 128},
   };
   return presets;
 }
@@ -108,6 +120,55 @@ static std::pair<int64_t, int64_t> kept_positions(int64_t ctx, int32_t window, i
   return {shared, total - shared};
 }
 
+// One layer's KV bytes per token (scales included, and codes only), and the formula of the
+// whole model's: into r.kv_heads, kv_bytes_per_token, kv_element_bytes_per_token, formula.
+static std::pair<int64_t, int64_t> kv_per_token(const PlanInput& in, PlanResult& r) {
+  const PlanModel& m = in.model;
+  if (m.latent() && kv_dtype_packed(in.kv_dtype))
+    throw std::invalid_argument("plan: " + latent_packed_problem(in.kv_dtype));
+  r.kv_heads = in.mha ? m.n_head : m.n_head_kv;
+  KvLayout per_layer;  // one layer: bytes_per_token is the function the engine reports with
+  per_layer.n_layer = 1;
+  per_layer.n_head_kv = r.kv_heads;
+  per_layer.head_dim = m.head_dim;
+  per_layer.dtype = in.kv_dtype;
+  per_layer.latent = m.latent() && !in.mha;
+  int64_t layer_token_bytes = per_layer.bytes_per_token();
+  int64_t layer_elem_bytes =
+      (per_layer.latent ? 1LL : 2LL) * r.kv_heads * m.head_dim * kv_code_bits(in.kv_dtype) / 8;  // codes only
+  if (m.latent() && in.mha) {  // every head's decompressed key and value, as a multi-head model would cache them
+    layer_token_bytes = static_cast<int64_t>(m.n_head) * (kv_bytes_per_head_vector(in.kv_dtype, m.mla_k_dim) +
+                                                          kv_bytes_per_head_vector(in.kv_dtype, m.mla_v_dim));
+    layer_elem_bytes = static_cast<int64_t>(m.n_head) * (m.mla_k_dim + m.mla_v_dim) * kv_elem_bytes(in.kv_dtype);
+  }
+  r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
+  r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
+  const std::string scale = kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "";
+  const std::string elem = " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B";
+  if (per_layer.latent)
+    r.formula = std::to_string(m.n_layer) + " layers x 1 latent row x ((" + std::to_string(m.kv_lora_rank) +
+                " latent + " + std::to_string(m.head_dim - m.kv_lora_rank) + " RoPE key)" + elem + scale +
+                ") = " + std::to_string(r.kv_bytes_per_token) + " B/token (the row is key and value at once)";
+  else if (m.latent())
+    r.formula = std::to_string(m.n_layer) + " layers x " + std::to_string(m.n_head) + " heads x ((" +
+                std::to_string(m.mla_k_dim) + " key + " + std::to_string(m.mla_v_dim) + " value)" + elem +
+                (scale.empty() ? "" : " + 2 x 4 B scales") + ") = " + std::to_string(r.kv_bytes_per_token) +
+                " B/token (decompressed multi-head)";
+  else if (kv_dtype_packed(
+               in.kv_dtype))  // codes + f16 scales/mins (+ KIVI's per-block key parameters), 16-token blocks
+    r.formula = std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x " +
+                std::to_string(kv_bytes_per_token_head(in.kv_dtype, m.head_dim, per_layer.block_size, 0)) +
+                " B (K+V: " + std::to_string(m.head_dim) + " x " + std::to_string(kv_code_bits(in.kv_dtype)) +
+                "-bit codes x 2 + f16 scales) = " + std::to_string(r.kv_bytes_per_token) + " B/token";
+  else
+    r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
+                std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +
+                (kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "") + ") = " + std::to_string(r.kv_bytes_per_token) +
+                " B/token";
+
+  return {layer_token_bytes, layer_elem_bytes};
+}
+
 PlanResult plan_memory(const PlanInput& in) {
   const PlanModel& m = in.model;
   if (m.n_layer <= 0 || m.n_head <= 0 || m.n_head_kv <= 0 || m.head_dim <= 0)
@@ -132,26 +193,7 @@ PlanResult plan_memory(const PlanInput& in) {
     r.weights_bytes = static_cast<int64_t>(std::llround(m.n_params * *bits / 8.0));
   }
 
-  r.kv_heads = in.mha ? m.n_head : m.n_head_kv;
-  KvLayout per_layer;  // one layer: bytes_per_token is the function the engine reports with
-  per_layer.n_layer = 1;
-  per_layer.n_head_kv = r.kv_heads;
-  per_layer.head_dim = m.head_dim;
-  per_layer.dtype = in.kv_dtype;
-  const int64_t layer_token_bytes = per_layer.bytes_per_token();
-  const int64_t layer_elem_bytes = 2LL * r.kv_heads * m.head_dim * kv_code_bits(in.kv_dtype) / 8;  // codes only
-  r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
-  r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
-  if (kv_dtype_packed(in.kv_dtype))  // codes + f16 scales/mins (+ KIVI's per-block key parameters), 16-token blocks
-    r.formula = std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x " +
-                std::to_string(kv_bytes_per_token_head(in.kv_dtype, m.head_dim, per_layer.block_size, 0)) +
-                " B (K+V: " + std::to_string(m.head_dim) + " x " + std::to_string(kv_code_bits(in.kv_dtype)) +
-                "-bit codes x 2 + f16 scales) = " + std::to_string(r.kv_bytes_per_token) + " B/token";
-  else
-    r.formula = "2 (K,V) x " + std::to_string(m.n_layer) + " layers x " + std::to_string(r.kv_heads) + " KV heads x (" +
-                std::to_string(m.head_dim) + " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B" +
-                (kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "") + ") = " + std::to_string(r.kv_bytes_per_token) +
-                " B/token";
+  const auto [layer_token_bytes, layer_elem_bytes] = kv_per_token(in, r);
 
   // Layer groups: the model's own sliding layers (window narrowed by --window) and the rest.
   auto add_group = [&](int32_t n_layer, int32_t window) {

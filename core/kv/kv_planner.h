@@ -34,12 +34,19 @@ struct PlanModel {
   int32_t n_expert = 0;  // 0: dense
   int32_t n_expert_used = 0;
   double n_active_params = 0;  // per token; 0: same as n_params
+  // Latent attention (DeepSeek's MLA, model_config.h MlaConfig): one row of head_dim =
+  // kv_lora_rank + RoPE dims per token and layer, n_head_kv 1. mla_k_dim / mla_v_dim: a
+  // decompressed head's key and value widths, what --mha counts instead.
+  int32_t kv_lora_rank = 0;  // 0: not latent
+  int32_t mla_k_dim = 0, mla_v_dim = 0;
+  bool latent() const { return kv_lora_rank > 0; }
 };
 
 // Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, "70B" (the problem statement's
 // model: Llama-70B shape with exactly 70e9 parameters), and the 2025 families: Qwen3-30B-A3B,
 // Qwen3-235B-A22B, GLM-4.5, GLM-4.5-Air, GLM-4.7, Mistral-Small-3.2, Phi-4, SmolLM3-3B,
-// gpt-oss-20b, gpt-oss-120b (numbers and sources in docs/models.md).
+// gpt-oss-20b, gpt-oss-120b, and latent attention's DeepSeek-V3, DeepSeek-R1, Kimi-K2 (numbers
+// and sources in docs/models.md).
 const std::vector<PlanModel>& plan_presets();
 std::optional<PlanModel> find_plan_preset(const std::string& name);  // case-insensitive
 
@@ -59,7 +66,7 @@ struct PlanInput {
   int32_t window = 0;  // 0: full attention (model's own window still applies)
   int32_t sinks = 0;
   int64_t shared_prefix = 0;  // first P tokens identical in every sequence, stored once
-  bool mha = false;           // count every query head as a KV head (the statement's formula)
+  bool mha = false;           // count every query head as a KV head (the statement's formula; MLA: decompressed)
   double gpu_gib = 80;
   double gpu_util = 1.0;  // usable fraction of each GPU's memory
 };

@@ -6,7 +6,7 @@ namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
   static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3",   "gemma3",  "qwen3moe", "mistral3",
-                                                 "phi3",  "glm4",  "glm4moe", "smollm3", "gpt-oss"};
+                                                 "phi3",  "glm4",  "glm4moe", "smollm3", "gpt-oss",  "deepseek2"};
   return archs;
 }
 
@@ -83,6 +83,10 @@ ArchTraits traits_for(const std::string& arch) {
     t.out_bias = true;
     t.attn_sinks = true;
     t.moe_biases = true;
+    return t;
+  }
+  if (arch == "deepseek2") {  // latent attention (MlaConfig), MoE after dense leading layers
+    t.latent_attention = true;
     return t;
   }
   std::string list;

@@ -39,6 +39,10 @@ std::string Model::describe() const {
   if (c.moe.n_expert > 0)
     os << ", MoE " << c.moe.n_expert_used << " of " << c.moe.n_expert << " experts per token ("
        << weights.n_active_params / 1000 << "K params active; KV per token is attention's, not the experts')";
+  if (c.latent_kv())
+    os << ", latent attention: one cached row of " << c.mla.kv_lora_rank << " latent + " << c.rope_dim
+       << " RoPE values per token and layer, read by all " << c.n_head << " heads (decompressed heads "
+       << c.mla.qk_nope + c.rope_dim << "/" << c.mla.v_dim << " wide, never cached)";
   if (synthetic) os << " [synthetic: RANDOM WEIGHTS, output is gibberish]";
   return os.str();
 }

@@ -81,6 +81,21 @@ void read_sliding_layers(const GgufFile& f, const Reader& r, ModelConfig& c) {
                               key + "_pattern", 1, 4096);
 }
 
+// YaRN, with llama.cpp's settings (llama_context's cparams): ext_factor 1, beta 32 / 1, and the
+// attention factor that cancels get_mscale against rope_yarn's own (1 + 0.1 ln factor). For
+// deepseek2 (rope.scaling.yarn_log_multiplier) the graph also scales q.k by mscale^2 (below).
+void read_yarn(const Reader& r, ModelConfig& c) {
+  RopeYarn& y = c.yarn;
+  y.freq_scale = c.rope_freq_scale;
+  y.orig_ctx = c.rope_orig_ctx;
+  const float factor = 1.0f / c.rope_freq_scale;
+  if (!(factor >= 1.0f)) throw ModelError(c.arch + ".rope.scaling.factor must be >= 1 for YaRN");
+  y.ext_factor = 1.0f;
+  y.attn_factor = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;  // get_mscale(factor, 1)
+  y.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  y.attn_factor *= static_cast<float>(r.opt_float("rope.scaling.attn_factor", 1.0));
+}
+
 // RoPE: base frequencies, linear or llama3 scaling, rotated dimensions, per-pair factors.
 void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   c.rope_base = static_cast<float>(r.opt_float("rope.freq_base", 10000.0));
@@ -89,7 +104,7 @@ void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   double scale = r.opt_float("rope.scale_linear", 0.0);
   if (scale == 0.0) {
     const std::string type = f.get_string(c.arch + ".rope.scaling.type").value_or("none");
-    if (type == "linear")
+    if (type == "linear" || type == "yarn")
       scale = r.opt_float("rope.scaling.factor", 1.0);
     else if (type == "llama3" && f.find_tensor("rope_freqs.weight")) {
       // llama 3.1+: the scaling is entirely in the per-dimension factors read below.
@@ -110,7 +125,47 @@ void read_rope(const GgufFile& f, const Reader& r, ModelConfig& c) {
   }
   c.rope_orig_ctx = checked_i32(r.opt_int("rope.scaling.original_context_length", c.n_ctx_train),
                                 c.arch + ".rope.scaling.original_context_length", 0, int64_t(1) << 30);
+  if (f.get_string(c.arch + ".rope.scaling.type").value_or("") == "yarn") read_yarn(r, c);
   read_rope_sections(r, c);
+}
+
+// deepseek2's latent attention, in the form llama.cpp converts it to since 2025 (the cache row
+// is key_length = kv_lora_rank + rope_dim wide, value_length = kv_lora_rank, one KV head).
+void read_latent_attention(const Reader& r, ModelConfig& c) {
+  const std::string a = c.arch + ".attention.";
+  if (!r.f.find(a + "key_length_mla"))
+    throw ModelError(a +
+                     "key_length_mla is missing: this deepseek2 file predates llama.cpp's latent-attention "
+                     "form (attn_k_b / attn_v_b); convert the model again with a current convert_hf_to_gguf.py");
+  MlaConfig& m = c.mla;
+  m.kv_lora_rank = checked_i32(r.req_int("attention.kv_lora_rank"), a + "kv_lora_rank", 1, 65536);
+  m.q_lora_rank = checked_i32(r.opt_int("attention.q_lora_rank", 0), a + "q_lora_rank", 0, 65536);
+  const int32_t k_mla = checked_i32(r.req_int("attention.key_length_mla"), a + "key_length_mla", 2, 4096);
+  m.v_dim = checked_i32(r.req_int("attention.value_length_mla"), a + "value_length_mla", 1, 4096);
+  m.qk_nope = k_mla - c.rope_dim;
+  if (m.qk_nope < 1)
+    throw ModelError(a + "key_length_mla " + std::to_string(k_mla) + " leaves no dims without RoPE (rope " +
+                     std::to_string(c.rope_dim) + ")");
+  if (c.head_dim != m.kv_lora_rank + c.rope_dim || c.n_head_kv != 1)
+    throw ModelError(a + "key_length " + std::to_string(c.head_dim) + " and head_count_kv " +
+                     std::to_string(c.n_head_kv) + " must be kv_lora_rank + rope = " +
+                     std::to_string(m.kv_lora_rank + c.rope_dim) + " and 1 (one latent row per token)");
+  const int64_t val_len = r.opt_int("attention.value_length", m.kv_lora_rank);
+  if (val_len != m.kv_lora_rank)
+    throw ModelError(a + "value_length " + std::to_string(val_len) + " != kv_lora_rank " +
+                     std::to_string(m.kv_lora_rank));
+  // llama.cpp scales q.k by 1/sqrt of the decompressed head's key width (times YaRN's mscale^2,
+  // 1 without YaRN).
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(k_mla));
+  // YaRN: deepseek2's graph pre-scales q.k by mscale^2, mscale = the original attention factor x
+  // (1 + 0.1 yarn_log_multiplier ln(1 / freq_scale)); the file's multiplier carries a 0.1 that
+  // llama.cpp cancels ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
+  if (c.yarn.on()) {
+    const float log_mul = static_cast<float>(r.opt_float("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1f;
+    const float attn_org = c.yarn.attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale));
+    const float mscale = attn_org * (1.0f + 0.1f * log_mul * std::log(1.0f / c.rope_freq_scale));
+    c.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
+  }
 }
 
 // The vocabulary size: the tokenizer's token list and token_embd.weight's rows must agree.
@@ -154,7 +209,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
                      std::to_string(c.n_head) + " and attention.key_length is missing");
   c.head_dim = checked_i32(key_len, c.arch + ".attention.key_length", 2, 4096);
   const int64_t val_len = r.opt_int("attention.value_length", c.head_dim);
-  if (val_len != c.head_dim)
+  if (val_len != c.head_dim && !c.traits.latent_attention)
     throw ModelError("attention.value_length " + std::to_string(val_len) + " != key_length " +
                      std::to_string(c.head_dim) + " is not supported");
   c.rms_eps = static_cast<float>(r.opt_float("attention.layer_norm_rms_epsilon", 1e-5));
@@ -162,10 +217,24 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   read_rope(f, r, c);
   if (c.traits.interleaved_swa) read_sliding_layers(f, r, c);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.traits.latent_attention) read_latent_attention(r, c);
   c.moe = read_moe_config(f, c);
 
   read_vocab_size(f, c);
   return c;
+}
+
+float RopeYarn::mscale() const { return attn_factor * (1.0f + 0.1f * std::log(1.0f / freq_scale)); }
+
+// ggml_rope_yarn_corr_dims: the pair count whose wavelength turns `rotations` times in orig_ctx.
+void RopeYarn::corr_dims(int32_t n_rot, float base, float* low, float* high) const {
+  auto dim = [&](float rotations) {
+    return static_cast<float>(n_rot) *
+           std::log(static_cast<float>(orig_ctx) / (rotations * 2.0f * 3.14159265358979323846f)) /
+           (2.0f * std::log(base));
+  };
+  *low = std::max(0.0f, std::floor(dim(beta_fast)));
+  *high = std::min(static_cast<float>(n_rot - 1), std::ceil(dim(beta_slow)));
 }
 
 const float* ModelConfig::rope_factors(int32_t n_ctx) const {

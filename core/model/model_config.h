@@ -42,6 +42,22 @@ struct ArchTraits {
   int32_t no_rope_every = 0;             // smollm3 (4): layer il has no RoPE when (il + 1) % 4 == 0
   bool attn_sinks = false;               // gpt-oss: a learned logit per head in every softmax (attn_sinks)
   bool moe_biases = false;               // gpt-oss: router and per-expert gate/up/down biases
+  bool latent_attention = false;         // deepseek2: multi-head latent attention (MlaConfig)
+};
+
+// DeepSeek's multi-head latent attention (V2/V3/R1, Kimi K2), as llama.cpp runs it ("absorbed"):
+// each token stores ONE row per layer, its compressed latent c (kv_lora_rank values, RMS-normed)
+// followed by its RoPE key (rope_dim values, shared by every head). That row is the key of every
+// head; its first kv_lora_rank values are also the value. A head's query is its no-RoPE part
+// multiplied into latent space by attn_k_b, then its RoPE part; a head's output (kv_lora_rank
+// wide) goes back through attn_v_b to v_dim before attn_output. So the cache holds
+// (kv_lora_rank + rope_dim) values per token and layer, whatever the number of heads:
+// ModelConfig::head_dim is that width, n_head_kv is 1 (the files say so too).
+struct MlaConfig {
+  int32_t kv_lora_rank = 0;  // 0: not latent attention
+  int32_t q_lora_rank = 0;   // q through attn_q_a / attn_q_b; 0 (V2-Lite): one attn_q matrix
+  int32_t qk_nope = 0;       // a head's query and key dims without RoPE (key_length_mla - rope_dim)
+  int32_t v_dim = 0;         // a head's value dims after attn_v_b (value_length_mla)
 };
 
 // The mixture-of-experts FFN (llama.cpp's build_moe_ffn): a router picks n_expert_used of
@@ -58,6 +74,26 @@ struct MoeConfig {
   bool norm_weights = false;    // the chosen experts' weights are divided by their sum
   float weights_scale = 1.0f;   // then multiplied by this
   bool selection_bias = false;  // exp_probs_b.bias: added to the scores for choosing only
+  // Grouped routing (DeepSeek-V3: 8 groups, 4 kept): experts come in n_group equal groups, a
+  // group scores the sum of its two best selection scores, and only the n_group_used best
+  // groups' experts can be chosen. 0: off.
+  int32_t n_group = 0, n_group_used = 0;
+};
+
+// YaRN RoPE scaling (rope.scaling.type = yarn: gpt-oss, DeepSeek-V3, Kimi K2), as ggml's
+// rope_yarn computes it. Pair i's angle blends the interpolated angle (freq_scale x theta) with
+// the original one: ramp(i) = ext_factor x (1 - clamp((i - low) / max(0.001, high - low), 0, 1)),
+// where low and high are the pairs whose wavelength fits beta_fast and beta_slow turns into
+// orig_ctx tokens (yarn_corr_dims, from the layer's base); cos and sin are scaled by mscale().
+struct RopeYarn {
+  float ext_factor = 0.0f;  // 0: no YaRN (llama.cpp uses 1 for yarn files)
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int32_t orig_ctx = 0;      // rope.scaling.original_context_length
+  float attn_factor = 1.0f;  // llama.cpp's cparams.yarn_attn_factor
+  float freq_scale = 1.0f;   // 1 / rope.scaling.factor
+  bool on() const { return ext_factor != 0.0f; }
+  float mscale() const;  // attn_factor x (1 + 0.1 ln(1 / freq_scale)), in f32 as ggml
+  void corr_dims(int32_t n_rot, float base, float* low, float* high) const;
 };
 
 struct ModelConfig {
@@ -75,7 +111,8 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   float rope_base_swa = 10000.0f;        // gemma3's sliding layers
-  float rope_freq_scale = 1.0f;          // 1 / linear scaling factor
+  float rope_freq_scale = 1.0f;          // 1 / linear (or YaRN) scaling factor
+  RopeYarn yarn;                         // YaRN's extrapolation mix and magnitude (off unless yarn)
   std::vector<float> rope_freq_factors;  // llama 3.1+ rope_freqs.weight: pair i's angle / factor[i]; empty: none
   // The per-pair RoPE divisors for an engine whose sequences may reach n_ctx tokens (0: the
   // trained context); nullptr when the model has none.
@@ -86,6 +123,7 @@ struct ModelConfig {
   std::vector<uint8_t> swa_layers;  // the pattern given per layer (gpt-oss files); overrides swa_pattern
   float attn_scale = 0.0f;          // multiplier of q.k; 1/sqrt(head_dim) by default
   MoeConfig moe;
+  MlaConfig mla;
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
   std::vector<float> rope_factors_long, rope_factors_short;
@@ -100,9 +138,15 @@ struct ModelConfig {
   bool layer_has_rope(int32_t il) const { return traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0; }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
+  // Latent attention: the cache row is key and value at once (MlaConfig), there is no V array.
+  bool latent_kv() const { return mla.kv_lora_rank > 0; }
+  // Width of one head's attention output (the values it sums): head_dim, or the latent's.
+  int32_t attn_v_dim() const { return latent_kv() ? mla.kv_lora_rank : head_dim; }
+  // Where the RoPE dims start in a query or cache row: 0, or after the latent.
+  int32_t rope_offset() const { return latent_kv() ? mla.kv_lora_rank : 0; }
   // Keys and values of one token over all layers, in elements (x bytes/elem for the KV dtype).
   // Experts change the FFN only: an MoE model's KV per token is its attention's, whatever n_expert.
-  int64_t kv_elements_per_token() const { return 2LL * n_layer * n_head_kv * head_dim; }
+  int64_t kv_elements_per_token() const { return (latent_kv() ? 1LL : 2LL) * n_layer * n_head_kv * head_dim; }
 
   // Throws ModelError naming the missing or inconsistent key (unknown arch, 0 layers, heads
   // that do not divide, ...).

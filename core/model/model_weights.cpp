@@ -26,6 +26,7 @@ struct Loader {
   static void check_shape(const GgufTensorInfo& t, std::vector<int64_t> want) {
     std::vector<int64_t> got = t.ne;
     while (got.size() > want.size() && got.back() == 1) got.pop_back();
+    while (want.size() > got.size() && want.back() == 1) want.pop_back();  // [.., .., 1 head] is 2-D on file
     if (got != want)
       throw ModelError("tensor '" + t.name + "' has shape " + shape_str(t.ne) + ", expected " + shape_str(want));
   }
@@ -102,11 +103,41 @@ void load_qkv(const Loader& ld, const ModelConfig& c, const std::string& p, Laye
   L.av = {ld.vec(p + "attn_v.bias", KV, c.traits.qkv_bias), ld.scale(p + "attn_v")};
 }
 
+// Latent attention (MlaConfig): the low-rank query, the latent + RoPE key projection, and each
+// head's k_b / v_b slice of the 3-D [.. x .. x n_head] tensors.
+void load_latent_attention(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const MlaConfig& m = c.mla;
+  MlaWeights& W = L.mla;
+  const int64_t E = c.n_embd, qk = m.qk_nope + c.rope_dim, R = m.kv_lora_rank;
+  if (ld.find(p + "attn_q_a.weight", false)) {
+    if (m.q_lora_rank <= 0)
+      throw ModelError("attention.q_lora_rank is 0 or missing, but the file has " + p + "attn_q_a.weight");
+    W.wq_a = ld.matrix(p + "attn_q_a.weight", E, m.q_lora_rank);
+    W.q_a_norm = ld.vec(p + "attn_q_a_norm.weight", m.q_lora_rank, true);
+    W.wq_b = ld.matrix(p + "attn_q_b.weight", m.q_lora_rank, c.n_head * qk);
+  } else {
+    L.wq = ld.matrix(p + "attn_q.weight", E, c.n_head * qk);
+  }
+  W.wkv_a = ld.matrix(p + "attn_kv_a_mqa.weight", E, R + c.rope_dim);
+  W.kv_a_norm = ld.vec(p + "attn_kv_a_norm.weight", R, true);
+  const TensorView k_b = ld.tensor(p + "attn_k_b.weight", {m.qk_nope, R, c.n_head});
+  const TensorView v_b = ld.tensor(p + "attn_v_b.weight", {R, m.v_dim, c.n_head});
+  for (int32_t h = 0; h < c.n_head; ++h) {
+    W.k_b.push_back(ld.rows(k_b, static_cast<int64_t>(h) * R, R));
+    W.v_b.push_back(ld.rows(v_b, static_cast<int64_t>(h) * m.v_dim, m.v_dim));
+  }
+}
+
 void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
   const ArchTraits& tr = c.traits;
   L.attn_norm = ld.vec(p + "attn_norm.weight", c.n_embd, true);
-  load_qkv(ld, c, p, L);
-  L.wo = ld.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+  if (tr.latent_attention) {
+    load_latent_attention(ld, c, p, L);
+    L.wo = ld.matrix(p + "attn_output.weight", static_cast<int64_t>(c.n_head) * c.mla.v_dim, c.n_embd);
+  } else {
+    load_qkv(ld, c, p, L);
+    L.wo = ld.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+  }
   L.ao = {tr.out_bias ? ld.vec(p + "attn_output.bias", c.n_embd, false) : std::vector<float>{},
           ld.scale(p + "attn_output")};
   if (tr.qk_norm || (tr.qk_norm_if_present && ld.find(p + "attn_q_norm.weight", false))) {
@@ -160,8 +191,16 @@ void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, 
   MoeWeights& X = L.experts;
   L.moe = true;
   X.router = ld.matrix(p + "ffn_gate_inp.weight", E, m.n_expert);
-  X.gate = expert_views(ld, p + "ffn_gate_exps.weight", E, F, m.n_expert);
-  X.up = expert_views(ld, p + "ffn_up_exps.weight", E, F, m.n_expert);
+  if (ld.find(p + "ffn_gate_up_exps.weight", false)) {  // [gate; up] per expert in one tensor
+    const std::vector<TensorView> gate_up = expert_views(ld, p + "ffn_gate_up_exps.weight", E, 2 * F, m.n_expert);
+    for (const TensorView& gu : gate_up) {
+      X.gate.push_back(ld.rows(gu, 0, F));
+      X.up.push_back(ld.rows(gu, F, F));
+    }
+  } else {
+    X.gate = expert_views(ld, p + "ffn_gate_exps.weight", E, F, m.n_expert);
+    X.up = expert_views(ld, p + "ffn_up_exps.weight", E, F, m.n_expert);
+  }
   X.down = expert_views(ld, p + "ffn_down_exps.weight", F, E, m.n_expert);
   if (m.selection_bias) X.selection_bias = ld.vec(p + "exp_probs_b.bias", m.n_expert, true);
   if (c.traits.expert_scales) {

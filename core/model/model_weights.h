@@ -32,6 +32,17 @@ struct MoeWeights {
   TensorView shared_gate, shared_up, shared_down;  // data == nullptr: no shared expert
 };
 
+// Latent attention's matrices (model_config.h MlaConfig; deepseek2). wq (in LayerWeights) holds
+// the query when q_lora_rank is 0.
+struct MlaWeights {
+  TensorView wq_a, wq_b;         // [q_lora_rank x n_embd], [n_head * (qk_nope + rope) x q_lora_rank]
+  std::vector<float> q_a_norm;   // [q_lora_rank]
+  TensorView wkv_a;              // [kv_lora_rank + rope x n_embd]: the latent, then the RoPE key
+  std::vector<float> kv_a_norm;  // [kv_lora_rank]
+  std::vector<TensorView> k_b;   // [n_head] of [kv_lora_rank x qk_nope]: a head's query into latent space
+  std::vector<TensorView> v_b;   // [n_head] of [v_dim x kv_lora_rank]: a head's output out of it
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   TensorView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
@@ -45,6 +56,7 @@ struct LayerWeights {
   std::vector<float> post_ffw_norm;   // [n_embd] (gemma3, glm4)
   bool moe = false;                   // this layer's FFN is `experts`, not w_gate/w_up/w_down
   MoeWeights experts;
+  MlaWeights mla;  // latent attention only (wk, wv unused)
 };
 
 struct ModelWeights {

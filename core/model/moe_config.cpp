@@ -52,6 +52,25 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
     m.selection_bias = true;
     return;
   }
+  if (c.arch == "deepseek2") {
+    // V2 and V2.5 files carry no gating key and mean softmax; V3/R1/Kimi K2 say sigmoid (2).
+    const auto shared = f.get_int(a + "expert_shared_count");
+    if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
+    m.n_shared = in_range(*shared, a + "expert_shared_count", 0, 64);
+    m.n_dense_lead =
+        in_range(f.get_int(a + "leading_dense_block_count").value_or(0), a + "leading_dense_block_count", 0, c.n_layer);
+    const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
+    m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+    m.norm_weights = f.get_bool(a + "expert_weights_norm").value_or(false);
+    const int64_t g = f.get_int(a + "expert_gating_func").value_or(0);
+    if (g < 0 || g > 2)
+      throw ModelError(a + "expert_gating_func = " + std::to_string(g) +
+                       " is not a gating kvscope runs (1 softmax, 2 sigmoid)");
+    m.gating = g == 2 ? MoeGating::Sigmoid : MoeGating::Softmax;
+    m.selection_bias = m.n_dense_lead < c.n_layer &&
+                       f.find_tensor("blk." + std::to_string(m.n_dense_lead) + ".exp_probs_b.bias") != nullptr;
+    return;
+  }
   if (c.arch == "gpt-oss") {  // its graph passes norm_w false and softmax-of-the-chosen gating
     m.gating = MoeGating::SoftmaxOfChosen;
     return;
@@ -69,12 +88,24 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   const std::string a = c.arch + ".";
   const int64_t n_expert = f.get_int(a + "expert_count").value_or(0);
   const int64_t n_used = key_or_uniform_array(f, a + "expert_used_count", 0);
-  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss";
+  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss" ||
+                        c.arch == "deepseek2";
   if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
   m.n_expert = in_range(n_expert, a + "expert_count", 1, 4096);
   m.n_expert_used = in_range(n_used, a + "expert_used_count", 1, m.n_expert);
-  if (f.get_int(a + "expert_group_count").value_or(0) > 1)
-    throw ModelError(a + "expert_group_count > 1 (grouped routing) is not supported yet");
+  if (const int64_t groups = f.get_int(a + "expert_group_count").value_or(0); groups > 1) {
+    // llama.cpp's grouped routing (build_moe_ffn): each group scores its two best experts.
+    m.n_group = in_range(groups, a + "expert_group_count", 2, m.n_expert / 2);
+    if (m.n_expert % m.n_group != 0)
+      throw ModelError(a + "expert_group_count " + std::to_string(m.n_group) + " does not divide expert_count " +
+                       std::to_string(m.n_expert));
+    const int32_t per_group = m.n_expert / m.n_group;
+    m.n_group_used =
+        in_range(f.get_int(a + "expert_group_used_count").value_or(0), a + "expert_group_used_count", 1, m.n_group - 1);
+    if (m.n_expert_used > m.n_group_used * per_group)
+      throw ModelError(a + "expert_used_count " + std::to_string(m.n_expert_used) + " exceeds the experts of the " +
+                       std::to_string(m.n_group_used) + " groups kept (" + std::to_string(per_group) + " each)");
+  }
   // mistral3's experts are n_ff wide; the others read expert_feed_forward_length, or llama.cpp's
   // fallback n_ff / n_expert_used.
   const int64_t ff_exp = c.arch == "mistral3" ? 0 : key_or_uniform_array(f, a + "expert_feed_forward_length", 0);

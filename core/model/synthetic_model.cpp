@@ -52,7 +52,10 @@ int32_t ff_exp(const SyntheticSpec& s) {
   return s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff / std::max(1, s.n_expert_used);
 }
 
-bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "glm4moe" || a == "gpt-oss"; }
+bool is_moe_arch(const std::string& a) {
+  return a == "qwen3moe" || a == "glm4moe" || a == "gpt-oss" || a == "deepseek2";
+}
+bool has_dense_lead(const std::string& a) { return a == "glm4moe" || a == "deepseek2"; }
 
 // One layer's tensors, named and shaped as the architecture's llama.cpp loader expects them.
 struct LayerWriter {
@@ -72,14 +75,16 @@ struct LayerWriter {
     const int64_t E = s.n_embd, Q = static_cast<int64_t>(s.n_head) * hd, KV = static_cast<int64_t>(s.n_head_kv) * hd;
     const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
     vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
-    if (a == "phi3") {
+    if (a == "deepseek2") {
+      write_latent_attention(p);
+    } else if (a == "phi3") {
       matrix(p + "attn_qkv.weight", E, Q + 2 * KV, in_scale);  // phi3's files fuse q, k and v
     } else {
       matrix(p + "attn_q.weight", E, Q, in_scale);
       matrix(p + "attn_k.weight", E, KV, in_scale);
       matrix(p + "attn_v.weight", E, KV, in_scale);
     }
-    matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
+    if (a != "deepseek2") matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
     if (a == "gpt-oss") {
       vec(p + "attn_output.bias", E, 0.0f, 0.05f);
       vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
@@ -99,9 +104,26 @@ struct LayerWriter {
     }
     vec(p + (a == "glm4moe" || a == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
     const bool moe =
-        (is_moe_arch(a) || (a == "mistral3" && s.n_expert > 0)) && !(a == "glm4moe" && il < s.n_dense_lead);
+        (is_moe_arch(a) || (a == "mistral3" && s.n_expert > 0)) && !(has_dense_lead(a) && il < s.n_dense_lead);
     if (moe) return write_experts(p);
     write_dense_ffn(p, s.n_ff, a == "phi3" || a == "glm4");
+  }
+  // deepseek2: the low-rank query, the latent + RoPE key projection, k_b and v_b per head.
+  void write_latent_attention(const std::string& p) const {
+    const int64_t E = s.n_embd, H = s.n_head, R = s.kv_lora_rank, QR = s.q_lora_rank, qk = hd + s.mla_rope;
+    const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+    if (QR > 0) {
+      matrix(p + "attn_q_a.weight", E, QR, in_scale);
+      vec(p + "attn_q_a_norm.weight", QR, 1.0f, 0.05f);
+      matrix(p + "attn_q_b.weight", QR, H * qk, 1.0f / std::sqrt(static_cast<float>(QR)));
+    } else {
+      matrix(p + "attn_q.weight", E, H * qk, in_scale);
+    }
+    matrix(p + "attn_kv_a_mqa.weight", E, R + s.mla_rope, in_scale);
+    vec(p + "attn_kv_a_norm.weight", R, 1.0f, 0.05f);
+    tensor3(p + "attn_k_b.weight", hd, R, H, 1.0f / std::sqrt(static_cast<float>(hd)));
+    tensor3(p + "attn_v_b.weight", R, hd, H, 1.0f / std::sqrt(static_cast<float>(R)));
+    matrix(p + "attn_output.weight", H * hd, E, 1.0f / std::sqrt(static_cast<float>(H * hd)));
   }
   void write_dense_ffn(const std::string& p, int64_t F, bool fused, const std::string& suffix = "") const {
     const int64_t E = s.n_embd;
@@ -128,7 +150,7 @@ struct LayerWriter {
       bias2(p + "ffn_up_exps.bias", F, NE);
       bias2(p + "ffn_down_exps.bias", E, NE);
     }
-    if (s.arch == "glm4moe") {
+    if (s.arch == "glm4moe" || s.arch == "deepseek2") {
       vec(p + "exp_probs_b.bias", NE, 0.0f, 0.05f);
       write_dense_ffn(p, F * s.n_expert_shared, false, "_shexp");
     }
@@ -146,12 +168,31 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
-  w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_f32(a + ".rope.freq_base", s.rope_base);
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  if (a == "deepseek2") {  // llama.cpp's latent form: one KV "head" of latent + RoPE key
+    w.set_u32(a + ".attention.head_count_kv", 1);
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(s.kv_lora_rank + s.mla_rope));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(s.kv_lora_rank));
+    w.set_u32(a + ".attention.key_length_mla", static_cast<uint32_t>(hd + s.mla_rope));
+    w.set_u32(a + ".attention.value_length_mla", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".attention.kv_lora_rank", static_cast<uint32_t>(s.kv_lora_rank));
+    // Written even when 0: llama.cpp requires it unless the layer count says "V2-Lite".
+    w.set_u32(a + ".attention.q_lora_rank", static_cast<uint32_t>(s.q_lora_rank));
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.mla_rope));
+  } else {
+    w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  }
+  if (!s.rope_scaling.empty()) {
+    w.set_string(a + ".rope.scaling.type", s.rope_scaling);
+    w.set_f32(a + ".rope.scaling.factor", s.rope_factor);
+    if (s.rope_orig_ctx > 0)
+      w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+    if (s.yarn_log_mul != 0.0f) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+  }
   if (a == "gpt-oss") w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (a == "gemma3") {
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
@@ -161,11 +202,15 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
     w.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
     w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(ff_exp(s)));
+    if (s.n_expert_group > 0) {
+      w.set_u32(a + ".expert_group_count", static_cast<uint32_t>(s.n_expert_group));
+      w.set_u32(a + ".expert_group_used_count", static_cast<uint32_t>(s.n_group_used));
+    }
   }
-  if (a == "glm4moe") {
+  if (a == "glm4moe" || a == "deepseek2") {
     w.set_u32(a + ".expert_shared_count", static_cast<uint32_t>(s.n_expert_shared));
     w.set_u32(a + ".leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
-    w.set_u32(a + ".expert_gating_func", 2);  // sigmoid, as GLM-4.5
+    w.set_u32(a + ".expert_gating_func", 2);  // sigmoid, as GLM-4.5 and DeepSeek-V3
     w.set_bool(a + ".expert_weights_norm", true);
     w.set_f32(a + ".expert_weights_scale", 2.5f);
   }
@@ -187,6 +232,11 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     throw std::runtime_error("make-model: n_embd, n_ff and n_head*head_dim must be multiples of the dtype block (" +
                              std::to_string(blk) + ")");
 
+  if (s.arch == "deepseek2" && (s.kv_lora_rank < 1 || s.q_lora_rank < 0 || s.mla_rope < 2 || s.mla_rope % 2 ||
+                                s.kv_lora_rank % blk || s.q_lora_rank % blk || hd % blk))
+    throw std::runtime_error(
+        "make-model: deepseek2 needs kv_lora_rank >= 1, an even RoPE width >= 2, and "
+        "kv_lora_rank, q_lora_rank and head_dim multiples of the dtype block");
   if ((is_moe_arch(s.arch) && s.n_expert <= 0) || s.n_expert < 0 ||
       (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || ff_exp(s) % blk)))
     throw std::runtime_error("make-model: " + s.arch +

@@ -30,8 +30,19 @@ struct SyntheticSpec {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
-  int32_t n_expert_shared = 1;  // glm4moe: shared experts
-  int32_t n_dense_lead = 1;     // glm4moe: leading dense layers
+  int32_t n_expert_shared = 1;  // glm4moe, deepseek2: shared experts
+  int32_t n_dense_lead = 1;     // glm4moe, deepseek2: leading dense layers
+  // deepseek2's latent attention (model_config.h MlaConfig): heads of head_dim no-RoPE dims plus
+  // mla_rope RoPE dims for q.k, head_dim value dims; the cache row is kv_lora_rank + mla_rope.
+  int32_t kv_lora_rank = 128;
+  int32_t q_lora_rank = 96;  // 0: one attn_q matrix (DeepSeek-V2-Lite)
+  int32_t mla_rope = 32;
+  int32_t n_expert_group = 0, n_group_used = 0;  // grouped routing (deepseek2); 0: off
+  // RoPE scaling written as rope.scaling.* keys: "" (none), "linear" or "yarn".
+  std::string rope_scaling;
+  float rope_factor = 1.0f;
+  int32_t rope_orig_ctx = 0;  // rope.scaling.original_context_length; 0: not written
+  float yarn_log_mul = 0.0f;  // deepseek2: rope.scaling.yarn_log_multiplier, as converters write it (0.1 x)
 };
 
 // Writes the model; throws std::runtime_error on a bad spec or I/O failure.

@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 kv_f16() { "$cli" inspect "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["kv_bytes_per_token"]["f16"])'; }
 
-for arch in qwen3moe glm4moe mistral3 phi3 glm4 smollm3; do
+for arch in qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss deepseek2; do
   "$cli" make-model --out "$dir/$arch.gguf" --arch "$arch" --n-layer 4 2> /dev/null || fail "make-model --arch $arch"
   "$cli" generate --model "$dir/$arch.gguf" --prompt "hello" --n-predict 4 --json > "$dir/$arch.json" 2> /dev/null \
     || fail "generate on $arch"
@@ -25,6 +25,17 @@ done
 "$cli" make-model --out "$dir/bad.gguf" --arch qwen3moe --n-expert 4 --n-expert-used 5 2> "$dir/err" \
   && fail "make-model accepted 5 of 4 experts"
 grep -q "n-expert-used" "$dir/err" || fail "make-model error does not name the option"
+# Latent attention: one row of kv_lora_rank + RoPE values per token and layer (f16: x 2 B), the
+# same whatever the head count; inspect and plan give that formula; 4-bit KV is refused by name.
+"$cli" make-model --out "$dir/mla8.gguf" --arch deepseek2 --n-head 8 --kv-lora-rank 64 --rope-dim 16 2> /dev/null
+[ "$(kv_f16 "$dir/mla8.gguf")" = "$((2 * (64 + 16) * 2))" ] || fail "latent KV per token is not 2 layers x 80 x 2 B"
+"$cli" make-model --out "$dir/mla4.gguf" --arch deepseek2 --n-head 4 --kv-lora-rank 64 --rope-dim 16 2> /dev/null
+[ "$(kv_f16 "$dir/mla8.gguf")" = "$(kv_f16 "$dir/mla4.gguf")" ] || fail "latent KV per token changed with the heads"
+"$cli" inspect "$dir/mla8.gguf" | grep -q "1 latent row of (64 latent + 16 RoPE key)" || fail "inspect: no latent line"
+"$cli" plan --model "$dir/mla8.gguf" --context 1024 | grep -q "64 latent + 16 RoPE key" || fail "plan: no latent formula"
+"$cli" generate --model "$dir/mla8.gguf" --prompt "hello" --n-predict 4 --kv-dtype kivi4 > /dev/null 2> "$dir/err" \
+  && fail "a latent cache accepted kivi4"
+grep -q "latent KV cache" "$dir/err" || fail "the kivi4 refusal does not say why"
 # llama.cpp's own fixture with its "test" vocabulary: loads, and text becomes its hashed ids.
 model="$shared/golden/archs/models/qwen3moe-moe.gguf"
 if [ -f "$model" ]; then

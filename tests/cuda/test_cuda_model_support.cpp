@@ -10,8 +10,10 @@ using namespace kvscope;
 
 namespace {
 
-std::string missing_for(const std::string& arch, int32_t n_expert = 0) {
+std::string missing_for(const std::string& arch, int32_t n_expert = 0, const std::string& rope_scaling = "") {
   SyntheticSpec s;
+  s.rope_scaling = rope_scaling;
+  s.rope_factor = 4.0f;
   s.arch = arch;
   s.n_vocab = 300;
   s.n_embd = 64;
@@ -21,7 +23,7 @@ std::string missing_for(const std::string& arch, int32_t n_expert = 0) {
   s.n_ff = 128;
   s.n_expert = n_expert;
   s.n_expert_used = n_expert > 0 ? 2 : 0;
-  const auto path = test::tmp_dir() / ("cuda-support-" + arch + ".gguf");
+  const auto path = test::tmp_dir() / ("cuda-support-" + arch + rope_scaling + ".gguf");
   write_synthetic_model(s, path.string());
   return cuda_missing_piece(*Model::load(path.string()));
 }
@@ -40,6 +42,9 @@ class TestCudaModelSupport : public QObject {
     QVERIFY(missing_for("mistral3", 4).find("mixture-of-experts") != std::string::npos);
     QVERIFY(missing_for("smollm3").find("without RoPE") != std::string::npos);
     QVERIFY(missing_for("gpt-oss", 4).find("attention sinks") != std::string::npos);
+    QVERIFY(missing_for("deepseek2", 4).find("latent attention") != std::string::npos);
+    QVERIFY(missing_for("llama", 0, "yarn").find("YaRN") != std::string::npos);
+    QCOMPARE(missing_for("llama", 0, "linear"), std::string());
   }
 };
 

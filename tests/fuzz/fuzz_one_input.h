@@ -78,16 +78,39 @@ inline void touch_matrix(const TensorView& v, int64_t in, int64_t out) {
   dequantize_row(v.type(), v.row(out - 1), row.data(), in);
 }
 
+// Latent attention's matrices (deepseek2), and each head's k_b / v_b view into the 3-D tensors.
+inline void touch_latent(const LayerWeights& L, const ModelConfig& c) {
+  const MlaConfig& m = c.mla;
+  const int64_t qk = m.qk_nope + c.rope_dim;
+  if (L.mla.wq_a.data) {
+    touch_matrix(L.mla.wq_a, c.n_embd, m.q_lora_rank);
+    touch_matrix(L.mla.wq_b, m.q_lora_rank, c.n_head * qk);
+  } else {
+    touch_matrix(L.wq, c.n_embd, c.n_head * qk);
+  }
+  touch_matrix(L.mla.wkv_a, c.n_embd, m.kv_lora_rank + c.rope_dim);
+  KVSCOPE_FUZZ_CHECK(L.mla.k_b.size() == static_cast<size_t>(c.n_head) && L.mla.v_b.size() == L.mla.k_b.size());
+  for (size_t h = 0; h < L.mla.k_b.size(); ++h) {
+    touch_matrix(L.mla.k_b[h], m.qk_nope, m.kv_lora_rank);
+    touch_matrix(L.mla.v_b[h], m.kv_lora_rank, m.v_dim);
+  }
+  touch_matrix(L.wo, static_cast<int64_t>(c.n_head) * m.v_dim, c.n_embd);
+}
+
 inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
   touch_matrix(w.token_embd, c.n_embd, c.n_vocab);
   touch_matrix(w.output, c.n_embd, c.n_vocab);
   KVSCOPE_FUZZ_CHECK(w.output_norm.size() == static_cast<size_t>(c.n_embd));
   KVSCOPE_FUZZ_CHECK(w.layers.size() == static_cast<size_t>(c.n_layer));
   for (const LayerWeights& L : w.layers) {
-    touch_matrix(L.wq, c.n_embd, c.q_dim());
-    touch_matrix(L.wk, c.n_embd, c.kv_dim());
-    touch_matrix(L.wv, c.n_embd, c.kv_dim());
-    touch_matrix(L.wo, c.q_dim(), c.n_embd);
+    if (c.latent_kv()) {
+      touch_latent(L, c);
+    } else {
+      touch_matrix(L.wq, c.n_embd, c.q_dim());
+      touch_matrix(L.wk, c.n_embd, c.kv_dim());
+      touch_matrix(L.wv, c.n_embd, c.kv_dim());
+      touch_matrix(L.wo, c.q_dim(), c.n_embd);
+    }
     if (L.moe) {  // the router and every expert's row views into the 3-D expert tensors
       const int32_t n_exp = c.moe.n_expert;
       touch_matrix(L.experts.router, c.n_embd, n_exp);

@@ -48,9 +48,14 @@ SyntheticSpec tiny(const std::string& arch, GgmlType dtype = GgmlType::F32) {
   s.dtype = dtype;
   s.sliding_window = 4;
   s.swa_pattern = 2;
-  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss") {  // 4 experts of n_ff / 2, 2 routed
+  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss" || arch == "deepseek2") {  // 4 experts, 2 routed
     s.n_expert = 4;
     s.n_expert_used = 2;
+  }
+  if (arch == "deepseek2") {  // a latent row of 16 + 8 RoPE dims
+    s.kv_lora_rank = 16;
+    s.q_lora_rank = 16;
+    s.mla_rope = 8;
   }
   return s;
 }

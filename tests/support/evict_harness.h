@@ -52,6 +52,7 @@ inline KvLayout layout_of(const Model& m, int32_t bs, int32_t n_blocks) {
   L.n_layer = m.config.n_layer;
   L.n_head_kv = m.config.n_head_kv;
   L.head_dim = m.config.head_dim;
+  L.latent = m.config.latent_kv();
   L.block_size = bs;
   L.num_blocks = n_blocks;
   return L;

