@@ -23,6 +23,7 @@
 #include "widgets/highlight_frame.h"
 #include "lessons/lessons_panel.h"
 #include "shell/main_window.h"
+#include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 #include "controls/settings_panel.h"
 
@@ -53,6 +54,7 @@ const Expected kExpected[] = {
     {6, "f32", 0, 0, false, "", 64, "prefixDock"},
     {7, "f32", 64, 4, false, "", 256, "blockMap"},
     {8, "int8", 0, 0, false, "", 256, "compareDock"},
+    {9, "f32", 0, 0, false, "", 256, "latentDock"},
 };
 }  // namespace
 
@@ -74,7 +76,7 @@ class TestLessons : public QObject {
     QVERIFY(lessons_);
     // --lesson N: asked for before the model has loaded, applied once it has.
     QVERIFY(w_->showLesson(6));
-    QVERIFY(!w_->showLesson(9));
+    QVERIFY(!w_->showLesson(10));
     w_->openModel(model_path());
     waitReady(6);
     QVERIFY(w_->panelDock(QStringLiteral("lessonsDock"))->isVisible());
@@ -106,11 +108,11 @@ class TestLessons : public QObject {
       const Lesson* l = find_lesson(e.lesson);
       QVERIFY(l);
       QVERIFY2(
-          lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 8 · %2").arg(e.lesson).arg(l->title)),
+          lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 9 · %2").arg(e.lesson).arg(l->title)),
           qPrintable(lessons_->titleLabel()->text()));
       QVERIFY(lessons_->stepsLabel()->text().contains(l->steps.front().toHtmlEscaped()));
       QCOMPARE(lessons_->previousButton()->isEnabled(), e.lesson > 1);
-      QCOMPARE(lessons_->nextButton()->isEnabled(), e.lesson < 8);
+      QCOMPARE(lessons_->nextButton()->isEnabled(), e.lesson < 9);
 
       // The new engine's first snapshot says what it runs with.
       QTRY_VERIFY_WITH_TIMEOUT(
@@ -167,10 +169,30 @@ class TestLessons : public QObject {
         QCOMPARE(w_->comparePanel()->dtypeB()->currentData().toString(), QStringLiteral("kivi4"));
         QVERIFY(w_->comparePanel()->qualityRun()->isChecked());
       }
+      if (e.lesson == 9) {
+        // The Latent KV panel's two runs, every number from each engine: 4 layers x (64 latent + 16
+        // RoPE) x 2 B against 4 layers x 2 x 4 KV heads x 32 x 2 B, so the same 512 KiB holds 51
+        // blocks of the first and 16 of the second, and the prompt fills as many blocks in both.
+        LatentKvPanel* p = w_->latentKvPanel();
+        QTRY_VERIFY_WITH_TIMEOUT(!p->isRunning() && p->finished(), kTimeoutMs);
+        QCOMPARE(p->lastSnapshot(LatentKvPanel::Latent)->memory.kv_bytes_per_token, int64_t{4 * 80 * 2});
+        QCOMPARE(p->lastSnapshot(LatentKvPanel::Gqa)->memory.kv_bytes_per_token, int64_t{4 * 2 * 4 * 32 * 2});
+        QVERIFY(p->cell(LatentKvPanel::Latent, LatentKvPanel::PerToken)->text().contains(QStringLiteral("640 B")));
+        QVERIFY(p->cell(LatentKvPanel::Gqa, LatentKvPanel::PerToken)->text().contains(QStringLiteral("2,048 B")));
+        QVERIFY(p->cell(LatentKvPanel::Latent, LatentKvPanel::RowFormula)
+                    ->text()
+                    .contains(QStringLiteral("64 latent + 16 RoPE key")));
+        QVERIFY(p->cell(LatentKvPanel::Latent, LatentKvPanel::Pool)->text().contains(QStringLiteral("51 blocks")));
+        QVERIFY(p->cell(LatentKvPanel::Gqa, LatentKvPanel::Pool)->text().contains(QStringLiteral("16 blocks")));
+        QVERIFY(p->peakBlocks(LatentKvPanel::Latent) > 0);
+        QCOMPARE(p->peakBlocks(LatentKvPanel::Latent), p->peakBlocks(LatentKvPanel::Gqa));
+      }
     }
   }
 
   void resetStartsOverAndPreviousGoesBack() {
+    waitReady(9);
+    QTest::mouseClick(lessons_->previousButton(), Qt::LeftButton);
     waitReady(8);
     QTest::mouseClick(lessons_->previousButton(), Qt::LeftButton);
     waitReady(7);

@@ -1,4 +1,4 @@
-// The eight guided lessons (issue 18, "Guided lessons"), as data. Texts stay short and plain:
+// The nine guided lessons (issue 18, "Guided lessons"), as data. Texts stay short and plain:
 // each step is one idea, and the last names what to look at.
 #include "lessons/lesson.h"
 
@@ -131,6 +131,21 @@ QList<Lesson> make_lessons() {
        .lookAt = QStringLiteral("compareDock"),
        .compareB = {.kvDtype = KvDtype::KIVI4},
        .compareQuality = true});
+  l.push_back(
+      {.number = 9,
+       .title = tr("Latent KV"),
+       .scenario = QStringLiteral("tiny-completions"),
+       .steps =
+           {tr("Grouped-query attention caches a key and a value for every KV head. DeepSeek's multi-head latent "
+               "attention caches one compressed row per token instead: a latent, plus a small RoPE key."),
+            tr("Every head reads that one row: its query is turned into the latent's space first, and its output "
+               "turned back. So the cache no longer grows with the number of heads."),
+            tr("The Latent KV panel runs the same prompt through two small models of the same width, each with the "
+               "same KV memory. Compare the bytes per token and the blocks that memory holds."),
+            tr("DeepSeek-V3 caches 68.6 KiB per token: pick its preset in the KV calculator. Its second column counts "
+               "the same model as multi-head, every head's key and value cached: 4.8 MiB per token.")},
+       .lookAt = QStringLiteral("latentDock"),
+       .runLatentComparison = true});
   return l;
 }
 

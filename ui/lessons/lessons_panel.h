@@ -1,5 +1,5 @@
 #pragma once
-// The Lessons panel (Help > Lessons, `kvscope --lesson N`): walks through the eight guided
+// The Lessons panel (Help > Lessons, `kvscope --lesson N`): walks through the nine guided
 // lessons of lesson_table.cpp on the real engine. Applying a lesson reads its preset into one
 // typed EngineConfigEdit, shows it in the Settings panel and presses Apply there (so the panel's validation refuses what it refuses for
 // anyone, and the engine is rebuilt the usual way), queues the lesson's scenario with the

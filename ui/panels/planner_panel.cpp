@@ -132,8 +132,11 @@ void PlannerPanel::recompute() {
     const PlanResult mha = plan_memory(in);
     message_->clear();
     formula_->setText(
-        tr("<b>KV bytes per token</b> = 2 (K and V) × layers × KV heads × head_dim × bytes per element:<br>"
-           "real: %1<br>statement: %2")
+        (in.model.latent()
+             ? tr("<b>KV bytes per token</b>: latent attention caches one row per token and layer, read by every "
+                  "head:<br>real: %1<br>as multi-head: %2")
+             : tr("<b>KV bytes per token</b> = 2 (K and V) × layers × KV heads × head_dim × bytes per element:<br>"
+                  "real: %1<br>statement: %2"))
             .arg(QString::fromStdString(gqa.formula).toHtmlEscaped(),
                  QString::fromStdString(mha.formula).toHtmlEscaped()) +
         (in.model.n_expert > 0 ? tr("<br>MoE: %1 experts, %2 per token. Experts live in the FFN: every expert's "

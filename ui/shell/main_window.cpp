@@ -32,6 +32,7 @@
 #include "lessons/lessons_panel.h"
 #include "widgets/live_label.h"
 #include "panels/memory_panel.h"
+#include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 #include "panels/planner_panel.h"
 #include "panels/prefix_panel.h"
@@ -87,6 +88,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   settings_ = new SettingsPanel;
   compare_ = new ComparePanel(settings_);
   noCache_ = new NoCachePanel(settings_);
+  latentKv_ = new LatentKvPanel;
 
   // The registration: one line per panel. Panels of one area are tabs of its first one.
   addPanel(
@@ -119,6 +121,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("Teaching: the same prompt generated twice, with the KV cache and without it (the whole sequence "
               "recomputed for every token). Per generated token, the tokens computed and the step time, read from "
               "the engine's snapshots: flat with the cache, growing linearly without it."));
+  addPanel(latentKv_, tr("Latent KV"), QStringLiteral("latentDock"), Qt::BottomDockWidgetArea,
+           tr("Teaching: DeepSeek's latent attention against grouped-query attention. The same prompt through two "
+              "small synthetic models of the same width, each with the same KV memory: the row each caches per "
+              "token, its bytes, and the blocks the same memory holds."));
   auto* story = new RequestStoryPanel(host_);
   addPanel(
       story, tr("Request story"), QStringLiteral("storyDock"), Qt::BottomDockWidgetArea,
@@ -222,6 +228,10 @@ void MainWindow::presetCompareB(const EngineConfigEdit& b, std::optional<bool> q
 
 void MainWindow::startNoCacheComparison() {
   if (!noCache_->isRunning()) noCache_->runButton()->click();
+}
+
+void MainWindow::startLatentComparison() {
+  if (!latentKv_->isRunning()) latentKv_->runButton()->click();
 }
 
 void MainWindow::clearCaptions() {
@@ -481,6 +491,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   // Stop the engine now (at the next step boundary) so closing mid-run never hangs.
   compare_->shutdown();
   noCache_->shutdown();
+  latentKv_->shutdown();
   serve_->stop();  // answers its clients before the engine thread goes
   host_->shutdown();
   QMainWindow::closeEvent(e);

@@ -28,6 +28,7 @@ class FragmentationPanel;
 class LessonsPanel;
 class MemoryPanel;
 class NoCachePanel;
+class LatentKvPanel;
 class PlannerPanel;
 class PrefixPanel;
 class SettingsPanel;
@@ -60,6 +61,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   ComparePanel* comparePanel() const { return compare_; }
   PlannerPanel* plannerPanel() const;
   NoCachePanel* noCachePanel() const { return noCache_; }
+  LatentKvPanel* latentKvPanel() const { return latentKv_; }
   ServeController* serveController() const { return serve_; }  // the Serve toggle's server
   ServeMenu* serveMenu() const { return serveMenu_; }
   QList<QDockWidget*> panelDocks() const { return docks_; }          // in registration order
@@ -71,6 +73,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   bool runScenario(const QString& key) override;
   void presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) override;
   void startNoCacheComparison() override;
+  void startLatentComparison() override;
   void clearCaptions() override;
   QWidget* centralPanel() const override;
 
@@ -129,6 +132,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   SettingsPanel* settings_ = nullptr;
   ComparePanel* compare_ = nullptr;
   NoCachePanel* noCache_ = nullptr;
+  LatentKvPanel* latentKv_ = nullptr;
   LessonsPanel* lessons_ = nullptr;
   ServeController* serve_ = nullptr;
   ServeMenu* serveMenu_ = nullptr;
