@@ -91,7 +91,14 @@ void read_yarn(const Reader& r, ModelConfig& c) {
   const float factor = 1.0f / c.rope_freq_scale;
   if (!(factor >= 1.0f)) throw ModelError(c.arch + ".rope.scaling.factor must be >= 1 for YaRN");
   y.ext_factor = 1.0f;
-  y.attn_factor = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;  // get_mscale(factor, 1)
+  auto get_mscale = [factor](float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; };
+  // Only deepseek2's loader reads the log multiplier; with one, llama.cpp's factor is the ratio
+  // get_mscale(mscale) / get_mscale(mscale_all_dim), which is 1 for deepseek2 (it sets mscale to
+  // mscale_all_dim), and its graph applies the magnitude through q.k's scale instead.
+  const float log_mul = c.traits.latent_attention
+                            ? static_cast<float>(r.opt_float("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1f
+                            : 0.0f;
+  y.attn_factor = log_mul != 0.0f ? 1.0f : get_mscale(1.0f);
   y.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
   y.attn_factor *= static_cast<float>(r.opt_float("rope.scaling.attn_factor", 1.0));
 }
