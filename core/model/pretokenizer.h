@@ -17,7 +17,9 @@ class PreTokenizer {
     Gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     Llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     Qwen2,         // as Llama3 but \p{N} (single digits)
+    Qwen35,        // as Qwen2, letter runs [\p{L}\p{M}]+ (combining marks join the letters)
     PunctRun,      // [\p{P}\$\+<=>\^~\|]+
+    PunctRunTick,  // [\p{P}\$\+<=>\^~\|`]+ (falcon)
     NumberRun,     // \p{N}+
     Number,        // \p{N}
     AsciiDigits3,  // [0-9][0-9][0-9]
@@ -25,6 +27,10 @@ class PreTokenizer {
     SpaceLetters,  // \s?\p{L}+
     SpacePunct,    // \s?\p{P}+
     CjkRun,        // [一-龥ࠀ-一가-퟿]+
+    // deepseek-llm's std::wregex steps (non-ASCII white space reads as '\v' there):
+    SpaceCasedLetters,  // \s?[A-Za-zµÀ-ÖØ-öø-ƺ...]+ (cased letters of Latin, Greek, Cyrillic, ...)
+    SpaceAsciiPunct,    // \s?[!-/:-~！-／：-～‘-‟　-。]+
+    TrailingSpace,      // \s+$
   };
 
   // Throws std::runtime_error naming `pre` when that pre-tokenizer type is not implemented.

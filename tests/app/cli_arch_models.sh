@@ -36,6 +36,15 @@ grep -q "n-expert-used" "$dir/err" || fail "make-model error does not name the o
 "$cli" generate --model "$dir/mla8.gguf" --prompt "hello" --n-predict 4 --kv-dtype kivi4 > /dev/null 2> "$dir/err" \
   && fail "a latent cache accepted kivi4"
 grep -q "latent KV cache" "$dir/err" || fail "the kivi4 refusal does not say why"
+# tokenize: BOS as the vocabulary says, "<s>" left as text unless --parse-special, bad usage exits 2.
+"$cli" tokenize --model "$dir/mla8.gguf" --text "hi <s>" --json > "$dir/tok.json" || fail "tokenize"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tokens"]; assert t[0]==1 and t.count(1)==1, t' "$dir/tok.json" \
+  || fail "tokenize: BOS once, <s> as text"
+[ "$("$cli" tokenize --model "$dir/mla8.gguf" --text "hi <s>" --parse-special | awk '{print $NF}')" = 1 ] \
+  || fail "tokenize --parse-special: <s> is not BOS"
+rc=0
+"$cli" tokenize --model "$dir/mla8.gguf" > /dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "tokenize without a text must exit 2, not $rc"
 # llama.cpp's own fixture with its "test" vocabulary: loads, and text becomes its hashed ids.
 model="$shared/golden/archs/models/qwen3moe-moe.gguf"
 if [ -f "$model" ]; then
