@@ -42,6 +42,7 @@ struct BigramGreater {
 
 void BpeTokenizer::configure(const GgufFile& file) {
   pre_tokenizer_ = std::make_unique<PreTokenizer>(pre_);
+  raw_utf8_ = model_name() == "gemma4";
   add_bos_ = pre_tokenizer_->default_add_bos();
   add_eos_ = false;
   add_space_prefix_ = false;
@@ -84,6 +85,21 @@ std::vector<TokenId> BpeTokenizer::encode(std::string_view text, bool add_specia
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<TokenId>& out) const {
+  if (raw_utf8_) {
+    std::string escaped;
+    for (char c : text) c == ' ' ? escaped += "\xE2\x96\x81" : escaped += c;  // U+2581
+    for (const std::string& word : pre_tokenizer_->split(escaped)) {
+      // A run of newlines that is a token stays whole (llama.cpp's gemma 4 rule).
+      if (word.find_first_not_of('\n') == std::string::npos) {
+        if (TokenId id = find_token(word); id >= 0) {
+          out.push_back(id);
+          continue;
+        }
+      }
+      encode_word(word, out);
+    }
+    return;
+  }
   for (const std::string& word : pre_tokenizer_->split(text)) {
     std::string mapped;
     mapped.reserve(word.size() * 2);
@@ -145,9 +161,13 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<TokenId>& ou
       out.push_back(id);
       continue;
     }
-    // No token for this piece: llama.cpp tries each byte of it as a token and drops the rest.
+    // No token for this piece: llama.cpp tries each byte of it as a token (gemma4: <0xXX>) and
+    // drops the rest.
     for (char c : piece) {
-      if (TokenId id = find_token(std::string_view(&c, 1)); id >= 0) out.push_back(id);
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "<0x%02X>", static_cast<unsigned char>(c));
+      const TokenId id = raw_utf8_ ? find_token(hex) : find_token(std::string_view(&c, 1));
+      if (id >= 0) out.push_back(id);
     }
   }
 }
@@ -157,6 +177,18 @@ std::string BpeTokenizer::token_to_piece(TokenId id, bool special) const {
   const uint32_t a = attr(id);
   if (a & (kAttrControl | kAttrUnknown)) return special ? text : std::string();
   if (a & kAttrUserDefined) return text;
+  if (a & kAttrNormal && raw_utf8_) {  // gemma4: the text itself, U+2581 back to spaces
+    std::string piece;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+        piece += ' ';
+        i += 2;
+      } else {
+        piece += text[i];
+      }
+    }
+    return piece;
+  }
   if (a & kAttrNormal) {
     std::string piece;
     piece.reserve(text.size());

@@ -2,6 +2,9 @@
 // Byte-level BPE tokenizer ("gpt2" vocabularies), following llama.cpp's llm_tokenizer_bpe: a
 // pre-tokenizer (chosen by tokenizer.ggml.pre) splits the text into words, every byte of a word is
 // mapped to its GPT-2 code point, and the lowest-ranked merges (tokenizer.ggml.merges) are applied.
+// "gemma4" vocabularies run the same merges over the raw UTF-8 instead: spaces become U+2581 as in
+// SentencePiece, the text is split at newlines only, and a piece with no token falls back to
+// <0xXX> byte tokens.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +35,7 @@ class BpeTokenizer final : public Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> ranks_;  // key: merge_key(left, right)
   size_t n_merges_ = 0;
+  bool raw_utf8_ = false;  // gemma4: no GPT-2 byte mapping, spaces escaped, <0xXX> byte fallback
 };
 
 }  // namespace kvscope

@@ -38,6 +38,7 @@ const std::vector<PreType>& pre_types() {
       {"smaug-bpe", {S::Llama3}, false, false},
       {"qwen2", {S::Qwen2}, false, false},
       {"qwen35", {S::Qwen35}, false, false},
+      {"gemma4", {S::NewlineRuns}, false, true},
       {"falcon", {S::PunctRunTick, S::Gpt2, S::AsciiDigits3}, false, false},
       {"deepseek-r1-qwen", {S::Qwen2}, false, false},
       {"stablelm2", {S::Qwen2}, false, false},
@@ -273,6 +274,10 @@ size_t match_simple(S step, const Fragment& f, size_t pos) {
       if (is_ws(c) && p + 1 < f.end && pred(f.cpts[p + 1])) ++p;  // \s?
       const size_t e = run(p, pred);
       return e > p ? e - pos : 0;
+    }
+    case S::NewlineRuns: {  // every position starts a match: a run of newlines or of anything else
+      const bool nl = c == '\n';
+      return run(pos, [nl](uint32_t x) { return (x == '\n') == nl; }) - pos;
     }
     case S::TrailingSpace: {  // the leftmost start of a white-space run that reaches the end
       const size_t e = run(pos, [](uint32_t x) { return is_ws(x); });

@@ -31,6 +31,7 @@ class PreTokenizer {
     SpaceCasedLetters,  // \s?[A-Za-zµÀ-ÖØ-öø-ƺ...]+ (cased letters of Latin, Greek, Cyrillic, ...)
     SpaceAsciiPunct,    // \s?[!-/:-~！-／：-～‘-‟　-。]+
     TrailingSpace,      // \s+$
+    NewlineRuns,        // [^\n]+|[\n]+ (gemma4)
   };
 
   // Throws std::runtime_error naming `pre` when that pre-tokenizer type is not implemented.

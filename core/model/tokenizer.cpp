@@ -92,20 +92,21 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   std::unique_ptr<Tokenizer> tok;
   if (model == "llama") {
     tok = std::make_unique<SpmTokenizer>();
-  } else if (model == "gpt2") {
+  } else if (model == "gpt2" || model == "gemma4") {
     tok = std::make_unique<BpeTokenizer>();
   } else if (model == "test") {
     tok = std::make_unique<TestVocabTokenizer>();
   } else {
     throw std::runtime_error("tokenizer: unsupported tokenizer model '" + model +
-                             "' (tokenizer.ggml.model); kvscope supports 'llama' (SentencePiece) and 'gpt2' "
-                             "(byte-level BPE), and llama.cpp's test vocabulary 'test'");
+                             "' (tokenizer.ggml.model); kvscope supports 'llama' (SentencePiece), 'gpt2' "
+                             "(byte-level BPE), 'gemma4' (BPE over UTF-8), and llama.cpp's test vocabulary 'test'");
   }
   tok->model_ = model;
   if (const GgufValue* pv = file.find("tokenizer.ggml.pre")) {
     if (pv->type != GgufValueType::STRING) throw key_error("tokenizer.ggml.pre", "must be a string");
     tok->pre_ = pv->as_string().empty() ? "default" : pv->as_string();
   }
+  if (model == "gemma4") tok->pre_ = "gemma4";  // as llama.cpp: the model implies its pre-tokenizer
   tok->load_tokens(file);
   tok->configure(file);
   tok->load_special(file);

@@ -19,8 +19,6 @@ SEP = "\n__ggml_vocab_test__\n"
 EXPECTED_FAILURES = {
     "bert-bge": "a WordPiece vocabulary (tokenizer.ggml.model 'bert') of an embedding model; kvscope runs "
                 "generative models and does not implement WordPiece",
-    "gemma-4": "tokenizer.ggml.model 'gemma4' (BPE over raw UTF-8 with spaces escaped to U+2581, split on "
-               "newlines only) is not implemented yet: refused by name",
 }
 
 
