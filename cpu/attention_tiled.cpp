@@ -3,6 +3,7 @@
 #include <cassert>
 #include <optional>
 
+#include "cpu/visible_keys.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kv_quant4.h"
 #include "cpu/online_attention.h"
@@ -57,7 +58,7 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(tile.first)])];
   const int32_t window = layer_window(layer);
   const int32_t first = batch.positions[static_cast<size_t>(tile.first)], last = first + tile.n - 1;
-  auto lo_of = [window](int32_t pos) { return window > 0 ? std::max(0, pos - window + 1) : 0; };
+  auto lo_of = [window](int32_t pos) { return window_start(pos, window); };
   constexpr int32_t kChunk = OnlineAttention::kMaxChunk, kSpan = kChunk + kQueryTileMax;
   const size_t span_floats = static_cast<size_t>(kSpan) * d;
   if (sc.k_tile.size() < span_floats) sc.k_tile.resize(span_floats);

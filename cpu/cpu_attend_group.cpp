@@ -11,6 +11,7 @@
 #include "cpu/kv_quant4.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
+#include "cpu/visible_keys.h"
 
 namespace kvscope {
 
@@ -179,9 +180,10 @@ CpuBackend::VisibleKeys CpuBackend::visible_keys(int32_t layer, const BatchView&
   // The query's cache row: its position unless token eviction compacted the table.
   v.pos = batch.rows.empty() ? batch.positions[static_cast<size_t>(t)] : batch.rows[static_cast<size_t>(t)];
   v.window = layer_window(layer);
-  v.lo = v.window > 0 ? std::max(0, v.pos - v.window + 1) : 0;
-  v.n_sink = v.window > 0 ? std::min(layer_sinks(layer), v.lo) : 0;
-  v.n_vis = v.n_sink + (v.pos - v.lo + 1);
+  const VisibleRange range = visible_range(v.pos, v.window, layer_sinks(layer));
+  v.lo = range.lo;
+  v.n_sink = range.n_sink;
+  v.n_vis = range.n_vis;
   // Split-KV: this call covers visible keys [v0, v1) (all of them without a part).
   v.v0 = part ? static_cast<int32_t>(static_cast<int64_t>(v.n_vis) * part->part / part->parts) : 0;
   v.v1 = part ? static_cast<int32_t>(static_cast<int64_t>(v.n_vis) * (part->part + 1) / part->parts) : v.n_vis;

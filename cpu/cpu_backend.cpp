@@ -14,6 +14,7 @@
 #include "cpu/matmul.h"
 #include "cpu/online_attention.h"
 #include "cpu/ops.h"
+#include "cpu/visible_keys.h"
 #include "cpu/kv_quant4.h"
 
 namespace kvscope {
@@ -289,10 +290,7 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
 int64_t CpuBackend::mean_visible_keys(int32_t layer, const BatchView& batch) const {
   const int32_t window = layer_window(layer);
   int64_t sum = 0;
-  for (int32_t pos : batch.positions) {
-    const int32_t lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-    sum += (window > 0 ? std::min(layer_sinks(layer), lo) : 0) + (pos - lo + 1);
-  }
+  for (int32_t pos : batch.positions) sum += visible_range(pos, window, layer_sinks(layer)).n_vis;
   return batch.positions.empty() ? 0 : sum / static_cast<int64_t>(batch.positions.size());
 }
 
