@@ -71,7 +71,8 @@ class TestFuzzRegressions : public QObject {
   void harness_reaches_generation_on_valid_models_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("dtype");
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3"}) QTest::newRow(a) << a << int(GgmlType::F32);
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2"})
+      QTest::newRow(a) << a << int(GgmlType::F32);
     QTest::newRow("llama q8_0") << "llama" << int(GgmlType::Q8_0);
     QTest::newRow("llama q4_0") << "llama" << int(GgmlType::Q4_0);
   }
@@ -90,6 +91,15 @@ class TestFuzzRegressions : public QObject {
     s.sliding_window = 4;
     s.swa_pattern = 2;
     s.dtype = static_cast<GgmlType>(dtype);
+    if (s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "deepseek2") {
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+    }
+    if (s.arch == "deepseek2") {  // a latent row of 16 + 8 RoPE values
+      s.kv_lora_rank = 16;
+      s.q_lora_rank = 16;
+      s.mla_rope = 8;
+    }
     const fs::path p = test::tmp_dir() / ("fuzz-harness-" + s.arch + "-" + std::to_string(dtype) + ".gguf");
     write_synthetic_model(s, p.string());
     const auto bytes = read_all(p);
