@@ -201,6 +201,37 @@ std::string message_content(const json& msg, size_t i) {
   throw ApiError(400, where + " must be a string or an array of text parts", "messages");
 }
 
+// vLLM's chat_template_kwargs: extra variables for the Jinja template (e.g. enable_thinking).
+nlohmann::ordered_json template_kwargs(const json& j) {
+  const json* kw = field(j, "chat_template_kwargs");
+  if (!kw) return nullptr;
+  if (!kw->is_object()) throw ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  for (const char* own : {"messages", "add_generation_prompt"})
+    if (kw->contains(own))
+      throw ApiError(400, std::string("'chat_template_kwargs' must not set '") + own + "': the request sets it",
+                     "chat_template_kwargs");
+  // Parsed again in order: the template may print a dict argument, and Python's keeps its order.
+  return nlohmann::ordered_json::parse(kw->dump());
+}
+
+// The messages as the model's chat template writes them, as the chat panel and `kvscope-cli
+// chat` build a first turn: BOS when the vocabulary asks for it, then the rendered text with
+// the user's text never parsed as special tokens. A template that raises is the client's 400.
+std::vector<TokenId> chat_prompt(const json& j, const std::vector<ChatMessage>& chat, const ServedModel& m) {
+  const Tokenizer& tok = *m.tokenizer;
+  const bool gen = get_bool(j, "add_generation_prompt", true);
+  const nlohmann::ordered_json kwargs = template_kwargs(j);
+  std::vector<TokenId> prompt;
+  try {
+    if (m.chat_template.uses_jinja())
+      return tokenize_chat_rendered(tok, m.chat_template, render_chat_jinja(m.chat_template, tok, chat, gen, kwargs));
+    if (tok.add_bos() && tok.bos() >= 0) prompt.push_back(tok.bos());
+    const std::vector<TokenId> ids = tokenize_chat_pieces(tok, render_chat(m.chat_template.kind, chat, gen), -1);
+    prompt.insert(prompt.end(), ids.begin(), ids.end());
+  } catch (const ChatTemplateError& e) { throw ApiError(400, std::string("messages: ") + e.what(), "messages"); }
+  return prompt;
+}
+
 }  // namespace
 
 int32_t longest_piece_bytes(const Tokenizer& tok) {
@@ -273,15 +304,8 @@ ParsedRequest parse_chat_request(const std::string& body, const ServedModel& m) 
   size_t text_bytes = 0;
   for (const ChatMessage& c : chat) text_bytes += c.content.size();
   check_text_fits(text_bytes, m, "messages");
-  const Tokenizer& tok = *m.tokenizer;
-  try {
-    // As the chat panel and `kvscope-cli chat` build a first turn (chat_turn_prompt): BOS when
-    // the vocabulary asks for it, then the rendered pieces, user text never parsed as special.
-    if (tok.add_bos() && tok.bos() >= 0) r.job.prompt.push_back(tok.bos());
-    const std::vector<TokenId> ids = tokenize_chat_pieces(tok, render_chat(m.chat_template, chat, true), -1);
-    r.job.prompt.insert(r.job.prompt.end(), ids.begin(), ids.end());
-  } catch (const ChatTemplateError& e) { throw ApiError(400, std::string("messages: ") + e.what(), "messages"); }
-  r.job.stop_tokens = chat_stop_tokens(tok, m.chat_template);
+  r.job.prompt = chat_prompt(j, chat, m);
+  r.job.stop_tokens = chat_stop_tokens(*m.tokenizer, m.chat_template);
   check_prompt_tokens(r.job.prompt, m, "messages");
   const char* mt_name = field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   set_max_tokens(j, m, r, mt_name, -1);  // chat default: the rest of the context

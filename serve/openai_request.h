@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.h"
+#include "chat/chat_template_choice.h"
 #include "model/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/generation_job.h"
@@ -17,7 +17,9 @@ struct ServedModel {
   std::string name;                  // the id clients pass as "model"
   std::vector<std::string> aliases;  // also accepted (e.g. the path given on the command line)
   const Tokenizer* tokenizer = nullptr;
-  ChatTemplateKind chat_template = ChatTemplateKind::Completion;
+  // How chat messages become a prompt: the model's Jinja template (chat_template_kwargs are its
+  // extra variables), or a built-in family.
+  ChatTemplateChoice chat_template;
   int32_t max_model_len = 2048;
   int32_t n_vocab = 0;
   int max_n = 16;  // most parallel samples one request may ask for

@@ -57,7 +57,7 @@ int cmd_chat(int argc, char** argv, int first) {
   const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help", "greedy"});
   if (a.has("help")) {
     std::cout
-        << "kvscope-cli chat [--model M] [--chat-template NAME|TEXT] [--system TEXT] [-n N]\n"
+        << "kvscope-cli chat [--model M] [--chat-template NAME|FILE] [--system TEXT] [-n N]\n"
            "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
            "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
            "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
@@ -68,7 +68,9 @@ int cmd_chat(int argc, char** argv, int first) {
            "  /system TEXT  set the system prompt (starts a new conversation)\n"
            "Templates: ";
     for (const std::string& n : chat_template_names()) std::cout << n << " ";
-    std::cout << "\n  default: recognised from the model's tokenizer.chat_template; none: completion (plain text)\n";
+    std::cout << "\n  FILE: a Jinja chat template. Default: the model's own tokenizer.chat_template, rendered by the\n"
+                 "  Jinja engine (the built-in family recognised in it writes a turn the template fails on);\n"
+                 "  none: completion (plain text)\n";
     return 0;
   }
   const int32_t n_predict = static_cast<int32_t>(a.i64("n-predict", 128));
@@ -95,7 +97,7 @@ int cmd_chat(int argc, char** argv, int first) {
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) std::printf("type a message; /reset, /stats, /system TEXT, /quit\n");
 
-  ChatConversation conv(tok, choice.kind);
+  ChatConversation conv(tok, choice);
   if (a.has("system")) conv.set_system(a.str("system"));
   Utf8StreamDecoder utf8;
   std::string reply;
@@ -132,13 +134,15 @@ int cmd_chat(int argc, char** argv, int first) {
     }
 
     Request r;
-    r.prompt = conv.prompt_for(text);
+    const ChatTurnPrompt turn = conv.next_turn(text);
+    r.prompt = turn.tokens;
     r.max_new_tokens = n_predict;
     r.sampling = sampling;
     r.stop_tokens = conv.stop_tokens();
     r.label = "chat " + std::to_string(conv.turns() + 1);
     reply.clear();
     if (!interactive) std::printf("> %s\n", text.c_str());  // a piped transcript shows both sides
+    if (!turn.note.empty()) std::printf("[%s: %s]\n", turn.fell_back ? "warning" : "note", turn.note.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     const SeqId id = engine->submit(r);
     engine->run_until_idle();
@@ -167,7 +171,7 @@ int cmd_chat(int argc, char** argv, int first) {
                 s.prompt_tokens().size(), s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
     print_miss(*engine, id, tok);
     std::fflush(stdout);
-    conv.commit(text, reply, s.tokens);
+    conv.commit(turn, reply, s.tokens);
   }
   return 0;
 }

@@ -1,5 +1,7 @@
 // kvscope-cli make-model: write a synthetic random-weight GGUF of any supported shape and dtype.
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "cli/args.h"
@@ -28,7 +30,8 @@ int cmd_make_model(int argc, char** argv, int first) {
                 "ctx",           "seed",          "rope-base",      "window",          "swa-pattern",
                 "n-expert",      "n-expert-used", "n-ff-exp",       "n-expert-shared", "n-dense-lead",
                 "kv-lora-rank",  "q-lora-rank",   "rope-dim",       "rope-scaling",    "rope-factor",
-                "rope-orig-ctx", "yarn-log-mul",  "n-expert-group", "n-group-used"},
+                "rope-orig-ctx", "yarn-log-mul",  "n-expert-group", "n-group-used",    "chat-template",
+                "special-tokens"},
                {"tied", "help", "preset-100m", "preset-moe-1b"});
   if (a.has("help") || !a.has("out")) {
     std::cout
@@ -42,7 +45,9 @@ int cmd_make_model(int argc, char** argv, int first) {
            "  [--n-expert-group 0 --n-group-used 0]  grouped expert routing (DeepSeek-V3: 8 and 4)\n"
            "  [--rope-scaling linear|yarn --rope-factor 1 --rope-orig-ctx 0 --yarn-log-mul 0 (deepseek2)]\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
-           "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n";
+           "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n"
+           "  [--special-tokens '<|im_start|>,<|im_end|>': control tokens on the last ids]\n"
+           "  [--chat-template FILE: written as tokenizer.chat_template]\n";
     return a.has("help") ? 0 : 2;
   }
   SyntheticSpec s;
@@ -106,6 +111,18 @@ int cmd_make_model(int argc, char** argv, int first) {
   s.sliding_window = static_cast<int32_t>(a.i64("window", s.sliding_window));
   s.swa_pattern = static_cast<int32_t>(a.i64("swa-pattern", s.swa_pattern));
   s.tied_output = a.has("tied");
+  if (a.has("chat-template")) {
+    std::ifstream in(a.str("chat-template"), std::ios::binary);
+    if (!in) throw UsageError("cannot read --chat-template " + a.str("chat-template"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    s.chat_template = ss.str();
+  }
+  for (std::string list = a.str("special-tokens"); !list.empty();) {
+    const size_t comma = list.find(',');
+    s.special_tokens.push_back(list.substr(0, comma));
+    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+  }
   write_synthetic_model(s, a.str("out"));
   std::cerr << "wrote " << a.str("out") << " (" << s.arch << ", " << ggml_type_name(static_cast<uint32_t>(s.dtype))
             << ", RANDOM WEIGHTS)\n";

@@ -27,11 +27,13 @@ int cmd_serve(int argc, char** argv, int first) {
   if (a.has("help")) {
     std::cout
         << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
-           "  [--served-model-name NAME] [--chat-template NAME] [--max-queued N] [--http-threads N] [--max-n N]\n"
+           "  [--served-model-name NAME] [--chat-template NAME|FILE] [--max-queued N] [--http-threads N] [--max-n N]\n"
            "  [engine options as run/chat: --threads --block-size --kv-blocks | --kv-memory --kv-dtype --kv-group --kivi-residual\n"
            "   --prefix-caching --max-running --max-batched-tokens --max-model-len --backend ...]\n"
            "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
            "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"
+           "Chat: the model's own Jinja chat template (--chat-template NAME: a built-in family, FILE: a Jinja\n"
+           "template); a request's chat_template_kwargs object adds template variables (e.g. enable_thinking).\n"
            "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
            "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
            "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
@@ -80,7 +82,7 @@ int cmd_serve(int argc, char** argv, int first) {
   sm.aliases = {lm.path};
   if (a.has("model")) sm.aliases.push_back(a.str("model"));
   sm.tokenizer = &tok;
-  sm.chat_template = tmpl.kind;
+  sm.chat_template = tmpl;
   sm.max_model_len = engine->config().sched.max_model_len;
   sm.n_vocab = lm.model->config.n_vocab;
   sm.max_n = static_cast<int>(max_n);

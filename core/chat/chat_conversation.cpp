@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 #include "chat/chat_tokens.h"
 
@@ -48,25 +49,132 @@ std::vector<TokenId> chat_stop_tokens(const Tokenizer& tok, ChatTemplateKind kin
   return out;
 }
 
-ChatConversation::ChatConversation(const Tokenizer& tok, ChatTemplateKind kind) : tok_(tok), kind_(kind) {}
+std::vector<TokenId> chat_stop_tokens(const Tokenizer& tok, const ChatTemplateChoice& choice) {
+  std::vector<TokenId> out = chat_stop_tokens(tok, choice.kind);
+  if (!choice.uses_jinja()) return out;
+  for (TokenId id : tok.eog_ids())
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  return out;
+}
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string_view strip(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Where the new turn starts in `now`: after the previous prompt's text `prev` and the reply the
+// template wrote after it (as generated, or trimmed, as many templates write contents).
+// npos when `now` does not continue `prev` with the reply: the template rewrote earlier turns.
+size_t new_turn_offset(std::string_view now, std::string_view prev, std::string_view reply) {
+  if (now.substr(0, prev.size()) != prev) return std::string_view::npos;
+  const std::string_view rest = now.substr(prev.size());
+  if (rest.substr(0, reply.size()) == reply) return prev.size() + reply.size();
+  const std::string_view trimmed = strip(reply);
+  size_t k = 0;
+  while (k < rest.size() && is_space(rest[k])) ++k;
+  if (rest.substr(k, trimmed.size()) == trimmed) return prev.size() + k + trimmed.size();
+  return std::string_view::npos;
+}
+
+std::vector<ChatMessage> with_system(const std::string& system, const std::vector<ChatMessage>& messages) {
+  std::vector<ChatMessage> out;
+  if (!system.empty()) out.push_back({"system", system});
+  out.insert(out.end(), messages.begin(), messages.end());
+  return out;
+}
+
+// The Jinja path of chat_next_turn; throws ChatTemplateError when the template fails.
+void jinja_turn(const Tokenizer& tok, const ChatTemplateChoice& choice, const std::string& system,
+                const ChatHistory& history, const ChatTemplateVars& extra, ChatTurnPrompt& t) {
+  std::vector<ChatMessage> msgs = with_system(system, history.messages);
+  msgs.push_back({"user", t.user_text});
+  t.rendered = render_chat_jinja(choice, tok, msgs, true, extra);
+  if (history.empty()) {
+    t.tokens = tokenize_chat_rendered(tok, choice, t.rendered);
+    return;
+  }
+  const bool replied = !history.messages.empty() && history.messages.back().role == "assistant";
+  ChatRendered prev = history.rendered;
+  if (prev.text.empty() && replied) {  // not recorded (a turn the built-in family wrote): render it again
+    msgs.resize(msgs.size() - 2);
+    prev = render_chat_jinja(choice, tok, msgs, true, extra);
+  }
+  const size_t at = new_turn_offset(t.rendered.text, prev.text, replied ? history.messages.back().content : "");
+  if (prev.text.empty() || at == std::string_view::npos) {
+    t.rerendered = true;
+    t.tokens = tokenize_chat_rendered(tok, choice, t.rendered);
+    t.note =
+        "the chat template wrote the earlier turns differently than the previous prompt did (it may drop earlier "
+        "reasoning, or print the date), so the whole conversation was tokenized afresh: the prefix cache hits "
+        "only up to the first token that changed";
+    return;
+  }
+  std::vector<TokenId> ids = tokenize_chat_pieces(tok, chat_rendered_pieces(t.rendered, at), history.tokens.back());
+  // The reply usually ended with the template's end-of-turn token itself (a stop token).
+  if (!ids.empty() && ids.front() == history.tokens.back() && is_special_token(tok, ids.front()))
+    ids.erase(ids.begin());
+  t.tokens = history.tokens;
+  t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
+}
+
+}  // namespace
+
+ChatTurnPrompt chat_next_turn(const Tokenizer& tok, const ChatTemplateChoice& choice, const std::string& system,
+                              const ChatHistory& history, const std::string& user_text, const ChatTemplateVars& extra) {
+  ChatTurnPrompt t;
+  t.user_text = user_text;
+  if (choice.uses_jinja()) {
+    try {
+      jinja_turn(tok, choice, system, history, extra, t);
+      return t;
+    } catch (const ChatTemplateError& e) {
+      t = ChatTurnPrompt{};
+      t.user_text = user_text;
+      t.fell_back = true;
+      t.note = std::string(e.what()) + "; this turn is written in the built-in " + chat_template_name(choice.kind) +
+               " template instead";
+    }
+  }
+  t.tokens = chat_turn_prompt(tok, choice.kind, system, history.tokens, user_text);
+  return t;
+}
+
+void chat_commit(ChatHistory& history, const ChatTurnPrompt& turn, const std::string& reply_text,
+                 std::vector<TokenId> sequence) {
+  if (sequence.size() < turn.tokens.size() || !std::equal(turn.tokens.begin(), turn.tokens.end(), sequence.begin()))
+    throw std::invalid_argument("chat: the turn's tokens do not start with its prompt");
+  history.messages.push_back({"user", turn.user_text});
+  history.messages.push_back({"assistant", reply_text});
+  history.tokens = std::move(sequence);
+  history.rendered = turn.rendered;
+}
+
+ChatConversation::ChatConversation(const Tokenizer& tok, ChatTemplateKind kind) : tok_(tok) { choice_.kind = kind; }
+
+ChatConversation::ChatConversation(const Tokenizer& tok, ChatTemplateChoice choice)
+    : tok_(tok), choice_(std::move(choice)) {}
 
 void ChatConversation::set_system(std::string text) {
   system_ = std::move(text);
   reset();
 }
 
-void ChatConversation::reset() {
-  messages_.clear();
-  tokens_.clear();
-}
+void ChatConversation::reset() { history_ = ChatHistory{}; }
 
 void ChatConversation::commit(const std::string& user_text, const std::string& reply_text,
                               std::vector<TokenId> sequence) {
-  if (sequence.size() < tokens_.size() || !std::equal(tokens_.begin(), tokens_.end(), sequence.begin()))
+  const std::vector<TokenId>& so_far = history_.tokens;
+  if (sequence.size() < so_far.size() || !std::equal(so_far.begin(), so_far.end(), sequence.begin()))
     throw std::invalid_argument("chat: the turn's tokens do not continue the conversation");
-  messages_.push_back({"user", user_text});
-  messages_.push_back({"assistant", reply_text});
-  tokens_ = std::move(sequence);
+  history_.messages.push_back({"user", user_text});
+  history_.messages.push_back({"assistant", reply_text});
+  history_.tokens = std::move(sequence);
+  history_.rendered = ChatRendered{};  // the next turn renders the previous prompt again
 }
 
 }  // namespace kvscope

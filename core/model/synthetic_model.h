@@ -4,6 +4,7 @@
 // "RANDOM WEIGHTS" and kvscope.synthetic = true.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/ggml_types.h"
 
@@ -43,6 +44,10 @@ struct SyntheticSpec {
   float rope_factor = 1.0f;
   int32_t rope_orig_ctx = 0;  // rope.scaling.original_context_length; 0: not written
   float yarn_log_mul = 0.0f;  // deepseek2: rope.scaling.yarn_log_multiplier, as converters write it (0.1 x)
+  // A chat model's vocabulary: control tokens (e.g. "<|im_start|>", "<|im_end|>") that take the
+  // last ids, and tokenizer.chat_template ("" : none written).
+  std::vector<std::string> special_tokens;
+  std::string chat_template;
 };
 
 // Writes the model; throws std::runtime_error on a bad spec or I/O failure.

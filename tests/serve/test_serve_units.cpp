@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "chat/chat_conversation.h"
+#include "chat/chat_template_choice.h"
+#include "chat_templates.h"
 #include "cpu/cpu_backend.h"
 #include "model/synthetic_model.h"
 #include "serve/engine_worker.h"
@@ -46,6 +48,26 @@ std::shared_ptr<Model> gemma3_synthetic() {
     s.sliding_window = 32;
     s.swa_pattern = 3;
     const auto path = (test::tmp_dir() / "serve-units-gemma3.gguf").string();
+    write_synthetic_model(s, path);
+    return Model::load(path);
+  }();
+  return m;
+}
+
+// A synthetic llama whose vocabulary has ChatML's control tokens and whose file carries a
+// Jinja chat template that drops earlier reasoning and reads enable_thinking.
+std::shared_ptr<Model> chatml_synthetic() {
+  static std::shared_ptr<Model> m = [] {
+    SyntheticSpec s;
+    s.n_vocab = 300;
+    s.n_embd = 64;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.n_ff = 128;
+    s.n_ctx = 512;
+    s.special_tokens = {"<|im_start|>", "<|im_end|>"};
+    s.chat_template = test::kDropsReasoning;
+    const auto path = (test::tmp_dir() / "serve-units-chatml.gguf").string();
     write_synthetic_model(s, path);
     return Model::load(path);
   }();
@@ -347,6 +369,52 @@ class TestServeUnits : public QObject {
         sm);
     QCOMPARE(chat.job.prompt,
              chat_turn_prompt(*m->tokenizer, ChatTemplateKind::Completion, "Be kind.", {}, "Tell a story."));
+  }
+
+  // The model's Jinja template writes the chat prompt; chat_template_kwargs are its extra
+  // variables; a template that raises, or kwargs that are not an object, are the client's 400.
+  void chat_requests_use_the_jinja_template() {
+    auto m = chatml_synthetic();
+    ServedModel sm;
+    sm.name = "chatml";
+    sm.tokenizer = m->tokenizer.get();
+    sm.chat_template = choose_chat_template(*m->file, *m->tokenizer, "");
+    QVERIFY(sm.chat_template.uses_jinja());
+    sm.max_model_len = 256;
+    sm.n_vocab = m->config.n_vocab;
+    const Tokenizer& tok = *m->tokenizer;
+    auto prompt = [&](const std::string& extra) {
+      return parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4)" + extra + "}",
+                                sm)
+          .job.prompt;
+    };
+    auto bos_and = [&](const std::string& text) {
+      std::vector<TokenId> ids = tok.encode(text, false, true);
+      ids.insert(ids.begin(), tok.bos());
+      return ids;
+    };
+    const std::string chat = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    const std::vector<TokenId> want = bos_and(chat), want_off = bos_and(chat + "<think>\n\n</think>\n\n");
+    QCOMPARE(prompt(""), want);
+    QCOMPARE(prompt(R"(, "chat_template_kwargs": {"enable_thinking": false})"), want_off);
+    QCOMPARE(prompt(R"(, "chat_template_kwargs": {"enable_thinking": true})"), want);
+    QCOMPARE(prompt(R"(, "chat_template_kwargs": null)"), want);
+    const ParsedRequest pr = parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", sm);
+    QVERIFY(std::find(pr.job.stop_tokens.begin(), pr.job.stop_tokens.end(), tok.find_token("<|im_end|>")) !=
+            pr.job.stop_tokens.end());
+    auto refused = [&](const std::string& extra, const char* says) {
+      try {
+        prompt(extra);
+        QFAIL(("accepted " + extra).c_str());
+      } catch (const ApiError& e) {
+        QCOMPARE(e.status, 400);
+        QVERIFY2(std::string(e.what()).find(says) != std::string::npos, e.what());
+      }
+    };
+    refused(R"(, "chat_template_kwargs": [1])", "must be an object");
+    refused(R"(, "chat_template_kwargs": {"messages": []})", "must not set 'messages'");
+    sm.chat_template.jinja = "{{ raise_exception('no chats on Sundays') }}";
+    refused("", "no chats on Sundays");
   }
 
   void prometheus_text_has_vllm_names_and_cumulative_buckets() {

@@ -97,7 +97,7 @@ quint64 EngineHost::submit(const Request& r) {
   return tag;
 }
 
-quint64 EngineHost::submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp,
+quint64 EngineHost::submitChat(const ChatHistory& history, const QString& text, const SamplingParams& sp,
                                int maxNewTokens) {
   const quint64 tag = nextTag_++;
   post([w = worker_, tag, history, text, sp, maxNewTokens] { w->submitChat(tag, history, text, sp, maxNewTokens); });

@@ -33,8 +33,7 @@ class EngineHost : public QObject {
   void setBackend(BackendChoice c);  // takes effect at the next loadModel / applyConfig
   // Returns the tag that the submitted / requestFinished signals will carry.
   quint64 submit(const Request& r);
-  quint64 submitChat(const std::vector<TokenId>& history, const QString& text, const SamplingParams& sp,
-                     int maxNewTokens);
+  quint64 submitChat(const ChatHistory& history, const QString& text, const SamplingParams& sp, int maxNewTokens);
   quint64 submitText(const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);
   quint64 evaluateText(const QString& text, int maxTokens);  // see EngineThreadWorker::evaluateText
   void cancel(SeqId id);

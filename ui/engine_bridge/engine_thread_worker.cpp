@@ -109,6 +109,7 @@ void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const E
     t.state = QStringLiteral("cancelled");
     t.error = tr("the engine was rebuilt");
     t.tokens = stream.tokens;
+    t.chatTurn = stream.chatTurn;
     emit requestFinished(t);
   }
   finishedThisStep_.clear();
@@ -149,7 +150,7 @@ void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const E
       model_->tokenizer ? choose_chat_template(*model_->file, *model_->tokenizer, "") : ChatTemplateChoice{};
   info.chatTemplate = QString::fromStdString(chatTemplate_.describe());
   info.chatTemplateWarning = QString::fromStdString(chatTemplate_.warning);
-  info.chatTemplateKind = chatTemplate_.kind;
+  info.chatTemplateChoice = chatTemplate_;
   info.model = model_;
   emit modelLoaded(info);
   deliverSnapshot(true);
@@ -157,7 +158,7 @@ void EngineThreadWorker::buildEngine(std::shared_ptr<const Model> model, const E
   if (serving_) servingWake();  // requests that came while the engine was being built
 }
 
-void EngineThreadWorker::submit(quint64 tag, const Request& r) {
+void EngineThreadWorker::submit(quint64 tag, const Request& r, std::shared_ptr<const ChatTurnPrompt> chatTurn) {
   if (!engine_) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
@@ -172,26 +173,35 @@ void EngineThreadWorker::submit(quint64 tag, const Request& r) {
   SeqStreams::Stream& l = streams_.open(id);
   l.tokens = r.prompt;
   l.tag = tag;
+  l.chatTurn = std::move(chatTurn);
   emit submitted(tag, id, static_cast<int>(r.prompt.size()));
   afterStep();  // a rejected request finishes inside submit()
   schedulePump();
 }
 
-void EngineThreadWorker::submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text,
+void EngineThreadWorker::submitChat(quint64 tag, const ChatHistory& history, const QString& text,
                                     const SamplingParams& sampling, int maxNewTokens) {
   if (!engine_ || !model_->tokenizer) {
     emit engineError(tr("No engine yet: load a model first."));
     return;
   }
-  Request r;
   // Later turns continue the same token stream (core/chat), so every earlier full block
   // hashes identically and is found in the prefix cache.
-  r.prompt = chat_turn_prompt(*model_->tokenizer, chatTemplate_.kind, "", history, text.toStdString());
-  r.stop_tokens = chat_stop_tokens(*model_->tokenizer, chatTemplate_.kind);
+  std::shared_ptr<ChatTurnPrompt> turn;
+  try {
+    turn = std::make_shared<ChatTurnPrompt>(
+        chat_next_turn(*model_->tokenizer, chatTemplate_, "", history, text.toStdString()));
+  } catch (const std::exception& e) {
+    emit engineError(tr("The chat template cannot write this turn: %1").arg(QString::fromUtf8(e.what())));
+    return;
+  }
+  Request r;
+  r.prompt = turn->tokens;
+  r.stop_tokens = chat_stop_tokens(*model_->tokenizer, chatTemplate_);
   r.max_new_tokens = maxNewTokens;
   r.sampling = sampling;
   r.label = "chat";
-  submit(tag, r);
+  submit(tag, r, std::move(turn));
 }
 
 void EngineThreadWorker::submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos,
@@ -368,6 +378,7 @@ void EngineThreadWorker::finishTurns() {
     TurnStats t = turn_stats(*engine_, id, snap.get());
     t.tag = stream->tag;
     t.tokens = std::move(stream->tokens);
+    t.chatTurn = std::move(stream->chatTurn);
     // The engine's own token list is the authority (a preempted sequence is recomputed, not
     // re-streamed); fall back to what was streamed when it has been pruned.
     try {

@@ -51,10 +51,11 @@ class EngineThreadWorker : public QObject {
   void loadModel(const QString& path, const EngineConfig& cfg);
   void applyConfig(const EngineConfig& cfg);          // rebuild the engine on the loaded model
   void setBackend(BackendChoice c) { backend_ = c; }  // used from the next load / rebuild on
-  void submit(quint64 tag, const Request& r);
-  // A chat turn in the model's chat template: prompt = history (all previous turns' tokens) +
-  // the new turn's tokens, so the previous turns' full blocks come straight from the prefix cache.
-  void submitChat(quint64 tag, const std::vector<TokenId>& history, const QString& text, const SamplingParams& sampling,
+  void submit(quint64 tag, const Request& r, std::shared_ptr<const ChatTurnPrompt> chatTurn = nullptr);
+  // A chat turn in the model's chat template (core/chat chat_next_turn): prompt = history (all
+  // previous turns' tokens) + the new turn's tokens, so the previous turns' full blocks come
+  // straight from the prefix cache. The turn comes back in requestFinished's chatTurn.
+  void submitChat(quint64 tag, const ChatHistory& history, const QString& text, const SamplingParams& sampling,
                   int maxNewTokens);
   // One prompt (BOS + encoded text), greedy; ignoreEos keeps it going to maxNewTokens.
   void submitText(quint64 tag, const QString& text, int maxNewTokens, bool ignoreEos, const QString& label);

@@ -5,12 +5,14 @@
 // A plain class, used on the worker's thread only.
 #include <QString>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "chat/chat_conversation.h"
 #include "model/tokenizer.h"
 #include "kv/kv_types.h"
 
@@ -22,6 +24,7 @@ class SeqStreams {
     std::vector<TokenId> tokens;
     Utf8StreamDecoder decoder;
     quint64 tag = 0;
+    std::shared_ptr<const ChatTurnPrompt> chatTurn;  // a chat turn's prompt as built
   };
 
   Stream& open(SeqId id) { return streams_[id]; }

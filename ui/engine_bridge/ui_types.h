@@ -7,7 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "chat/chat_template.h"
+#include "chat/chat_conversation.h"
+#include "chat/chat_template_choice.h"
 #include "engine/engine.h"
 #include "telemetry/snapshot.h"
 
@@ -43,7 +44,7 @@ struct ModelInfo {
   ModelConfig modelConfig;  // the model's own config (what the settings are validated against)
   QString chatTemplate;     // ChatTemplateChoice::describe(): the template chat turns use
   QString chatTemplateWarning;
-  ChatTemplateKind chatTemplateKind = ChatTemplateKind::Completion;
+  ChatTemplateChoice chatTemplateChoice;  // how chat turns and served chat requests are written
   // The loaded model itself, read-only: the Serve toggle's HTTP threads tokenize with it.
   std::shared_ptr<const Model> model;
 };
@@ -61,6 +62,9 @@ struct TurnStats {
   QString state;  // "finished", "cancelled", "rejected"
   QString error;
   std::vector<TokenId> tokens;  // prompt + generated: the next chat turn's prefix
+  // A chat turn's prompt as it was built (its rendered text for the next turn, any note on
+  // how: a re-rendered conversation, a template that failed); null for other requests.
+  std::shared_ptr<const ChatTurnPrompt> chatTurn;
 };
 
 // Events of all steps since the previous delivered snapshot (the UI takes one snapshot per

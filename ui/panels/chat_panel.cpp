@@ -156,6 +156,7 @@ void ConversationWidget::send(const QString& rawText) {
   appendHtmlBlock(tr("<b style='color:#59a14f'>Model</b>&nbsp; "));
   input_->clear();
   seq_ = -1;
+  reply_.clear();
   setBusy(host_->submitChat(history_, text, sp, maxTok_->value()));
   status_->setText(tr("Waiting for the engine…"));
 }
@@ -177,7 +178,7 @@ void ConversationWidget::stop() {
 
 void ConversationWidget::newConversation() {
   if (isBusy()) return;
-  history_.clear();
+  history_ = ChatHistory{};
   turns_ = 0;
   last_.reset();
   view_->clear();
@@ -206,6 +207,7 @@ void ConversationWidget::onToken(qint64 seq, const QString& piece) {
   QTextCursor c(view_->document());
   c.movePosition(QTextCursor::End);
   c.insertText(piece, QTextCharFormat());
+  reply_ += piece;
   view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
 }
 
@@ -214,7 +216,7 @@ void ConversationWidget::onFinished(const TurnStats& t) {
   last_ = t;
   ++turns_;
   // Even a cancelled turn's tokens are in the cache, so the next turn continues from them.
-  if (!t.tokens.empty() && t.state != QLatin1String("rejected")) history_ = t.tokens;
+  if (!t.tokens.empty() && t.state != QLatin1String("rejected")) recordTurn(t);
   const double pct = t.promptTokens ? 100.0 * t.cachedTokens / t.promptTokens : 0.0;
   QString line = tr("prompt %1 tok · <b>%2 cached</b> (%3%) · generated %4")
                      .arg(t.promptTokens)
@@ -227,10 +229,25 @@ void ConversationWidget::onFinished(const TurnStats& t) {
   if (t.state != QLatin1String("finished")) line += QStringLiteral(" · <b>%1</b>").arg(t.state.toHtmlEscaped());
   if (!t.error.isEmpty()) line += QStringLiteral(" · %1").arg(t.error.toHtmlEscaped());
   if (t.id >= 0) line += tr(" · <a href='story:%1'>story</a>").arg(t.id);  // why this much was cached
+  if (t.chatTurn && !t.chatTurn->note.empty())
+    line += QStringLiteral("<br><span style='color:%1'>%2</span>")
+                .arg(t.chatTurn->fell_back ? QStringLiteral("#c62828") : QStringLiteral("#7a8290"),
+                     QString::fromStdString(t.chatTurn->note).toHtmlEscaped());
   appendHtmlBlock(QStringLiteral("<span style='color:#7a8290; font-size:small'>%1</span>").arg(line));
-  status_->setText(tr("Turn %1 done. History: %2 tokens.").arg(turns_).arg(history_.size()));
+  status_->setText(tr("Turn %1 done. History: %2 tokens.").arg(turns_).arg(history_.tokens.size()));
   seq_ = -1;
   setBusy(0);
+}
+
+void ConversationWidget::recordTurn(const TurnStats& t) {
+  if (t.chatTurn) {
+    try {
+      chat_commit(history_, *t.chatTurn, reply_.toStdString(), t.tokens);
+      return;
+    } catch (const std::invalid_argument&) {}  // not this turn's tokens: keep them, as below
+  }
+  history_.tokens = t.tokens;
+  history_.rendered = ChatRendered{};
 }
 
 QString ConversationWidget::transcript() const { return view_->toPlainText(); }
@@ -249,9 +266,10 @@ ChatPanel::ChatPanel(EngineHost* host, QWidget* parent) : QWidget(parent), host_
   template_->setWordWrap(true);
   template_->setContentsMargins(4, 2, 4, 0);
   template_->setToolTip(
-      tr("How chat turns are written for this model: recognised from the GGUF's tokenizer.chat_template "
-         "(ChatML, Llama 3, Gemma, Phi-3, Mistral, Llama 2); a model without one (a base model) "
-         "continues plain text. kvscope-cli chat --chat-template NAME picks one explicitly."));
+      tr("How chat turns are written for this model: the GGUF's own tokenizer.chat_template, rendered by "
+         "kvscope's Jinja engine as transformers renders it; where it cannot render, the built-in family "
+         "recognised in it (ChatML, Llama 3, Gemma, Phi-3, Mistral, Llama 2). A model without one (a base "
+         "model) continues plain text. kvscope-cli chat --chat-template NAME|FILE picks one explicitly."));
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(0, 0, 0, 0);
   v->addWidget(template_);

@@ -3,8 +3,9 @@
 // once (they share the pool and the prefix cache). Turn n+1's prompt is every token of turns
 // 1..n (prompts and replies, exactly as they sit in the KV cache) plus the new text, so the
 // earlier turns' full blocks are prefix-cache hits; each turn reports how many were reused.
-// Turns are written in the model's chat template (core/chat, recognised from the file's
-// tokenizer.chat_template; plain continuation for base models), named above the tabs.
+// Turns are written in the model's chat template (core/chat: the file's tokenizer.chat_template
+// through the Jinja engine, a built-in family where it fails; plain continuation for base
+// models), named above the tabs.
 #include <QWidget>
 #include <optional>
 
@@ -33,7 +34,8 @@ class ConversationWidget : public QWidget {
   bool isBusy() const { return tag_ != 0; }
   SeqId activeSeq() const { return seq_; }
   int turns() const { return turns_; }
-  const std::vector<TokenId>& history() const { return history_; }
+  const std::vector<TokenId>& history() const { return history_.tokens; }
+  const ChatHistory& chatHistory() const { return history_; }  // the messages too
   const std::optional<TurnStats>& lastStats() const { return last_; }
   QString transcript() const;
   QLineEdit* input() const { return input_; }
@@ -53,6 +55,7 @@ class ConversationWidget : public QWidget {
   void onSubmitted(quint64 tag, qint64 seq, int promptTokens);
   void onToken(qint64 seq, const QString& piece);
   void onFinished(const TurnStats& t);
+  void recordTurn(const TurnStats& t);  // the finished turn joins history_
   void appendHtmlBlock(const QString& html);
   void setBusy(quint64 tag);
 
@@ -64,8 +67,9 @@ class ConversationWidget : public QWidget {
   QSpinBox *topK_, *maxTok_, *seed_;
   QLabel* status_;
 
-  std::vector<TokenId> history_;  // every token of the finished turns
-  quint64 tag_ = 0;               // the submit in flight (0: idle)
+  ChatHistory history_;  // the finished turns: messages and every token
+  QString reply_;        // the reply of the turn in flight, as streamed
+  quint64 tag_ = 0;      // the submit in flight (0: idle)
   SeqId seq_ = -1;
   int turns_ = 0;
   std::optional<TurnStats> last_;

@@ -108,7 +108,7 @@ bool ServeController::listen() {
   sm.name = QFileInfo(info.path).completeBaseName().toStdString();
   sm.aliases = {info.path.toStdString()};
   sm.tokenizer = info.model->tokenizer.get();
-  sm.chat_template = info.chatTemplateKind;
+  sm.chat_template = info.chatTemplateChoice;
   sm.max_model_len = info.contextLength;
   sm.n_vocab = info.nVocab;
   sm.max_piece_bytes = serve::longest_piece_bytes(*info.model->tokenizer);

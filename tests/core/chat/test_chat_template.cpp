@@ -15,6 +15,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
+#include "chat_vocab.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -28,57 +29,9 @@ const std::vector<ChatMessage> kChat = {
     {"system", "You are helpful"}, {"user", "Hello"}, {"assistant", "Hi there"}, {"user", "Who are you"}};
 const std::vector<ChatMessage> kNoSystem(kChat.begin() + 1, kChat.end());
 
-struct Vocab {
-  std::shared_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Vocab load_vocab(const fs::path& p) {
-  Vocab v;
-  v.file = GgufFile::open(p.string());
-  v.tok = Tokenizer::from_gguf(*v.file);
-  return v;
-}
-
-std::vector<uint8_t> g_bytes;  // keeps the in-memory vocabulary alive for its GgufFile
-
-// A byte-level BPE vocabulary (GPT-2 style) with ChatML's control tokens, as Qwen has.
-Vocab chatml_vocab(const std::string& chat_template) {
-  GgufWriter w;
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  int n = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool direct = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    const uint32_t cpt = direct ? b : 256 + n++;
-    std::string t;
-    if (cpt < 0x80) {
-      t += static_cast<char>(cpt);
-    } else {
-      t += static_cast<char>(0xC0 | (cpt >> 6));
-      t += static_cast<char>(0x80 | (cpt & 0x3F));
-    }
-    tokens.push_back(t);
-    types.push_back(1);
-  }
-  for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-    tokens.emplace_back(s);
-    types.push_back(3);
-  }
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "qwen2");
-  w.set_string_array("tokenizer.ggml.tokens", tokens);
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_string_array("tokenizer.ggml.merges", {});
-  w.set_u32("tokenizer.ggml.eos_token_id", 256);
-  w.set_bool("tokenizer.ggml.add_bos_token", false);
-  if (!chat_template.empty()) w.set_string("tokenizer.chat_template", chat_template);
-  g_bytes = w.to_bytes();
-  Vocab v;
-  v.file = GgufFile::from_bytes(g_bytes.data(), g_bytes.size(), "chatml-vocab");
-  v.tok = Tokenizer::from_gguf(*v.file);
-  return v;
-}
+using test::chatml_vocab;
+using test::load_vocab;
+using test::Vocab;
 
 int count(const std::vector<TokenId>& ids, TokenId id) {
   return static_cast<int>(std::count(ids.begin(), ids.end(), id));
@@ -99,16 +52,19 @@ std::vector<TokenId> reference_tokens(const Tokenizer& tok, K k, const std::vect
 
 // Two turns in which the "model" replies exactly what the reference tokenization says, ending
 // with the end-of-turn token: the incremental prompt must then equal the reference one.
-void check_incremental_matches_reference(const Tokenizer& tok, K k, const std::string& system) {
+// With `choice` (a Jinja template), the turns go through it and must give the same tokens.
+void check_incremental_matches_reference(const Tokenizer& tok, K k, const std::string& system,
+                                         const ChatTemplateChoice* choice = nullptr) {
   std::vector<ChatMessage> first = {{"user", "Hello"}};
   std::vector<ChatMessage> done = {{"user", "Hello"}, {"assistant", "Hi there"}};
   std::vector<ChatMessage> second = {{"user", "Hello"}, {"assistant", "Hi there"}, {"user", "Who are you"}};
   if (!system.empty())
     for (auto* m : {&first, &done, &second}) m->insert(m->begin(), {"system", system});
 
-  ChatConversation conv(tok, k);
+  ChatConversation conv = choice ? ChatConversation(tok, *choice) : ChatConversation(tok, k);
   conv.set_system(system);
-  const std::vector<TokenId> p1 = conv.prompt_for("Hello");
+  const ChatTurnPrompt t1 = conv.next_turn("Hello");
+  const std::vector<TokenId>& p1 = t1.tokens;
   QCOMPARE(p1, reference_tokens(tok, k, first, true));
   const std::vector<TokenId> full = reference_tokens(tok, k, done, false);
   QVERIFY(starts_with(full, p1));
@@ -117,10 +73,12 @@ void check_incremental_matches_reference(const Tokenizer& tok, K k, const std::s
   size_t end = p1.size();
   while (end < full.size() && std::find(stops.begin(), stops.end(), full[end]) == stops.end()) ++end;
   QVERIFY2(end < full.size(), "the rendered reply has no stop token");
-  conv.commit("Hello", "Hi there", std::vector<TokenId>(full.begin(), full.begin() + static_cast<long>(end) + 1));
-  const std::vector<TokenId> p2 = conv.prompt_for("Who are you");
-  QVERIFY(starts_with(p2, conv.tokens()));
-  QCOMPARE(p2, reference_tokens(tok, k, second, true));
+  conv.commit(t1, "Hi there", std::vector<TokenId>(full.begin(), full.begin() + static_cast<long>(end) + 1));
+  const ChatTurnPrompt t2 = conv.next_turn("Who are you");
+  QVERIFY2(t2.note.empty(), t2.note.c_str());
+  QVERIFY(!t2.rerendered && !t2.fell_back);
+  QVERIFY(starts_with(t2.tokens, conv.tokens()));
+  QCOMPARE(t2.tokens, reference_tokens(tok, k, second, true));
 }
 
 }  // namespace
@@ -288,8 +246,9 @@ class TestChatTemplate : public QObject {
     KVSCOPE_REQUIRE_FILE(p);
     Vocab v = load_vocab(p);
     const ChatTemplateChoice c = choose_chat_template(*v.file, *v.tok, "");
-    QCOMPARE(c.kind, K::Phi3);
-    QCOMPARE(c.origin, std::string("detected in tokenizer.chat_template"));
+    QCOMPARE(c.kind, K::Phi3);  // the fallback; the Jinja engine renders the file's template
+    QVERIFY(c.uses_jinja());
+    QCOMPARE(c.origin, std::string("the model's tokenizer.chat_template"));
     QVERIFY2(c.warning.empty(), c.warning.c_str());
 
     ChatConversation conv(*v.tok, K::Phi3);
@@ -303,6 +262,8 @@ class TestChatTemplate : public QObject {
     QCOMPARE(count(p1, asst), 1);
     QVERIFY(std::find(conv.stop_tokens().begin(), conv.stop_tokens().end(), end) != conv.stop_tokens().end());
     check_incremental_matches_reference(*v.tok, K::Phi3, "");
+    // The file's own template through the Jinja engine: the same tokens, turn after turn.
+    check_incremental_matches_reference(*v.tok, K::Phi3, "", &c);
   }
 
   void user_text_never_becomes_a_special_token() {
@@ -373,16 +334,28 @@ class TestChatTemplate : public QObject {
       const std::string m = e.what();
       QVERIFY2(m.find("'chatmll'") != std::string::npos && m.find("llama3") != std::string::npos, e.what());
     }
-    // An unrecognised template in the file falls back to completion with a warning naming it.
+    // A template of no built-in family is rendered by the Jinja engine (plain text the fallback).
     Vocab odd = chatml_vocab("{% for m in messages %}{{ m.role }}: {{ m.content }}{% endfor %}");
     c = choose_chat_template(*odd.file, *odd.tok, "");
+    QVERIFY(c.uses_jinja());
     QCOMPARE(c.kind, K::Completion);
-    QVERIFY2(c.warning.find("matches none") != std::string::npos && c.warning.find("{% for m") != std::string::npos,
-             c.warning.c_str());
+    QVERIFY2(c.warning.empty(), c.warning.c_str());
+    // One that cannot render falls back to the family recognised in it, with a warning that
+    // quotes the template and the engine's message.
     Vocab qwen = chatml_vocab("{{ '<|im_start|>' + message['role'] }}");
     c = choose_chat_template(*qwen.file, *qwen.tok, "");
+    QVERIFY(!c.uses_jinja());
     QCOMPARE(c.kind, K::ChatML);
     QCOMPARE(c.describe(), std::string("chatml (detected in tokenizer.chat_template)"));
+    QVERIFY2(c.warning.find("cannot be rendered") != std::string::npos &&
+                 c.warning.find("message['role']") != std::string::npos &&
+                 c.warning.find("chatml") != std::string::npos,
+             c.warning.c_str());
+    Vocab bad = chatml_vocab("{% for m in messages %}{{ m.content }}");  // unclosed: no family either
+    c = choose_chat_template(*bad.file, *bad.tok, "");
+    QVERIFY(!c.uses_jinja());
+    QCOMPARE(c.kind, K::Completion);
+    QVERIFY2(c.warning.find("plain text continuation") != std::string::npos, c.warning.c_str());
   }
 
   void engine_stops_on_request_stop_tokens() {
