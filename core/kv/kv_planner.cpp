@@ -193,7 +193,9 @@ PlanResult plan_memory(const PlanInput& in) {
     r.weights_bytes = static_cast<int64_t>(std::llround(m.n_params * *bits / 8.0));
   }
 
-  const auto [layer_token_bytes, layer_elem_bytes] = kv_per_token(in, r);
+  // Plain variables, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+  const std::pair<int64_t, int64_t> per_token = kv_per_token(in, r);
+  const int64_t layer_token_bytes = per_token.first, layer_elem_bytes = per_token.second;
 
   // Layer groups: the model's own sliding layers (window narrowed by --window) and the rest.
   auto add_group = [&](int32_t n_layer, int32_t window) {
