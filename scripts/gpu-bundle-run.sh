@@ -20,7 +20,8 @@ cuda_dir() {
     /opt/*/.venv/lib/python3*/site-packages/nvidia/cu*/lib/"$1" 2>/dev/null || true) | head -1)
   [ -n "$f" ] && dirname "$f"
 }
-export LD_LIBRARY_PATH=$K/lib:$(cuda_dir libcublas.so.13):$(cuda_dir libcudart.so.13)
+LD_LIBRARY_PATH=$K/lib:$(cuda_dir libcublas.so.13):$(cuda_dir libcudart.so.13)
+export LD_LIBRARY_PATH
 if ldd "$K"/bin/* | grep "not found"; then echo "missing libraries" >&2; exit 1; fi
 export KVSCOPE_SHARED_DIR=$K/shared KVSCOPE_TEST_TMP=$K/tmp KVSCOPE_SOURCE_DIR=$PWD QT_QPA_PLATFORM=offscreen
 mkdir -p "$K/tmp"
@@ -39,5 +40,5 @@ if [ "${1:-}" != nobench ]; then
   (cd "$K/tmp" && timeout 240 "$K/bin/kvscope-cuda-bench" --out "$out/bench.json") 2>&1 | tee "$out/bench.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 fi
-el done
+el finished
 exit $rc
