@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/replay_fleet_cli.h"
 #include "kv/kv_planner.h"
 #include "run/trace_replay.h"
 #include "run/trace_workload.h"
@@ -93,12 +94,14 @@ void print_curve(const std::vector<ReplayPoint>& curve, int32_t bs) {
 }  // namespace
 
 int cmd_replay(int argc, char** argv, int first) {
-  const Args a(argc, argv, first,
-               {"trace", "format", "block-size", "capacity-tokens", "json-out", "max-line-bytes", "vocab-size",
-                "workload-out", "threads"},
-               {"skip-bad", "help"});
+  std::set<std::string> options = {"trace",          "format",     "block-size",   "capacity-tokens", "json-out",
+                                   "max-line-bytes", "vocab-size", "workload-out", "threads"};
+  std::set<std::string> flags = {"skip-bad", "help"};
+  options.merge(replay_fleet_options());
+  flags.merge(replay_fleet_flags());
+  const Args a(argc, argv, first, options, flags);
   if (a.has("help") || !a.has("trace")) {
-    std::cout << kReplayHelp;
+    std::cout << kReplayHelp << kReplayFleetHelp;
     return a.has("help") ? 0 : 2;
   }
   TraceReaderOptions ro;
@@ -131,19 +134,23 @@ int cmd_replay(int argc, char** argv, int first) {
       save_workload(a.str("workload-out"), trace_to_workload(reqs, opt.vocab_size, "replay"));
     } catch (const TraceError& e) { throw UsageError(e.what()); }
   }
+  nlohmann::json out = {{"trace", a.str("trace")},      {"format", a.str("format", "mooncake")},
+                        {"block_size", opt.block_size}, {"requests", reqs.size()},
+                        {"skipped_lines", skipped},     {"skipped_errors", skipped_errors}};
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<ReplayPoint> curve = replay_curve(reqs, caps, opt);
+  if (replay_wants_fleet(a)) {
+    run_replay_fleet(a, reqs, opt, out);
+  } else {
+    const std::vector<ReplayPoint> curve = replay_curve(reqs, caps, opt);
+    print_curve(curve, opt.block_size);
+    out["curve"] = nlohmann::json::array();
+    for (const ReplayPoint& p : curve) out["curve"].push_back(point_json(p));
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  print_curve(curve, opt.block_size);
+  out["replay_seconds"] = secs;
   std::printf("%zu requests, %lld skipped lines, %.2f s\n", reqs.size(), static_cast<long long>(skipped), secs);
   for (const std::string& e : skipped_errors) std::fprintf(stderr, "kvscope-cli replay: skipped %s\n", e.c_str());
   if (a.has("json-out")) {
-    nlohmann::json out = {{"trace", a.str("trace")},      {"format", a.str("format", "mooncake")},
-                          {"block_size", opt.block_size}, {"requests", reqs.size()},
-                          {"skipped_lines", skipped},     {"skipped_errors", skipped_errors},
-                          {"replay_seconds", secs},       {"curve", nlohmann::json::array()}};
-    for (const ReplayPoint& p : curve) out["curve"].push_back(point_json(p));
     std::ofstream f(a.str("json-out"));
     if (!f) throw std::runtime_error("cannot write " + a.str("json-out"));
     f << out.dump(2) << "\n";

@@ -56,4 +56,29 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["skipped_l
 # A block size that does not divide 512 is refused with exit 2.
 "$cli" replay --trace "$tmp/trace.jsonl" --block-size 48 >"$tmp/out" 2>&1
 [ $? -eq 2 ] || fail "--block-size 48 not refused with exit 2"
+# Fleets, tiers and timed mode: the JSON's sections, and bad options refused with exit 2.
+"$cli" replay --trace "$tmp/trace.jsonl" --instances 2 --router prefix-aware --tiers gpu=2048,cpu=4096 \
+  --json-out "$tmp/f.json" >"$tmp/out" 2>&1 || fail "fleet replay exit code $?"
+"$cli" replay --trace "$tmp/trace.jsonl" --timed --preset Llama-3-70B --hardware H200 --tp 4 --capacity-tokens 4096 \
+  --json-out "$tmp/t.json" >"$tmp/out" 2>&1 || fail "timed replay exit code $?"
+python3 - "$tmp/f.json" "$tmp/t.json" <<'PY' || fail "fleet/timed JSON checks"
+import json, sys
+f = json.load(open(sys.argv[1]))
+assert f["fleet"]["instances"] == 2 and f["fleet"]["router"] == "prefix-aware", f["fleet"]
+assert len(f["fleet"]["per_instance"]) == 2 and f["fleet"]["total"]["requests"] == 3, f["fleet"]
+assert f["pooled"]["gpu_tokens"] == 4096 and "single_tier" in f, f.keys()
+t = json.load(open(sys.argv[2]))["timed"]
+assert t["finished"] == 3 and t["rejected"] == 0 and t["hardware"] == "H200" and t["tensor_parallel"] == 4, t
+for k in ("ttft_s", "queue_s", "tpot_s", "e2e_s"):
+    assert t[k]["p50"] <= t[k]["p99"] <= t[k]["max"], (k, t[k])
+assert t["ttft_s"]["mean"] > 0 and t["pool_use"], t
+PY
+for bad in "--tiers gpu=1M,disk=2M" "--instances 0" "--router random --instances 2" "--timed" \
+  "--timed --preset NoSuchModel" "--timed --preset Llama-3-70B --hardware TPU" "--timed --preset Llama-3-70B --mfu 2" \
+  "--instances 2 --capacity-tokens 1M,2M"; do
+  # shellcheck disable=SC2086
+  "$cli" replay --trace "$tmp/trace.jsonl" $bad >"$tmp/out" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "'$bad': exit $rc, not 2"
+done
 echo "cli_replay: ok"
