@@ -19,6 +19,7 @@ struct GenerationJob {
   std::vector<std::string> stop;     // stop strings: the text ends before the first match
   int n = 1;                         // parallel samples of the prompt (engine submit_parallel)
   int logprobs = -1;                 // -1: none; else how many top alternatives per token
+  std::string session;               // the request's `user`, for serve --record
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 

@@ -116,6 +116,11 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
   }
   r.job.ignore_eos = get_bool(j, "ignore_eos", false);
   r.job.n = static_cast<int>(get_int(j, "n", 1, 1, m.max_n));
+  if (const json* u = field(j, "user")) {
+    if (!u->is_string() || u->get<std::string>().size() > 256)
+      throw ApiError(400, "'user' must be a string of at most 256 bytes", "user");
+    r.job.session = u->get<std::string>();
+  }
   if (const json* st = field(j, "stop")) {
     auto add = [&](const json& x) {
       if (!x.is_string()) throw ApiError(400, "'stop' must be a string or an array of strings", "stop");

@@ -61,6 +61,7 @@ struct ServingQueue::Choice {
   bool stopped_by_string = false;
   Clock::time_point arrival, last_token;
   bool got_token = false;
+  std::string session;  // for the traffic recording
 
   // Moves the newly complete text into `item`, holding back a tail that may grow into a stop
   // string; true when a stop string matched (the text ends before it).
@@ -191,6 +192,14 @@ void ServingQueue::finish_left(const std::string& why) {
   std::vector<SeqId> left;
   for (auto& [id, c] : choices_) {
     left.push_back(id);
+    if (recorder_) {
+      try {
+        const Sequence& s = engine_->sequence(id);
+        recorder_->finished(id, s.prompt(), static_cast<int32_t>(s.output().size()), c->session, true);
+      } catch (const std::out_of_range&) {
+        recorder_->finished(id, {}, 0, c->session, false);  // a parallel sample never forked
+      }
+    }
     push_finish(*c->ch, c->index, "error", why);
     in_flight_.fetch_sub(1);
     std::lock_guard<std::mutex> lk(mu_);
@@ -266,6 +275,8 @@ void ServingQueue::start_job(Pending& p) {
     c->logprobs = p.job.logprobs;
     c->stop = p.job.stop;
     c->arrival = p.job.arrival;
+    c->session = p.job.session;
+    if (recorder_) recorder_->started(ids[i], p.job.arrival);
     choices_[ids[i]] = std::move(c);
     mine.push_back(ids[i]);
   }
@@ -337,6 +348,7 @@ bool ServingQueue::on_finished(SeqId id) {
   f.prompt_tokens = static_cast<int32_t>(s.prompt().size());
   f.completion_tokens = static_cast<int32_t>(s.output().size());
   f.cached_tokens = s.num_cached_prompt;
+  if (recorder_) recorder_->finished(id, s.prompt(), f.completion_tokens, c.session, s.state != SeqState::Rejected);
   {
     std::lock_guard<std::mutex> lk(metrics_mu_);
     if (reason == "cancelled") {

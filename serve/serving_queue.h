@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "serve/request_channel.h"
 #include "serve/serve_metrics.h"
+#include "serve/traffic_recorder.h"
 
 namespace kvscope::serve {
 
@@ -48,6 +49,8 @@ class ServingQueue {
   void close();
 
   // ---- the engine's thread only ----
+  // serve --record: every served sequence from now on gets a line (serve/traffic_recorder.h).
+  void set_recorder(std::shared_ptr<TrafficRecorder> r) { recorder_ = std::move(r); }
   // The engine that serves from now on (its config sets the prefill histogram's buckets).
   void attach(Engine& engine);
   // The engine goes away (rebuilt with new settings, or serving stops): every served sequence
@@ -99,6 +102,7 @@ class ServingQueue {
   std::unordered_map<SeqId, std::unique_ptr<Choice>> choices_;
   std::unordered_map<RequestChannel*, std::vector<SeqId>> by_channel_;
   std::vector<SeqId> stop_string_hits_;
+  std::shared_ptr<TrafficRecorder> recorder_;
   bool was_busy_ = false;
 };
 

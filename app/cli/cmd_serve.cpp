@@ -19,11 +19,11 @@
 namespace kvscope::cli {
 
 int cmd_serve(int argc, char** argv, int first) {
-  const Args a(
-      argc, argv, first,
-      with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
-                           "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay", "kv-events-topic"}),
-      {"help"});
+  const Args a(argc, argv, first,
+               with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
+                                    "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay",
+                                    "kv-events-topic", "record"}),
+               {"help"});
   if (a.has("help")) {
     std::cout
         << "kvscope-cli serve [--model M] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
@@ -37,7 +37,8 @@ int cmd_serve(int argc, char** argv, int first) {
            "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
            "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
            "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
-           "'Authorization: Bearer KEY'. --max-queued: sequences in flight before new requests get 503.\n";
+           "'Authorization: Bearer KEY'. --max-queued: sequences in flight before new requests get 503.\n"
+           "--record FILE: every served sequence as a line of a kvscope trace (kvscope-cli replay --format kvscope).\n";
     return 0;
   }
   serve::ServerOptions opt;
@@ -111,7 +112,14 @@ int cmd_serve(int argc, char** argv, int first) {
   } else if (a.has("kv-events-replay") || a.has("kv-events-topic")) {
     throw UsageError("--kv-events-replay and --kv-events-topic need --kv-events-endpoint");
   }
+  const int32_t block_size = engine->config().block_size;
   serve::EngineWorker worker(std::move(engine), limits);
+  if (a.has("record")) {
+    // Set before the server binds: no request can reach the engine thread before it.
+    try {
+      worker.queue().set_recorder(std::make_shared<serve::TrafficRecorder>(a.str("record"), block_size));
+    } catch (const std::runtime_error& e) { throw UsageError(e.what()); }
+  }
   if (publisher) {
     worker.set_step_observer([&publisher, &tracker, now_s = [] {
       return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -7,6 +7,7 @@
 #define MSGPACK_NO_BOOST 1
 #include <msgpack.hpp>
 
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -22,6 +23,8 @@
 #include "serve/openai_request.h"
 #include "serve/prometheus_text.h"
 #include "serve/serving_queue.h"
+#include "serve/traffic_recorder.h"
+#include "run/trace_reader.h"
 #include "test_support.h"
 
 using namespace kvscope;
@@ -415,6 +418,45 @@ class TestServeUnits : public QObject {
     refused(R"(, "chat_template_kwargs": {"messages": []})", "must not set 'messages'");
     sm.chat_template.jinja = "{{ raise_exception('no chats on Sundays') }}";
     refused("", "no chats on Sundays");
+  }
+
+  // serve --record: sequences ending out of order still give lines in arrival order; one that
+  // never ran is dropped and stops holding the others back; the file reads as a kvscope trace.
+  void traffic_recording_is_in_arrival_order() {
+    const std::string path = (test::tmp_dir() / "traffic.jsonl").string();
+    const auto t0 = serve::TrafficRecorder::Clock::now();
+    std::vector<TokenId> a(40, 7), b(40, 7), c(5, 9);
+    b[20] = 8;  // b shares a's first block of 16 only
+    {
+      serve::TrafficRecorder rec(path, 16);
+      rec.started(1, t0 + std::chrono::milliseconds(10));
+      rec.started(2, t0 + std::chrono::milliseconds(20));
+      rec.started(3, t0 + std::chrono::milliseconds(30));
+      rec.started(4, t0 + std::chrono::milliseconds(40));
+      rec.finished(3, c, 1, "", true);  // held: 1 and 2 arrived earlier and run
+      rec.finished(2, b, 2, "bob", true);
+      QCOMPARE(rec.lines_written(), int64_t{0});
+      rec.finished(1, {}, 0, "", false);  // refused: dropped, releasing 2 and 3
+      QCOMPARE(rec.lines_written(), int64_t{2});
+      rec.finished(4, a, 5, "alice", true);
+      QCOMPARE(rec.lines_written(), int64_t{3});
+    }
+    std::ifstream in(path);
+    TraceReaderOptions o;
+    o.format = TraceFormat::Kvscope;
+    const std::vector<TraceRequest> t = read_trace(in, o);
+    QCOMPARE(t.size(), size_t{3});
+    QCOMPARE(t[0].input_length, 40);
+    QCOMPARE(t[0].output_length, 2);
+    QCOMPARE(t[0].session_id, std::string("bob"));
+    QCOMPARE(t[1].input_length, 5);
+    QVERIFY(t[1].hash_ids.empty());  // shorter than a block
+    QCOMPARE(t[2].session_id, std::string("alice"));
+    QCOMPARE(t[0].hash_ids.size(), size_t{2});
+    QCOMPARE(t[0].hash_ids[0], t[2].hash_ids[0]);
+    QVERIFY(t[0].hash_ids[1] != t[2].hash_ids[1]);
+    QVERIFY(t[0].timestamp_ms <= t[1].timestamp_ms && t[1].timestamp_ms <= t[2].timestamp_ms);
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, serve::TrafficRecorder("/nonexistent/dir/x.jsonl", 16));
   }
 
   void prometheus_text_has_vllm_names_and_cumulative_buckets() {
