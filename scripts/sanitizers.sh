@@ -78,6 +78,7 @@ TSAN_PLAN_GUI="
 test_lifecycle
 test_workbench loadsModelAndStreamsChat concurrentChatsAndStop blockMapMatchesSnapshot corruptModelIsReported startsWithoutAModel closesMidRunWithoutHanging
 test_attach_window window_has_the_honest_header_and_survives_a_silent_endpoint
+test_capacity_panel study_shows_what_replay_computes cancel_stops_a_long_study
 "
 
 if [ "$what" = thread ] || [ "$what" = all ]; then

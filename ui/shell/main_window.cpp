@@ -32,6 +32,7 @@
 #include "lessons/lessons_panel.h"
 #include "widgets/live_label.h"
 #include "panels/memory_panel.h"
+#include "panels/capacity_panel.h"
 #include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 #include "panels/planner_panel.h"
@@ -125,6 +126,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("Teaching: DeepSeek's latent attention against grouped-query attention. The same prompt through two "
               "small synthetic models of the same width, each with the same KV memory: the row each caches per "
               "token, its bytes, and the blocks the same memory holds."));
+  addPanel(new CapacityPanel, tr("Capacity"), QStringLiteral("capacityDock"), Qt::BottomDockWidgetArea,
+           tr("What-if on a real request trace (Mooncake's, or this server's own recording): the prefix-cache hit "
+              "ratio against cache size, routers and a CPU tier side by side, and what one more GiB of KV buys."));
   auto* story = new RequestStoryPanel(host_);
   addPanel(
       story, tr("Request story"), QStringLiteral("storyDock"), Qt::BottomDockWidgetArea,
