@@ -5,7 +5,8 @@ The flags follow llama.cpp's unicode_cpt_flags (UNDEFINED, NUMBER, LETTER, SEPAR
 PUNCTUATION, SYMBOL, CONTROL), so that the pre-tokenizers' \\p{L}, \\p{N}, \\p{P}, ... classes agree with
 llama.cpp. Categories come from Python's unicodedata (its Unicode version is written into the output).
 White_Space is not derivable from unicodedata (str.isspace() differs), so it is hard-coded in
-core/model/unicode.cpp from PropList.txt.
+core/model/unicode.cpp from PropList.txt. Two case bits ride along for the case-splitting
+pre-tokenizers (tekken, gpt-4o): UPPER for Lu and Lt, LOWER for Ll.
 
 Usage: python3 scripts/gen_unicode_tables.py > core/model/unicode_tables.cpp
 """
@@ -19,6 +20,7 @@ FLAG = {
     "UNDEFINED": 0x01, "NUMBER": 0x02, "LETTER": 0x04, "SEPARATOR": 0x08,
     "ACCENT_MARK": 0x10, "PUNCTUATION": 0x20, "SYMBOL": 0x40, "CONTROL": 0x80,
 }
+CASE = {"Lu": 0x200, "Lt": 0x200, "Ll": 0x400}
 CATEGORY = {
     "Cn": "UNDEFINED", "Cc": "CONTROL", "Cf": "CONTROL", "Co": "CONTROL", "Cs": "CONTROL",
     "Lu": "LETTER", "Ll": "LETTER", "Lt": "LETTER", "Lm": "LETTER", "Lo": "LETTER",
@@ -35,7 +37,8 @@ def main() -> None:
     ranges = []  # (start, flags): flags hold from start up to the next start - 1
     prev = None
     for cpt in range(MAX_CPT):
-        flags = FLAG[CATEGORY[unicodedata.category(chr(cpt))]]
+        cat = unicodedata.category(chr(cpt))
+        flags = FLAG[CATEGORY[cat]] | CASE.get(cat, 0)
         if flags != prev:
             ranges.append((cpt, flags))
             prev = flags

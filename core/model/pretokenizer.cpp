@@ -3,12 +3,18 @@
 #include <stdexcept>
 #include <utility>
 
+#include "model/pretokenizer_fragment.h"
 #include "model/unicode.h"
 
 namespace kvscope {
 namespace {
 
+using pretok::contraction;
+using pretok::Emitter;
+using pretok::Fragment;
 using unicode::flags;
+
+constexpr uint16_t kWLN = unicode::kWhitespace | unicode::kLetter | unicode::kNumber;
 
 struct PreType {
   const char* name;
@@ -53,47 +59,23 @@ const std::vector<PreType>& pre_types() {
       {"command-r", {S::Number, S::Gpt2}, false, false},
       {"smollm", {S::Number, S::Gpt2}, false, false},
       {"codeshell", {S::Number, S::Gpt2}, false, false},
+      {"granite-docling", {S::Gpt2}, false, false},
+      {"lfm2", {S::Llama3}, true, true},
+      {"falcon-h1", {S::Llama3}, true, true},
+      {"midm-2.0", {S::Llama3}, true, true},
+      // GLM-4's regex is Llama 3's; its vocabularies have no BOS.
+      {"glm4", {S::Llama3}, true, false},
+      {"glm5", {S::Llama3}, true, false},
+      {"chatglm-bpe", {S::Llama3}, false, false},
+      // Unicode letter case, as the shipped tokenizers (tiktoken, Hugging Face) apply it; llama.cpp
+      // approximates it (ASCII case only) and can split differently between cased scripts.
+      {"tekken", {S::Tekken}, true, true},
+      {"gpt-4o", {S::Gpt4o}, false, false},
+      {"llama4", {S::Gpt4o}, false, false},
+      {"minimax-m2", {S::Gpt4o}, false, false},
+      {"deepseek-v3", {S::Number3, S::CjkKanaRun, S::Deepseek3Words}, false, false},
   };
   return types;
-}
-
-// A fragment is cpts[begin, end); positions at or past `end` read as "no code point" (flags 0).
-struct Fragment {
-  const std::vector<uint32_t>& cpts;
-  size_t begin, end;
-  static constexpr uint32_t kNone = 0xFFFFFFFF;
-  uint32_t cpt(size_t pos) const { return pos >= begin && pos < end ? cpts[pos] : kNone; }
-  uint16_t fl(size_t pos) const { return pos >= begin && pos < end ? flags(cpts[pos]) : 0; }
-};
-
-constexpr uint16_t kWLN = unicode::kWhitespace | unicode::kLetter | unicode::kNumber;
-
-// Emits the lengths of consecutive pieces of one fragment.
-class Emitter {
- public:
-  Emitter(std::vector<size_t>& out, size_t begin) : out_(out), prev_(begin) {}
-  size_t to(size_t end) {
-    const size_t len = end - prev_;
-    if (len > 0) out_.push_back(len);
-    prev_ = end;
-    return len;
-  }
-
- private:
-  std::vector<size_t>& out_;
-  size_t prev_;
-};
-
-// 's|'t|'re|'ve|'m|'ll|'d  (case-insensitive when `fold`)
-size_t contraction(const Fragment& f, size_t pos, bool fold) {
-  if (f.cpt(pos) != '\'' || pos + 1 >= f.end) return 0;
-  auto low = [&](uint32_t c) { return fold ? unicode::ascii_tolower(c) : c; };
-  const uint32_t n1 = low(f.cpt(pos + 1));
-  if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
-  if (pos + 2 >= f.end) return 0;
-  const uint32_t n2 = low(f.cpt(pos + 2));
-  if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) return 3;
-  return 0;
 }
 
 void scan_gpt2(const Fragment& f, std::vector<size_t>& out) {
@@ -252,6 +234,15 @@ size_t match_simple(S step, const Fragment& f, size_t pos) {
     }
     case S::NumberRun:
       return run(pos, [](uint32_t x) { return unicode::is_number(x); }) - pos;
+    case S::Number3: {
+      size_t p = pos;
+      while (p < f.end && p < pos + 3 && unicode::is_number(f.cpts[p])) ++p;
+      return p - pos;
+    }
+    case S::CjkKanaRun:  // [一-龥぀-ゟ゠-ヿ]+
+      return run(pos, [](uint32_t x) { return (x >= 0x4E00 && x <= 0x9FA5) || (x >= 0x3040 && x <= 0x30FF); }) - pos;
+    case S::Deepseek3Words:
+      return pretok::match_deepseek3_words(f, pos);
     case S::Number:
       return unicode::is_number(c) ? 1 : 0;
     case S::AsciiDigits3: {
@@ -314,6 +305,10 @@ std::vector<size_t> apply(S step, const std::vector<uint32_t>& cpts, const std::
         break;
       case S::Qwen35:
         scan_llama3(f, 1, true, out);
+        break;
+      case S::Tekken:
+      case S::Gpt4o:
+        pretok::scan_cased(f, step == S::Gpt4o, out);
         break;
       default: {
         size_t gap = f.begin;

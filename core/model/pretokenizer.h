@@ -32,6 +32,12 @@ class PreTokenizer {
     SpaceAsciiPunct,    // \s?[!-/:-~！-／：-～‘-‟　-。]+
     TrailingSpace,      // \s+$
     NewlineRuns,        // [^\n]+|[\n]+ (gemma4)
+    // With Unicode letter case (model/pretokenizer_fragment.h has the regexes):
+    Tekken,          // Mistral's tekken
+    Gpt4o,           // o200k: gpt-4o, Llama 4, MiniMax-M2
+    Number3,         // \p{N}{1,3} (deepseek-v3)
+    CjkKanaRun,      // [一-龥぀-ゟ゠-ヿ]+ (deepseek-v3)
+    Deepseek3Words,  // deepseek-v3's third regex
   };
 
   // Throws std::runtime_error naming `pre` when that pre-tokenizer type is not implemented.

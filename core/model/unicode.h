@@ -21,6 +21,8 @@ enum Flag : uint16_t {
   kControl = 0x0080,      // \p{C} except Cn
   kCategoryMask = 0x00FF,
   kWhitespace = 0x0100,  // Unicode White_Space property (\s)
+  kUpperCase = 0x0200,   // Lu and Lt (tekken's and gpt-4o's case split)
+  kLowerCase = 0x0400,   // Ll
 };
 
 struct FlagRange {
