@@ -83,11 +83,12 @@ struct RecordingLimits {
   int max_depth = 6;               // JSON nesting (the format needs 4)
 };
 
-// "line N: what is wrong"; the reader stops at the first one.
+// "line N: what is wrong" (line 0: the file itself, e.g. it cannot be opened); the reader stops
+// at the first one.
 class RecordingError : public std::runtime_error {
  public:
   RecordingError(size_t line, const std::string& what)
-      : std::runtime_error("line " + std::to_string(line) + ": " + what), line_(line) {}
+      : std::runtime_error(line ? "line " + std::to_string(line) + ": " + what : what), line_(line) {}
   size_t line() const { return line_; }
 
  private:
