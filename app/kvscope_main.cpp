@@ -5,6 +5,7 @@
 //   kvscope --frame-bench [--json-out F] [--model M] [--kv-blocks N] [--block-size B] [--scenario S] [--seconds T]
 //   kvscope --attach tcp://HOST:5557 [--attach ...] [--replay tcp://HOST:5558 ...] [--metrics URL ...]
 //           [--topic T] [--dp-ranks N] [--screenshot-dir DIR --seconds T]
+//   kvscope --attach-recording FILE [--at SECONDS] [--screenshot-dir DIR]   (kvscope-cli attach --record)
 //   engine settings for any: --block-size B --kv-blocks N --kv-dtype D --window W --sinks S
 //                            --no-prefix-caching --backend auto|cpu|cuda
 // The second form runs a scenario in the real window, writes PNGs of every panel and exits.
@@ -30,6 +31,7 @@
 #include "attach_view/attach_overlap_panel.h"
 #include "attach_view/attach_timeline_panel.h"
 #include "attach_view/attach_window.h"
+#include "attach_view/recording_scrubber.h"
 #include "devtools/frame_bench.h"
 #include "kv/kv_dtype.h"
 #include "lessons/lesson.h"
@@ -110,6 +112,49 @@ int run_attach(QApplication& app, const QCommandLineParser& cli, const QCommandL
   return app.exec();
 }
 
+// kvscope --attach-recording: the attach window playing a recording. --at SECONDS moves the
+// scrubber there once the file is read; with --screenshot-dir it grabs DIR/attach-recording.png
+// (the block map) and DIR/attach-recording-timeline.png at that time and exits (1 when the
+// recording cannot be played, with the window's reason on stderr).
+int run_attach_recording(QApplication& app, const QString& path, const QString& at, const QString& shots) {
+  bool ok = true;
+  const double at_s = at.isEmpty() ? -1 : at.toDouble(&ok);
+  if (!ok) {
+    QTextStream(stderr) << "kvscope: --at takes seconds after the recording's start\n";
+    return 2;
+  }
+  kvscope::ui::AttachWindow w(path);
+  w.show();
+  kvscope::ui::RecordingScrubber* sc = w.scrubber();
+  bool moved = false;
+  QObject::connect(&w, &kvscope::ui::AttachWindow::pictureShown, &w, [&] {
+    if (!moved && at_s >= 0) {  // the first picture is the end; then the asked time
+      moved = true;
+      sc->seekTo(at_s);
+      return;
+    }
+    if (shots.isEmpty()) return;
+    QDir().mkpath(shots);
+    bool saved = true;
+    const char* names[] = {"attach-recording.png", "attach-recording-timeline.png"};
+    for (int tab = 0; tab < 2; ++tab) {
+      w.tabs()->setCurrentIndex(tab);
+      w.timelinePanel()->replotNow();
+      const QString file = QDir(shots).filePath(QString::fromLatin1(names[tab]));
+      saved = w.grab().save(file) && saved;
+      QTextStream(stdout) << "kvscope: wrote " << file << "\n";
+    }
+    app.exit(saved ? 0 : 1);
+  });
+  if (!shots.isEmpty()) {  // a recording that cannot be played never shows a picture
+    QTimer::singleShot(60000, &w, [&] {
+      QTextStream(stderr) << "kvscope: " << w.statsLabel()->text() << "\n";
+      app.exit(1);
+    });
+  }
+  return app.exec();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,10 +225,17 @@ int main(int argc, char** argv) {
   QCommandLineOption dpRanks(QStringLiteral("dp-ranks"),
                              QStringLiteral("--attach: data-parallel ranks per endpoint (base port + r)."),
                              QStringLiteral("N"));
-  cli.addOptions({model,   lesson,  shots,  scenario, compare,    theme,    blockSize, kvBlocks,
-                  kvDtype, window,  sinks,  evict,    threads,    noPrefix, backend,   frameBench,
-                  jsonOut, seconds, attach, replay,   metricsUrl, topic,    dpRanks});
+  QCommandLineOption recording(QStringLiteral("attach-recording"),
+                               QStringLiteral("Play back a recording of kvscope-cli attach --record."),
+                               QStringLiteral("FILE"));
+  QCommandLineOption at(QStringLiteral("at"),
+                        QStringLiteral("--attach-recording: show the time SECONDS after its start."),
+                        QStringLiteral("SECONDS"));
+  cli.addOptions({model,  lesson, shots,      scenario, compare,  theme,     blockSize,  kvBlocks, kvDtype,
+                  window, sinks,  evict,      threads,  noPrefix, backend,   frameBench, jsonOut,  seconds,
+                  attach, replay, metricsUrl, topic,    dpRanks,  recording, at});
   cli.process(app);
+  if (cli.isSet(recording)) return run_attach_recording(app, cli.value(recording), cli.value(at), cli.value(shots));
   if (cli.isSet(attach)) return run_attach(app, cli, attach, replay, metricsUrl, topic, dpRanks, shots, seconds);
 
   const bool benchMode = cli.isSet(frameBench);

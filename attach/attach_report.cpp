@@ -162,7 +162,7 @@ nlohmann::json merged_json(const MergedTree& m, size_t instances) {
   return {{"nodes", std::move(nodes)}, {"overlap", sharing_json(fleet_sharing(m, instances))}};
 }
 
-nlohmann::json attach_report(const ZmqAttach& a, const std::vector<ScrapeStats>& metrics, const TokenText& text,
+nlohmann::json attach_report(const AttachedStreams& a, const std::vector<ScrapeStats>& metrics, const TokenText& text,
                              double seconds, const std::vector<InstanceTimeline>& timelines) {
   nlohmann::json inst = nlohmann::json::array();
   std::vector<const CacheView*> views;

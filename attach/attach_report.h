@@ -11,7 +11,7 @@
 #include "attach/instance_timeline.h"
 #include "attach/metrics_scraper.h"
 #include "attach/prefix_forest.h"
-#include "attach/zmq_subscriber.h"
+#include "attach/attached_streams.h"
 
 namespace kvscope::attach {
 
@@ -26,7 +26,7 @@ nlohmann::json merged_json(const MergedTree& m, size_t instances);
 nlohmann::json timeline_json(const InstanceTimeline& t);
 // metrics[i] belongs to --endpoint i (all its data-parallel ranks); may be shorter.
 // timelines[i] belongs to instance i; without them there is no "timeline" field.
-nlohmann::json attach_report(const ZmqAttach& a, const std::vector<ScrapeStats>& metrics, const TokenText& text,
+nlohmann::json attach_report(const AttachedStreams& a, const std::vector<ScrapeStats>& metrics, const TokenText& text,
                              double seconds, const std::vector<InstanceTimeline>& timelines = {});
 
 }  // namespace kvscope::attach

@@ -126,7 +126,7 @@ TimelineSummary InstanceTimeline::summary() const {
   return r;
 }
 
-void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z,
+void tick_timelines(std::vector<InstanceTimeline>& timelines, const AttachedStreams& z,
                     const std::vector<ScrapeStats>& metrics, double now) {
   if (timelines.size() < z.size()) timelines.resize(z.size());
   for (size_t i = 0; i < z.size(); ++i) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attach/metrics_summary.h"
-#include "attach/zmq_subscriber.h"
+#include "attach/attached_streams.h"
 
 namespace kvscope::attach {
 
@@ -97,7 +97,7 @@ void merge_samples(TimelineSample& a, const TimelineSample& b);
 
 // One tick for each instance of an attach: timelines[i] follows z.stream(i) and the metrics
 // of its --endpoint (metrics[spec.source], when there is one). Grows timelines to z.size().
-void tick_timelines(std::vector<InstanceTimeline>& timelines, const ZmqAttach& z,
+void tick_timelines(std::vector<InstanceTimeline>& timelines, const AttachedStreams& z,
                     const std::vector<ScrapeStats>& metrics, double now);
 
 }  // namespace kvscope::attach

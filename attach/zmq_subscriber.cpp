@@ -1,9 +1,13 @@
 #include "attach/zmq_subscriber.h"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
+
+#include "attach/event_recording.h"
 
 namespace kvscope::attach {
 namespace {
@@ -28,20 +32,27 @@ std::string offset_port(const std::string& ep, int r) {
 }
 
 // One replay request on a fresh DEALER (a stale answer to an earlier, timed-out request can
-// then never be mistaken for this one).
+// then never be mistaken for this one). `answered` sees every answer (the recording's).
 class ZmqReplayer final : public Replayer {
  public:
-  ZmqReplayer(zmq::context_t& ctx, std::string endpoint, int timeout_ms)
-      : ctx_(ctx), endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms) {}
-  std::vector<std::pair<int64_t, std::string>> fetch(int64_t start) override;
+  using Answered = std::function<void(int64_t start, const ReplayBatches& got)>;
+  ZmqReplayer(zmq::context_t& ctx, std::string endpoint, int timeout_ms, Answered answered)
+      : ctx_(ctx), endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms), answered_(std::move(answered)) {}
+  ReplayBatches fetch(int64_t start) override {
+    ReplayBatches got = ask(start);
+    if (answered_) answered_(start, got);
+    return got;
+  }
 
  private:
+  ReplayBatches ask(int64_t start);
   zmq::context_t& ctx_;
   std::string endpoint_;
   int timeout_ms_;
+  Answered answered_;
 };
 
-std::vector<std::pair<int64_t, std::string>> ZmqReplayer::fetch(int64_t start) {
+ReplayBatches ZmqReplayer::ask(int64_t start) {
   std::vector<std::pair<int64_t, std::string>> out;
   zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
@@ -91,11 +102,23 @@ struct ZmqAttach::Impl {
   std::vector<std::unique_ptr<zmq::socket_t>> subs;
   std::vector<std::unique_ptr<ZmqReplayer>> replayers;
   std::vector<std::unique_ptr<InstanceStream>> streams;
+  EventRecorder* recorder = nullptr;
+  double last_arrival = 0;
 };
 
-ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms)
+double ZmqAttach::arrival_now() {
+  // A recording's times never go back, and playback must see the times this attach applied.
+  impl_->last_arrival = std::max(impl_->last_arrival, now_s());
+  return impl_->last_arrival;
+}
+
+ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms, EventRecorder* recorder)
     : specs_(std::move(specs)), impl_(std::make_unique<Impl>()) {
-  for (const InstanceSpec& s : specs_) {
+  impl_->recorder = recorder;
+  const double started = arrival_now();
+  if (recorder) recorder->begin(specs_, started);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const InstanceSpec& s = specs_[i];
     auto sub = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::sub);
     sub->set(zmq::sockopt::linger, 0);
     sub->set(zmq::sockopt::rcvhwm, 1000000);
@@ -105,8 +128,14 @@ ZmqAttach::ZmqAttach(std::vector<InstanceSpec> specs, int replay_timeout_ms)
     } catch (const zmq::error_t& e) {
       throw std::invalid_argument("cannot subscribe to '" + s.endpoint + "': " + e.what());
     }
+    ZmqReplayer::Answered answered;
+    if (recorder)
+      answered = [this, i](int64_t start, const ReplayBatches& got) {
+        impl_->recorder->replay(i, start, got, arrival_now());
+      };
     impl_->replayers.push_back(
-        s.replay.empty() ? nullptr : std::make_unique<ZmqReplayer>(impl_->ctx, s.replay, replay_timeout_ms));
+        s.replay.empty() ? nullptr
+                         : std::make_unique<ZmqReplayer>(impl_->ctx, s.replay, replay_timeout_ms, std::move(answered)));
     impl_->streams.push_back(std::make_unique<InstanceStream>(impl_->replayers.back().get()));
     impl_->subs.push_back(std::move(sub));
   }
@@ -125,7 +154,7 @@ void ZmqAttach::poll_for(int ms) {
   while (true) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0 || zmq::poll(items, std::chrono::milliseconds(left)) <= 0) return;
+    if (left <= 0 || zmq::poll(items, std::chrono::milliseconds(left)) <= 0) break;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       // Drain what is queued on this socket so one busy instance cannot starve the others' order.
@@ -134,10 +163,14 @@ void ZmqAttach::poll_for(int ms) {
         if (!zmq::recv_multipart(*impl_->subs[i], std::back_inserter(msg), zmq::recv_flags::dontwait)) break;
         std::vector<std::string> frames;
         for (auto& m : msg) frames.push_back(m.to_string());
-        impl_->streams[i]->on_message(frames, now_s());
+        const double t = arrival_now();
+        // Written before it is applied: a replay request it causes is the line after it.
+        if (impl_->recorder) impl_->recorder->message(i, frames, t);
+        impl_->streams[i]->on_message(frames, t);
       }
     }
   }
+  if (impl_->recorder) impl_->recorder->flush();  // a killed attach loses at most one poll's worth
 }
 
 }  // namespace kvscope::attach

@@ -7,8 +7,9 @@ For the wheel peers, two data-parallel ranks publish a scripted history (stores,
 clear, group/medium tiers, an unknown field), part of it before the attach connects and one
 batch dropped on the wire (recovered through the replay socket); the reconstruction must be
 exactly the blocks and tree the script left, and an attach without --replay must report the
-lost batches as stale. For kvscope, the attached view must equal /kvscope/snapshot's hashed
-blocks. usage: test_attach_peers.py KVSCOPE_CLI MODEL"""
+lost batches as stale. The attach with replay also records (--record); `attach --play` of the
+recording must report what the live attach reported. For kvscope, the attached view must equal
+/kvscope/snapshot's hashed blocks. usage: test_attach_peers.py KVSCOPE_CLI MODEL"""
 import collections
 import hashlib
 import json
@@ -131,11 +132,13 @@ def history(s, r):
     return b
 
 
-def start_attach(base, replay_base, seconds, out, with_replay=True):
+def start_attach(base, replay_base, seconds, out, with_replay=True, record=None):
     cmd = [CLI, "attach", "--endpoint", "tcp://127.0.0.1:%d" % base, "--dp-ranks", "2", "--seconds", str(seconds),
            "--json-out", out, "--topic", "kvs"]
     if with_replay:
         cmd += ["--replay", "tcp://127.0.0.1:%d" % replay_base]
+    if record:
+        cmd += ["--record", record]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if "subscribed to 2 instances" not in line:
@@ -151,6 +154,37 @@ def expected_blocks(script):
 
 def got_blocks(inst):
     return sorted((b["hash"], b["parent"], tuple(b["token_ids"]), b["group_idx"], b["medium"], b["copies"]) for b in inst["blocks"])
+
+
+def check_playback(live, recording, fails):
+    """`attach --play` of the recording must report what the live attach did: every instance's
+    blocks, counters, tree and lag, and the merged tree; of memory over time (ticked at other
+    instants, and without /metrics) the live events and the last cached-block count."""
+    out = recording + ".play.json"
+    r = subprocess.run([CLI, "attach", "--play", recording, "--json-out", out], capture_output=True, text=True)
+    print(r.stdout.strip())
+    if r.returncode != 0:
+        fails.append("attach --play exited %d: %s" % (r.returncode, r.stderr.strip()[-500:]))
+        return
+    play = json.load(open(out))
+
+    def comparable(rep):
+        inst = []
+        for i in rep["instances"]:
+            j = {k: v for k, v in i.items() if k not in ("metrics", "timeline")}
+            j["timeline"] = {k: i["timeline"][k] for k in ("live_events", "cached_blocks_last")}
+            inst.append(j)
+        return {"instances": inst, "merged": rep["merged"]}
+
+    got, want = comparable(play), comparable(live)
+    if got != want:
+        diff = [k for k in want["instances"][0] if got["instances"][0].get(k) != want["instances"][0][k]]
+        fails.append("attach --play differs from the live attach (instance 0 keys %s; merged equal: %s)" %
+                     (diff, got["merged"] == want["merged"]))
+    rec = play["recording"]
+    if rec["replay_mismatches"] != 0 or rec["cut_off"] or rec["lines_applied"] != rec["lines"]:
+        fails.append("recording %r" % rec)
+    print("playback of %d recorded lines equals the live attach: %s" % (rec["lines"], got == want))
 
 
 def run_wheel_peer(fails):
@@ -171,7 +205,8 @@ def run_wheel_peer(fails):
     publish(0)  # nobody listens yet: the attach must fetch it through replay
     tmp = tempfile.mkdtemp(prefix="kvscope-attach-")
     with_r, without_r = os.path.join(tmp, "replay.json"), os.path.join(tmp, "noreplay.json")
-    a1 = start_attach(base, replay, 5, with_r)
+    recording = os.path.join(tmp, "replay.jsonl")
+    a1 = start_attach(base, replay, 5, with_r, record=recording)
     a2 = start_attach(base, replay, 5, without_r, with_replay=False)
     time.sleep(1.0)  # let both subscriptions reach the publishers
     for k in range(1, len(hist[0])):
@@ -185,6 +220,7 @@ def run_wheel_peer(fails):
             fails.append("attach exited %d: %s" % (a.returncode, err.strip()[-500:]))
             return
     rep, norep = json.load(open(with_r)), json.load(open(without_r))
+    check_playback(rep, recording, fails)
     for r in range(2):
         inst = rep["instances"][r]
         if got_blocks(inst) != expected_blocks(scripts[r]):

@@ -4,12 +4,16 @@
 // numbers, measured on a quiet machine; never asserted here); a scripted two-rank engine on loopback (ZMQ XPUB sockets
 // and a /metrics served by cpp-httplib) must show up in the plots and the sharing panel with the
 // counts the script implies; the window opens on a silent endpoint with its honest header; the
-// dialog's instance lines parse and bad ones are refused with a reason.
+// dialog's instance lines parse and bad ones are refused with a reason; a recording (kvscope-cli
+// attach --record) plays back under the scrubber with the counts of its time, and a damaged
+// or missing one shows its reason in the window.
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QPixmap>
+#include <QSlider>
 #include <QTabWidget>
+#include <QToolButton>
 #include <QtTest>
 
 #include <httplib.h>
@@ -18,16 +22,20 @@
 #include <zmq_addon.hpp>
 
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "attach/event_recording.h"
 #include "attach/instance_timeline.h"
 #include "attach_view/attach_block_map.h"
 #include "attach_view/attach_overlap_panel.h"
 #include "attach_view/attach_timeline_panel.h"
 #include "attach_view/attach_window.h"
+#include "attach_view/recording_scrubber.h"
 #include "gui_test_support.h"
+#include "test_support.h"
 #include "kv_events/kv_events_codec.h"
 
 using namespace kvscope::ui;
@@ -110,6 +118,30 @@ struct ScriptedMetrics {
     if (thread.joinable()) thread.join();
   }
 };
+
+// A recording as `kvscope-cli attach --record` writes one: two ranks over 10 s. Rank 0 stores
+// A1 A2 at 1 s, B1 B2 B3 at 3 s, drops A2 at 6 s; rank 1 stores A1 A2 at 2 s and C1 at 8 s.
+std::string write_recording(const std::string& name) {
+  const std::string path = (kvscope::test::tmp_dir() / name).string();
+  const double t0 = 1700000000;
+  kvscope::attach::EventRecorder rec(path);
+  rec.begin({{"tcp://gpu-a:5557", "", "", 0, 0}, {"tcp://gpu-a:5558", "", "", 1, 0}}, t0);
+  int64_t seq[2] = {0, 0};
+  const auto send = [&](size_t rank, double t, std::vector<kve::KvEvent> ev) {
+    rec.message(rank,
+                {"", kve::encode_sequence_number(seq[rank]++),
+                 kve::encode_kv_event_batch({t0 + t - 0.01, std::move(ev), static_cast<int>(rank)})},
+                t0 + t);
+  };
+  send(0, 1, {stored({11, 12}, std::nullopt)});
+  send(1, 2, {stored({11, 12}, std::nullopt)});
+  send(0, 3, {stored({21, 22, 23}, 12)});
+  send(0, 6, {kve::KvBlockRemoved{{23}, "GPU", std::nullopt}});
+  send(1, 8, {stored({31}, 12)});
+  send(1, 10, {});
+  rec.flush();
+  return path;
+}
 
 }  // namespace
 
@@ -288,6 +320,69 @@ class TestAttachWindow : public QObject {
     QVERIFY(header->text().contains(QStringLiteral("per-request block tables")));
     QTRY_VERIFY_WITH_TIMEOUT(w.picture() != nullptr, 15000);  // replay times out, the loop goes on
     QCOMPARE(w.picture()->instances.size(), size_t(2));
+  }
+
+  void recording_plays_back_under_the_scrubber() {
+    AttachWindow w(QString::fromStdString(write_recording("attach-window-recording.jsonl")));
+    w.resize(1000, 700);
+    w.show();
+    RecordingScrubber* sc = w.scrubber();
+    QVERIFY(sc);
+    // Read on the session's thread; the first picture is the whole recording.
+    QTRY_VERIFY_WITH_TIMEOUT(w.picture() && w.pictureSeconds() == 10.0, 10000);
+    QCOMPARE(sc->span(), 10.0);
+    auto cells = [&](size_t i) { return w.picture()->instances.at(i).cells.size(); };
+    QCOMPARE(cells(0), size_t(4));  // A1 A2 B1 B2 (B3 dropped)
+    QCOMPARE(cells(1), size_t(3));  // A1 A2 C1
+    QVERIFY2(w.blockMap()->bandTitle(0).contains(QStringLiteral("· 4 blocks")), qPrintable(w.blockMap()->bandTitle(0)));
+
+    // Back to 4.5 s: rank 0 has A1 A2 B1 B2 B3, rank 1 A1 A2; the panels say so.
+    sc->seekTo(4.5);
+    QTRY_VERIFY_WITH_TIMEOUT(w.pictureSeconds() == 4.5, 10000);
+    QCOMPARE(cells(0), size_t(5));
+    QCOMPARE(cells(1), size_t(2));
+    QVERIFY(w.blockMap()->bandTitle(0).contains(QStringLiteral("· 5 blocks")));
+    QVERIFY(w.blockMap()->bandTitle(1).contains(QStringLiteral("· 2 blocks")));
+    QCOMPARE(w.overlapPanel()->holderBars(), (std::vector<double>{3, 2}));  // B1 B2 B3 on one, A1 A2 on both
+    QCOMPARE(w.picture()->instances[0].timeline_summary.cached_blocks_last, uint64_t(5));
+    const int points_early = w.timelinePanel()->pointCount(0, AttachTimelinePanel::Series::CachedBlocks);
+    QVERIFY(w.statsLabel()->text().contains(QStringLiteral("5 blocks")));
+
+    // The slider itself (a user's drag): 1.5 s, before rank 1 stored anything.
+    sc->slider()->setValue(sc->slider()->maximum() * 15 / 100);
+    QTRY_VERIFY_WITH_TIMEOUT(std::abs(w.pictureSeconds() - 1.5) < 1e-9, 10000);
+    QCOMPARE(cells(0), size_t(2));
+    QCOMPARE(cells(1), size_t(0));
+    QCOMPARE(w.overlapPanel()->holderBars(), (std::vector<double>{2, 0}));
+    QVERIFY(w.timelinePanel()->pointCount(0, AttachTimelinePanel::Series::CachedBlocks) < points_early);
+
+    // Play at 60x from 7 s: it runs to the end by itself and stops there.
+    sc->seekTo(7);
+    sc->setSpeed(60);
+    sc->setPlaying(true);
+    QTRY_VERIFY_WITH_TIMEOUT(!sc->playing() && w.pictureSeconds() == 10.0, 10000);
+    QCOMPARE(cells(1), size_t(3));
+    QCOMPARE(sc->playButton()->text(), QStringLiteral("Play"));
+    QPixmap shot = w.grab();
+    QVERIFY(!shot.isNull());
+  }
+
+  void damaged_or_missing_recordings_show_why() {
+    const std::string good = write_recording("attach-window-damaged.jsonl");
+    {
+      std::ofstream f(good, std::ios::app);
+      f << "{\"t\":1700000011,\"i\":7,\"msg\":[]}\n";  // line 8: an instance the header lacks
+    }
+    for (const QString& path : {QString::fromStdString(good), QStringLiteral("/nonexistent/recording.jsonl")}) {
+      AttachWindow w(path);
+      w.show();
+      QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("Cannot play this recording")), 10000);
+      QVERIFY(!w.scrubber()->isEnabled());
+      QVERIFY(!w.picture());
+      qInfo("%s", qPrintable(w.statsLabel()->text()));
+    }
+    AttachWindow w(QString::fromStdString(good));
+    QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("line 8: instance 7")), 10000);
   }
 
   void dialog_lines_parse_or_are_refused() {

@@ -17,6 +17,7 @@ class AttachBlockMap : public QWidget {
   void setPicture(std::shared_ptr<const AttachPicture> p);
   QSize sizeHint() const override;
   int bands() const { return static_cast<int>(bands_.size()); }
+  QString bandTitle(int i) const { return bands_.at(static_cast<size_t>(i)).title; }  // "... · N blocks"
 
  protected:
   void paintEvent(QPaintEvent*) override;

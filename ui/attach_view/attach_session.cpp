@@ -83,7 +83,7 @@ AttachCell cell_of(const attach::CachedBlock& b, const std::unordered_map<kv_eve
 
 }  // namespace
 
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z,
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::AttachedStreams& z,
                                                    const std::vector<attach::ScrapeStats>& metrics,
                                                    const std::vector<attach::InstanceTimeline>& timelines) {
   auto pic = std::make_shared<AttachPicture>();

@@ -67,8 +67,9 @@ class AttachSession : public QObject {
   std::atomic<bool> stop_{false};
 };
 
-// The picture of one attach state (also used by the tests); timelines[i] belongs to instance i.
-std::shared_ptr<AttachPicture> make_attach_picture(const attach::ZmqAttach& z,
+// The picture of one attach state, live or played back (also used by the tests); timelines[i]
+// belongs to instance i.
+std::shared_ptr<AttachPicture> make_attach_picture(const attach::AttachedStreams& z,
                                                    const std::vector<attach::ScrapeStats>& metrics,
                                                    const std::vector<attach::InstanceTimeline>& timelines = {});
 

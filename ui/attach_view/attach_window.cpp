@@ -1,9 +1,13 @@
 #include "attach_view/attach_window.h"
 
+#include <QDateTime>
 #include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QScrollArea>
@@ -15,6 +19,8 @@
 #include "attach_view/attach_block_map.h"
 #include "attach_view/attach_overlap_panel.h"
 #include "attach_view/attach_timeline_panel.h"
+#include "attach_view/playback_session.h"
+#include "attach_view/recording_scrubber.h"
 #include "widgets/prefix_tree_widget.h"
 
 namespace kvscope::ui {
@@ -71,8 +77,7 @@ AttachTargets parse_attach_lines(const QStringList& lines, int dp_ranks, const Q
   return t;
 }
 
-AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow(parent) {
-  setWindowTitle(tr("kvscope — attached to %n instance(s)", nullptr, static_cast<int>(targets.specs.size())));
+QVBoxLayout* AttachWindow::build_panels() {
   auto* central = new QWidget(this);
   auto* lay = new QVBoxLayout(central);
   auto* header = new QLabel(tr(kHonestHeader), central);
@@ -95,13 +100,71 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
   tabs_->addTab(tree_ = new PrefixTreeWidget(tabs_), tr("Merged prefix tree"));
   lay->addWidget(tabs_, 1);
   setCentralWidget(central);
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open attach recording…"), this, [this] { open_attach_recording(this); });
+  file->addAction(tr("&Close"), QKeySequence::Close, this, &QWidget::close);
   resize(1000, 700);
+  return lay;
+}
+
+AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("kvscope — attached to %n instance(s)", nullptr, static_cast<int>(targets.specs.size())));
+  build_panels();
   session_ = std::make_unique<AttachSession>(std::move(targets.specs), targets.metrics);
   connect(session_.get(), &AttachSession::updated, this, &AttachWindow::show_picture, Qt::QueuedConnection);
   connect(
       session_.get(), &AttachSession::failed, this,
       [this](const QString& why) { stats_->setText(tr("Attach failed: %1").arg(why.toHtmlEscaped())); },
       Qt::QueuedConnection);
+}
+
+AttachWindow::AttachWindow(const QString& recording, QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("kvscope — recording %1").arg(QFileInfo(recording).fileName()));
+  QVBoxLayout* lay = build_panels();
+  stats_->setText(tr("Reading the recording…"));
+  recording_ = new QLabel(centralWidget());
+  recording_->setObjectName(QStringLiteral("attachRecordingInfo"));
+  recording_->setWordWrap(true);
+  recording_->setText(tr("Recording %1").arg(recording.toHtmlEscaped()));
+  scrubber_ = new RecordingScrubber(centralWidget());
+  lay->insertWidget(1, recording_);
+  lay->insertWidget(2, scrubber_);
+  playback_ = std::make_unique<PlaybackSession>(recording);
+  connect(playback_.get(), &PlaybackSession::progress, scrubber_, &RecordingScrubber::setProgress,
+          Qt::QueuedConnection);
+  connect(
+      playback_.get(), &PlaybackSession::loaded, this,
+      [this](const RecordingInfo& r) {
+        recording_->setText(
+            tr("Recording <b>%1</b> (kvscope-cli attach --record): %2 instance(s), %3 lines, %4 s from %5%6. "
+               "Played back through the same decoding as a live attach; /metrics are not recorded.")
+                .arg(QFileInfo(r.path).fileName().toHtmlEscaped())
+                .arg(r.instances)
+                .arg(r.lines)
+                .arg(r.end - r.started, 0, 'f', 1)
+                .arg(QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(r.started * 1000)).toString(Qt::ISODate))
+                .arg(r.cut_off ? tr("; its last line was cut off (a killed attach?) and is skipped") : QString()));
+        scrubber_->setSpan(r.end - r.started);
+        scrubber_->seekTo(r.end - r.started);  // first the whole recording, as live ended
+      },
+      Qt::QueuedConnection);
+  connect(
+      playback_.get(), &PlaybackSession::updated, this,
+      [this](std::shared_ptr<const AttachPicture> p, double seconds) {
+        picture_s_ = seconds;
+        scrubber_->setProgress(QString(), 1);
+        show_picture(std::move(p));
+      },
+      Qt::QueuedConnection);
+  connect(
+      playback_.get(), &PlaybackSession::failed, this,
+      [this](const QString& why) {
+        stats_->setText(tr("<b>Cannot play this recording</b>: %1").arg(why.toHtmlEscaped()));
+        scrubber_->setProgress(QString(), 1);
+        scrubber_->setEnabled(false);
+      },
+      Qt::QueuedConnection);
+  connect(scrubber_, &RecordingScrubber::seekRequested, this, [this](double s) { playback_->seek(s); });
 }
 
 AttachWindow::~AttachWindow() = default;
@@ -125,6 +188,7 @@ void AttachWindow::show_picture(std::shared_ptr<const AttachPicture> p) {
   tree_->setInstanceNames(names);
   tree_->setTree(p->merged_tree);
   map_->setPicture(std::move(p));
+  emit pictureShown();
 }
 
 AttachDialog::AttachDialog(QWidget* parent) : QDialog(parent) {
@@ -166,6 +230,19 @@ void AttachDialog::accept() {
   st.setValue(QStringLiteral("attach/dpRanks"), ranks_->value());
   st.setValue(QStringLiteral("attach/topic"), topic_->text());
   QDialog::accept();
+}
+
+AttachWindow* open_attach_recording(QWidget* parent) {
+  QSettings st;
+  const QString path = QFileDialog::getOpenFileName(parent, QObject::tr("Open an attach recording"),
+                                                    st.value(QStringLiteral("attach/recordingDir")).toString(),
+                                                    QObject::tr("Attach recordings (*.jsonl *.json);;All files (*)"));
+  if (path.isEmpty()) return nullptr;
+  st.setValue(QStringLiteral("attach/recordingDir"), QFileInfo(path).absolutePath());
+  auto* w = new AttachWindow(path);
+  w->setAttribute(Qt::WA_DeleteOnClose);
+  w->show();
+  return w;
 }
 
 AttachWindow* open_attach_dialog(QWidget* parent) {

@@ -2,7 +2,9 @@
 // The window onto an attached deployment (kvscope --attach, File > Attach to a deployment…):
 // an honest header of what a KV-event stream cannot say, per-instance stream and metrics lines,
 // the fleet overlap, and the block map. Its own top-level window: the engine window's panels
-// stay kvscope's own engine.
+// stay kvscope's own engine. The same window plays a recording back (kvscope
+// --attach-recording FILE, File > Open attach recording…): a scrubber over the recording's time
+// drives the same panels, as if the attach were live at that time.
 #include <QDialog>
 #include <QMainWindow>
 #include <memory>
@@ -14,13 +16,16 @@ class QPlainTextEdit;
 class QSpinBox;
 class QLineEdit;
 class QTabWidget;
+class QVBoxLayout;
 
 namespace kvscope::ui {
 
 class AttachBlockMap;
 class AttachOverlapPanel;
 class AttachTimelinePanel;
+class PlaybackSession;
 class PrefixTreeWidget;
+class RecordingScrubber;
 
 struct AttachTargets {
   std::vector<attach::InstanceSpec> specs;
@@ -36,7 +41,12 @@ class AttachWindow : public QMainWindow {
   Q_OBJECT
  public:
   explicit AttachWindow(AttachTargets targets, QWidget* parent = nullptr);
+  // Plays back a recording of `kvscope-cli attach --record`; a bad file shows why, in the window.
+  explicit AttachWindow(const QString& recording, QWidget* parent = nullptr);
   ~AttachWindow() override;
+  RecordingScrubber* scrubber() const { return scrubber_; }  // null when live
+  QLabel* statsLabel() const { return stats_; }
+  double pictureSeconds() const { return picture_s_; }  // a recording: the shown picture's time
   AttachBlockMap* blockMap() const { return map_; }
   AttachTimelinePanel* timelinePanel() const { return timeline_; }
   AttachOverlapPanel* overlapPanel() const { return overlap_; }
@@ -44,9 +54,17 @@ class AttachWindow : public QMainWindow {
   QTabWidget* tabs() const { return tabs_; }
   std::shared_ptr<const AttachPicture> picture() const { return pic_; }
 
+ signals:
+  void pictureShown();
+
  private:
+  QVBoxLayout* build_panels();  // what both modes show; returns the layout, the header first
   void show_picture(std::shared_ptr<const AttachPicture> p);
   std::unique_ptr<AttachSession> session_;
+  std::unique_ptr<PlaybackSession> playback_;
+  RecordingScrubber* scrubber_ = nullptr;
+  QLabel* recording_ = nullptr;
+  double picture_s_ = 0;
   std::shared_ptr<const AttachPicture> pic_;
   AttachBlockMap* map_ = nullptr;
   AttachTimelinePanel* timeline_ = nullptr;
@@ -72,5 +90,7 @@ class AttachDialog : public QDialog {
 
 // Shows the dialog and opens the window (deleted on close); null when cancelled.
 AttachWindow* open_attach_dialog(QWidget* parent);
+// Asks for a recording and opens a window playing it (deleted on close); null when cancelled.
+AttachWindow* open_attach_recording(QWidget* parent);
 
 }  // namespace kvscope::ui

@@ -273,6 +273,7 @@ void MainWindow::buildMenus() {
   });
   file->addSeparator();
   file->addAction(tr("&Attach to a deployment…"), this, [this] { open_attach_dialog(this); });  // attach_window.h
+  file->addAction(tr("Open attach &recording…"), this, [this] { open_attach_recording(this); });
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* engine = menuBar()->addMenu(tr("&Engine"));
