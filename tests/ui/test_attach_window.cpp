@@ -194,15 +194,15 @@ class TestAttachWindow : public QObject {
         QString()));
     w.show();
     w.tabs()->setCurrentIndex(1);
-    QVERIFY(pub.subscribed(0, 10000));
-    QVERIFY(pub.subscribed(1, 10000));
+    QVERIFY(pub.subscribed(0, 30000));
+    QVERIFY(pub.subscribed(1, 30000));
     // Both ranks cache the shared prefix A1 A2; rank 0 then B1, rank 1 C1 C2.
     pub.publish(0, {stored({11, 12}, std::nullopt), stored({21}, 12)});
     pub.publish(1, {stored({11, 12}, std::nullopt), stored({31, 32}, 12)});
     auto pic = [&] { return w.picture(); };
     QTRY_VERIFY_WITH_TIMEOUT(pic() && pic()->instances.size() == 2 && pic()->instances[0].cells.size() == 3 &&
                                  pic()->instances[1].cells.size() == 4,
-                             10000);
+                             30000);
     AttachOverlapPanel* o = w.overlapPanel();
     QCOMPARE(o->holderBars(), (std::vector<double>{3, 2}));  // B1 C1 C2 on one rank, A1 A2 on both
     QCOMPARE(o->uniqueBars(), (std::vector<double>{1, 2}));
@@ -214,12 +214,12 @@ class TestAttachWindow : public QObject {
 
     // The baseline must have been scraped before the counters move (the scraper starts with the
     // window, but on a loaded machine its first answer may come late).
-    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.usage_last == 0.25, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.usage_last == 0.25, 30000);
     // The engine's counters move: 30 hits in 40 lookups, one preemption; then rank 0 evicts B1.
     metrics.set(0.5, 130, 240, 4);
-    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.preemptions == 1, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].timeline_summary.preemptions == 1, 30000);
     pub.publish(0, {kve::KvBlockRemoved{{21}, "GPU", std::nullopt}});
-    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].cells.size() == 2, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(pic()->instances[0].cells.size() == 2, 30000);
     AttachTimelinePanel* t = w.timelinePanel();
     using S = AttachTimelinePanel::Series;
     const auto shown = pic();
@@ -318,7 +318,7 @@ class TestAttachWindow : public QObject {
     QVERIFY(header);
     QVERIFY(header->text().contains(QStringLiteral("physical block ids")));
     QVERIFY(header->text().contains(QStringLiteral("per-request block tables")));
-    QTRY_VERIFY_WITH_TIMEOUT(w.picture() != nullptr, 15000);  // replay times out, the loop goes on
+    QTRY_VERIFY_WITH_TIMEOUT(w.picture() != nullptr, 30000);  // replay times out, the loop goes on
     QCOMPARE(w.picture()->instances.size(), size_t(2));
   }
 
@@ -329,7 +329,7 @@ class TestAttachWindow : public QObject {
     RecordingScrubber* sc = w.scrubber();
     QVERIFY(sc);
     // Read on the session's thread; the first picture is the whole recording.
-    QTRY_VERIFY_WITH_TIMEOUT(w.picture() && w.pictureSeconds() == 10.0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.picture() && w.pictureSeconds() == 10.0, 30000);
     QCOMPARE(sc->span(), 10.0);
     auto cells = [&](size_t i) { return w.picture()->instances.at(i).cells.size(); };
     QCOMPARE(cells(0), size_t(4));  // A1 A2 B1 B2 (B3 dropped)
@@ -338,7 +338,7 @@ class TestAttachWindow : public QObject {
 
     // Back to 4.5 s: rank 0 has A1 A2 B1 B2 B3, rank 1 A1 A2; the panels say so.
     sc->seekTo(4.5);
-    QTRY_VERIFY_WITH_TIMEOUT(w.pictureSeconds() == 4.5, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.pictureSeconds() == 4.5, 30000);
     QCOMPARE(cells(0), size_t(5));
     QCOMPARE(cells(1), size_t(2));
     QVERIFY(w.blockMap()->bandTitle(0).contains(QStringLiteral("· 5 blocks")));
@@ -350,7 +350,7 @@ class TestAttachWindow : public QObject {
 
     // The slider itself (a user's drag): 1.5 s, before rank 1 stored anything.
     sc->slider()->setValue(sc->slider()->maximum() * 15 / 100);
-    QTRY_VERIFY_WITH_TIMEOUT(std::abs(w.pictureSeconds() - 1.5) < 1e-9, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(std::abs(w.pictureSeconds() - 1.5) < 1e-9, 30000);
     QCOMPARE(cells(0), size_t(2));
     QCOMPARE(cells(1), size_t(0));
     QCOMPARE(w.overlapPanel()->holderBars(), (std::vector<double>{2, 0}));
@@ -360,7 +360,7 @@ class TestAttachWindow : public QObject {
     sc->seekTo(7);
     sc->setSpeed(60);
     sc->setPlaying(true);
-    QTRY_VERIFY_WITH_TIMEOUT(!sc->playing() && w.pictureSeconds() == 10.0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(!sc->playing() && w.pictureSeconds() == 10.0, 30000);
     QCOMPARE(cells(1), size_t(3));
     QCOMPARE(sc->playButton()->text(), QStringLiteral("Play"));
     QPixmap shot = w.grab();
@@ -376,13 +376,13 @@ class TestAttachWindow : public QObject {
     for (const QString& path : {QString::fromStdString(good), QStringLiteral("/nonexistent/recording.jsonl")}) {
       AttachWindow w(path);
       w.show();
-      QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("Cannot play this recording")), 10000);
+      QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("Cannot play this recording")), 30000);
       QVERIFY(!w.scrubber()->isEnabled());
       QVERIFY(!w.picture());
       qInfo("%s", qPrintable(w.statsLabel()->text()));
     }
     AttachWindow w(QString::fromStdString(good));
-    QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("line 8: instance 7")), 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.statsLabel()->text().contains(QStringLiteral("line 8: instance 7")), 30000);
   }
 
   void dialog_lines_parse_or_are_refused() {
