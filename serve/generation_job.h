@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning_parser.h"
 #include "types/sampling_params.h"
 #include "kv/kv_types.h"
 
@@ -20,6 +21,7 @@ struct GenerationJob {
   int n = 1;                         // parallel samples of the prompt (engine submit_parallel)
   int logprobs = -1;                 // -1: none; else how many top alternatives per token
   std::string session;               // the request's `user`, for serve --record
+  ReasoningSetup reasoning;          // chat: how the reply splits into reasoning and content
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 
@@ -35,6 +37,8 @@ struct ChannelItem {
   int index = 0;  // which of the n choices
   // Token: the sampled id, its text as far as it is complete UTF-8 and not held back by a
   // possible stop string (may be empty), and with logprobs its log-probability and top list.
+  // A reasoning reply's markers are in the text even where they are control tokens (gpt-oss's
+  // <|channel|>): the HTTP side splits the text into reasoning and content.
   TokenId token = 0;
   std::string text;
   std::string token_text;  // the token's own piece (for logprobs)
@@ -47,6 +51,7 @@ struct ChannelItem {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
+  int32_t reasoning_tokens = -1;  // tokens of the reply's reasoning (-1: not parsed)
 };
 
 }  // namespace kvscope::serve

@@ -28,8 +28,11 @@ json parse_body(const std::string& body) {
   return j;
 }
 
+using ojson = nlohmann::ordered_json;
+
 // A field that is absent or null counts as not given (OpenAI clients send null for defaults).
-const json* field(const json& j, const char* name) {
+template <class J>
+const J* field(const J& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return nullptr;
   return &*it;
@@ -89,6 +92,29 @@ std::string check_model(const json& j, const ServedModel& m) {
   throw ApiError(404, "The model `" + name + "` does not exist.", "model", "NotFoundError");
 }
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}, added to the logits before sampling.
+void logit_bias(const json& j, const ServedModel& m, SamplingParams& s) {
+  const json* lb = field(j, "logit_bias");
+  if (!lb) return;
+  if (!lb->is_object()) throw ApiError(400, "'logit_bias' must be an object of token ids to biases", "logit_bias");
+  if (lb->size() > 1024) throw ApiError(400, "'logit_bias' takes at most 1024 tokens", "logit_bias");
+  for (const auto& [key, v] : lb->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) { used = 0; }
+    if (used == 0 || used != key.size() || id < 0 || id >= m.n_vocab)
+      throw ApiError(400,
+                     "'logit_bias' key '" + key.substr(0, 40) + "' is not a token id of the vocabulary (0.." +
+                         std::to_string(m.n_vocab - 1) + ")",
+                     "logit_bias");
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || std::fabs(v.get<double>()) > 100)
+      throw ApiError(400, "'logit_bias' values must be numbers between -100 and 100", "logit_bias");
+    s.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+  }
+}
+
 // Fields both endpoints share; max tokens and the context check come after the prompt.
 void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
   r.model = check_model(j, m);
@@ -114,6 +140,7 @@ void common_fields(const json& j, const ServedModel& m, ParsedRequest& r) {
     static std::atomic<uint64_t> counter{std::random_device{}()};
     s.seed = counter.fetch_add(0x9e3779b97f4a7c15ull);
   }
+  logit_bias(j, m, s);
   r.job.ignore_eos = get_bool(j, "ignore_eos", false);
   r.job.n = static_cast<int>(get_int(j, "n", 1, 1, m.max_n));
   if (const json* u = field(j, "user")) {
@@ -185,18 +212,18 @@ void set_max_tokens(const json& j, const ServedModel& m, ParsedRequest& r, const
   r.job.max_tokens = static_cast<int32_t>(mt);
 }
 
-std::string message_content(const json& msg, size_t i) {
-  const json* c = field(msg, "content");
-  const std::string where = "messages[" + std::to_string(i) + "].content";
+std::string message_content(const ojson& msg, const std::string& at) {
+  const ojson* c = field(msg, "content");
+  const std::string where = at + ".content";
   if (!c) return "";
   if (c->is_string()) return c->get<std::string>();
   if (c->is_array()) {  // [{"type": "text", "text": "..."}]: the text parts, joined
     std::string out;
-    for (const json& part : *c) {
+    for (const ojson& part : *c) {
       if (!part.is_object() || !field(part, "type") || !part["type"].is_string())
         throw ApiError(400, where + " parts must be objects with a 'type'", "messages");
       if (part["type"] != "text") throw ApiError(400, where + ": only text parts are supported", "messages");
-      const json* t = field(part, "text");
+      const ojson* t = field(part, "text");
       if (!t || !t->is_string()) throw ApiError(400, where + ": a text part needs a string 'text'", "messages");
       if (!out.empty()) out += "\n";
       out += t->get<std::string>();
@@ -206,35 +233,161 @@ std::string message_content(const json& msg, size_t i) {
   throw ApiError(400, where + " must be a string or an array of text parts", "messages");
 }
 
+// A tool call's arguments as the template gets them: vLLM parses the JSON string clients send
+// into an object (transformers' templates expect one); absent or "" is {}.
+ojson tool_arguments(const ojson* args, const std::string& where) {
+  if (!args || (args->is_string() && args->get_ref<const std::string&>().empty())) return ojson::object();
+  if (args->is_object()) return *args;
+  if (!args->is_string()) throw ApiError(400, where + " must be a JSON string or an object", "messages");
+  try {
+    return ojson::parse(args->get<std::string>());
+  } catch (const ojson::parse_error&) {
+    throw ApiError(400, where + " is not valid JSON: " + args->get<std::string>().substr(0, 80), "messages");
+  }
+}
+
+// An assistant's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+ojson tool_calls(const ojson& calls, const std::string& at) {
+  if (!calls.is_array()) throw ApiError(400, at + ".tool_calls must be an array", "messages");
+  ojson out = ojson::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string where = at + ".tool_calls[" + std::to_string(k) + "]";
+    const ojson& c = calls[k];
+    const ojson* fn = c.is_object() ? field(c, "function") : nullptr;
+    if (!fn || !fn->is_object()) throw ApiError(400, where + " must be an object with a 'function' object", "messages");
+    const ojson* name = field(*fn, "name");
+    if (!name || !name->is_string()) throw ApiError(400, where + ".function.name must be a string", "messages");
+    for (const char* f : {"id", "type"})
+      if (const ojson* v = field(c, f); v && !v->is_string())
+        throw ApiError(400, where + "." + f + " must be a string", "messages");
+    ojson call = c;
+    call["function"]["arguments"] = tool_arguments(field(*fn, "arguments"), where + ".function.arguments");
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+const ojson* string_field(const ojson& msg, const char* name, const std::string& at) {
+  const ojson* v = field(msg, name);
+  if (v && !v->is_string()) throw ApiError(400, at + "." + name + " must be a string", "messages");
+  return v;
+}
+
+// One message as the template sees it (vLLM's parse_chat_messages): role and content; an
+// assistant's reasoning (`reasoning`, or the older `reasoning_content`) and tool_calls; a tool
+// message's tool_call_id; any message's name.
+ChatMessage parse_message(const ojson& msg, size_t i) {
+  const std::string at = "messages[" + std::to_string(i) + "]";
+  if (!msg.is_object()) throw ApiError(400, at + " must be an object", "messages");
+  const ojson* role = field(msg, "role");
+  if (!role || !role->is_string()) throw ApiError(400, at + ".role must be a string", "messages");
+  std::string rs = role->get<std::string>();
+  if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
+  if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
+    throw ApiError(400, at + ".role '" + rs.substr(0, 40) + "' is not one of system, user, assistant, tool",
+                   "messages");
+  ChatMessage m(rs, message_content(msg, at));
+  m.fields = ojson::object();
+  if (const ojson* name = string_field(msg, "name", at)) m.fields["name"] = *name;
+  if (rs == "assistant") {
+    const ojson* r = string_field(msg, "reasoning", at);
+    const ojson* rc = string_field(msg, "reasoning_content", at);
+    if (r && !r->get_ref<const std::string&>().empty())
+      m.reasoning = r->get<std::string>();
+    else if (rc)
+      m.reasoning = rc->get<std::string>();
+    else if (r)
+      m.reasoning = "";
+    if (const ojson* calls = field(msg, "tool_calls")) m.fields["tool_calls"] = tool_calls(*calls, at);
+  } else if (rs == "tool") {
+    if (const ojson* id = string_field(msg, "tool_call_id", at)) m.fields["tool_call_id"] = *id;
+  }
+  return m;
+}
+
+// The request's tools, as given, for the template's `tools` variable: function definitions.
+ojson request_tools(const ojson& j) {
+  const ojson* tools = field(j, "tools");
+  if (!tools) return nullptr;
+  if (!tools->is_array()) throw ApiError(400, "'tools' must be an array", "tools");
+  for (size_t k = 0; k < tools->size(); ++k) {
+    const ojson& t = (*tools)[k];
+    const ojson* fn = t.is_object() ? field(t, "function") : nullptr;
+    const ojson* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (!name || !name->is_string() || !t.contains("type") || t["type"] != "function")
+      throw ApiError(400,
+                     "tools[" + std::to_string(k) + "] must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                     "tools");
+  }
+  return *tools;
+}
+
+// The body again with its objects' keys in the order the client wrote them (the first parse
+// sorts them), so that a template printing tools or tool-call arguments with tojson prints them
+// as Python would. Ordered objects look keys up one by one, so a hostile body with very many keys
+// would take quadratic time: past 64 KiB the sorted parse is used as it is.
+ojson in_client_order(const std::string& body, const json& sorted) {
+  if (body.size() > 64 * 1024) return ojson(sorted);
+  return ojson::parse(body);
+}
+
 // vLLM's chat_template_kwargs: extra variables for the Jinja template (e.g. enable_thinking).
-nlohmann::ordered_json template_kwargs(const json& j) {
-  const json* kw = field(j, "chat_template_kwargs");
+ojson template_kwargs(const ojson& j) {
+  const ojson* kw = field(j, "chat_template_kwargs");
   if (!kw) return nullptr;
   if (!kw->is_object()) throw ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
   for (const char* own : {"messages", "add_generation_prompt"})
     if (kw->contains(own))
       throw ApiError(400, std::string("'chat_template_kwargs' must not set '") + own + "': the request sets it",
                      "chat_template_kwargs");
-  // Parsed again in order: the template may print a dict argument, and Python's keeps its order.
-  return nlohmann::ordered_json::parse(kw->dump());
+  return *kw;
+}
+
+struct ChatPrompt {
+  std::vector<TokenId> tokens;
+  std::string text;  // as the Jinja template rendered it ("" for a built-in family)
+};
+
+// What a built-in family cannot write: it would drop them without a word.
+void check_builtin_can_write(const std::vector<ChatMessage>& chat, const ojson& tools, const ServedModel& m) {
+  bool tool_use = !tools.is_null();
+  for (const ChatMessage& c : chat)
+    tool_use = tool_use || c.role == "tool" || (c.fields.is_object() && c.fields.contains("tool_calls"));
+  if (tool_use)
+    throw ApiError(400,
+                   std::string("the model's chat is written by the built-in ") +
+                       chat_template_name(m.chat_template.kind) +
+                       " template, which has no tool calls; tools, tool_calls and tool messages need a Jinja template "
+                       "(serve --chat-template FILE)",
+                   "messages");
 }
 
 // The messages as the model's chat template writes them, as the chat panel and `kvscope-cli
 // chat` build a first turn: BOS when the vocabulary asks for it, then the rendered text with
 // the user's text never parsed as special tokens. A template that raises is the client's 400.
-std::vector<TokenId> chat_prompt(const json& j, const std::vector<ChatMessage>& chat, const ServedModel& m) {
+ChatPrompt chat_prompt(const json& j, const ojson& oj, const std::vector<ChatMessage>& chat, const ServedModel& m) {
   const Tokenizer& tok = *m.tokenizer;
   const bool gen = get_bool(j, "add_generation_prompt", true);
-  const nlohmann::ordered_json kwargs = template_kwargs(j);
-  std::vector<TokenId> prompt;
+  ojson vars = template_kwargs(oj);
+  const ojson tools = request_tools(oj);
+  ChatPrompt p;
   try {
-    if (m.chat_template.uses_jinja())
-      return tokenize_chat_rendered(tok, m.chat_template, render_chat_jinja(m.chat_template, tok, chat, gen, kwargs));
-    if (tok.add_bos() && tok.bos() >= 0) prompt.push_back(tok.bos());
+    if (m.chat_template.uses_jinja()) {
+      if (!tools.is_null()) {
+        if (!vars.is_object()) vars = ojson::object();
+        vars["tools"] = tools;  // the request's field wins over a kwarg of the same name
+      }
+      const ChatRendered r = render_chat_jinja(m.chat_template, tok, chat, gen, vars);
+      p.tokens = tokenize_chat_rendered(tok, m.chat_template, r);
+      p.text = r.text;
+      return p;
+    }
+    check_builtin_can_write(chat, tools, m);
+    if (tok.add_bos() && tok.bos() >= 0) p.tokens.push_back(tok.bos());
     const std::vector<TokenId> ids = tokenize_chat_pieces(tok, render_chat(m.chat_template.kind, chat, gen), -1);
-    prompt.insert(prompt.end(), ids.begin(), ids.end());
+    p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
   } catch (const ChatTemplateError& e) { throw ApiError(400, std::string("messages: ") + e.what(), "messages"); }
-  return prompt;
+  return p;
 }
 
 }  // namespace
@@ -292,24 +445,20 @@ ParsedRequest parse_chat_request(const std::string& body, const ServedModel& m) 
   const json* msgs = field(j, "messages");
   if (!msgs) throw ApiError(400, "'messages' is required", "messages");
   if (!msgs->is_array() || msgs->empty()) throw ApiError(400, "'messages' must be a non-empty array", "messages");
+  const ojson oj = in_client_order(body, j);
+  const ojson& omsgs = oj["messages"];
   std::vector<ChatMessage> chat;
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& msg = (*msgs)[i];
-    if (!msg.is_object()) throw ApiError(400, "messages[" + std::to_string(i) + "] must be an object", "messages");
-    const json* role = field(msg, "role");
-    if (!role || !role->is_string())
-      throw ApiError(400, "messages[" + std::to_string(i) + "].role must be a string", "messages");
-    std::string rs = role->get<std::string>();
-    if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
-    if (rs != "system" && rs != "user" && rs != "assistant")
-      throw ApiError(400, "messages[" + std::to_string(i) + "].role '" + rs + "' is not one of system, user, assistant",
-                     "messages");
-    chat.push_back({rs, message_content(msg, i)});
-  }
   size_t text_bytes = 0;
-  for (const ChatMessage& c : chat) text_bytes += c.content.size();
+  for (size_t i = 0; i < omsgs.size(); ++i) {
+    chat.push_back(parse_message(omsgs[i], i));
+    text_bytes += chat.back().content.size() + chat.back().reasoning.value_or("").size();
+  }
   check_text_fits(text_bytes, m, "messages");
-  r.job.prompt = chat_prompt(j, chat, m);
+  const ChatPrompt prompt = chat_prompt(j, oj, chat, m);
+  r.job.prompt = prompt.tokens;
+  // How the reply splits into reasoning and content: the model's format, and whether the
+  // prompt's tail already opened the thinking block.
+  r.job.reasoning = {m.chat_template.reasoning, reply_start(m.chat_template.reasoning, prompt.text)};
   r.job.stop_tokens = chat_stop_tokens(*m.tokenizer, m.chat_template);
   check_prompt_tokens(r.job.prompt, m, "messages");
   const char* mt_name = field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/reasoning_parser.h"
 #include "serve/prometheus_text.h"
 #include "telemetry/snapshot_json.h"
 
@@ -45,7 +46,9 @@ int64_t unix_now() {
 
 // What one choice has gathered so far.
 struct ChoiceAcc {
-  std::string text;
+  std::string text;        // as generated (completions), or the content (chat)
+  std::string reasoning;   // chat: the reply's reasoning, apart from its content
+  ReasoningParser parser;  // chat with a reasoning format: splits the text as it comes
   std::string finish_reason;
   std::string error;
   int error_status = 0;  // set by the queue when the server, not the request, is the cause
@@ -59,8 +62,12 @@ struct ChoiceAcc {
 struct Accumulated {
   std::vector<ChoiceAcc> choices;
   int32_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int32_t reasoning_tokens = -1;  // -1: not parsed
   int finished = 0;
   bool all_done() const { return finished == static_cast<int>(choices.size()); }
+  Accumulated(int n, const ReasoningSetup& reasoning) : choices(static_cast<size_t>(n)) {
+    for (ChoiceAcc& c : choices) c.parser = ReasoningParser(reasoning);
+  }
 };
 
 json chat_logprob_entry(const ChannelItem& it) {
@@ -85,10 +92,33 @@ json completion_logprobs(const ChannelItem& it, size_t offset) {
 }
 
 json usage_json(const Accumulated& a) {
-  return {{"prompt_tokens", a.prompt_tokens},
-          {"completion_tokens", a.completion_tokens},
-          {"total_tokens", a.prompt_tokens + a.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", a.cached_tokens}}}};
+  json u = {{"prompt_tokens", a.prompt_tokens},
+            {"completion_tokens", a.completion_tokens},
+            {"total_tokens", a.prompt_tokens + a.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", a.cached_tokens}}}};
+  if (a.reasoning_tokens >= 0) u["completion_tokens_details"] = {{"reasoning_tokens", a.reasoning_tokens}};
+  return u;
+}
+
+// The next piece of a choice's text, split into reasoning and content (all content when the
+// request parses no reasoning); at the finish, what the parser held back too.
+ReasoningDelta split_text(ChoiceAcc& c, const std::string& text, bool finish) {
+  ReasoningDelta d = c.parser.feed(text);
+  if (finish) {
+    const ReasoningDelta rest = c.parser.finish();
+    d.reasoning += rest.reasoning;
+    d.content += rest.content;
+  }
+  return d;
+}
+
+// A chat message's reasoning fields: vLLM's `reasoning` and the older `reasoning_content`, null
+// when the reply had none; its content null when the reasoning was all there was (as vLLM).
+void put_reasoning(json& msg, const ChoiceAcc& c) {
+  const bool thought = c.parser.saw_reasoning();
+  if (thought && c.text.empty()) msg["content"] = nullptr;
+  msg["reasoning"] = thought ? json(c.reasoning) : json(nullptr);
+  msg["reasoning_content"] = msg["reasoning"];
 }
 
 // Folds one item into the accumulator (non-streamed answers).
@@ -98,6 +128,7 @@ void count_finish(Accumulated& a, const ChannelItem& it) {
   ++a.finished;
   a.prompt_tokens = it.prompt_tokens;
   a.completion_tokens += it.completion_tokens;
+  if (it.reasoning_tokens >= 0) a.reasoning_tokens = std::max(a.reasoning_tokens, 0) + it.reasoning_tokens;
   if (it.index == 0) a.cached_tokens = it.cached_tokens;  // the samples share the parent's prompt
 }
 
@@ -116,10 +147,14 @@ void accumulate(Accumulated& a, const ChannelItem& it, bool chat, bool want_logp
         c.lp_offsets.push_back(c.text.size());
       }
     }
-    c.text += it.text;
+    const ReasoningDelta d = split_text(c, it.text, false);
+    c.text += d.content;
+    c.reasoning += d.reasoning;
     return;
   }
-  c.text += it.text;
+  const ReasoningDelta d = split_text(c, it.text, true);
+  c.text += d.content;
+  c.reasoning += d.reasoning;
   c.finish_reason = it.finish_reason;
   c.error = it.error;
   c.error_status = it.error_status;
@@ -290,8 +325,7 @@ void OpenAiServer::Impl::generate(const httplib::Request& req, httplib::Response
 
 void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedRequest& pr,
                                       const std::shared_ptr<RequestChannel>& ch) {
-  Accumulated a;
-  a.choices.resize(static_cast<size_t>(pr.job.n));
+  Accumulated a(pr.job.n, pr.job.reasoning);
   const bool lp = pr.job.logprobs >= 0;
   while (!a.all_done())
     for (const ChannelItem& it : ch->take(std::chrono::milliseconds(500))) accumulate(a, it, pr.chat, lp);
@@ -307,8 +341,10 @@ void OpenAiServer::Impl::answer_whole(httplib::Response& res, const ParsedReques
   for (size_t i = 0; i < a.choices.size(); ++i) {
     const ChoiceAcc& c = a.choices[i];
     if (pr.chat) {
+      json message = {{"role", "assistant"}, {"content", c.text}};
+      put_reasoning(message, c);
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"message", message},
                          {"logprobs", lp ? json{{"content", c.logprobs_content}} : json(nullptr)},
                          {"finish_reason", c.finish_reason}});
     } else {
@@ -338,7 +374,7 @@ struct StreamState {
   ParsedRequest pr;
   std::string id;
   int64_t created = 0;
-  Accumulated a;
+  Accumulated a{1, {}};
   std::vector<ChannelItem> first;  // taken before the headers went out
   bool finished = false;           // [DONE] sent
 
@@ -360,7 +396,8 @@ std::string StreamState::events_for(const ChannelItem& it) {
   ChoiceAcc& c = a.choices.at(static_cast<size_t>(it.index));
   const bool fin = it.kind == ChannelItem::Kind::Finish;
   if (fin) count_finish(a, it);
-  if (!fin && it.text.empty() && !lp) return "";  // nothing to show yet (a partial UTF-8 character)
+  const ReasoningDelta d = split_text(c, it.text, fin);
+  if (!fin && d.empty() && !lp) return "";  // nothing to show yet (a partial UTF-8 character or marker)
   std::string out;
   json choice = {{"index", it.index}};
   if (fin && it.finish_reason == "error") {
@@ -377,7 +414,13 @@ std::string StreamState::events_for(const ChannelItem& it) {
       delta["role"] = "assistant";
       c.role_sent = true;
     }
-    if (!it.text.empty() || !fin) delta["content"] = it.text;
+    // While thinking, the deltas carry `reasoning` (vLLM's field) and `reasoning_content` (the
+    // older name); then `content`.
+    if (!d.reasoning.empty()) {
+      delta["reasoning"] = d.reasoning;
+      delta["reasoning_content"] = d.reasoning;
+    }
+    if (!d.content.empty() || (!fin && d.reasoning.empty())) delta["content"] = d.content;
     choice["delta"] = delta;
     choice["logprobs"] = lp && !fin ? json{{"content", json::array({chat_logprob_entry(it)})}} : json(nullptr);
   } else {
@@ -409,7 +452,7 @@ void OpenAiServer::Impl::answer_stream(httplib::Response& res, const ParsedReque
   st->pr = pr;
   st->id = new_id(pr.chat ? "chatcmpl" : "cmpl");
   st->created = unix_now();
-  st->a.choices.resize(static_cast<size_t>(pr.job.n));
+  st->a = Accumulated(pr.job.n, pr.job.reasoning);
   // Wait for the first word from the engine before answering, so that a request the engine
   // refuses outright still gets its error status rather than a 200 stream.
   while (st->first.empty()) st->first = ch->take(std::chrono::milliseconds(500));

@@ -62,6 +62,7 @@ struct ServingQueue::Choice {
   Clock::time_point arrival, last_token;
   bool got_token = false;
   std::string session;  // for the traffic recording
+  ReasoningSetup reasoning;
 
   // Moves the newly complete text into `item`, holding back a tail that may grow into a stop
   // string; true when a stop string matched (the text ends before it).
@@ -265,6 +266,7 @@ void ServingQueue::start_job(Pending& p) {
   r.stop_tokens = p.job.stop_tokens;
   r.record_logits = p.job.logprobs >= 0;  // the rows logprobs are computed from
   r.label = "http";
+  r.reasoning = p.job.reasoning;  // the request's story counts the reasoning's tokens and blocks
   const std::vector<SeqId> ids =
       p.job.n == 1 ? std::vector<SeqId>{engine_->submit(r)} : engine_->submit_parallel(r, p.job.n);
   std::vector<SeqId>& mine = by_channel_[p.ch.get()];
@@ -276,6 +278,7 @@ void ServingQueue::start_job(Pending& p) {
     c->stop = p.job.stop;
     c->arrival = p.job.arrival;
     c->session = p.job.session;
+    c->reasoning = p.job.reasoning;
     if (recorder_) recorder_->started(ids[i], p.job.arrival);
     choices_[ids[i]] = std::move(c);
     mine.push_back(ids[i]);
@@ -314,7 +317,7 @@ bool ServingQueue::on_token(SeqId id, TokenId t) {
   item.kind = ChannelItem::Kind::Token;
   item.index = c.index;
   item.token = t;
-  item.token_text = tok.token_to_piece(t);
+  item.token_text = reasoning_piece(tok, t, c.reasoning.format);
   if (c.logprobs >= 0) add_logprobs(item, engine_->recorded_logits(id).back(), c.logprobs, tok);
   if (c.take_text(item)) stop_string_hits_.push_back(id);
   c.ch->push(std::move(item));
@@ -348,6 +351,8 @@ bool ServingQueue::on_finished(SeqId id) {
   f.prompt_tokens = static_cast<int32_t>(s.prompt().size());
   f.completion_tokens = static_cast<int32_t>(s.output().size());
   f.cached_tokens = s.num_cached_prompt;
+  if (c.reasoning.on())
+    f.reasoning_tokens = reasoning_span(*engine_->model().tokenizer, c.reasoning, s.output()).tokens;
   if (recorder_) recorder_->finished(id, s.prompt(), f.completion_tokens, c.session, s.state != SeqState::Rejected);
   {
     std::lock_guard<std::mutex> lk(metrics_mu_);

@@ -2,6 +2,8 @@
 // from stdin (a terminal or a pipe; EOF ends), streams the reply, and after each turn says how
 // many prompt tokens came back from the prefix cache: turn n+1's prompt is every token of the
 // turns before it, so their full blocks are hits. Commands: /reset /stats /system TEXT /quit.
+// A reasoning model's thinking is printed marked "[thinking] ..." (dim on a terminal), or
+// hidden with --hide-reasoning; either way the turn's line says how many tokens it took.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "chat/chat_template_choice.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/reasoning_option.h"
 #include "engine/request_story_text.h"
 
 namespace kvscope::cli {
@@ -51,16 +54,74 @@ void print_miss(const Engine& engine, SeqId id, const Tokenizer& tok) {
               static_cast<long long>(l.shared_with), why.c_str());
 }
 
+// Prints a reply as it streams: its reasoning after a "[thinking]" tag (dim on a terminal) or
+// not at all, then its content on a line of its own; keeps both for the conversation.
+class ReplyPrinter {
+ public:
+  ReplyPrinter(bool hide, bool tty) : hide_(hide), tty_(tty) {}
+  void start(const ReasoningSetup& setup) {
+    parser_ = ReasoningParser(setup);
+    content_.clear();
+    reasoning_.clear();
+  }
+  void feed(const std::string& piece) { show(parser_.feed(piece)); }
+  void finish() {  // the caller ends the line
+    show(parser_.finish());
+    if (thinking_ && tty_) std::fputs("\033[0m", stdout);
+    thinking_ = false;
+  }
+  const std::string& content() const { return content_; }
+  std::optional<std::string> reasoning() const {
+    return parser_.saw_reasoning() ? std::optional<std::string>(reasoning_) : std::nullopt;
+  }
+
+ private:
+  void show(const ReasoningDelta& d) {
+    reasoning_ += d.reasoning;
+    if (!d.reasoning.empty() && !hide_) {
+      if (!thinking_) std::fputs(tty_ ? "\033[2m[thinking] " : "[thinking] ", stdout);
+      thinking_ = true;
+      std::fputs(d.reasoning.c_str(), stdout);
+    }
+    if (!d.content.empty()) {
+      end_thought();
+      content_ += d.content;
+      std::fputs(d.content.c_str(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  void end_thought() {
+    if (thinking_) std::fputs(tty_ ? "\033[0m\n" : "\n", stdout);
+    thinking_ = false;
+  }
+
+  bool hide_, tty_, thinking_ = false;
+  ReasoningParser parser_;
+  std::string content_, reasoning_;
+};
+
+// ", reasoning 412 tokens in 26 blocks" for the turn's line, from the request's story.
+std::string reasoning_note(const Engine& engine, SeqId id, bool hidden) {
+  const RequestStory* s = engine.stories().find(id, engine.story_engine());
+  if (!s || !s->reasoning || s->reasoning->span.tokens == 0) return "";
+  return ", reasoning " + std::to_string(s->reasoning->span.tokens) + " tokens in " +
+         std::to_string(s->reasoning->blocks) + " blocks" + (hidden ? " (hidden)" : "") +
+         (s->reasoning->span.closed ? "" : ", unfinished");
+}
+
 }  // namespace
 
 int cmd_chat(int argc, char** argv, int first) {
-  const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system"}), {"help", "greedy"});
+  const Args a(argc, argv, first, with_engine_options({"chat-template", "n-predict", "system", "reasoning-parser"}),
+               {"help", "greedy", "hide-reasoning"});
   if (a.has("help")) {
     std::cout
         << "kvscope-cli chat [--model M] [--chat-template NAME|FILE] [--system TEXT] [-n N]\n"
            "  [--temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S] [--greedy]\n"
            "  sampling starts from temperature 0.8, top-k 40, top-p 0.95, repeat penalty 1.1 (as local-chat\n"
            "  apps do); --greedy: temperature 0, no top-k/top-p, no penalty (reproducible)\n"
+           "  [--reasoning-parser auto|none|think|harmony] [--hide-reasoning]  a reasoning model's thinking\n"
+           "  prints as \"[thinking] ...\" before the answer (auto: from the vocabulary's markers)\n"
            "  [--threads N] [--block-size B] [--kv-blocks N | --kv-memory MiB] [--kv-dtype D] [--kivi-residual R] ...\n"
            "Reads one message per line from stdin; EOF or /quit ends. Commands:\n"
            "  /reset        start a new conversation (cached blocks stay until evicted)\n"
@@ -83,9 +144,11 @@ int cmd_chat(int argc, char** argv, int first) {
   try {
     choice = choose_chat_template(*lm.model->file, tok, a.str("chat-template"));
   } catch (const ChatTemplateError& e) { throw UsageError(std::string("--chat-template: ") + e.what()); }
+  apply_reasoning_option(a, choice);
   auto engine = make_engine(a, lm.model);
   std::cerr << lm.model->describe() << "\n" << engine->kv_summary() << "\n";
   std::printf("chat template: %s\n", choice.describe().c_str());
+  if (choice.reasoning != ReasoningFormat::None) std::printf("reasoning: %s\n", describe_reasoning(a, choice).c_str());
   if (is_greedy(sampling))
     std::printf("sampling: greedy (reproducible)\n");
   else
@@ -100,12 +163,11 @@ int cmd_chat(int argc, char** argv, int first) {
   ChatConversation conv(tok, choice);
   if (a.has("system")) conv.set_system(a.str("system"));
   Utf8StreamDecoder utf8;
-  std::string reply;
+  const bool hide = a.has("hide-reasoning");
+  ReplyPrinter reply(hide, isatty(STDOUT_FILENO));
+  const ReasoningFormat format = choice.reasoning;
   engine->set_callbacks({[&](SeqId, TokenId t) {
-                           const std::string piece = utf8.push(tok.token_to_piece(t));  // stop tokens print ""
-                           reply += piece;
-                           std::fputs(piece.c_str(), stdout);
-                           std::fflush(stdout);
+                           reply.feed(utf8.push(reasoning_piece(tok, t, format)));  // stop tokens print ""
                          },
                          nullptr});
 
@@ -140,16 +202,16 @@ int cmd_chat(int argc, char** argv, int first) {
     r.sampling = sampling;
     r.stop_tokens = conv.stop_tokens();
     r.label = "chat " + std::to_string(conv.turns() + 1);
-    reply.clear();
+    r.reasoning = turn.reasoning;
+    reply.start(turn.reasoning);
     if (!interactive) std::printf("> %s\n", text.c_str());  // a piped transcript shows both sides
     if (!turn.note.empty()) std::printf("[%s: %s]\n", turn.fell_back ? "warning" : "note", turn.note.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     const SeqId id = engine->submit(r);
     engine->run_until_idle();
     const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string tail = utf8.flush();
-    reply += tail;
-    std::fputs(tail.c_str(), stdout);
+    reply.feed(utf8.flush());
+    reply.finish();
     std::printf("\n");
 
     const Sequence& s = engine->sequence(id);
@@ -167,11 +229,12 @@ int cmd_chat(int argc, char** argv, int first) {
     const char* stop = s.finish == FinishReason::Eos                           ? "end of turn"
                        : s.total_len() >= engine->config().sched.max_model_len ? "context full, /reset to go on"
                                                                                : "length";
-    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s), TTFT %.1f ms, %.1f tok/s]\n",
-                s.prompt_tokens().size(), s.num_cached_prompt, n_gen, stop, ttft_ms, tps);
+    std::printf("[prompt %zu tokens, cached %d, generated %d (stop: %s)%s, TTFT %.1f ms, %.1f tok/s]\n",
+                s.prompt_tokens().size(), s.num_cached_prompt, n_gen, stop, reasoning_note(*engine, id, hide).c_str(),
+                ttft_ms, tps);
     print_miss(*engine, id, tok);
     std::fflush(stdout);
-    conv.commit(turn, reply, s.tokens);
+    conv.commit(turn, reply.content(), s.tokens, reply.reasoning());
   }
   return 0;
 }

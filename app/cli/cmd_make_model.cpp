@@ -25,13 +25,38 @@ static GgmlType parse_dtype(const std::string& s) {
 
 int cmd_make_model(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
-               {"out",           "arch",          "dtype",          "n-vocab",         "n-embd",
-                "n-layer",       "n-head",        "n-head-kv",      "head-dim",        "n-ff",
-                "ctx",           "seed",          "rope-base",      "window",          "swa-pattern",
-                "n-expert",      "n-expert-used", "n-ff-exp",       "n-expert-shared", "n-dense-lead",
-                "kv-lora-rank",  "q-lora-rank",   "rope-dim",       "rope-scaling",    "rope-factor",
-                "rope-orig-ctx", "yarn-log-mul",  "n-expert-group", "n-group-used",    "chat-template",
-                "special-tokens"},
+               {"out",
+                "arch",
+                "dtype",
+                "n-vocab",
+                "n-embd",
+                "n-layer",
+                "n-head",
+                "n-head-kv",
+                "head-dim",
+                "n-ff",
+                "ctx",
+                "seed",
+                "rope-base",
+                "window",
+                "swa-pattern",
+                "n-expert",
+                "n-expert-used",
+                "n-ff-exp",
+                "n-expert-shared",
+                "n-dense-lead",
+                "kv-lora-rank",
+                "q-lora-rank",
+                "rope-dim",
+                "rope-scaling",
+                "rope-factor",
+                "rope-orig-ctx",
+                "yarn-log-mul",
+                "n-expert-group",
+                "n-group-used",
+                "chat-template",
+                "special-tokens",
+                "user-tokens"},
                {"tied", "help", "preset-100m", "preset-moe-1b"});
   if (a.has("help") || !a.has("out")) {
     std::cout
@@ -47,6 +72,7 @@ int cmd_make_model(int argc, char** argv, int first) {
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n"
            "  [--special-tokens '<|im_start|>,<|im_end|>': control tokens on the last ids]\n"
+           "  [--user-tokens '<think>,</think>': user-defined tokens (printed as text) on the ids before them]\n"
            "  [--chat-template FILE: written as tokenizer.chat_template]\n";
     return a.has("help") ? 0 : 2;
   }
@@ -118,11 +144,12 @@ int cmd_make_model(int argc, char** argv, int first) {
     ss << in.rdbuf();
     s.chat_template = ss.str();
   }
-  for (std::string list = a.str("special-tokens"); !list.empty();) {
-    const size_t comma = list.find(',');
-    s.special_tokens.push_back(list.substr(0, comma));
-    list = comma == std::string::npos ? "" : list.substr(comma + 1);
-  }
+  for (const char* opt : {"special-tokens", "user-tokens"})
+    for (std::string list = a.str(opt); !list.empty();) {
+      const size_t comma = list.find(',');
+      (opt[0] == 's' ? s.special_tokens : s.user_tokens).push_back(list.substr(0, comma));
+      list = comma == std::string::npos ? "" : list.substr(comma + 1);
+    }
   write_synthetic_model(s, a.str("out"));
   std::cerr << "wrote " << a.str("out") << " (" << s.arch << ", " << ggml_type_name(static_cast<uint32_t>(s.dtype))
             << ", RANDOM WEIGHTS)\n";

@@ -11,6 +11,7 @@
 #include "chat/chat_template_choice.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/reasoning_option.h"
 #include "serve/engine_worker.h"
 #include "serve/kv_event_publisher.h"
 #include "serve/kv_event_tracker.h"
@@ -22,7 +23,7 @@ int cmd_serve(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
                with_engine_options({"host", "port", "api-key", "served-model-name", "chat-template", "max-queued",
                                     "http-threads", "max-n", "kv-events-endpoint", "kv-events-replay",
-                                    "kv-events-topic", "record"}),
+                                    "kv-events-topic", "record", "reasoning-parser"}),
                {"help"});
   if (a.has("help")) {
     std::cout
@@ -33,7 +34,10 @@ int cmd_serve(int argc, char** argv, int first) {
            "Endpoints: POST /v1/completions, POST /v1/chat/completions (stream true/false),\n"
            "GET /v1/models, GET /health, GET /metrics (Prometheus, vLLM's names).\n"
            "Chat: the model's own Jinja chat template (--chat-template NAME: a built-in family, FILE: a Jinja\n"
-           "template); a request's chat_template_kwargs object adds template variables (e.g. enable_thinking).\n"
+           "template); a request's chat_template_kwargs object adds template variables (e.g. enable_thinking),\n"
+           "its tools reach the template, and messages may carry tool_calls, tool results and reasoning.\n"
+           "  [--reasoning-parser auto|none|think|harmony]  replies of reasoning models come back with their\n"
+           "  thinking apart, in `reasoning` and `reasoning_content` (auto: from the vocabulary's markers).\n"
            "  [--kv-events-endpoint tcp://127.0.0.1:5557 [--kv-events-replay tcp://127.0.0.1:5558] [--kv-events-topic T]]\n"
            "KV events: vLLM's ZMQ stream (PUB: topic, 8-byte big-endian seq, msgpack KVEventBatch).\n"
            "--port 0 picks a free port (printed). --api-key: every endpoint but /health needs\n"
@@ -72,10 +76,12 @@ int cmd_serve(int argc, char** argv, int first) {
   try {
     tmpl = choose_chat_template(*lm.model->file, tok, a.str("chat-template"));
   } catch (const ChatTemplateError& e) { throw UsageError(std::string("--chat-template: ") + e.what()); }
+  apply_reasoning_option(a, tmpl);
   auto engine = make_engine(a, lm.model);
   std::cerr << lm.model->describe() << "\n"
             << engine->kv_summary() << "\n"
-            << "chat template: " << tmpl.describe() << "\n";
+            << "chat template: " << tmpl.describe() << "\n"
+            << "reasoning: " << describe_reasoning(a, tmpl) << "\n";
   if (!tmpl.warning.empty()) std::cerr << "warning: " << tmpl.warning << "\n";
 
   serve::ServedModel sm;

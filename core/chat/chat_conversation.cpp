@@ -128,13 +128,16 @@ ChatTurnPrompt chat_next_turn(const Tokenizer& tok, const ChatTemplateChoice& ch
                               const ChatHistory& history, const std::string& user_text, const ChatTemplateVars& extra) {
   ChatTurnPrompt t;
   t.user_text = user_text;
+  t.reasoning.format = choice.reasoning;
   if (choice.uses_jinja()) {
     try {
       jinja_turn(tok, choice, system, history, extra, t);
+      t.reasoning.start = reply_start(choice.reasoning, t.rendered.text);
       return t;
     } catch (const ChatTemplateError& e) {
       t = ChatTurnPrompt{};
       t.user_text = user_text;
+      t.reasoning.format = choice.reasoning;
       t.fell_back = true;
       t.note = std::string(e.what()) + "; this turn is written in the built-in " + chat_template_name(choice.kind) +
                " template instead";
@@ -145,11 +148,11 @@ ChatTurnPrompt chat_next_turn(const Tokenizer& tok, const ChatTemplateChoice& ch
 }
 
 void chat_commit(ChatHistory& history, const ChatTurnPrompt& turn, const std::string& reply_text,
-                 std::vector<TokenId> sequence) {
+                 std::vector<TokenId> sequence, std::optional<std::string> reasoning) {
   if (sequence.size() < turn.tokens.size() || !std::equal(turn.tokens.begin(), turn.tokens.end(), sequence.begin()))
     throw std::invalid_argument("chat: the turn's tokens do not start with its prompt");
   history.messages.push_back({"user", turn.user_text});
-  history.messages.push_back({"assistant", reply_text});
+  history.messages.push_back({"assistant", reply_text, std::move(reasoning)});
   history.tokens = std::move(sequence);
   history.rendered = turn.rendered;
 }

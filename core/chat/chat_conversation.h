@@ -11,6 +11,7 @@
 // that drops earlier reasoning, or puts the current date in the system text), there is no such
 // suffix: the prompt is then the whole rendering tokenized afresh, as the template means it,
 // and the prefix cache hits only up to the first token that changed (ChatTurnPrompt::rerendered).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct ChatTurnPrompt {
   bool rerendered = false;
   bool fell_back = false;  // the Jinja template failed; the built-in family wrote this turn
   std::string note;        // what to tell the user about either (empty: nothing unusual)
+  // How the reply splits into reasoning and content: the choice's format, and whether this
+  // prompt's tail already opened (or closed) the reasoning block.
+  ReasoningSetup reasoning;
 };
 
 // The next turn's prompt through `choice`: its Jinja template when it has one, else (or when
@@ -64,9 +68,11 @@ ChatTurnPrompt chat_next_turn(const Tokenizer& tok, const ChatTemplateChoice& ch
                               const ChatHistory& history, const std::string& user_text,
                               const ChatTemplateVars& extra = nullptr);
 // The history after `turn`: `sequence` is every token the engine held for it, prompt then reply.
+// `reply_text` is the reply as streamed, or, with `reasoning` given, its content apart from its
+// reasoning (the assistant message then carries both, as a client sends them back).
 // Throws std::invalid_argument when `sequence` does not start with the turn's prompt.
 void chat_commit(ChatHistory& history, const ChatTurnPrompt& turn, const std::string& reply_text,
-                 std::vector<TokenId> sequence);
+                 std::vector<TokenId> sequence, std::optional<std::string> reasoning = std::nullopt);
 
 // A conversation's state for a terminal or a test: the tokens so far and the transcript.
 class ChatConversation {
@@ -92,8 +98,9 @@ class ChatConversation {
   // prompt then reply. Throws std::invalid_argument when it does not continue tokens().
   void commit(const std::string& user_text, const std::string& reply_text, std::vector<TokenId> sequence);
   // The same for a turn from next_turn(): `sequence` must start with turn.tokens.
-  void commit(const ChatTurnPrompt& turn, const std::string& reply_text, std::vector<TokenId> sequence) {
-    chat_commit(history_, turn, reply_text, std::move(sequence));
+  void commit(const ChatTurnPrompt& turn, const std::string& reply_text, std::vector<TokenId> sequence,
+              std::optional<std::string> reasoning = std::nullopt) {
+    chat_commit(history_, turn, reply_text, std::move(sequence), std::move(reasoning));
   }
 
   const std::vector<TokenId>& tokens() const { return history_.tokens; }

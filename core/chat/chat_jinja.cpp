@@ -50,6 +50,22 @@ std::string vocab_text(const Tokenizer& tok, TokenId id) {
   return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string();
 }
 
+// A message as vLLM hands it to the template: role and content, then the assistant's
+// tool_calls and reasoning, a tool message's tool_call_id, a name; reasoning also under
+// gpt-oss's name for it (`thinking`), as llama.cpp and transformers' users pass it.
+ojson message_json(const Tokenizer& tok, const ChatMessage& m, std::vector<std::string>& spelled) {
+  ojson j = {{"role", m.role}, {"content", m.role == "assistant" ? m.content : protect(tok, m.content, spelled)}};
+  if (m.fields.is_object())
+    for (const auto& [k, v] : m.fields.items())
+      if (k != "role" && k != "content") j[k] = v;
+  if (m.reasoning) {
+    j["reasoning"] = *m.reasoning;
+    j["reasoning_content"] = *m.reasoning;
+    j["thinking"] = *m.reasoning;
+  }
+  return j;
+}
+
 }  // namespace
 
 ChatRendered render_chat_jinja(const ChatTemplateChoice& choice, const Tokenizer& tok,
@@ -57,9 +73,7 @@ ChatRendered render_chat_jinja(const ChatTemplateChoice& choice, const Tokenizer
                                const ChatTemplateVars& extra) {
   ChatRendered r;
   ojson msgs = ojson::array();
-  for (const ChatMessage& m : messages)
-    msgs.push_back(
-        {{"role", m.role}, {"content", m.role == "assistant" ? m.content : protect(tok, m.content, r.spelled)}});
+  for (const ChatMessage& m : messages) msgs.push_back(message_json(tok, m, r.spelled));
   ojson vars = {{"messages", std::move(msgs)},
                 {"tools", nullptr},
                 {"documents", nullptr},

@@ -2,7 +2,9 @@
 // Chat prompts written by a model's own Jinja template (core/jinja), the way transformers'
 // apply_chat_template and vLLM call it: the variables messages, tools (null), documents (null),
 // add_generation_prompt, bos_token and eos_token (the vocabulary's texts), plus any extra ones
-// (vLLM's chat_template_kwargs, e.g. {"enable_thinking": false}).
+// (vLLM's chat_template_kwargs, e.g. {"enable_thinking": false}, and a request's `tools`).
+// Each message is role and content, and what it carries beside them: an assistant's reasoning
+// (as reasoning, reasoning_content and thinking), tool_calls, a tool message's tool_call_id.
 //
 // Text the user typed must not become special tokens (core/chat/chat_tokens.h). A Jinja
 // template is one string, so before rendering, every spelling of a control token in a user,

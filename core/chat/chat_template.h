@@ -14,7 +14,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace kvscope {
 
@@ -40,8 +43,19 @@ struct ChatTemplateError : std::runtime_error {
 };
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c, std::optional<std::string> thought = std::nullopt)
+      : role(std::move(r)), content(std::move(c)), reasoning(std::move(thought)) {}
+
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  // An assistant's reasoning (absent: none given). A Jinja template sees it as `reasoning` and
+  // `reasoning_content` (vLLM's names; Qwen3 reads the latter) and `thinking` (gpt-oss's);
+  // the built-in families drop it, as templates drop earlier turns' reasoning.
+  std::optional<std::string> reasoning;
+  // Further fields a Jinja template sees as given (an object; null: none): an assistant's
+  // tool_calls, a tool message's tool_call_id, a message's name.
+  nlohmann::ordered_json fields;
 };
 
 // One piece of rendered text. Template text may spell special tokens (and must: "<|im_start|>"

@@ -102,7 +102,9 @@ std::string ChatTemplateChoice::describe() const {
   return std::string(chat_template_name(kind)) + " (" + origin + ")";
 }
 
-ChatTemplateChoice choose_chat_template(const GgufFile& file, const Tokenizer& tok, std::string_view requested) {
+namespace {
+
+ChatTemplateChoice template_of(const GgufFile& file, const Tokenizer& tok, std::string_view requested) {
   if (!requested.empty()) return requested_template(tok, requested);
   ChatTemplateChoice c;
   const GgufValue* v = file.find("tokenizer.chat_template");
@@ -131,6 +133,14 @@ ChatTemplateChoice choose_chat_template(const GgufFile& file, const Tokenizer& t
     return c;
   }
   c.origin = "the model's tokenizer.chat_template";
+  return c;
+}
+
+}  // namespace
+
+ChatTemplateChoice choose_chat_template(const GgufFile& file, const Tokenizer& tok, std::string_view requested) {
+  ChatTemplateChoice c = template_of(file, tok, requested);
+  c.reasoning = detect_reasoning_format(tok);
   return c;
 }
 

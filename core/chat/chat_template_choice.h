@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "chat/chat_template.h"
+#include "chat/reasoning_parser.h"
 
 namespace kvscope {
 
@@ -25,6 +26,9 @@ struct ChatTemplateChoice {
   std::string eos_text;
   std::string origin;   // why this one: "detected in tokenizer.chat_template", "--chat-template", ...
   std::string warning;  // non-empty: a fallback happened or the vocabulary lacks the markers
+  // How replies split into reasoning and content (read from the vocabulary; --reasoning-parser
+  // overrides it).
+  ReasoningFormat reasoning = ReasoningFormat::None;
   bool uses_jinja() const { return !jinja.empty(); }
   std::string describe() const;  // "chatml (detected ...)", "jinja (the model's tokenizer.chat_template; ...)"
 };

@@ -72,6 +72,7 @@ SeqId Engine::submit(const Request& r) {
   s.arrival_step = static_cast<int64_t>(counters_.steps);
   s.arrival_order = arrival_counter_++;
   rt->label = r.label.empty() ? "req " + std::to_string(s.id) : r.label;
+  rt->reasoning = r.reasoning;
   rt->sampler = std::make_unique<Sampler>(r.sampling);
   rt->record_logits = r.record_logits;
   rt->record_prompt_logits = r.record_prompt_logits;

@@ -106,6 +106,7 @@ class Engine {
   // it and tells the callbacks. No-op for a sequence that is already finished.
   void finish(RequestRecord& rt, SeqState state, FinishReason reason);
   void count_finished(RequestRecord& rt);
+  std::optional<StoryReasoning> reasoning_of(const RequestRecord& rt) const;
   std::vector<RequestRecord*> fork_children(RequestRecord& parent);
   void end_unforked_children(RequestRecord& parent);
   RequestRecord& record(SeqId id);

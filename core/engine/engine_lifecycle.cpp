@@ -17,12 +17,20 @@ void Engine::finish(RequestRecord& rt, SeqState state, FinishReason reason) {
 void Engine::count_finished(RequestRecord& rt) {
   const SeqState state = rt.seq.state;
   rt.finished_step = counters_.steps;
-  stories_->on_finished(rt.seq, counters_.steps);
+  stories_->on_finished(rt.seq, counters_.steps, reasoning_of(rt));
   end_unforked_children(rt);
   if (state == SeqState::Finished) ++counters_.requests_finished;
   if (state == SeqState::Cancelled) ++counters_.requests_cancelled;
   if (state == SeqState::Rejected) ++counters_.requests_rejected;
   if (callbacks_.on_finished) callbacks_.on_finished(rt.seq.id);
+}
+
+// The reply's reasoning, told in its story (nullopt when the request asked for no parsing).
+std::optional<StoryReasoning> Engine::reasoning_of(const RequestRecord& rt) const {
+  if (!rt.reasoning.on() || !model_->tokenizer) return std::nullopt;
+  return StoryReasoning{.format = rt.reasoning.format,
+                        .span = reasoning_span(*model_->tokenizer, rt.reasoning, rt.seq.output()),
+                        .generated = rt.seq.num_generated()};
 }
 
 void Engine::end_unforked_children(RequestRecord& parent) {
@@ -61,6 +69,7 @@ std::vector<RequestRecord*> Engine::fork_children(RequestRecord& parent) {
     s.sampling.seed += static_cast<uint64_t>(i);
     s.num_computed = parent.seq.num_computed;
     rt->label = parent.fork_template.label + " #" + std::to_string(i + 1);
+    rt->reasoning = parent.reasoning;
     rt->sampler = std::make_unique<Sampler>(s.sampling);
     rt->record_logits = parent.record_logits;
     rt->submitted = parent.submitted;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning_parser.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 
@@ -28,12 +29,16 @@ struct Request {
   // kept (a 262K-token vocabulary makes a row 1 MiB: a long text's rows would not fit in memory).
   std::function<void(std::span<const float>)> on_prompt_logits;
   std::string label;
+  // How the reply splits into reasoning and content (a chat turn of a reasoning model): the
+  // request's story then says how many tokens and KV blocks the reasoning took.
+  ReasoningSetup reasoning;
 };
 
 struct RequestRecord {
   using Clock = std::chrono::steady_clock;
   Sequence seq;
   std::string label;
+  ReasoningSetup reasoning;
   std::unique_ptr<Sampler> sampler;
   bool record_logits = false;
   bool record_prompt_logits = false;

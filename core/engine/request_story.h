@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning_parser.h"
 #include "kv/kv_types.h"
 #include "types/seq_state.h"
 
@@ -105,6 +106,15 @@ struct StoryFinish {
   std::string error;
 };
 
+// How much of the reply was reasoning (a reasoning model fills its KV cache with its thoughts):
+// the tokens of its reasoning blocks, markers included, and the KV blocks that held them.
+struct StoryReasoning {
+  ReasoningFormat format = ReasoningFormat::Think;
+  ReasoningSpan span;  // tokens, their output ranges, whether the reasoning ended
+  int32_t blocks = 0;  // KV blocks (of the engine's block size) holding a reasoning token
+  int32_t generated = 0;
+};
+
 struct RequestStory {
   uint64_t engine = 0;  // the engine it ran on (a log may outlive several engines)
   SeqId id = -1;
@@ -122,6 +132,7 @@ struct RequestStory {
   int32_t window_drops = 0;
   uint64_t first_window_drop_step[2] = {0, 0};  // per KV group, 0: none
   std::optional<StoryFinish> finish;
+  std::optional<StoryReasoning> reasoning;  // set at the finish of a request that parsed reasoning
   // For the next requests' prefix lookups: its tokens and how many had K/V when it ended.
   std::vector<TokenId> tokens;
   int32_t kv_tokens = 0;

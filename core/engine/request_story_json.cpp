@@ -90,6 +90,17 @@ json story_to_json(const RequestStory& s, int32_t bs, const TokenText& text) {
                                 {"pool_used_before_pct", p.pool_used_before_pct},
                                 {"pool_used_after_pct", p.pool_used_after_pct}});
   j["finish"] = finish_json(s.finish);
+  if (s.reasoning) {
+    json ranges = json::array();
+    for (const auto& [a, b] : s.reasoning->span.ranges) ranges.push_back({a, b});
+    j["reasoning"] = {{"format", reasoning_format_name(s.reasoning->format)},
+                      {"tokens", s.reasoning->span.tokens},
+                      {"blocks", s.reasoning->blocks},
+                      {"closed", s.reasoning->span.closed},
+                      {"output_ranges", ranges}};
+  } else {
+    j["reasoning"] = nullptr;
+  }
   j["timeline"] = json::array();
   for (const StoryLine& l : story_lines(s, bs, text))
     j["timeline"].push_back({{"step", l.step}, {"kind", l.kind}, {"text", l.text}});

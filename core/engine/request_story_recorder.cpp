@@ -123,11 +123,15 @@ void RequestStoryRecorder::note_waits(const SchedulerOutput& out, const Schedule
   }
 }
 
-void RequestStoryRecorder::on_finished(const Sequence& s, uint64_t step) {
+void RequestStoryRecorder::on_finished(const Sequence& s, uint64_t step, std::optional<StoryReasoning> reasoning) {
   RequestStory* st = story(s.id);
   if (!st) return;
   st->finish =
       StoryFinish{.step = step, .state = s.state, .reason = s.finish, .generated = s.num_generated(), .error = s.error};
+  if (reasoning) {
+    reasoning->blocks = reasoning->span.blocks(static_cast<int32_t>(s.prompt().size()), kv_.block_size);
+    st->reasoning = std::move(reasoning);
+  }
   st->tokens = s.tokens;
   st->kv_tokens = s.num_computed;
   queued_ms_.erase(s.id);

@@ -41,7 +41,8 @@ class RequestStoryRecorder {
   void on_forked(const Sequence& child, const std::string& label, SeqId parent, uint64_t step, double ms);
   // Right after Scheduler::schedule() of step `step`.
   void on_schedule(const SchedulerOutput& out, const Scheduler& sched, uint64_t step, double ms);
-  void on_finished(const Sequence& s, uint64_t step);
+  // `reasoning`: the reply's reasoning, when the request parsed it (its blocks are counted here).
+  void on_finished(const Sequence& s, uint64_t step, std::optional<StoryReasoning> reasoning = std::nullopt);
   // After the block-event recorder recorded the step (or a cancel).
   void on_recorded(uint64_t step, const BlockEventRecorder& rec, KvSlotAllocator& kv, const SeqLookup& seq_of);
 

@@ -170,6 +170,18 @@ std::string describe_miss(const PrefixLookup& l, int32_t bs, const TokenText& te
          ") missed: " + miss_body(m, bs, text);
 }
 
+// How much of the reply was thinking: a reasoning model's thoughts take KV blocks like any text.
+std::string reasoning_text(const StoryReasoning& r, int32_t bs) {
+  const std::string head = std::string("Reasoning (") + reasoning_format_name(r.format) + "): ";
+  if (r.span.tokens == 0)
+    return head + "none; all " + std::to_string(r.generated) + " generated tokens are the answer.";
+  const int pct = r.generated > 0 ? static_cast<int>(100.0 * r.span.tokens / r.generated + 0.5) : 0;
+  std::string t = head + std::to_string(r.span.tokens) + " of the " + std::to_string(r.generated) +
+                  " generated tokens (" + std::to_string(pct) + "%) were thinking, held in " + blocks(r.blocks) +
+                  " of " + std::to_string(bs) + " tokens";
+  return t + (r.span.closed ? "; the answer followed." : "; the reply ended while still thinking, with no answer.");
+}
+
 std::vector<StoryLine> story_lines(const RequestStory& s, int32_t bs, const TokenText& text) {
   std::vector<StoryLine> out;
   out.push_back({s.arrival_step, "arrival",
@@ -185,6 +197,7 @@ std::vector<StoryLine> story_lines(const RequestStory& s, int32_t bs, const Toke
     t += " after generating " + std::to_string(f->generated) + " tokens; " + blocks(f->blocks_freed) +
          " went back to the free list, " + std::to_string(f->blocks_cached) + " stay in the prefix cache.";
     out.push_back({f->step, "finish", t});
+    if (s.reasoning) out.push_back({f->step, "reasoning", reasoning_text(*s.reasoning, bs)});
   }
   std::stable_sort(out.begin(), out.end(), [](const StoryLine& a, const StoryLine& b) { return a.step < b.step; });
   return out;

@@ -39,6 +39,12 @@ TokenId argmax_token(std::span<const float> logits) {
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
 TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> history) {
+  if (!p_.logit_bias.empty()) {
+    biased_.assign(logits.begin(), logits.end());
+    for (const auto& [id, bias] : p_.logit_bias)
+      if (id >= 0 && static_cast<size_t>(id) < biased_.size()) biased_[static_cast<size_t>(id)] += bias;
+    logits = biased_;
+  }
   const bool penalize = p_.repetition_penalty != 1.0f && p_.repetition_last_n != 0;
   if (p_.temperature <= 0.0f && !penalize) return argmax_token(logits);
 

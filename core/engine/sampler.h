@@ -24,6 +24,7 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, TokenId>> cand_;
+  std::vector<float> biased_;  // the logits with logit_bias added
 };
 
 }  // namespace kvscope

@@ -15,7 +15,8 @@ namespace {
 
 // A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte-fallback tokens, then
 // letter pieces so that plain text tokenizes into something other than bytes.
-void add_tokenizer(GgufWriter& w, int32_t n_vocab, const std::vector<std::string>& specials) {
+void add_tokenizer(GgufWriter& w, int32_t n_vocab, const std::vector<std::string>& specials,
+                   const std::vector<std::string>& users) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {2, 3, 3};
   char buf[8];
@@ -36,7 +37,12 @@ void add_tokenizer(GgufWriter& w, int32_t n_vocab, const std::vector<std::string
     tokens.push_back(piece);
     types.push_back(1);
   }
-  // Control tokens of a chat vocabulary take the last ids.
+  // Control tokens of a chat vocabulary take the last ids, user-defined ones the ids before.
+  for (size_t i = 0; i < users.size(); ++i) {
+    const size_t id = tokens.size() - specials.size() - users.size() + i;
+    tokens[id] = users[i];
+    types[id] = 4;
+  }
   for (size_t i = 0; i < specials.size(); ++i) {
     const size_t id = tokens.size() - specials.size() + i;
     tokens[id] = specials[i];
@@ -252,9 +258,9 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   GgufWriter w;
   write_metadata(w, s, hd);
   const std::string& a = s.arch;
-  if (s.special_tokens.size() + 259 > static_cast<size_t>(s.n_vocab))
+  if (s.special_tokens.size() + s.user_tokens.size() + 259 > static_cast<size_t>(s.n_vocab))
     throw std::runtime_error("make-model: the vocabulary has no room for the special tokens");
-  add_tokenizer(w, s.n_vocab, s.special_tokens);
+  add_tokenizer(w, s.n_vocab, s.special_tokens, s.user_tokens);
   if (!s.chat_template.empty()) w.set_string("tokenizer.chat_template", s.chat_template);
 
   std::mt19937_64 rng(s.seed);

@@ -47,6 +47,9 @@ struct SyntheticSpec {
   // A chat model's vocabulary: control tokens (e.g. "<|im_start|>", "<|im_end|>") that take the
   // last ids, and tokenizer.chat_template ("" : none written).
   std::vector<std::string> special_tokens;
+  // User-defined tokens (type 4: matched in any text, printed as text), before the control
+  // tokens: a reasoning model's "<think>" and "</think>", as Qwen3's GGUFs hold them.
+  std::vector<std::string> user_tokens;
   std::string chat_template;
 };
 

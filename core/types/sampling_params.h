@@ -1,5 +1,7 @@
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace kvscope {
 
@@ -11,6 +13,10 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int32_t repetition_last_n = 64;
   uint64_t seed = 0;  // per request; same seed, same output
+  // Added to the logits of these token ids before anything else (OpenAI's logit_bias: -100 bans
+  // a token, +100 all but forces it). Also what lets a test make a random-weight model write
+  // chosen tokens, such as a reasoning model's </think>.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // What new chats start with, as local-chat users know it (Ollama: temperature 0.8, top-k 40,

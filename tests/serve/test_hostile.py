@@ -98,6 +98,32 @@ def main():
         ("message_role_unknown", post("/v1/chat/completions", '{"messages": [{"role": "root", "content": "x"}]}'), 400, "role"),
         ("message_content_number", post("/v1/chat/completions", '{"messages": [{"role": "user", "content": 5}]}'), 400, "content"),
         ("image_part", post("/v1/chat/completions", '{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}'), 400, "text"),
+        # Reasoning and tool fields of input messages, tools, logit_bias: wrong shapes are 400s.
+        ("reasoning_not_string", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "reasoning": 5},
+            {"role": "user", "content": "c"}]})), 400, "reasoning must be a string"),
+        ("reasoning_content_list", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "assistant", "content": "b", "reasoning_content": ["x"]}]})), 400, "reasoning_content"),
+        ("tool_calls_not_array", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "assistant", "content": None, "tool_calls": {"id": "1"}}]})), 400, "tool_calls must be an array"),
+        ("tool_call_without_function", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "assistant", "tool_calls": [{"id": "1", "type": "function"}]}]})), 400, "'function' object"),
+        ("tool_call_name_number", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "assistant", "tool_calls": [{"function": {"name": 7, "arguments": "{}"}}]}]})), 400, "name must be a string"),
+        ("tool_call_arguments_not_json", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})), 400, "not valid JSON"),
+        ("tool_call_id_number", post("/v1/chat/completions", json.dumps({"messages": [
+            {"role": "tool", "content": "42", "tool_call_id": 3}]})), 400, "tool_call_id must be a string"),
+        ("tools_not_array", post("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "a"}],
+                                                                      "tools": {"type": "function"}})), 400, "'tools' must be an array"),
+        ("tools_item_without_name", post("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "a"}],
+                                                                              "tools": [{"type": "function", "function": {}}]})), 400, "tools[0]"),
+        ("tools_with_a_builtin_template", post("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "a"}],
+            "tools": [{"type": "function", "function": {"name": "f"}}]})), 400, "no tool calls"),
+        ("logit_bias_not_object", post("/v1/completions", '{"prompt": "a", "logit_bias": [1, 2]}'), 400, "logit_bias"),
+        ("logit_bias_key_not_a_token", post("/v1/completions", '{"prompt": "a", "logit_bias": {"x1": 5}}'), 400, "token id"),
+        ("logit_bias_key_outside_vocab", post("/v1/completions", '{"prompt": "a", "logit_bias": {"999999": 5}}'), 400, "vocabulary"),
+        ("logit_bias_value_too_big", post("/v1/completions", '{"prompt": "a", "logit_bias": {"5": 1000}}'), 400, "-100 and 100"),
         ("stream_options_without_stream", post("/v1/completions", '{"prompt": "a", "stream_options": {"include_usage": true}}'), 400, "stream"),
         ("deeply_nested_json", post("/v1/completions", "[" * 100000 + "]" * 100000), 400, None),
         ("ten_mb_body", post("/v1/completions", b'{"prompt": "' + b"a" * (10 << 20) + b'"}'), 413, None),

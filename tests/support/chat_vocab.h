@@ -27,8 +27,14 @@ inline Vocab load_vocab(const std::filesystem::path& p) {
   return v;
 }
 
-// Token ids: the 256 bytes, then <|endoftext|> (256, EOS), <|im_start|>, <|im_end|>.
-inline Vocab chatml_vocab(const std::string& chat_template) {
+// A token beyond the bytes and ChatML's three: its text and type (3 control, 4 user-defined).
+struct ExtraToken {
+  std::string text;
+  int32_t type = 3;
+};
+
+// Token ids: the 256 bytes, then <|endoftext|> (256, EOS), <|im_start|>, <|im_end|>, then `extra`.
+inline Vocab chatml_vocab(const std::string& chat_template, const std::vector<ExtraToken>& extra = {}) {
   GgufWriter w;
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
@@ -49,6 +55,10 @@ inline Vocab chatml_vocab(const std::string& chat_template) {
   for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
     tokens.emplace_back(s);
     types.push_back(3);
+  }
+  for (const ExtraToken& e : extra) {
+    tokens.push_back(e.text);
+    types.push_back(e.type);
   }
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", "qwen2");

@@ -1,12 +1,20 @@
 // The chat panel on a real engine (offscreen): it names the chat template in use, and its
 // second turn continues the first turn's tokens exactly, so their full blocks are cache hits;
-// the same through a model's own Jinja template (a synthetic model carrying Qwen 2.5's).
+// the same through a model's own Jinja template (a synthetic model carrying Qwen 2.5's); and a
+// reasoning model's reply (Qwen3.5's real template, <think> tokens) whose thinking shows as a
+// collapsible part of the reply, collapsed by default, with its token and KV-block count.
+#include <QPushButton>
 #include <QSettings>
 #include <QtTest>
 
+#include <fstream>
+#include <sstream>
+
 #include "chat_templates.h"
 #include "engine_bridge/engine_host.h"
+#include "gguf/gguf_file.h"
 #include "model/synthetic_model.h"
+#include "model/tokenizer.h"
 #include "panels/chat_panel.h"
 #include "test_support.h"
 
@@ -92,6 +100,89 @@ class TestChat : public QObject {
     QCOMPARE(h.messages[2].content, std::string("Tell me more"));
     QVERIFY(h.rendered.text.find("<|im_start|>user\nTell me more<|im_end|>\n<|im_start|>assistant\n") !=
             std::string::npos);
+  }
+
+  // Qwen3.5's template opens <think> in the generation prompt, so the reply starts thinking; a
+  // random-weight model does not end that by itself, so the conversation adds OpenAI's logit
+  // bias (its setLogitBias, for tests and demos): +4 on </think>, and the byte tokens banned so
+  // the text is plain. Greedy decoding then writes some thinking, </think>, and an answer. The
+  // expected split is computed here from the generated tokens, not assumed.
+  void reasoningIsCollapsibleWithItsCount() {
+    SyntheticSpec s;
+    s.n_vocab = 512;
+    s.n_embd = 64;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.n_ff = 128;
+    s.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    s.user_tokens = {"<think>", "</think>"};
+    std::ifstream in(test::source_dir() / "tests/support/templates/Qwen3.5-4B.jinja");
+    QVERIFY(in.good());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    s.chat_template = ss.str();
+    const std::string path = (test::tmp_dir() / "ui-chat-qwen35.gguf").string();
+    write_synthetic_model(s, path);
+    const auto file = GgufFile::open(path);
+    const auto tok = Tokenizer::from_gguf(*file);
+    const TokenId end = tok->find_token("</think>");
+
+    EngineHost host(nullptr, 1);
+    ChatPanel panel(&host);
+    EngineConfig cfg;
+    cfg.num_blocks = 128;
+    host.loadModel(QString::fromStdString(path), cfg);
+    QTRY_VERIFY_WITH_TIMEOUT(host.hasEngine(), kTimeoutMs);
+    ConversationWidget* chat = panel.current();
+    chat->greedyButton()->setChecked(true);
+    std::vector<std::pair<int32_t, float>> bias = {{end, 4.0f}};
+    for (int32_t b = 3; b < 259; ++b) bias.emplace_back(b, -100.0f);  // <0x00>..<0xFF>
+    chat->setLogitBias(bias);
+    chat->send(QStringLiteral("How many blocks does a long answer take?"));
+    QTRY_VERIFY_WITH_TIMEOUT(!chat->isBusy(), kTimeoutMs);
+    const TurnStats st = *chat->lastStats();
+
+    // The reply as generated, split where it wrote </think>.
+    const std::vector<TokenId> out(st.tokens.begin() + st.promptTokens, st.tokens.end());
+    std::string raw;
+    for (TokenId t : out) raw += tok->token_to_piece(t);
+    const size_t cut = raw.find("</think>");
+    QVERIFY2(cut != std::string::npos && cut > 0 && cut + 8 < raw.size(), raw.c_str());
+    const auto at_end = std::find(out.begin(), out.end(), end);
+    const int thought_tokens = static_cast<int>(at_end - out.begin()) + 1;  // </think> included
+
+    QCOMPARE(chat->turnViews().size(), size_t{1});
+    const ConversationWidget::TurnView& v = chat->turnViews()[0];
+    QVERIFY(v.thought && v.done && !v.expanded);
+    QCOMPARE(v.reasoning.toStdString(), raw.substr(0, cut));
+    QCOMPARE(v.content.toStdString(), raw.substr(cut + 8));
+    QCOMPARE(st.reasoningTokens, thought_tokens);
+    QCOMPARE(v.reasoningTokens, thought_tokens);
+    const int bs = cfg.block_size;
+    QCOMPARE(v.reasoningBlocks, (st.promptTokens + thought_tokens - 1) / bs - st.promptTokens / bs + 1);
+
+    // Collapsed: the line with its count shows, the thinking does not; a click opens it.
+    const QString header =
+        QStringLiteral("Reasoning · %1 tokens in %2 KV block").arg(thought_tokens).arg(v.reasoningBlocks);
+    QVERIFY2(chat->transcript().contains(header), qPrintable(chat->transcript()));
+    QVERIFY(!chat->transcript().contains(v.reasoning.trimmed()));
+    QVERIFY(chat->transcript().contains(v.content.trimmed()));
+    chat->setReasoningExpanded(0, true);
+    QVERIFY(chat->transcript().contains(v.reasoning.trimmed()));
+    chat->setReasoningExpanded(0, false);
+    QVERIFY(!chat->transcript().contains(v.reasoning.trimmed()));
+    if (qEnvironmentVariableIsSet("KVSCOPE_CHAT_SCREENSHOT")) {  // docs/screenshots/chat-reasoning.png
+      chat->setReasoningExpanded(0, true);
+      panel.resize(560, 520);
+      panel.show();
+      QTest::qWait(200);
+      panel.grab().save(qEnvironmentVariable("KVSCOPE_CHAT_SCREENSHOT"));
+    }
+
+    // The conversation keeps content and reasoning apart, as a client sends them back.
+    const ChatMessage& m = chat->chatHistory().messages.back();
+    QCOMPARE(m.content, raw.substr(cut + 8));
+    QCOMPARE(m.reasoning, std::optional<std::string>(raw.substr(0, cut)));
   }
 };
 

@@ -26,7 +26,9 @@ VocabPtr build_vocab(const Model& m) {
   return v;
 }
 
-TurnStats turn_stats(const Engine& engine, SeqId id, const Snapshot* snap) {
+namespace {
+
+TurnStats seq_stats(const Engine& engine, SeqId id, const Snapshot* snap) {
   TurnStats t;
   t.id = id;
   if (snap) {
@@ -53,6 +55,19 @@ TurnStats turn_stats(const Engine& engine, SeqId id, const Snapshot* snap) {
     t.state = QString::fromUtf8(seq_state_name(s.state));
     t.error = QString::fromStdString(s.error);
   } catch (const std::exception&) { t.state = QStringLiteral("finished"); }
+  return t;
+}
+
+}  // namespace
+
+TurnStats turn_stats(const Engine& engine, SeqId id, const Snapshot* snap) {
+  TurnStats t = seq_stats(engine, id, snap);
+  // A reasoning reply: how many tokens and KV blocks its thinking took (the request's story).
+  if (const RequestStory* s = engine.stories().find(id, engine.story_engine()); s && s->reasoning) {
+    t.reasoningTokens = s->reasoning->span.tokens;
+    t.reasoningBlocks = s->reasoning->blocks;
+    t.reasoningClosed = s->reasoning->span.closed;
+  }
   return t;
 }
 

@@ -170,10 +170,9 @@ void EngineThreadWorker::submit(quint64 tag, const Request& r, std::shared_ptr<c
     emit engineError(tr("Request refused: %1").arg(QString::fromUtf8(e.what())));
     return;
   }
-  SeqStreams::Stream& l = streams_.open(id);
+  SeqStreams::Stream& l = streams_.openChat(id, std::move(chatTurn));
   l.tokens = r.prompt;
   l.tag = tag;
-  l.chatTurn = std::move(chatTurn);
   emit submitted(tag, id, static_cast<int>(r.prompt.size()));
   afterStep();  // a rejected request finishes inside submit()
   schedulePump();
@@ -201,6 +200,7 @@ void EngineThreadWorker::submitChat(quint64 tag, const ChatHistory& history, con
   r.max_new_tokens = maxNewTokens;
   r.sampling = sampling;
   r.label = "chat";
+  r.reasoning = turn->reasoning;  // its story counts the thinking's tokens and blocks
   submit(tag, r, std::move(turn));
 }
 
@@ -406,7 +406,12 @@ void EngineThreadWorker::deliverSnapshot(bool force) {
 }
 
 void EngineThreadWorker::flushText(SeqId only) {
-  streams_.flushText([this](SeqId id, const QString& text) { emit tokenStreamed(id, text); }, only);
+  streams_.flushText(
+      [this](const SeqStreams::Text& t) {
+        if (!t.reasoning.empty()) emit reasoningStreamed(t.id, QString::fromUtf8(t.reasoning), t.reasoningTokens);
+        if (!t.content.empty()) emit tokenStreamed(t.id, QString::fromUtf8(t.content));
+      },
+      only);
 }
 
 void EngineThreadWorker::setRunning(bool r) {

@@ -87,6 +87,9 @@ class EngineThreadWorker : public QObject {
   // New text of a sequence since its previous tokenStreamed: tokens are batched per delivered
   // snapshot (sent with each one and when the sequence finishes), not one signal per token.
   void tokenStreamed(qint64 seq, const QString& piece);
+  // A reasoning reply's thinking, apart from its content (tokenStreamed), batched the same way;
+  // `tokens`: how many generated tokens were thinking so far.
+  void reasoningStreamed(qint64 seq, const QString& piece, int tokens);
   void requestFinished(const kvscope::ui::TurnStats& stats);
   // One per snapshot put in the hand-off queue: the receiver takes it with takeSnapshot().
   void snapshotReady();

@@ -10,7 +10,7 @@ namespace kvscope::ui {
 
 struct StoryTextLine {
   quint64 step = 0;
-  QString kind;  // arrival, wait, admission, lookup, miss, blocks, copy, preemption, window, finish
+  QString kind;  // arrival, wait, admission, lookup, miss, blocks, copy, preemption, window, finish, reasoning
   QString text;
 };
 

@@ -2,11 +2,25 @@
 
 namespace kvscope::ui {
 
+SeqStreams::Stream& SeqStreams::openChat(SeqId id, std::shared_ptr<const ChatTurnPrompt> turn) {
+  Stream& s = streams_[id];
+  if (turn) s.parser = ReasoningParser(turn->reasoning);
+  s.chatTurn = std::move(turn);
+  return s;
+}
+
 void SeqStreams::onToken(SeqId id, TokenId tok, const Tokenizer* tokenizer) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
-  it->second.tokens.push_back(tok);
-  queueText(id, it->second.decoder.push(tokenizer ? tokenizer->token_to_piece(tok) : ""));
+  Stream& s = it->second;
+  s.tokens.push_back(tok);
+  const ReasoningFormat f = s.chatTurn ? s.chatTurn->reasoning.format : ReasoningFormat::None;
+  const std::string piece = tokenizer ? reasoning_piece(*tokenizer, tok, f) : std::string();
+  const ReasoningParser::Part before = s.parser.part();
+  const ReasoningDelta d = s.parser.feed(s.decoder.push(piece));
+  if (before == ReasoningParser::Part::Reasoning || s.parser.part() == ReasoningParser::Part::Reasoning)
+    ++s.reasoningTokens;
+  queueText(id, d, s.reasoningTokens);
 }
 
 std::vector<SeqId> SeqStreams::ids() const {
@@ -18,10 +32,15 @@ std::vector<SeqId> SeqStreams::ids() const {
 std::optional<SeqStreams::Stream> SeqStreams::finish(SeqId id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return std::nullopt;
-  queueText(id, it->second.decoder.flush());
-  Stream s = std::move(it->second);
+  Stream& s = it->second;
+  ReasoningDelta d = s.parser.feed(s.decoder.flush());
+  const ReasoningDelta rest = s.parser.finish();
+  d.reasoning += rest.reasoning;
+  d.content += rest.content;
+  queueText(id, d, s.reasoningTokens);
+  Stream out = std::move(s);
   streams_.erase(it);
-  return s;
+  return out;
 }
 
 std::unordered_map<SeqId, SeqStreams::Stream> SeqStreams::takeAll() {
@@ -30,23 +49,25 @@ std::unordered_map<SeqId, SeqStreams::Stream> SeqStreams::takeAll() {
   return all;
 }
 
-void SeqStreams::queueText(SeqId id, std::string text) {
-  if (text.empty()) return;
-  for (auto& [seq, pending] : pendingText_)
-    if (seq == id) {
-      pending += text;
+void SeqStreams::queueText(SeqId id, const ReasoningDelta& d, int reasoningTokens) {
+  if (d.empty()) return;
+  for (Text& pending : pendingText_)
+    if (pending.id == id) {
+      pending.content += d.content;
+      pending.reasoning += d.reasoning;
+      pending.reasoningTokens = reasoningTokens;
       return;
     }
-  pendingText_.emplace_back(id, std::move(text));
+  pendingText_.push_back({id, d.content, d.reasoning, reasoningTokens});
 }
 
-void SeqStreams::flushText(const std::function<void(SeqId, const QString&)>& send, SeqId only) {
+void SeqStreams::flushText(const std::function<void(const Text&)>& send, SeqId only) {
   for (auto it = pendingText_.begin(); it != pendingText_.end();) {
-    if (only >= 0 && it->first != only) {
+    if (only >= 0 && it->id != only) {
       ++it;
       continue;
     }
-    send(it->first, QString::fromUtf8(it->second));
+    send(*it);
     it = pendingText_.erase(it);
   }
 }

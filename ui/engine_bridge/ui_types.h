@@ -62,6 +62,11 @@ struct TurnStats {
   QString state;  // "finished", "cancelled", "rejected"
   QString error;
   std::vector<TokenId> tokens;  // prompt + generated: the next chat turn's prefix
+  // A reasoning reply (the request parsed it): its thinking's tokens and the KV blocks holding
+  // them, from the request's story; -1 when the reply was not parsed.
+  int reasoningTokens = -1;
+  int reasoningBlocks = 0;
+  bool reasoningClosed = true;
   // A chat turn's prompt as it was built (its rendered text for the next turn, any note on
   // how: a re-rendered conversation, a template that failed); null for other requests.
   std::shared_ptr<const ChatTurnPrompt> chatTurn;

@@ -13,6 +13,7 @@
 #include <QTabWidget>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QTimer>
 #include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -107,13 +108,23 @@ ConversationWidget::ConversationWidget(EngineHost* host, const SamplingDefaults&
   connect(newBtn_, &QPushButton::clicked, this, &ConversationWidget::newConversation);
   connect(view_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     if (url.scheme() == QLatin1String("story")) emit storyRequested(url.path().toLongLong());
+    if (url.scheme() == QLatin1String("think")) {
+      const int i = url.path().toInt();
+      if (i >= 0 && i < static_cast<int>(views_.size()))
+        setReasoningExpanded(i, !views_[static_cast<size_t>(i)].expanded);
+    }
   });
+  renderTimer_ = new QTimer(this);
+  renderTimer_->setSingleShot(true);
+  renderTimer_->setInterval(50);
+  connect(renderTimer_, &QTimer::timeout, this, [this] { render(); });
   connect(greedy_, &QPushButton::toggled, this, [this](bool on) {
     for (QWidget* f : std::initializer_list<QWidget*>{temp_, topK_, topP_, repPen_}) f->setEnabled(!on);
   });
   EngineThreadWorker* w = host_->worker();
   connect(w, &EngineThreadWorker::submitted, this, &ConversationWidget::onSubmitted);
   connect(w, &EngineThreadWorker::tokenStreamed, this, &ConversationWidget::onToken);
+  connect(w, &EngineThreadWorker::reasoningStreamed, this, &ConversationWidget::onReasoning);
   connect(w, &EngineThreadWorker::requestFinished, this, &ConversationWidget::onFinished);
 }
 
@@ -126,12 +137,63 @@ void ConversationWidget::setSamplingDefaults(const SamplingDefaults& d) {
   seed_->setValue(static_cast<int>(d.sampling.seed));
 }
 
-void ConversationWidget::appendHtmlBlock(const QString& html) {
-  QTextCursor c(view_->document());
-  c.movePosition(QTextCursor::End);
-  if (!view_->document()->isEmpty()) c.insertBlock();
-  c.insertHtml(html);
-  view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
+namespace {
+
+// Text as it was written: escaped, its line breaks and runs of spaces kept.
+QString pre(const QString& text) {
+  return QStringLiteral("<span style='white-space:pre-wrap'>%1</span>").arg(text.toHtmlEscaped());
+}
+
+}  // namespace
+
+QString ConversationWidget::turnHtml(int i) const {
+  const TurnView& t = views_[static_cast<size_t>(i)];
+  QString html =
+      tr("<p style='margin-top:8px'><b style='color:#2f6b9a'>You</b>&nbsp; %1</p>").arg(t.user.toHtmlEscaped());
+  html += tr("<p><b style='color:#59a14f'>Model</b>&nbsp; ");
+  if (t.thought) {
+    // The thinking: one line that opens and closes it, with what it cost in tokens and blocks.
+    QString head = t.done || !t.content.isEmpty() ? tr("Reasoning") : tr("Thinking…");
+    head += t.reasoningTokens == 1 ? tr(" · 1 token") : tr(" · %1 tokens").arg(t.reasoningTokens);
+    if (t.reasoningBlocks >= 0)
+      head += t.reasoningBlocks == 1 ? tr(" in 1 KV block") : tr(" in %1 KV blocks").arg(t.reasoningBlocks);
+    if (t.done && !t.reasoningClosed) head += tr(" · unfinished");
+    html += QStringLiteral("<a href='think:%1' style='color:#7a8290; text-decoration:none'>%2 %3</a></p>")
+                .arg(i)
+                .arg(t.expanded ? QStringLiteral("▾") : QStringLiteral("▸"), head.toHtmlEscaped());
+    if (t.expanded)
+      html +=
+          QStringLiteral("<p style='color:#6b7280; font-style:italic; margin-left:14px'>%1</p>").arg(pre(t.reasoning));
+    html += QStringLiteral("<p>%1</p>").arg(pre(t.content));
+  } else {
+    html += pre(t.content) + QStringLiteral("</p>");
+  }
+  if (!t.footer.isEmpty())
+    html += QStringLiteral("<p><span style='color:#7a8290; font-size:small'>%1</span></p>").arg(t.footer);
+  return html;
+}
+
+void ConversationWidget::render() const {
+  renderDue_ = false;
+  renderTimer_->stop();
+  QScrollBar* bar = view_->verticalScrollBar();
+  const bool atEnd = bar->value() >= bar->maximum() - 4;
+  const int at = bar->value();
+  QString html;
+  for (int i = 0; i < static_cast<int>(views_.size()); ++i) html += turnHtml(i);
+  view_->setHtml(html);
+  bar->setValue(atEnd ? bar->maximum() : at);  // follow the reply; keep the place when reading back
+}
+
+void ConversationWidget::scheduleRender() {
+  renderDue_ = true;
+  if (!renderTimer_->isActive()) renderTimer_->start();
+}
+
+void ConversationWidget::setReasoningExpanded(int i, bool expanded) {
+  if (i < 0 || i >= static_cast<int>(views_.size())) return;
+  views_[static_cast<size_t>(i)].expanded = expanded;
+  render();
 }
 
 void ConversationWidget::setBusy(quint64 tag) {
@@ -151,12 +213,13 @@ void ConversationWidget::send(const QString& rawText) {
     return;
   }
   const SamplingParams sp = samplingParams();
-  appendHtmlBlock(
-      tr("<p style='margin-top:8px'><b style='color:#2f6b9a'>You</b>&nbsp; %1</p>").arg(text.toHtmlEscaped()));
-  appendHtmlBlock(tr("<b style='color:#59a14f'>Model</b>&nbsp; "));
+  TurnView v;
+  v.user = text;
+  views_.push_back(v);
+  render();
+  view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
   input_->clear();
   seq_ = -1;
-  reply_.clear();
   setBusy(host_->submitChat(history_, text, sp, maxTok_->value()));
   status_->setText(tr("Waiting for the engine…"));
 }
@@ -164,6 +227,7 @@ void ConversationWidget::send(const QString& rawText) {
 SamplingParams ConversationWidget::samplingParams() const {
   SamplingParams sp;  // greedy
   sp.seed = static_cast<uint64_t>(seed_->value());
+  sp.logit_bias = logitBias_;
   if (greedy_->isChecked()) return sp;
   sp.temperature = static_cast<float>(temp_->value());
   sp.top_k = topK_->value();
@@ -181,7 +245,8 @@ void ConversationWidget::newConversation() {
   history_ = ChatHistory{};
   turns_ = 0;
   last_.reset();
-  view_->clear();
+  views_.clear();
+  render();
   status_->setText(tr("New conversation."));
 }
 
@@ -203,12 +268,18 @@ void ConversationWidget::onSubmitted(quint64 tag, qint64 seq, int promptTokens) 
 }
 
 void ConversationWidget::onToken(qint64 seq, const QString& piece) {
-  if (seq != seq_ || tag_ == 0) return;
-  QTextCursor c(view_->document());
-  c.movePosition(QTextCursor::End);
-  c.insertText(piece, QTextCharFormat());
-  reply_ += piece;
-  view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
+  if (seq != seq_ || tag_ == 0 || views_.empty()) return;
+  views_.back().content += piece;
+  scheduleRender();
+}
+
+void ConversationWidget::onReasoning(qint64 seq, const QString& piece, int tokens) {
+  if (seq != seq_ || tag_ == 0 || views_.empty()) return;
+  TurnView& v = views_.back();
+  v.thought = true;
+  v.reasoning += piece;
+  v.reasoningTokens = tokens;
+  scheduleRender();
 }
 
 void ConversationWidget::onFinished(const TurnStats& t) {
@@ -233,7 +304,18 @@ void ConversationWidget::onFinished(const TurnStats& t) {
     line += QStringLiteral("<br><span style='color:%1'>%2</span>")
                 .arg(t.chatTurn->fell_back ? QStringLiteral("#c62828") : QStringLiteral("#7a8290"),
                      QString::fromStdString(t.chatTurn->note).toHtmlEscaped());
-  appendHtmlBlock(QStringLiteral("<span style='color:#7a8290; font-size:small'>%1</span>").arg(line));
+  if (!views_.empty()) {
+    TurnView& v = views_.back();
+    v.done = true;
+    v.footer = line;
+    if (t.reasoningTokens > 0) {  // the request story's count: the thinking's tokens and blocks
+      v.thought = true;
+      v.reasoningTokens = t.reasoningTokens;
+      v.reasoningBlocks = t.reasoningBlocks;
+      v.reasoningClosed = t.reasoningClosed;
+    }
+  }
+  render();
   status_->setText(tr("Turn %1 done. History: %2 tokens.").arg(turns_).arg(history_.tokens.size()));
   seq_ = -1;
   setBusy(0);
@@ -242,7 +324,10 @@ void ConversationWidget::onFinished(const TurnStats& t) {
 void ConversationWidget::recordTurn(const TurnStats& t) {
   if (t.chatTurn) {
     try {
-      chat_commit(history_, *t.chatTurn, reply_.toStdString(), t.tokens);
+      const TurnView* v = views_.empty() ? nullptr : &views_.back();
+      // The message keeps the reply's content and, apart, its reasoning, as a client sends them.
+      chat_commit(history_, *t.chatTurn, v ? v->content.toStdString() : std::string(), t.tokens,
+                  v && v->thought ? std::optional<std::string>(v->reasoning.toStdString()) : std::nullopt);
       return;
     } catch (const std::invalid_argument&) {}  // not this turn's tokens: keep them, as below
   }
@@ -250,7 +335,10 @@ void ConversationWidget::recordTurn(const TurnStats& t) {
   history_.rendered = ChatRendered{};
 }
 
-QString ConversationWidget::transcript() const { return view_->toPlainText(); }
+QString ConversationWidget::transcript() const {
+  if (renderDue_) render();
+  return view_->toPlainText();
+}
 
 // ---------------------------------------------------------------- tabs
 

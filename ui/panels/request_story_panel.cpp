@@ -15,6 +15,7 @@ QColor kind_colour(const QString& kind) {
   if (kind == QLatin1String("miss")) return QColor(0xb7, 0x1c, 0x1c);
   if (kind == QLatin1String("preemption")) return QColor(0xc4, 0x5c, 0x00);
   if (kind == QLatin1String("wait")) return QColor(0x6a, 0x4c, 0x93);
+  if (kind == QLatin1String("reasoning")) return QColor(0x00, 0x79, 0x6b);  // the thinking's tokens and blocks
   return QColor();
 }
 }  // namespace

@@ -175,6 +175,54 @@ class TestChatJinja : public QObject {
     QCOMPARE(render_chat_jinja(c, *v.tok, m, false).text, std::string("<|im_start|>user\nHi<|im_end|>\n"));
   }
 
+  // What a message carries beside role and content reaches the template as vLLM passes it: an
+  // assistant's reasoning under vLLM's two names and gpt-oss's `thinking`, its tool_calls, a
+  // tool message's tool_call_id; nothing is invented for a message that has none.
+  void message_fields_reach_the_template() {
+    const std::string tmpl =
+        "{% for m in messages %}{{ m.role }}|{{ m.content }}|{{ m.reasoning }}|{{ m.reasoning_content }}|"
+        "{{ m.thinking }}|{{ m.tool_calls | tojson if m.tool_calls is defined else '-' }}|{{ m.tool_call_id }}|"
+        "{{ 'thinking' in m }}\n{% endfor %}";
+    Vocab v = chatml_vocab(tmpl);
+    const ChatTemplateChoice c = choose_chat_template(*v.file, *v.tok, "");
+    ChatMessage call("assistant", "", std::string("weigh it"));
+    call.fields = {{"tool_calls",
+                    {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", {{"x", 1}}}}}}}}};
+    ChatMessage result("tool", "42");
+    result.fields = {{"tool_call_id", "c1"}};
+    const std::string got = render_chat_jinja(c, *v.tok, {{"user", "Hi"}, call, result}, false).text;
+    QCOMPARE(got, std::string("user|Hi||||-||False\n"
+                              "assistant||weigh it|weigh it|weigh it|[{\"id\": \"c1\", \"type\": \"function\", "
+                              "\"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]||True\n"
+                              "tool|42||||-|c1|False\n"));
+  }
+
+  // The turn says how its reply splits: the vocabulary's format, and whether the prompt's tail
+  // opened the thinking block (Qwen3.5 writes "<think>\n" into the generation prompt). The
+  // reply is kept as content and reasoning apart, and the template gets both back.
+  void turn_reasoning_setup_and_commit() {
+    const std::string tmpl = std::string(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.reasoning_content %}<think>{{ m.reasoning_content }}"
+        "</think>{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}");
+    Vocab v = chatml_vocab(tmpl, {{"<think>", 4}, {"</think>", 4}});
+    ChatConversation conv(*v.tok, choose_chat_template(*v.file, *v.tok, ""));
+    QCOMPARE(conv.choice().reasoning, ReasoningFormat::Think);
+    const ChatTurnPrompt t1 = conv.next_turn("Hello");
+    QCOMPARE(t1.reasoning.format, ReasoningFormat::Think);
+    QCOMPARE(t1.reasoning.start, ReplyStart::InReasoning);
+    conv.commit(t1, "Hi!", concat(t1.tokens, reply_tokens(*v.tok, "greet</think>Hi!")), std::string("greet"));
+    QCOMPARE(conv.messages().back().content, std::string("Hi!"));
+    QCOMPARE(conv.messages().back().reasoning, std::optional<std::string>("greet"));
+    const ChatTurnPrompt t2 = conv.next_turn("Again");
+    QVERIFY(t2.rendered.text.find("<|im_start|>assistant\n<think>greet</think>Hi!<|im_end|>") != std::string::npos);
+    // A vocabulary without the markers parses nothing.
+    Vocab plain = chatml_vocab(tmpl);
+    QCOMPARE(
+        ChatConversation(*plain.tok, choose_chat_template(*plain.file, *plain.tok, "")).next_turn("x").reasoning.format,
+        ReasoningFormat::None);
+  }
+
   // A template that raises on a conversation: that turn is written by the built-in family
   // (with the template's message in the note), continuing the tokens; nothing crashes.
   void failing_template_falls_back_per_turn() {

@@ -279,6 +279,41 @@ class TestRequestStory : public QObject {
     QCOMPARE(story(*e, a).blocks_allocated, 3);
   }
 
+  // A reasoning model's thoughts take KV blocks: the story counts the reply's reasoning tokens and
+  // the blocks holding them. stories260K never writes </think>, so a reply whose prompt opened
+  // the block is thinking to its last token; a reply that did not open one has none.
+  void reasoning_tokens_and_blocks() {
+    auto e = engine(pool(64));
+    Request r = req(tokens(21, 1), 30);
+    r.reasoning = {ReasoningFormat::Think, ReplyStart::InReasoning};
+    const SeqId a = run(*e, r);
+    const RequestStory& s = story(*e, a);
+    QVERIFY(s.reasoning.has_value());
+    QCOMPARE(s.reasoning->span.tokens, 30);
+    QVERIFY(!s.reasoning->span.closed);
+    // Positions 21..50 in blocks of 16: blocks 1, 2 and 3.
+    const int32_t bs = e->config().block_size;
+    QCOMPARE(s.reasoning->blocks, (21 + 30 - 1) / bs - 21 / bs + 1);
+    QVERIFY2(
+        all_text(*e, a).contains("30 of the 30 generated tokens (100%) were thinking, held in 3 blocks of 16 tokens; "
+                                 "the reply ended while still thinking"),
+        qPrintable(all_text(*e, a)));
+    const nlohmann::json j = story_to_json(s, bs, {});
+    QCOMPARE(j["reasoning"]["tokens"].get<int>(), 30);
+    QCOMPARE(j["reasoning"]["blocks"].get<int>(), 3);
+    QCOMPARE(j["reasoning"]["format"].get<std::string>(), std::string("think"));
+    QCOMPARE(j["reasoning"]["closed"].get<bool>(), false);
+
+    r.reasoning.start = ReplyStart::Fresh;  // the story text does not open a <think> block
+    const SeqId b = run(*e, r);
+    QCOMPARE(story(*e, b).reasoning->span.tokens, 0);
+    QVERIFY(all_text(*e, b).contains("Reasoning (think): none; all 30 generated tokens are the answer."));
+    r.reasoning = {};  // no parser: no reasoning line at all
+    const SeqId c = run(*e, r);
+    QVERIFY(!story(*e, c).reasoning && !all_text(*e, c).contains("Reasoning"));
+    QVERIFY(story_to_json(story(*e, c), bs, {})["reasoning"].is_null());
+  }
+
   // The schema docs/window-and-lessons.md documents.
   void json_schema() {
     auto e = engine(pool(6));

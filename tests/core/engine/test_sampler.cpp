@@ -111,6 +111,20 @@ class TestSampler : public QObject {
     QCOMPARE(s.sample(std::vector<float>{-3.0f, -1.5f, -1.0f}, std::vector<TokenId>{2}), 1);
   }
 
+  // OpenAI's logit_bias: added to the logits before greedy and sampling alike.
+  void logit_bias_is_added_first() {
+    const std::vector<float> logits = {3.0f, 2.0f, 1.0f};
+    SamplingParams p;
+    p.logit_bias = {{2, 2.5f}};  // 1 + 2.5 beats 3
+    QCOMPARE(Sampler(p).sample(logits, {}), 2);
+    p.logit_bias = {{0, -100.0f}, {7, 50.0f}};  // banned; an id outside the vocabulary is ignored
+    QCOMPARE(Sampler(p).sample(logits, {}), 1);
+    p.temperature = 1.0f;
+    p.logit_bias = {{1, 100.0f}};
+    const auto h = histogram(p, logits, 500);
+    QCOMPARE(h.at(1), 500);
+  }
+
   void same_seed_same_sequence_other_seed_differs() {
     const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
     SamplingParams a;
