@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the bundle of scripts/gpu-bundle.sh on the GPU machine, from the repo root:
-#   bash gpu-carry/run.sh [nobench]
+#   bash gpu-carry/run.sh [nobench|profile]
 # Logs of each test suite and bench.json go to $OUT (or ./gpu-out). Exit 0 when every suite passed.
+# profile: instead, Nsight Compute over the bench's attention kernels (ncu.txt), as docs/cuda.md shows.
 set -u
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
@@ -23,6 +24,19 @@ cuda_dir() {
 LD_LIBRARY_PATH=$K/lib:$(cuda_dir libcublas.so.13):$(cuda_dir libcudart.so.13)
 export LD_LIBRARY_PATH
 if ldd "$K"/bin/* | grep "not found"; then echo "missing libraries" >&2; exit 1; fi
+if [ "${1:-}" = profile ]; then
+  ncu=$(command -v ncu)
+  for c in /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    [ -z "$ncu" ] && [ -x "$c" ] && ncu=$c
+  done
+  (cd "$K" && timeout 400 "$ncu" --clock-control none -k regex:'attn_(decode|reduce|prefill|packed)' -c 12 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats "$K/bin/kvscope-cuda-bench" --quick --no-e2e \
+    --out "$K/b.json") >"$out/ncu.txt" 2>&1
+  r=$?
+  grep -E "attn_|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Waves Per SM" "$out/ncu.txt" | head -80
+  exit $r
+fi
 export KVSCOPE_SHARED_DIR=$K/shared KVSCOPE_TEST_TMP=$K/tmp KVSCOPE_SOURCE_DIR=$PWD QT_QPA_PLATFORM=offscreen
 mkdir -p "$K/tmp"
 rc=0
