@@ -21,14 +21,11 @@ void InstanceStats::add(const InstanceStats& o) {
   truncated_requests += o.truncated_requests;
 }
 
-int32_t replay_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size) {
-  if (capacity_tokens < 0) throw std::invalid_argument("capacity must be >= 0 tokens");
-  const int64_t blocks = capacity_tokens == 0 ? unbounded_pool_blocks(reqs, block_size) : capacity_tokens / block_size;
+int32_t instance_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size) {
+  const int32_t blocks = replay_pool_blocks(reqs, capacity_tokens, block_size);
   if (blocks < 1)
     throw std::invalid_argument("capacity " + std::to_string(capacity_tokens) + " tokens is less than one block");
-  if (blocks > std::numeric_limits<int32_t>::max())
-    throw std::invalid_argument("capacity " + std::to_string(capacity_tokens) + " tokens is more than 2^31 blocks");
-  return static_cast<int32_t>(blocks);
+  return blocks;
 }
 
 FleetResult replay_fleet(std::span<const TraceRequest> reqs, const FleetOptions& fleet, const ReplayOptions& opt) {
@@ -38,7 +35,7 @@ FleetResult replay_fleet(std::span<const TraceRequest> reqs, const FleetOptions&
   check_replay_block_size(reqs, bs);
   KvCacheConfig cfg;
   cfg.block_size = bs;
-  cfg.num_blocks = replay_pool_blocks(reqs, fleet.gpu_tokens, bs);
+  cfg.num_blocks = instance_pool_blocks(reqs, fleet.gpu_tokens, bs);
   cfg.prefix_caching = true;
   std::vector<std::unique_ptr<TieredKvCacheManager>> kv;
   for (int32_t i = 0; i < fleet.instances; ++i)
@@ -57,14 +54,9 @@ FleetResult replay_fleet(std::span<const TraceRequest> reqs, const FleetOptions&
     TieredKvCacheManager& m = *kv[at];
     InstanceStats& st = res.instances[at];
     m.load_from_cpu(seq, prompt);
-    const int32_t hit = m.attach_cached_prefix(seq, prompt);
-    const int64_t room = static_cast<int64_t>(m.pool().num_free()) * bs;
-    const int32_t fit = static_cast<int32_t>(std::min<int64_t>(r.input_length - hit, room));
-    if (fit < r.input_length - hit) ++st.truncated_requests;
-    if (!m.allocate_slots(seq, std::span<const TokenId>(prompt).first(static_cast<size_t>(hit + fit)), fit))
-      throw std::logic_error("replay: allocate_slots refused what the free pool holds");
-    m.free(seq++);
-    if (opt.validate) m.validate();
+    bool truncated = false;
+    const int32_t hit = replay_request(m, seq++, prompt, opt.validate, &truncated);
+    st.truncated_requests += truncated ? 1 : 0;
     ++st.requests;
     st.prompt_tokens += static_cast<uint64_t>(r.input_length);
     cand[at].load_tokens += r.input_length - hit;

@@ -46,7 +46,7 @@ struct FleetResult {
 // Throws std::invalid_argument on a bad option, TraceError on a block size that does not fit.
 FleetResult replay_fleet(std::span<const TraceRequest> reqs, const FleetOptions& fleet, const ReplayOptions& opt);
 
-// The pool of one instance at `capacity_tokens` (0: unbounded for this trace).
-int32_t replay_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size);
+// replay_pool_blocks for one instance of a fleet: at least one block.
+int32_t instance_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size);
 
 }  // namespace kvscope

@@ -66,7 +66,7 @@ class Simulation {
     check_replay_block_size(reqs, opt.block_size);
     KvCacheConfig cfg;
     cfg.block_size = opt.block_size;
-    cfg.num_blocks = replay_pool_blocks(reqs, fleet.gpu_tokens, opt.block_size);
+    cfg.num_blocks = instance_pool_blocks(reqs, fleet.gpu_tokens, opt.block_size);
     SchedulerConfig sc;
     sc.max_running = timed.max_running;
     sc.max_batched_tokens = timed.max_batched_tokens;

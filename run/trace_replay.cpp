@@ -25,15 +25,6 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: every input bit reaches
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int32_t pool_blocks_for(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t bs) {
-  if (capacity_tokens < 0) throw std::invalid_argument("capacity must be >= 0 tokens");
-  const int64_t blocks = capacity_tokens == 0 ? unbounded_pool_blocks(reqs, bs) : capacity_tokens / bs;
-  if (blocks > std::numeric_limits<int32_t>::max())
-    throw std::invalid_argument("capacity " + std::to_string(capacity_tokens) + " tokens is more than 2^31 blocks of " +
-                                std::to_string(bs));
-  return static_cast<int32_t>(blocks);
-}
-
 }  // namespace
 
 TokenId synthetic_token(int64_t hash_id, int32_t pos_in_block, int64_t vocab_size) {
@@ -79,12 +70,37 @@ int64_t unbounded_pool_blocks(std::span<const TraceRequest> reqs, int32_t block_
   return blocks + largest + 1;
 }
 
+int32_t replay_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size) {
+  if (capacity_tokens < 0) throw std::invalid_argument("capacity must be >= 0 tokens");
+  const int64_t blocks = capacity_tokens == 0 ? unbounded_pool_blocks(reqs, block_size) : capacity_tokens / block_size;
+  if (blocks > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("capacity " + std::to_string(capacity_tokens) + " tokens is more than 2^31 blocks of " +
+                                std::to_string(block_size));
+  return static_cast<int32_t>(blocks);
+}
+
+int32_t replay_request(KvCacheManager& kv, SeqId seq, std::span<const TokenId> prompt, bool validate, bool* truncated) {
+  const int32_t len = static_cast<int32_t>(prompt.size());
+  // The engine's admission: the manager decides the hit (never the block of the last token).
+  const int32_t hit = kv.attach_cached_prefix(seq, prompt);
+  // Everything else of this sequence is freed, so the free pool is the most it can get; a
+  // longer prompt keeps its head and counts the tail as a miss (the engine would refuse it).
+  const int64_t room = static_cast<int64_t>(kv.pool().num_free()) * kv.config().block_size;
+  const int32_t fit = static_cast<int32_t>(std::min<int64_t>(len - hit, room));
+  *truncated = fit < len - hit;
+  if (!kv.allocate_slots(seq, prompt.first(static_cast<size_t>(hit + fit)), fit))
+    throw std::logic_error("replay: allocate_slots refused what the free pool holds");
+  kv.free(seq);  // finished: full blocks stay cached, evictable, tail first as in vLLM
+  if (validate) kv.validate();
+  return hit;
+}
+
 ReplayPoint replay_trace(std::span<const TraceRequest> reqs, int64_t capacity_tokens, const ReplayOptions& opt) {
   const int32_t bs = opt.block_size;
   check_replay_block_size(reqs, bs);
   ReplayPoint pt;
   pt.capacity_tokens = capacity_tokens;
-  pt.pool_blocks = pool_blocks_for(reqs, capacity_tokens, bs);
+  pt.pool_blocks = replay_pool_blocks(reqs, capacity_tokens, bs);
   KvCacheConfig cfg;
   cfg.block_size = bs;
   cfg.num_blocks = pt.pool_blocks;
@@ -94,18 +110,9 @@ ReplayPoint replay_trace(std::span<const TraceRequest> reqs, int64_t capacity_to
   SeqId seq = 0;
   for (const TraceRequest& r : reqs) {
     synthesize_prompt(r, prompt, opt.vocab_size);
-    // The engine's admission: the manager decides the hit (never the block of the last token).
-    const int32_t hit = kv.attach_cached_prefix(seq, prompt);
-    // Everything else of this sequence is freed, so the free pool is the most it can get; a
-    // longer prompt keeps its head and counts the tail as a miss (the engine would refuse it).
-    const int64_t room = static_cast<int64_t>(kv.pool().num_free()) * bs;
-    const int32_t fit = static_cast<int32_t>(std::min<int64_t>(r.input_length - hit, room));
-    if (fit < r.input_length - hit) ++pt.truncated_requests;
-    if (!kv.allocate_slots(seq, std::span<const TokenId>(prompt).first(static_cast<size_t>(hit + fit)), fit))
-      throw std::logic_error("replay: allocate_slots refused what the free pool holds");
-    kv.free(seq);  // finished: full blocks stay cached, evictable, tail first as in vLLM
-    if (opt.validate) kv.validate();
-    ++seq;
+    bool truncated = false;
+    const int32_t hit = replay_request(kv, seq++, prompt, opt.validate, &truncated);
+    pt.truncated_requests += truncated ? 1 : 0;
     ++pt.requests;
     pt.prompt_tokens += static_cast<uint64_t>(r.input_length);
     pt.hit_tokens += static_cast<uint64_t>(hit);

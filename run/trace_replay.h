@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/kv_cache_manager.h"
 #include "kv/kv_types.h"
 #include "run/trace_reader.h"
 
@@ -50,6 +51,14 @@ void check_replay_block_size(std::span<const TraceRequest> reqs, int32_t block_s
 // A pool big enough that nothing is ever evicted: one block per distinct cached block the trace
 // can produce plus the largest prompt.
 int64_t unbounded_pool_blocks(std::span<const TraceRequest> reqs, int32_t block_size);
+
+// The pool of `capacity_tokens` (0: unbounded_pool_blocks) in blocks of block_size; throws
+// std::invalid_argument on a negative capacity or more than 2^31 blocks.
+int32_t replay_pool_blocks(std::span<const TraceRequest> reqs, int64_t capacity_tokens, int32_t block_size);
+
+// One request, untimed: admitted (attach_cached_prefix), its prompt allocated as far as the free
+// pool holds (*truncated when not all of it), then finished and freed. Returns its hit tokens.
+int32_t replay_request(KvCacheManager& kv, SeqId seq, std::span<const TokenId> prompt, bool validate, bool* truncated);
 
 ReplayPoint replay_trace(std::span<const TraceRequest> reqs, int64_t capacity_tokens, const ReplayOptions& opt);
 std::vector<ReplayPoint> replay_curve(std::span<const TraceRequest> reqs, std::span<const int64_t> capacities,
