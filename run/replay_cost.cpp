@@ -74,18 +74,12 @@ double CostModel::transfer_seconds(int64_t tokens) const {
 }
 
 CostModel make_cost_model(const PlanModel& m, double weight_bits, KvDtype kv, const HardwareProfile& hw) {
-  PlanInput in;
-  in.model = m;
-  in.context = 1;
-  in.weights = "f16";  // plan_memory asks for one; only its KV bytes per token are used here
-  in.kv_dtype = kv;
-  const PlanResult r = plan_memory(in);
   CostModel c;
   c.hw = hw;
   c.weight_bytes = weight_bits > 0 ? m.n_params * weight_bits / 8.0 : static_cast<double>(m.file_weight_bytes);
   c.n_params = m.n_params;
   c.active_params = m.n_active_params > 0 ? m.n_active_params : m.n_params;
-  c.kv_bytes_per_token = static_cast<double>(r.kv_bytes_per_token);
+  c.kv_bytes_per_token = static_cast<double>(plan_kv_bytes_per_token(m, kv));
   const int32_t qk_dim = m.latent() ? m.mla_k_dim + m.mla_v_dim : 2 * m.head_dim;
   c.attn_flops_per_pair = 2.0 * m.n_layer * m.n_head * qk_dim;
   return c;

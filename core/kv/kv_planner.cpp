@@ -169,6 +169,15 @@ static std::pair<int64_t, int64_t> kv_per_token(const PlanInput& in, PlanResult&
   return {layer_token_bytes, layer_elem_bytes};
 }
 
+int64_t plan_kv_bytes_per_token(const PlanModel& m, KvDtype kv) {
+  PlanInput in;
+  in.model = m;
+  in.kv_dtype = kv;
+  PlanResult r;
+  kv_per_token(in, r);
+  return r.kv_bytes_per_token;
+}
+
 PlanResult plan_memory(const PlanInput& in) {
   const PlanModel& m = in.model;
   if (m.n_layer <= 0 || m.n_head <= 0 || m.n_head_kv <= 0 || m.head_dim <= 0)

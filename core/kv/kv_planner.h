@@ -97,5 +97,8 @@ struct PlanResult {
 
 // Throws std::invalid_argument on a bad input (unknown precision, context < 1, prefix > context...).
 PlanResult plan_memory(const PlanInput& in);
+// One token's KV bytes over all layers (scales included), as plan_memory counts them; throws
+// std::invalid_argument for a KV dtype the model cannot use (packed dtypes on a latent cache).
+int64_t plan_kv_bytes_per_token(const PlanModel& m, KvDtype kv);
 
 }  // namespace kvscope

@@ -179,12 +179,7 @@ int64_t CapacityPanel::bytesPerToken(QString* why) const {
     *why = tr("Unknown geometry or KV dtype.");
     return 0;
   }
-  PlanInput in;
-  in.model = *m;
-  in.context = 1;
-  in.weights = "f16";
-  in.kv_dtype = *kv;
-  return plan_memory(in).kv_bytes_per_token;
+  return plan_kv_bytes_per_token(*m, *kv);
 }
 
 bool CapacityPanel::readForm(CapacityStudyInput& in, QString* why) const {
