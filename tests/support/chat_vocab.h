@@ -10,9 +10,24 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "model/synthetic_model.h"
 #include "model/tokenizer.h"
 
 namespace kvscope::test {
+
+// A tiny random-weight model (512-token vocabulary, 64 wide) with ChatML's control tokens and
+// `chat_template`, for chats end to end through the engine.
+inline SyntheticSpec chatml_model_spec(const std::string& chat_template) {
+  SyntheticSpec s;
+  s.n_vocab = 512;
+  s.n_embd = 64;
+  s.n_head = 2;
+  s.n_head_kv = 1;
+  s.n_ff = 128;
+  s.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  s.chat_template = chat_template;
+  return s;
+}
 
 struct Vocab {
   std::shared_ptr<std::vector<uint8_t>> bytes;  // an in-memory GGUF's bytes, alive as long as its file

@@ -13,6 +13,7 @@
 #include "chat_templates.h"
 #include "engine_bridge/engine_host.h"
 #include "gguf/gguf_file.h"
+#include "chat_vocab.h"
 #include "model/synthetic_model.h"
 #include "model/tokenizer.h"
 #include "panels/chat_panel.h"
@@ -65,14 +66,7 @@ class TestChat : public QObject {
   // The model's template through the Jinja engine: named as such, and turn 2's prompt is
   // turn 1's tokens and the template's next turn, the conversation's messages kept.
   void jinjaTemplateTurns() {
-    SyntheticSpec s;
-    s.n_vocab = 512;
-    s.n_embd = 64;
-    s.n_head = 2;
-    s.n_head_kv = 1;
-    s.n_ff = 128;
-    s.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    s.chat_template = test::kQwen25;
+    SyntheticSpec s = test::chatml_model_spec(test::kQwen25);
     const std::string path = (test::tmp_dir() / "ui-chat-qwen.gguf").string();
     write_synthetic_model(s, path);
     EngineHost host(nullptr, 1);
@@ -108,13 +102,7 @@ class TestChat : public QObject {
   // the text is plain. Greedy decoding then writes some thinking, </think>, and an answer. The
   // expected split is computed here from the generated tokens, not assumed.
   void reasoningIsCollapsibleWithItsCount() {
-    SyntheticSpec s;
-    s.n_vocab = 512;
-    s.n_embd = 64;
-    s.n_head = 2;
-    s.n_head_kv = 1;
-    s.n_ff = 128;
-    s.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    SyntheticSpec s = test::chatml_model_spec("");
     s.user_tokens = {"<think>", "</think>"};
     std::ifstream in(test::source_dir() / "tests/support/templates/Qwen3.5-4B.jinja");
     QVERIFY(in.good());

@@ -289,14 +289,7 @@ class TestChatJinja : public QObject {
   // tokens: every turn through the engine, each later prompt starting with every token of the
   // turn before, whose full blocks come back from the prefix cache.
   void conversation_on_a_synthetic_model() {
-    SyntheticSpec s;
-    s.n_vocab = 512;
-    s.n_embd = 64;
-    s.n_head = 2;
-    s.n_head_kv = 1;
-    s.n_ff = 128;
-    s.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    s.chat_template = kQwen25;
+    SyntheticSpec s = test::chatml_model_spec(kQwen25);
     const fs::path p = test::tmp_dir() / "chat-jinja-qwen.gguf";
     write_synthetic_model(s, p.string());
     auto m = std::shared_ptr<const Model>(Model::load(p.string()));
