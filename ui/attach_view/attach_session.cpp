@@ -124,8 +124,9 @@ AttachSession::AttachSession(std::vector<attach::InstanceSpec> specs, std::vecto
     : QObject(parent) {
   qRegisterMetaType<std::shared_ptr<const AttachPicture>>();
   thread_ = QThread::create([this, specs = std::move(specs), metrics = std::move(metrics)] { run(specs, metrics); });
-  thread_->start();
 }
+
+void AttachSession::start() { thread_->start(); }
 
 AttachSession::~AttachSession() {
   stop_ = true;

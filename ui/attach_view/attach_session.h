@@ -57,6 +57,9 @@ class AttachSession : public QObject {
   // metrics[i] belongs to the instances of source i (InstanceSpec::source); "" for none.
   AttachSession(std::vector<attach::InstanceSpec> specs, std::vector<std::string> metrics, QObject* parent = nullptr);
   ~AttachSession() override;  // stops the thread
+  // Starts the attach on the session's thread; call once, after connecting the signals (a bad
+  // address fails at once, and a signal emitted before its connection is lost).
+  void start();
  signals:
   void updated(std::shared_ptr<const AttachPicture> picture);
   void failed(QString why);

@@ -116,6 +116,7 @@ AttachWindow::AttachWindow(AttachTargets targets, QWidget* parent) : QMainWindow
       session_.get(), &AttachSession::failed, this,
       [this](const QString& why) { stats_->setText(tr("Attach failed: %1").arg(why.toHtmlEscaped())); },
       Qt::QueuedConnection);
+  session_->start();
 }
 
 AttachWindow::AttachWindow(const QString& recording, QWidget* parent) : QMainWindow(parent) {
@@ -165,6 +166,7 @@ AttachWindow::AttachWindow(const QString& recording, QWidget* parent) : QMainWin
       },
       Qt::QueuedConnection);
   connect(scrubber_, &RecordingScrubber::seekRequested, this, [this](double s) { playback_->seek(s); });
+  playback_->start();
 }
 
 AttachWindow::~AttachWindow() = default;

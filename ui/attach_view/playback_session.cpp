@@ -19,8 +19,9 @@ PlaybackSession::PlaybackSession(QString path, QObject* parent) : QObject(parent
   qRegisterMetaType<std::shared_ptr<const AttachPicture>>();
   qRegisterMetaType<RecordingInfo>();
   thread_ = QThread::create([this, path] { run(path); });
-  thread_->start();
 }
+
+void PlaybackSession::start() { thread_->start(); }
 
 PlaybackSession::~PlaybackSession() {
   {

@@ -33,6 +33,9 @@ class PlaybackSession : public QObject {
  public:
   explicit PlaybackSession(QString path, QObject* parent = nullptr);
   ~PlaybackSession() override;  // stops the thread
+  // Starts reading on the session's thread; call once, after connecting the signals (a bad or
+  // missing file fails at once, and a signal emitted before its connection is lost).
+  void start();
   // Show the attach as it was `seconds` after the recording started (any thread).
   void seek(double seconds);
  signals:
