@@ -32,11 +32,11 @@ int32_t slice_runs(const OnlineAttention::Rows* runs, int32_t n_runs, int32_t a,
 // work to keep every thread busy without split-KV. Sinks (keys re-rotated per query's cache
 // position), token eviction (holes, compacted rows) and attention recording (per-query weights)
 // keep the one-query path, which handles them.
-bool CpuBackend::plan_tiles(const BatchView& batch) {
+bool CpuBackend::plan_tiles(const BatchView& batch, int32_t n_head_kv) {
   if (query_tile_ <= 1 || sink_mode() || !batch.holes.empty() || !batch.rows.empty() || !batch.record_attention.empty())
     return false;
   plan_query_tiles(batch.seq_index, batch.positions, query_tile_, tiles_);
-  const int64_t units = static_cast<int64_t>(tiles_.size()) * model_->config.n_head_kv;
+  const int64_t units = static_cast<int64_t>(tiles_.size()) * n_head_kv;
   return tiles_.size() < static_cast<size_t>(batch.n_tokens()) && units >= 2LL * pool_.size();
 }
 
@@ -53,8 +53,8 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   const int32_t group = layer_group_[static_cast<size_t>(layer)];
   int32_t kv_layer = 0;
   const CpuKvStorage& kv = kv_of(layer, &kv_layer);
-  const int32_t bs = kv.layout().block_size, d = c.head_dim;
-  const int32_t n_q = c.n_head / c.n_head_kv;
+  const int32_t bs = kv.layout().block_size, d = c.layer_head_dim(layer);
+  const int32_t n_q = c.n_head / c.layer_n_head_kv(layer);
   const auto& table = batch.group_tables(group)[static_cast<size_t>(batch.seq_index[static_cast<size_t>(tile.first)])];
   const int32_t window = layer_window(layer);
   const int32_t first = batch.positions[static_cast<size_t>(tile.first)], last = first + tile.n - 1;
@@ -67,8 +67,9 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   // rot4 stores R k and R v: scores use R q, outputs are rotated back at the end (as attend_group).
   const bool rotated = kv_dtype_rotated(kv.layout().dtype);
   const int64_t head_floats = static_cast<int64_t>(n_q) * d;
-  auto q_of = [&](int32_t i) { return q + (tile.first + i) * c.q_dim() + g * head_floats; };
-  const int64_t dv = c.attn_v_dim();  // output rows: attn_v_dim per head (latent attention: < d)
+  auto q_of = [&](int32_t i) { return q + (tile.first + i) * c.layer_q_dim(layer) + g * head_floats; };
+  // Output rows: dv per head (latent attention: the latent's width, < d).
+  const int64_t dv = c.latent_kv() ? c.attn_v_dim() : d;
   auto out_of = [&](int32_t i) { return out + ((tile.first + i) * c.n_head + static_cast<int64_t>(g) * n_q) * dv; };
   if (rotated) {
     sc.rot.resize(static_cast<size_t>(tile.n * head_floats));
@@ -109,7 +110,7 @@ void CpuBackend::attend_tile(int32_t layer, const BatchView& batch, const QueryT
   }
   const std::vector<float>& sinks = model_->weights.layers[static_cast<size_t>(layer)].attn_sinks;
   for (int32_t i = 0; i < tile.n; ++i) {
-    if (!sinks.empty()) att[i]->add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
+    if (!sinks.empty() && policy_.learned_sinks) att[i]->add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
     att[i]->finish();
     if (rotated)
       for (int32_t h = 0; h < n_q; ++h) kvq4::unrotate(out_of(i) + static_cast<int64_t>(h) * d, d);

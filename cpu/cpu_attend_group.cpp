@@ -61,7 +61,7 @@ class CpuBackend::KeyWalk {
         krot_(krot),
         rotated_(rotated) {
     bs_ = kv_.layout().block_size;
-    d_ = c_.head_dim;
+    d_ = c_.layer_head_dim(layer);
     holes_ = batch.holes.empty() ? nullptr : batch.holes.data();  // token eviction
     layer_holes_ = batch.layer_holes.empty()
                        ? nullptr
@@ -141,7 +141,7 @@ class CpuBackend::KeyWalk {
       float* kr = kr0 + static_cast<int64_t>(j) * d_;
       std::copy(k + static_cast<int64_t>(j) * d_, k + static_cast<int64_t>(j + 1) * d_, kr);
       if (rotated_) kvq4::unrotate(kr, d_);
-      rope_apply(kr + c_.rope_offset(), c_.rope_dim, be_.cache_rope(layer_, idx_ + j), c_.traits.rope);
+      rope_apply(kr + c_.rope_offset(), c_.layer_rope_dim(layer_), be_.cache_rope(layer_, idx_ + j), c_.traits.rope);
     }
     return kr0;
   }
@@ -196,7 +196,7 @@ CpuBackend::VisibleKeys CpuBackend::visible_keys(int32_t layer, const BatchView&
 const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_vis, bool rotated, Scratch& sc,
                                       float** krot) const {
   const ModelConfig& c = model_->config;
-  const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
+  const int32_t n_q = c.n_head / c.layer_n_head_kv(layer), d = c.layer_head_dim(layer);
   *krot = nullptr;
   // A layer without RoPE (smollm3's every fourth) has nothing to re-rotate in sink mode.
   const bool sink_rope = sink_mode() && c.layer_has_rope(layer);
@@ -206,7 +206,8 @@ const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_v
   if (sink_rope) *krot = qrot + static_cast<int64_t>(n_q) * d;
   std::copy(q, q + static_cast<int64_t>(n_q) * d, qrot);
   for (int32_t h = 0; h < n_q; ++h)
-    sink_rope ? rope_apply(qrot + h * d + c.rope_offset(), c.rope_dim, cache_rope(layer, n_vis - 1), c.traits.rope)
+    sink_rope ? rope_apply(qrot + h * d + c.rope_offset(), c.layer_rope_dim(layer), cache_rope(layer, n_vis - 1),
+                           c.traits.rope)
               : kvq4::rotate(qrot + h * d, d);
   return qrot;
 }
@@ -218,7 +219,7 @@ const float* CpuBackend::turn_queries(int32_t layer, const float* q, int32_t n_v
 void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, int32_t g, const float* q, float* out,
                               Scratch& sc, const AttendPart* part) const {
   const ModelConfig& c = model_->config;
-  const int32_t n_q = c.n_head / c.n_head_kv, d = c.head_dim;
+  const int32_t n_q = c.n_head / c.layer_n_head_kv(layer), d = c.layer_head_dim(layer);
   const VisibleKeys vis = visible_keys(layer, batch, t, part);
   const size_t chunk_floats = static_cast<size_t>(kChunk) * d;
   if (sc.k_tile.size() < chunk_floats) sc.k_tile.resize(chunk_floats);
@@ -228,12 +229,13 @@ void CpuBackend::attend_group(int32_t layer, const BatchView& batch, int32_t t, 
   float* krot = nullptr;
   q = turn_queries(layer, q, vis.n_vis, rotated, sc, &krot);
 
-  OnlineAttention att(q, n_q, d, c.attn_scale, out, c.attn_v_dim());
+  OnlineAttention att(q, n_q, d, c.attn_scale, out, c.latent_kv() ? c.attn_v_dim() : d);
   KeyWalk walk(*this, layer, batch, t, g, vis, att, sc, krot, rotated);
   if (walk.record) start_recording(att, sc, n_q, vis.v1 - vis.v0);
   walk.walk();
   const std::vector<float>& sinks = model_->weights.layers[static_cast<size_t>(layer)].attn_sinks;
-  if (!sinks.empty() && (!part || part->part == 0)) att.add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
+  if (!sinks.empty() && policy_.learned_sinks && (!part || part->part == 0))
+    att.add_sink_logits(&sinks[static_cast<size_t>(g) * n_q]);
   if (walk.record) finish_recording(att, sc);
   if (part)
     att.finish_partial(part->m, part->l);

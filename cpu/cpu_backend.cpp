@@ -35,7 +35,8 @@ std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.siz
 
 void CpuBackend::init_kv(const KvLayout& layout, const AttentionPolicy& policy) {
   KvGroupSpec all{layout, {}};
-  for (int32_t il = 0; il < model_->config.n_layer; ++il) all.layers.push_back(il);
+  for (int32_t il = 0; il < model_->config.n_layer; ++il)
+    if (model_->config.layer_owns_kv(il)) all.layers.push_back(il);
   init_kv_groups(std::span<const KvGroupSpec>(&all, 1), policy);
 }
 
@@ -45,21 +46,29 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
   if (policy.window < 0 || policy.sinks < 0) throw std::invalid_argument("window and sinks must not be negative");
   if (policy.sinks > 0 && policy.window == 0) throw std::invalid_argument("attention sinks need a sliding window");
   std::vector<int32_t> layer_group(static_cast<size_t>(c.n_layer), -1), layer_slot(static_cast<size_t>(c.n_layer), -1);
+  const std::string every = "KV groups must hold every layer that keeps KV exactly once";
   for (size_t g = 0; g < groups.size(); ++g) {
     const KvLayout& l = groups[g].layout;
-    if (l.n_head_kv != c.n_head_kv || l.head_dim != c.head_dim || l.latent != c.latent_kv() ||
-        l.n_layer != static_cast<int32_t>(groups[g].layers.size()) || l.block_size != groups[0].layout.block_size)
+    if (l.latent != c.latent_kv() || l.n_layer != static_cast<int32_t>(groups[g].layers.size()) ||
+        l.block_size != groups[0].layout.block_size)
       throw std::invalid_argument("KV layout does not match the model");
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
       const int32_t il = groups[g].layers[i];
-      if (il < 0 || il >= c.n_layer || layer_group[static_cast<size_t>(il)] >= 0)
-        throw std::invalid_argument("KV groups must hold every layer of the model exactly once");
+      if (il < 0 || il >= c.n_layer || layer_group[static_cast<size_t>(il)] >= 0 || !c.layer_owns_kv(il))
+        throw std::invalid_argument(every);
+      if (l.n_head_kv != c.layer_n_head_kv(il) || l.head_dim != c.layer_head_dim(il))
+        throw std::invalid_argument("KV layout does not match the model's layer " + std::to_string(il));
       layer_group[static_cast<size_t>(il)] = static_cast<int32_t>(g);
       layer_slot[static_cast<size_t>(il)] = static_cast<int32_t>(i);
     }
   }
-  if (std::find(layer_group.begin(), layer_group.end(), -1) != layer_group.end())
-    throw std::invalid_argument("KV groups must hold every layer of the model exactly once");
+  // A layer that borrows KV (gemma4's last layers) reads its source layer's storage.
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const auto src = static_cast<size_t>(c.kv_source(il));
+    if (layer_group[src] < 0) throw std::invalid_argument(every);
+    layer_group[static_cast<size_t>(il)] = layer_group[src];
+    layer_slot[static_cast<size_t>(il)] = layer_slot[src];
+  }
   // The old pools go first so a re-init never holds both; a failed init leaves empty pools.
   kv_.clear();
   kv_.resize(groups.size());
@@ -86,22 +95,27 @@ void CpuBackend::set_policy(const AttentionPolicy& policy) {
   rope_cs_[1].clear();
   if (sink_mode()) {
     // A query sees at most sinks + window keys (itself included), so cache positions are
-    // bounded by that, whatever the length of the text.
+    // bounded by that, whatever the length of the text. One table per layer kind (global,
+    // sliding), with that kind's base, rotated dims and factors.
     const int32_t n_pos = policy.sinks + policy.window;
     const float bases[2] = {c.rope_base, c.rope_base_swa};
     for (int i = 0; i < 2; ++i) {
-      rope_cs_[i].resize(static_cast<size_t>(n_pos) * c.rope_dim);
+      int32_t il = 0;
+      while (il + 1 < c.n_layer && c.layer_is_swa(il) != (i == 1)) ++il;
+      const int32_t dim = c.layer_rope_dim(il);
+      rope_cs_[i].resize(static_cast<size_t>(n_pos) * dim);
       for (int32_t p = 0; p < n_pos; ++p)
-        rope_cos_sin_row(c.rope_dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * c.rope_dim],
-                         rope_factors_, &c.yarn);
+        rope_cos_sin_row(dim, p, bases[i], c.rope_freq_scale, &rope_cs_[i][static_cast<size_t>(p) * dim],
+                         c.layer_rope_factors(il, policy.context_len), &c.yarn);
     }
   }
 }
 
 const float* CpuBackend::cache_rope(int32_t il, int32_t p) const {
   const auto& t = rope_cs_[model_->config.layer_is_swa(il) ? 1 : 0];
-  assert(p >= 0 && static_cast<size_t>(p + 1) * model_->config.rope_dim <= t.size());
-  return &t[static_cast<size_t>(p) * model_->config.rope_dim];
+  const int32_t dim = model_->config.layer_rope_dim(il);
+  assert(p >= 0 && static_cast<size_t>(p + 1) * dim <= t.size());
+  return &t[static_cast<size_t>(p) * dim];
 }
 
 int64_t CpuBackend::kv_residual_peak_bytes() const {
@@ -227,28 +241,29 @@ const CpuKvStorage& CpuBackend::kv_of(int32_t layer, int32_t* kv_layer) const {
 void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q, float* out) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model_->config;
-  const int32_t n_q = c.n_head / c.n_head_kv, dv = c.attn_v_dim();
-  if (plan_tiles(batch)) {
+  const int32_t n_kv = c.layer_n_head_kv(layer), n_q = c.n_head / n_kv;
+  const int32_t dv = c.latent_kv() ? c.attn_v_dim() : c.layer_head_dim(layer);
+  if (plan_tiles(batch, n_kv)) {
     // Query tiles (prefill chunks): (tile, KV head) units, later tiles (more keys) first.
-    const int64_t units = static_cast<int64_t>(tiles_.size()) * c.n_head_kv;
+    const int64_t units = static_cast<int64_t>(tiles_.size()) * n_kv;
     pool_.parallel_for(units, [&](int64_t begin, int64_t end, int tid) {
       Scratch& sc = scratch_[static_cast<size_t>(tid)];
       for (int64_t u = begin; u < end; ++u) {
         const int64_t w = units - 1 - u;
-        attend_tile(layer, batch, tiles_[static_cast<size_t>(w / c.n_head_kv)], static_cast<int32_t>(w % c.n_head_kv),
-                    q, out, sc);
+        attend_tile(layer, batch, tiles_[static_cast<size_t>(w / n_kv)], static_cast<int32_t>(w % n_kv), q, out, sc);
       }
     });
-    phase_.tiled_queries += static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
+    phase_.tiled_queries += static_cast<int64_t>(batch.n_tokens()) * n_kv;
     phase_.attention_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
   }
-  const int64_t pairs = static_cast<int64_t>(batch.n_tokens()) * c.n_head_kv;
+  const int64_t pairs = static_cast<int64_t>(batch.n_tokens()) * n_kv;
   auto q_offset = [&](int64_t i) {  // pair i's query rows
-    return static_cast<int64_t>(i / c.n_head_kv) * c.q_dim() + static_cast<int64_t>(i % c.n_head_kv) * n_q * c.head_dim;
+    return static_cast<int64_t>(i / n_kv) * c.layer_q_dim(layer) +
+           static_cast<int64_t>(i % n_kv) * n_q * c.layer_head_dim(layer);
   };
-  auto out_offset = [&](int64_t i) {  // pair i's output rows (attn_v_dim wide per head)
-    return (static_cast<int64_t>(i / c.n_head_kv) * c.n_head + static_cast<int64_t>(i % c.n_head_kv) * n_q) * dv;
+  auto out_offset = [&](int64_t i) {  // pair i's output rows (dv wide per head)
+    return (static_cast<int64_t>(i / n_kv) * c.n_head + static_cast<int64_t>(i % n_kv) * n_q) * dv;
   };
   // Recording token eviction's attention weights needs each pass over all of its keys.
   const AttentionSplit split = pairs < 2LL * pool_.size() && batch.record_attention.empty()
@@ -266,7 +281,7 @@ void CpuBackend::attention(int32_t layer, const BatchView& batch, const float* q
     Scratch& sc = scratch_[static_cast<size_t>(tid)];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t w = pairs * P - 1 - u, i = w / P;
-      const int32_t t = static_cast<int32_t>(i / c.n_head_kv), g = static_cast<int32_t>(i % c.n_head_kv);
+      const int32_t t = static_cast<int32_t>(i / n_kv), g = static_cast<int32_t>(i % n_kv);
       if (P == 1) {
         attend_group(layer, batch, t, g, q + q_offset(i), out + out_offset(i), sc);
         continue;
@@ -315,7 +330,7 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   if (batch.n_groups() != static_cast<int32_t>(kv_.size()))
     throw std::invalid_argument("BatchView has " + std::to_string(batch.n_groups()) +
                                 " KV groups, the backend stores " + std::to_string(kv_.size()));
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+  const int64_t E = c.n_embd, Q = c.max_q_dim(), KV = c.max_kv_dim(), F = c.max_n_ff();
   x_.resize(static_cast<size_t>(n * E));
   xn_.resize(static_cast<size_t>(n * E));
   q_.resize(static_cast<size_t>(n * Q));
@@ -328,9 +343,11 @@ void CpuBackend::forward(const BatchView& batch, float* logits) {
   const auto t0 = std::chrono::steady_clock::now();
   prepare_eviction(batch);
   embed(batch);
+  if (c.n_embd_per_layer > 0) per_layer_inputs(batch);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     attention_block(il, batch);
     ffn_block(il, n);
+    if (c.traits.per_layer_shapes) per_layer_embedding(il, n);
   }
 
   output_logits(batch, logits);
@@ -375,47 +392,66 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   if (c.latent_kv()) return latent_attention(il, batch);
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int32_t n = batch.n_tokens();
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
+  const int64_t E = c.n_embd;
+  const bool owns_kv = c.layer_owns_kv(il);  // gemma4's last layers read an earlier layer's KV
+  for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
+  if (owns_kv)
+    matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
+  else
+    matmul_timed(L.wq, xn_.data(), n, q_.data());
+  apply_affine(q_.data(), n, c.layer_q_dim(il), L.aq, AffineOrder::ScaleThenBias);
+  if (owns_kv) {
+    apply_affine(k_.data(), n, c.layer_kv_dim(il), L.ak, AffineOrder::ScaleThenBias);
+    apply_affine(v_.data(), n, c.layer_kv_dim(il), L.av, AffineOrder::ScaleThenBias);
+  }
+  for (int32_t t = 0; t < n; ++t) position_qkv(il, batch, t);
+  attention(il, batch, q_.data(), att_.data());
   CpuKvStorage& kv = kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(il)])];
   const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
-  const std::vector<int64_t>& slots = batch.group_slots(layer_group_[static_cast<size_t>(il)]);
-  for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
-  matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
-  apply_affine(q_.data(), n, Q, L.aq, AffineOrder::ScaleThenBias);
-  apply_affine(k_.data(), n, KV, L.ak, AffineOrder::ScaleThenBias);
-  apply_affine(v_.data(), n, KV, L.av, AffineOrder::ScaleThenBias);
-  const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
-  // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
-  const bool rope_now = !sink_mode() && c.layer_has_rope(il);
-  for (int32_t t = 0; t < n; ++t) {
-    float* qt = &q_[t * Q];
-    float* kt = &k_[t * KV];
-    float* vt = &v_[t * KV];
-    const int32_t pos = batch.positions[static_cast<size_t>(t)];
-    for (int32_t h = 0; h < c.n_head; ++h) {
-      float* qh = qt + h * D;
-      if (!L.q_norm.empty()) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
-      if (rope_now) rope_inplace(qh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_, &c.yarn);
-    }
-    for (int32_t h = 0; h < c.n_head_kv; ++h) {
-      float* kh = kt + h * D;
-      if (!L.k_norm.empty()) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
-      if (rope_now) rope_inplace(kh, c.rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, rope_factors_, &c.yarn);
-      // Every token of the batch stores its K/V before any attention of this layer runs,
-      // so tokens of one prefill chunk (and prefix-cache hits filled this step) see them.
-      kv.store(kv_layer, false, slots[static_cast<size_t>(t)], h, kh);
-      if (il == 0 && !mass_.empty()) reset_mass(slots[static_cast<size_t>(t)]);  // a new token
-      kv.store(kv_layer, true, slots[static_cast<size_t>(t)], h, vt + h * D);
-    }
-  }
-  attention(il, batch, q_.data(), att_.data());
   // KIVI: the blocks this step filled (R = 0), or that R tokens now follow, were read in f16
   // above and are quantized now.
-  if (kv.layout().kivi_residual > 0)
+  if (owns_kv && kv.layout().kivi_residual > 0)
     complete_aged_blocks(kv, kv_layer, layer_group_[static_cast<size_t>(il)], batch);
-  else
+  else if (owns_kv)
     kv.complete_deferred(kv_layer);
   attention_output(il, n, att_.data());
+}
+
+// Token t's q and k normed and rotated, and its K/V stored (layers that keep KV). Every token of
+// the batch stores its K/V before any attention of the layer runs, so tokens of one prefill
+// chunk (and prefix-cache hits filled this step) see them.
+void CpuBackend::position_qkv(int32_t il, const BatchView& batch, int32_t t) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
+  const int64_t Q = c.layer_q_dim(il), KV = c.layer_kv_dim(il), D = c.layer_head_dim(il);
+  const int32_t rope_dim = c.layer_rope_dim(il);
+  const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
+  const float* factors = c.layer_rope_factors(il, policy_.context_len);
+  // Sink mode rotates q and k at attention time, by cache position (see cpu_backend.h).
+  const bool rope_now = !sink_mode() && c.layer_has_rope(il);
+  float* qt = &q_[t * Q];
+  const int32_t pos = batch.positions[static_cast<size_t>(t)];
+  for (int32_t h = 0; h < c.n_head; ++h) {
+    float* qh = qt + h * D;
+    if (!L.q_norm.empty()) rms_norm(qh, L.q_norm.data(), qh, D, c.rms_eps);
+    if (rope_now) rope_inplace(qh, rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, factors, &c.yarn);
+  }
+  if (!c.layer_owns_kv(il)) return;
+  CpuKvStorage& kv = kv_[static_cast<size_t>(layer_group_[static_cast<size_t>(il)])];
+  const int32_t kv_layer = layer_slot_[static_cast<size_t>(il)];
+  const int64_t slot = batch.group_slots(layer_group_[static_cast<size_t>(il)])[static_cast<size_t>(t)];
+  float* kt = &k_[t * KV];
+  float* vt = &v_[t * KV];
+  for (int32_t h = 0; h < c.layer_n_head_kv(il); ++h) {
+    float* kh = kt + h * D;
+    float* vh = vt + h * D;
+    if (!L.k_norm.empty()) rms_norm(kh, L.k_norm.data(), kh, D, c.rms_eps);
+    if (rope_now) rope_inplace(kh, rope_dim, pos, base, c.rope_freq_scale, c.traits.rope, factors, &c.yarn);
+    if (c.traits.per_layer_shapes) rms_norm(vh, nullptr, vh, D, c.rms_eps);  // gemma4: V normed, no weight
+    kv.store(kv_layer, false, slot, h, kh);
+    if (il == 0 && !mass_.empty()) reset_mass(slot);  // a new token
+    kv.store(kv_layer, true, slot, h, vh);
+  }
 }
 
 void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {
@@ -437,7 +473,7 @@ void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {
 void CpuBackend::ffn_block(int32_t il, int32_t n) {
   const ModelConfig& c = model_->config;
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
-  const int64_t E = c.n_embd, F = c.n_ff;
+  const int64_t E = c.n_embd, F = c.layer_n_ff(il);
   if (L.moe) {
     moe_ffn(L.experts, n);
   } else {
@@ -468,6 +504,10 @@ void CpuBackend::output_logits(const BatchView& batch, float* logits) {
     rms_norm(&x_[t * E], W.output_norm.data(), &xn_[r * E], E, c.rms_eps);
   }
   matmul_timed(W.output, xn_.data(), n_out, logits);
+  if (c.final_softcap > 0.0f) {  // gemma4: cap * tanh(logits / cap), as llama.cpp's graph
+    const float cap = c.final_softcap, inv = 1.0f / cap;
+    for (int64_t i = 0; i < static_cast<int64_t>(n_out) * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] * inv);
+  }
 }
 
 }  // namespace kvscope

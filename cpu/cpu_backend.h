@@ -98,6 +98,7 @@ class CpuBackend : public Backend {
   // forward()'s steps; activations live in the x_ ... up_ buffers below.
   void embed(const BatchView& batch);
   void attention_block(int32_t layer, const BatchView& batch);
+  void position_qkv(int32_t layer, const BatchView& batch, int32_t token);
   // Latent attention's projections, cache rows and up-projection (cpu/cpu_latent_attention.cpp):
   // attention_block for deepseek2, leaving the heads' outputs (n_head * v_dim) in att_.
   void latent_attention(int32_t layer, const BatchView& batch);
@@ -105,6 +106,10 @@ class CpuBackend : public Backend {
   // The output projection, the residual and the FFN's input norm: the end of attention_block.
   void attention_output(int32_t layer, int32_t n_tokens, const float* heads);
   void ffn_block(int32_t layer, int32_t n_tokens);
+  // gemma4 (cpu/cpu_layer_inputs.cpp): the per-layer inputs of this batch's tokens, computed once
+  // from the embeddings, and each layer's use of them; then the layer's output scale.
+  void per_layer_inputs(const BatchView& batch);
+  void per_layer_embedding(int32_t layer, int32_t n_tokens);
   // The MoE FFN of xn_'s n_tokens rows into o_ (cpu/cpu_moe_ffn.cpp): route, then each chosen
   // expert over the tokens routed to it, so only those experts' weights are read.
   void moe_ffn(const MoeWeights& X, int32_t n_tokens);
@@ -145,13 +150,13 @@ class CpuBackend : public Backend {
   // once per block: inline, as CpuKvStorage::load_rows is, for the same reason.
   std::pair<const float*, const float*> load_kv_rows(const CpuKvStorage& kv, int32_t kv_layer, BlockId b, int32_t g,
                                                      int32_t off, int32_t n, Scratch& sc, int32_t at) const {
-    const int64_t row = static_cast<int64_t>(at) * model_->config.head_dim;
+    const int64_t row = static_cast<int64_t>(at) * kv.layout().head_dim;
     const float* k = kv.load_rows(kv_layer, false, b, g, off, n, sc.k_tile.data() + row);
     if (kv.layout().latent) return {k, k};  // the value is the key row's latent part
     return {k, kv.load_rows(kv_layer, true, b, g, off, n, sc.v_tile.data() + row)};
   }
   // Whether this step's layer runs query tiles (and plans them into tiles_).
-  bool plan_tiles(const BatchView& batch);
+  bool plan_tiles(const BatchView& batch, int32_t n_head_kv);
   int64_t mean_visible_keys(int32_t layer, const BatchView& batch) const;
   void matmul_timed(const TensorView& w, const float* x, int64_t n_tokens, float* y);
   // Several weights against the same x (cpu/matmul.h: one pool hand-off per decode step).
@@ -166,7 +171,8 @@ class CpuBackend : public Backend {
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // latent attention (cpu_latent_attention.cpp)
-  std::vector<Scratch> scratch_;                                      // [threads]
+  std::vector<float> ple_in_, ple_x_;       // gemma4: [token][layer][n_embd_per_layer] inputs, [token][..] work
+  std::vector<Scratch> scratch_;            // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;
   std::vector<float> mass_;        // token eviction: [slot] accumulated softmax weight (see Backend::attention_mass)
@@ -183,7 +189,7 @@ class CpuBackend : public Backend {
     std::vector<int32_t> chosen;
     std::vector<std::vector<int32_t>> routed;  // [expert] -> (token * n_expert_used + k)
   } moe_;
-  // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][rope_dim] cos/sin pairs.
+  // Sink mode only: [2 (rope_base, rope_base_swa)][sinks + window][that kind's rope_dim] cos/sin pairs.
   std::vector<float> rope_cs_[2];
 };
 

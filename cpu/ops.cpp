@@ -10,6 +10,10 @@ void rms_norm(const float* x, const float* w, float* y, int32_t n, float eps) {
   double sum = 0.0;
   for (int32_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  if (!w) {  // a norm without a weight (gemma4's V)
+    for (int32_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    return;
+  }
   for (int32_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 

@@ -12,6 +12,9 @@ std::string cuda_missing_piece(const Model& model) {
   const ModelConfig& c = model.config;
   if (c.latent_kv())
     return "latent attention (" + c.arch + ": one compressed latent row per token) is not implemented on CUDA yet";
+  if (c.traits.per_layer_shapes)
+    return "per-layer head shapes, shared KV layers and per-layer embeddings (" + c.arch +
+           ") are not implemented on CUDA yet";
   if (c.traits.attn_sinks) return "learned attention sinks (attn_sinks) are not implemented on CUDA yet";
   if (c.moe.n_expert > 0) return "the mixture-of-experts FFN (" + c.arch + ") is not implemented on CUDA yet";
   // Llama 3.1+ per-pair RoPE frequency factors (and phi3's LongRoPE) are CPU-only so far.

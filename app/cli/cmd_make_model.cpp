@@ -1,4 +1,5 @@
 // kvscope-cli make-model: write a synthetic random-weight GGUF of any supported shape and dtype.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -56,18 +57,29 @@ int cmd_make_model(int argc, char** argv, int first) {
                 "n-group-used",
                 "chat-template",
                 "special-tokens",
-                "user-tokens"},
-               {"tied", "help", "preset-100m", "preset-moe-1b"});
+                "user-tokens",
+                "head-dim-swa",
+                "n-head-kv-swa",
+                "n-kv-shared",
+                "n-embd-per-layer",
+                "softcap",
+                "rope-partial",
+                "rope-base-swa"},
+               {"tied", "help", "preset-100m", "preset-moe-1b", "k-eq-v"});
   if (a.has("help") || !a.has("out")) {
     std::cout
         << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
            "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss\n"
+           "    deepseek2 gemma4\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
            "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss,\n"
            "    deepseek2\n"
            "  [--n-expert-shared 1 --n-dense-lead 1]  glm4moe, deepseek2\n"
            "  [--kv-lora-rank 128 --q-lora-rank 96 (0: one attn_q) --rope-dim 32]  deepseek2 (latent attention)\n"
            "  [--n-expert-group 0 --n-group-used 0]  grouped expert routing (DeepSeek-V3: 8 and 4)\n"
+           "  [--head-dim-swa (head-dim / 2) --n-head-kv-swa (n-head-kv) --n-kv-shared 0 --n-embd-per-layer 0\n"
+           "   --softcap 0 --rope-partial 1 --rope-base-swa 10000 --k-eq-v]  gemma4 (--head-dim, --n-head-kv: its\n"
+           "   full layers; --swa-pattern, --window as gemma3)\n"
            "  [--rope-scaling linear|yarn --rope-factor 1 --rope-orig-ctx 0 --yarn-log-mul 0 (deepseek2)]\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n"
@@ -137,6 +149,15 @@ int cmd_make_model(int argc, char** argv, int first) {
   s.sliding_window = static_cast<int32_t>(a.i64("window", s.sliding_window));
   s.swa_pattern = static_cast<int32_t>(a.i64("swa-pattern", s.swa_pattern));
   s.tied_output = a.has("tied");
+  const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / std::max(1, s.n_head);
+  s.head_dim_swa = static_cast<int32_t>(a.i64("head-dim-swa", hd / 2));
+  s.n_head_kv_swa = static_cast<int32_t>(a.i64("n-head-kv-swa", s.n_head_kv));
+  s.n_kv_shared = static_cast<int32_t>(a.i64("n-kv-shared", 0));
+  s.n_embd_per_layer = static_cast<int32_t>(a.i64("n-embd-per-layer", 0));
+  s.final_softcap = static_cast<float>(a.f64("softcap", 0.0));
+  s.rope_partial_full = static_cast<float>(a.f64("rope-partial", 1.0));
+  s.rope_base_swa = static_cast<float>(a.f64("rope-base-swa", 10000.0));
+  s.k_eq_v = a.has("k-eq-v");
   if (a.has("chat-template")) {
     std::ifstream in(a.str("chat-template"), std::ios::binary);
     if (!in) throw UsageError("cannot read --chat-template " + a.str("chat-template"));

@@ -21,6 +21,9 @@ struct AttentionPolicy {
   // The longest sequence the engine will run (0: the model's trained context). phi3's LongRoPE
   // picks its long or short factors by it, as llama.cpp does by its n_ctx.
   int32_t context_len = 0;
+  // gpt-oss's trained sink logits (attn_sinks) in the softmax; false drops them, an ablation
+  // that shows what they do (they are weights, not cached tokens: no KV memory either way).
+  bool learned_sinks = true;
 };
 
 // A KV group: layers that share one block pool and one block table per sequence. Most models

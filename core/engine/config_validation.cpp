@@ -125,10 +125,14 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
   Problems p;
   if (cfg.kv_quant_group < 0) p.add("kv_quant_group", "the KV quantization group must be >= 0 (0: the default)");
   // The packed KV dtypes' shape rules (a group that divides head_dim, rot4's power of two).
-  if (model.head_dim > 0 && cfg.kv_quant_group >= 0)
-    if (std::string why = kv_format_problem(cfg.kv_dtype, model.head_dim, cfg.block_size, cfg.kv_quant_group);
-        !why.empty())
-      p.add("kv_dtype", std::move(why));
+  // Every head size the pools store (gemma4: the sliding layers' too).
+  const int32_t head_dims[2] = {model.head_dim, model.shapes.empty() ? model.head_dim : model.layer_head_dim(0)};
+  for (int32_t hd : head_dims)
+    if (hd > 0 && cfg.kv_quant_group >= 0)
+      if (std::string why = kv_format_problem(cfg.kv_dtype, hd, cfg.block_size, cfg.kv_quant_group); !why.empty()) {
+        p.add("kv_dtype", std::move(why));
+        break;
+      }
   if (model.latent_kv() && kv_dtype_packed(cfg.kv_dtype)) p.add("kv_dtype", latent_packed_problem(cfg.kv_dtype));
   if (!is_supported_block_size(cfg.block_size))
     p.add("block_size", "block size " + std::to_string(cfg.block_size) + " is not one of " + block_size_choices());

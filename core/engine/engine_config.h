@@ -37,6 +37,7 @@ struct EngineConfig {
   // attention window then, every kept token is visible.
   EvictConfig evict;
   bool sinks_in_sliding_layers = true;  // AttentionPolicy::sinks_in_sliding_layers
+  bool learned_sinks = true;            // AttentionPolicy::learned_sinks (gpt-oss's attn_sinks)
   SchedulerConfig sched;                // max_model_len 0 -> model's context length
   size_t max_events = 100000;           // bounded block-event history
   // After every step (and cancel) the engine builds a snapshot and publishes it (a swap of a

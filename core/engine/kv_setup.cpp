@@ -13,15 +13,40 @@ namespace kvscope {
 
 namespace {
 
+// The layers of one kind that keep their own KV (a layer that borrows, gemma4's last ones, has none).
 std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
   std::vector<int32_t> out;
   for (int32_t il = 0; il < mc.n_layer; ++il)
-    if (mc.layer_is_swa(il) == sliding) out.push_back(il);
+    if (mc.layer_is_swa(il) == sliding && mc.layer_owns_kv(il)) out.push_back(il);
   return out;
 }
 
+std::vector<int32_t> kv_layers(const ModelConfig& mc) {
+  std::vector<int32_t> out;
+  for (int32_t il = 0; il < mc.n_layer; ++il)
+    if (mc.layer_owns_kv(il)) out.push_back(il);
+  return out;
+}
+
+// `layout` sized for these layers: their count, KV heads and head size. One pool stores one
+// shape; "" when they share it, else why not.
+std::string shape_layout(const ModelConfig& mc, const std::vector<int32_t>& layers, KvLayout& layout) {
+  layout.n_layer = static_cast<int32_t>(layers.size());
+  if (layers.empty()) return {};
+  layout.n_head_kv = mc.layer_n_head_kv(layers[0]);
+  layout.head_dim = mc.layer_head_dim(layers[0]);
+  for (int32_t il : layers)
+    if (mc.layer_n_head_kv(il) != layout.n_head_kv || mc.layer_head_dim(il) != layout.head_dim)
+      return "layers " + std::to_string(layers[0]) + " and " + std::to_string(il) + " store K/V of different shapes (" +
+             std::to_string(layout.n_head_kv) + " x " + std::to_string(layout.head_dim) + " and " +
+             std::to_string(mc.layer_n_head_kv(il)) + " x " + std::to_string(mc.layer_head_dim(il)) +
+             "), so the sliding and full layers need a pool each: use the hybrid KV cache (--hybrid-kv auto)";
+  return {};
+}
+
 AttentionPolicy attention_policy(const EngineConfig& cfg) {
-  return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers, cfg.sched.max_model_len};
+  return AttentionPolicy{cfg.window, cfg.sinks, cfg.sinks_in_sliding_layers, cfg.sched.max_model_len,
+                         cfg.learned_sinks};
 }
 
 KvCacheConfig paged_config(const EngineConfig& cfg, int32_t num_blocks, int32_t window, int32_t sinks, uint64_t salt) {
@@ -47,7 +72,8 @@ KvSetup make_hybrid(const ModelConfig& mc, Backend& backend, EngineConfig& cfg, 
   for (int g = 0; g < 2; ++g) {
     groups[g].layers = group_layers(mc, g == 1);
     groups[g].layout = layout;
-    groups[g].layout.n_layer = static_cast<int32_t>(groups[g].layers.size());
+    if (const std::string why = shape_layout(mc, groups[g].layers, groups[g].layout); !why.empty())
+      throw std::invalid_argument("the model's " + std::string(g == 1 ? "sliding" : "full-attention") + " " + why);
   }
   HybridPoolInput in;
   in.budget_bytes = cfg.kv_memory_bytes;
@@ -125,6 +151,9 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     throw std::invalid_argument("the hybrid KV cache is not available: " + no_hybrid);
   if (cfg.hybrid_kv != HybridKvMode::Off && no_hybrid.empty()) return make_hybrid(mc, backend, cfg, layout, salt);
   cfg.sliding_num_blocks = 0;
+  if (const std::string why = shape_layout(mc, kv_layers(mc), layout); !why.empty())
+    throw std::invalid_argument("one KV pool cannot hold this model: " + why +
+                                (no_hybrid.empty() ? "" : "; the hybrid KV cache is not available: " + no_hybrid));
 
   if (cfg.num_blocks <= 0)
     cfg.num_blocks = static_cast<int32_t>(std::min<int64_t>(cfg.kv_memory_bytes / layout.bytes_per_block(), 1 << 30));
@@ -139,7 +168,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   // With eviction the window and sinks are the evictor's (engine/token_eviction.h): every kept
   // token is visible, at its absolute position.
   AttentionPolicy policy = attention_policy(cfg);
-  if (cfg.evict.on()) policy = AttentionPolicy{0, 0, true, policy.context_len};
+  if (cfg.evict.on()) policy = AttentionPolicy{0, 0, true, policy.context_len, policy.learned_sinks};
   backend.init_kv(layout, policy);
 
   KvSetup out;

@@ -5,8 +5,9 @@
 namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3",   "gemma3",  "qwen3moe", "mistral3",
-                                                 "phi3",  "glm4",  "glm4moe", "smollm3", "gpt-oss",  "deepseek2"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",     "qwen3", "gemma3",  "qwen3moe",
+                                                 "mistral3", "phi3",      "glm4",  "glm4moe", "smollm3",
+                                                 "gpt-oss",  "deepseek2", "gemma4"};
   return archs;
 }
 
@@ -20,6 +21,15 @@ ArchTraits gemma3_traits() {
   t.post_norms = true;
   t.embed_scale = true;
   t.interleaved_swa = true;
+  return t;
+}
+
+// Gemma 4: Gemma 3's layer plus per-layer head shapes, KV shared by the last layers, per-layer
+// embeddings, V normalized, rope_freqs (its "proportional" RoPE) in the full layers.
+ArchTraits gemma4_traits() {
+  ArchTraits t = gemma3_traits();
+  t.rope_freqs = true;
+  t.per_layer_shapes = true;
   return t;
 }
 
@@ -66,6 +76,7 @@ ArchTraits traits_for(const std::string& arch) {
     return t;
   }
   if (arch == "gemma3") return gemma3_traits();
+  if (arch == "gemma4") return gemma4_traits();
   if (arch == "phi3") {
     t.rope = RopeStyle::Neox;
     t.fused_gate_up = true;

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/arch_traits.h"
+#include "model/layer_shapes.h"
 #include "model/moe_config.h"
 
 namespace kvscope {
@@ -203,9 +204,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_layer = checked_i32(r.req_int("block_count"), c.arch + ".block_count", 1, 4096);
   c.n_head = checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
   // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
-  c.n_head_kv =
-      checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
-  c.n_ff = checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
+  // Per-layer shapes (gemma4) may give these one per layer: read_layer_shapes reads them.
+  const bool per_layer = c.traits.per_layer_shapes;
+  c.n_head_kv = per_layer ? 1
+                          : checked_i32(r.opt_int("attention.head_count_kv", c.n_head),
+                                        c.arch + ".attention.head_count_kv", 1, 4096);
+  c.n_ff = per_layer ? 1 : checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
   c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
   if (c.n_head % c.n_head_kv != 0)
     throw ModelError("head counts do not divide: " + std::to_string(c.n_head) + " query heads, " +
@@ -225,10 +229,43 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (c.traits.interleaved_swa) read_sliding_layers(f, r, c);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.traits.latent_attention) read_latent_attention(r, c);
+  if (per_layer) read_layer_shapes(f, c);
   c.moe = read_moe_config(f, c);
 
   read_vocab_size(f, c);
   return c;
+}
+
+const LayerShape& ModelConfig::shape(int32_t il) const {
+  if (il < 0 || static_cast<size_t>(il) >= shapes.size())
+    throw std::out_of_range("layer " + std::to_string(il) + " has no shape");
+  return shapes[static_cast<size_t>(il)];
+}
+
+int32_t ModelConfig::max_q_dim() const {
+  int32_t m = q_dim();
+  for (int32_t il = 0; il < static_cast<int32_t>(shapes.size()); ++il) m = std::max(m, layer_q_dim(il));
+  return m;
+}
+
+int32_t ModelConfig::max_kv_dim() const {
+  int32_t m = kv_dim();
+  for (int32_t il = 0; il < static_cast<int32_t>(shapes.size()); ++il) m = std::max(m, layer_kv_dim(il));
+  return m;
+}
+
+int32_t ModelConfig::max_n_ff() const {
+  int32_t m = n_ff;
+  for (const LayerShape& s : shapes) m = std::max(m, s.n_ff);
+  return m;
+}
+
+int64_t ModelConfig::kv_elements_per_token() const {
+  if (shapes.empty()) return (latent_kv() ? 1LL : 2LL) * n_layer * n_head_kv * head_dim;
+  int64_t n = 0;
+  for (int32_t il = 0; il < n_layer; ++il)
+    if (layer_owns_kv(il)) n += 2LL * layer_kv_dim(il);
+  return n;
 }
 
 float RopeYarn::mscale() const { return attn_factor * (1.0f + 0.1f * std::log(1.0f / freq_scale)); }

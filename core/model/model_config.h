@@ -43,6 +43,18 @@ struct ArchTraits {
   bool attn_sinks = false;               // gpt-oss: a learned logit per head in every softmax (attn_sinks)
   bool moe_biases = false;               // gpt-oss: router and per-expert gate/up/down biases
   bool latent_attention = false;         // deepseek2: multi-head latent attention (MlaConfig)
+  // gemma4: sliding and full layers with their own head shapes and RoPE (LayerShape), V
+  // RMS-normed without a weight, rope_freqs on the full layers only, q.k unscaled, per-layer
+  // embeddings, layer output scales, later layers reading an earlier layer's KV.
+  bool per_layer_shapes = false;
+};
+
+// One layer's attention and FFN sizes where they differ by layer (gemma4: sliding layers of
+// head 256, full layers of head 512 and fewer KV heads, wider FFNs in the KV-sharing layers).
+// kv_source: the layer whose K/V this layer reads (itself, or an earlier layer of the same kind
+// that it borrows from: gemma4's attention.shared_kv_layers, llama.cpp's n_layer_kv_from_start).
+struct LayerShape {
+  int32_t n_head_kv = 0, head_dim = 0, rope_dim = 0, n_ff = 0, kv_source = 0;
 };
 
 // DeepSeek's multi-head latent attention (V2/V3/R1, Kimi K2), as llama.cpp runs it ("absorbed"):
@@ -117,6 +129,10 @@ struct ModelConfig {
   // The per-pair RoPE divisors for an engine whose sequences may reach n_ctx tokens (0: the
   // trained context); nullptr when the model has none.
   const float* rope_factors(int32_t n_ctx = 0) const;
+  // Layer il's divisors: gemma4 applies rope_freqs in its full-attention layers only.
+  const float* layer_rope_factors(int32_t il, int32_t n_ctx = 0) const {
+    return traits.per_layer_shapes && layer_is_swa(il) ? nullptr : rope_factors(n_ctx);
+  }
   int32_t rope_dim = 0;             // rope.dimension_count (<= head_dim)
   int32_t sliding_window = 0;       // model's own window (gemma3), 0 if none
   int32_t swa_pattern = 0;          // gemma3: layer il is SWA iff il % pattern < pattern - 1
@@ -124,6 +140,9 @@ struct ModelConfig {
   float attn_scale = 0.0f;          // multiplier of q.k; 1/sqrt(head_dim) by default
   MoeConfig moe;
   MlaConfig mla;
+  std::vector<LayerShape> shapes;  // per layer when traits.per_layer_shapes; empty: every layer as above
+  int32_t n_embd_per_layer = 0;    // gemma4's per-layer embedding width (0: none)
+  float final_softcap = 0.0f;      // final_logit_softcapping: logits = cap tanh(logits / cap); 0: off
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
   std::vector<float> rope_factors_long, rope_factors_short;
@@ -134,6 +153,19 @@ struct ModelConfig {
     if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(il)] != 0;
     return swa_pattern > 0 && (il % swa_pattern) < swa_pattern - 1;
   }
+  // Per-layer sizes: the shapes above, or the model-wide ones.
+  const LayerShape& shape(int32_t il) const;
+  int32_t layer_head_dim(int32_t il) const { return shapes.empty() ? head_dim : shape(il).head_dim; }
+  int32_t layer_n_head_kv(int32_t il) const { return shapes.empty() ? n_head_kv : shape(il).n_head_kv; }
+  int32_t layer_rope_dim(int32_t il) const { return shapes.empty() ? rope_dim : shape(il).rope_dim; }
+  int32_t layer_n_ff(int32_t il) const { return shapes.empty() ? n_ff : shape(il).n_ff; }
+  int32_t kv_source(int32_t il) const { return shapes.empty() ? il : shape(il).kv_source; }
+  bool layer_owns_kv(int32_t il) const { return kv_source(il) == il; }
+  int32_t layer_q_dim(int32_t il) const { return n_head * layer_head_dim(il); }
+  int32_t layer_kv_dim(int32_t il) const { return layer_n_head_kv(il) * layer_head_dim(il); }
+  int32_t max_q_dim() const;  // the widest layer's, for activation buffers
+  int32_t max_kv_dim() const;
+  int32_t max_n_ff() const;
   bool layer_is_moe(int32_t il) const { return moe.n_expert > 0 && il >= moe.n_dense_lead; }
   bool layer_has_rope(int32_t il) const { return traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0; }
   int32_t q_dim() const { return n_head * head_dim; }
@@ -146,7 +178,8 @@ struct ModelConfig {
   int32_t rope_offset() const { return latent_kv() ? mla.kv_lora_rank : 0; }
   // Keys and values of one token over all layers, in elements (x bytes/elem for the KV dtype).
   // Experts change the FFN only: an MoE model's KV per token is its attention's, whatever n_expert.
-  int64_t kv_elements_per_token() const { return (latent_kv() ? 1LL : 2LL) * n_layer * n_head_kv * head_dim; }
+  // Layers that borrow another layer's KV store none.
+  int64_t kv_elements_per_token() const;
 
   // Throws ModelError naming the missing or inconsistent key (unknown arch, 0 layers, heads
   // that do not divide, ...).

@@ -79,8 +79,16 @@ struct Loader {
 };
 
 // Q, K and V: three matrices, or one fused attn_qkv (phi3's files) split by rows.
-void load_qkv(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
+void load_qkv(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L, int32_t il) {
+  const int64_t E = c.n_embd, Q = c.layer_q_dim(il), KV = c.layer_kv_dim(il);
+  if (c.traits.per_layer_shapes) {  // gemma4: no K/V in a layer that borrows, V optional
+    L.wq = ld.matrix(p + "attn_q.weight", E, Q);
+    if (!c.layer_owns_kv(il)) return;
+    L.wk = ld.matrix(p + "attn_k.weight", E, KV);
+    L.v_from_k = !ld.find(p + "attn_v.weight", false);
+    L.wv = L.v_from_k ? L.wk : ld.matrix(p + "attn_v.weight", E, KV);
+    return;
+  }
   if (ld.find(p + "attn_qkv.weight", false)) {
     const TensorView qkv = ld.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
     L.wq = ld.rows(qkv, 0, Q);
@@ -128,21 +136,21 @@ void load_latent_attention(const Loader& ld, const ModelConfig& c, const std::st
   }
 }
 
-void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L, int32_t il) {
   const ArchTraits& tr = c.traits;
   L.attn_norm = ld.vec(p + "attn_norm.weight", c.n_embd, true);
   if (tr.latent_attention) {
     load_latent_attention(ld, c, p, L);
     L.wo = ld.matrix(p + "attn_output.weight", static_cast<int64_t>(c.n_head) * c.mla.v_dim, c.n_embd);
   } else {
-    load_qkv(ld, c, p, L);
-    L.wo = ld.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+    load_qkv(ld, c, p, L, il);
+    L.wo = ld.matrix(p + "attn_output.weight", c.layer_q_dim(il), c.n_embd);
   }
   L.ao = {tr.out_bias ? ld.vec(p + "attn_output.bias", c.n_embd, false) : std::vector<float>{},
           ld.scale(p + "attn_output")};
   if (tr.qk_norm || (tr.qk_norm_if_present && ld.find(p + "attn_q_norm.weight", false))) {
-    L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim, true);
-    L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim, true);
+    L.q_norm = ld.vec(p + "attn_q_norm.weight", c.layer_head_dim(il), true);
+    if (c.layer_owns_kv(il)) L.k_norm = ld.vec(p + "attn_k_norm.weight", c.layer_head_dim(il), true);
   }
   if (tr.attn_sinks) L.attn_sinks = ld.vec(p + "attn_sinks.weight", c.n_head, true);
   if (tr.post_norms) {
@@ -153,8 +161,8 @@ void load_attention(const Loader& ld, const ModelConfig& c, const std::string& p
       ld.vec(p + (tr.ffn_norm_post_attention ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd, true);
 }
 
-void load_dense_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
-  const int64_t E = c.n_embd, F = c.n_ff;
+void load_dense_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L, int32_t il) {
+  const int64_t E = c.n_embd, F = c.layer_n_ff(il);
   if (c.traits.fused_gate_up) {
     const TensorView gate_up = ld.matrix(p + "ffn_up.weight", E, 2 * F);
     L.w_gate = ld.rows(gate_up, 0, F);
@@ -222,6 +230,30 @@ void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, 
   }
 }
 
+// gemma4: the per-layer embedding's tensors and the layer output scale. Its MoE layers (a
+// shared MLP beside routed GELU experts, each with its own norms) are not run yet.
+void load_gemma4_extras(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  if (ld.find(p + "ffn_gate_inp.weight", false))
+    throw ModelError("gemma4's mixture-of-experts layers (" + p +
+                     "ffn_gate_inp.weight) are not supported yet: only the dense Gemma 4 models run");
+  const int64_t E = c.n_embd, P = c.n_embd_per_layer;
+  if (P > 0) {
+    L.ple_gate = ld.matrix(p + "inp_gate.weight", E, P);
+    L.ple_proj = ld.matrix(p + "proj.weight", P, E);
+    L.ple_post_norm = ld.vec(p + "post_norm.weight", E, true);
+  }
+  const std::vector<float> s = ld.vec(p + "layer_output_scale.weight", 1, false);
+  if (!s.empty()) L.out_scale = s[0];
+}
+
+void load_per_layer_embeddings(const Loader& ld, const ModelConfig& c, ModelWeights& w) {
+  const int64_t E = c.n_embd, P = c.n_embd_per_layer, LP = P * c.n_layer;
+  if (P == 0) return;
+  w.ple_token_embd = ld.matrix("per_layer_token_embd.weight", LP, c.n_vocab);
+  w.ple_model_proj = ld.matrix("per_layer_model_proj.weight", E, LP);
+  w.ple_proj_norm = ld.vec("per_layer_proj_norm.weight", P, true);
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
@@ -240,14 +272,16 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& L = w.layers[static_cast<size_t>(il)];
-    load_attention(ld, c, p, L);
+    load_attention(ld, c, p, L, il);
+    if (c.traits.per_layer_shapes) load_gemma4_extras(ld, c, p, L);
     if (c.layer_is_moe(il)) {
       load_moe_ffn(ld, c, p, L);
       idle_expert_params += static_cast<uint64_t>(c.moe.n_expert - c.moe.n_expert_used) * 3 * c.n_embd * c.moe.n_ff_exp;
     } else {
-      load_dense_ffn(ld, c, p, L);
+      load_dense_ffn(ld, c, p, L, il);
     }
   }
+  load_per_layer_embeddings(ld, c, w);
   for (const auto& t : f.tensors()) {
     w.total_bytes += t.nbytes;
     w.n_params += static_cast<uint64_t>(t.n_elements());

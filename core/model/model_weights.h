@@ -54,7 +54,13 @@ struct LayerWeights {
   TensorView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff] (dense layers)
   Affine a_gate, a_up, a_down;        // mistral3's FFN biases and scales
   std::vector<float> post_ffw_norm;   // [n_embd] (gemma3, glm4)
-  bool moe = false;                   // this layer's FFN is `experts`, not w_gate/w_up/w_down
+  // gemma4's per-layer embedding: gate [n_embd_per_layer x n_embd], proj [n_embd x
+  // n_embd_per_layer], post_norm [n_embd] (data == nullptr: none); its layer output scale.
+  TensorView ple_gate, ple_proj;
+  std::vector<float> ple_post_norm;
+  float out_scale = 1.0f;
+  bool v_from_k = false;  // gemma4 without attn_v (attention_k_eq_v): V is K's projection
+  bool moe = false;       // this layer's FFN is `experts`, not w_gate/w_up/w_down
   MoeWeights experts;
   MlaWeights mla;  // latent attention only (wk, wv unused)
 };
@@ -64,6 +70,10 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [n_embd]
   TensorView output;               // [n_vocab x n_embd]; token_embd when tied
   bool tied_output = false;
+  // gemma4's per-layer embeddings: per_layer_token_embd [n_layer * n_embd_per_layer x n_vocab],
+  // per_layer_model_proj [n_layer * n_embd_per_layer x n_embd], per_layer_proj_norm [n_embd_per_layer].
+  TensorView ple_token_embd, ple_model_proj;
+  std::vector<float> ple_proj_norm;
   std::vector<LayerWeights> layers;
   uint64_t total_bytes = 0;  // bytes of all tensors in the file
   uint64_t n_params = 0;

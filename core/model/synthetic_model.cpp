@@ -69,6 +69,68 @@ bool is_moe_arch(const std::string& a) {
 }
 bool has_dense_lead(const std::string& a) { return a == "glm4moe" || a == "deepseek2"; }
 
+bool gemma4_swa(const SyntheticSpec& s, int32_t il) { return il % s.swa_pattern < s.swa_pattern - 1; }
+int32_t gemma4_first_shared(const SyntheticSpec& s) { return s.n_layer - s.n_kv_shared; }
+int32_t gemma4_n_ff(const SyntheticSpec& s, int32_t il) { return il >= gemma4_first_shared(s) ? 2 * s.n_ff : s.n_ff; }
+
+// gemma4's layer (src/models/gemma4.cpp's load_arch_tensors): its own head shape, no K/V in
+// the layers that borrow KV, the per-layer embedding's gate, projection and norm, a layer scale.
+void write_gemma4_layer(const SyntheticSpec& s, int32_t il, int32_t hd_full,
+                        const std::function<void(const std::string&, int64_t, int64_t, float)>& matrix,
+                        const std::function<void(const std::string&, int64_t, float, float)>& vec) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const bool swa = gemma4_swa(s, il), owns = il < gemma4_first_shared(s);
+  const int64_t E = s.n_embd, hd = swa ? s.head_dim_swa : hd_full, Q = s.n_head * hd,
+                KV = (swa ? s.n_head_kv_swa : s.n_head_kv) * hd, F = gemma4_n_ff(s, il), P = s.n_embd_per_layer;
+  const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+  vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
+  matrix(p + "attn_q.weight", E, Q, in_scale);
+  if (owns) {
+    matrix(p + "attn_k.weight", E, KV, in_scale);
+    if (swa || !s.k_eq_v) matrix(p + "attn_v.weight", E, KV, in_scale);
+  }
+  matrix(p + "attn_output.weight", Q, E, 1.0f / std::sqrt(static_cast<float>(Q)));
+  vec(p + "attn_q_norm.weight", hd, 1.0f, 0.05f);
+  if (owns) vec(p + "attn_k_norm.weight", hd, 1.0f, 0.05f);
+  vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
+  vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
+  matrix(p + "ffn_gate.weight", E, F, in_scale);
+  matrix(p + "ffn_up.weight", E, F, in_scale);
+  matrix(p + "ffn_down.weight", F, E, 1.0f / std::sqrt(static_cast<float>(F)));
+  vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
+  if (P > 0) {
+    matrix(p + "inp_gate.weight", E, P, in_scale);
+    matrix(p + "proj.weight", P, E, 1.0f / std::sqrt(static_cast<float>(P)));
+    vec(p + "post_norm.weight", E, 1.0f, 0.05f);
+  }
+  vec(p + "layer_output_scale.weight", 1, 0.9f, 0.05f);
+}
+
+// gemma4's hyper-parameters: per-layer flags, head counts and FFN widths as arrays.
+void write_gemma4_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
+  const std::string a = s.arch + ".";
+  std::vector<int32_t> swa, kv_heads, ffs;
+  for (int32_t il = 0; il < s.n_layer; ++il) {
+    swa.push_back(gemma4_swa(s, il) ? 1 : 0);
+    kv_heads.push_back(gemma4_swa(s, il) ? s.n_head_kv_swa : s.n_head_kv);
+    ffs.push_back(gemma4_n_ff(s, il));
+  }
+  w.set_i32_array(a + "attention.sliding_window_pattern", swa);
+  w.set_i32_array(a + "attention.head_count_kv", kv_heads);
+  w.set_i32_array(a + "feed_forward_length", ffs);
+  w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  w.set_u32(a + "attention.key_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + "attention.value_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + "attention.key_length_swa", static_cast<uint32_t>(s.head_dim_swa));
+  w.set_u32(a + "attention.value_length_swa", static_cast<uint32_t>(s.head_dim_swa));
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+  w.set_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(s.head_dim_swa));
+  w.set_f32(a + "rope.freq_base_swa", s.rope_base_swa);
+  w.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(s.n_kv_shared));
+  w.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(s.n_embd_per_layer));
+  if (s.final_softcap > 0.0f) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+}
+
 // One layer's tensors, named and shaped as the architecture's llama.cpp loader expects them.
 struct LayerWriter {
   using Matrix = std::function<void(const std::string&, int64_t, int64_t, float)>;
@@ -178,11 +240,13 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  if (a != "gemma4") w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_f32(a + ".rope.freq_base", s.rope_base);
-  if (a == "deepseek2") {  // llama.cpp's latent form: one KV "head" of latent + RoPE key
+  if (a == "gemma4") {
+    write_gemma4_metadata(w, s, hd);
+  } else if (a == "deepseek2") {  // llama.cpp's latent form: one KV "head" of latent + RoPE key
     w.set_u32(a + ".attention.head_count_kv", 1);
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(s.kv_lora_rank + s.mla_rope));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(s.kv_lora_rank));
@@ -228,9 +292,8 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   }
 }
 
-}  // namespace
-
-void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
+// Throws std::runtime_error naming what makes the spec unwritable.
+void check_spec(const SyntheticSpec& s) {
   const auto& archs = supported_architectures();
   if (std::find(archs.begin(), archs.end(), s.arch) == archs.end())
     throw std::runtime_error("make-model: unknown architecture '" + s.arch + "'");
@@ -249,12 +312,26 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     throw std::runtime_error(
         "make-model: deepseek2 needs kv_lora_rank >= 1, an even RoPE width >= 2, and "
         "kv_lora_rank, q_lora_rank and head_dim multiples of the dtype block");
+  if (s.arch == "gemma4" && (s.head_dim_swa < 2 || s.n_head_kv_swa < 1 || s.n_head % s.n_head_kv_swa ||
+                             s.n_kv_shared < 0 || s.n_kv_shared > s.n_layer - 2 || s.swa_pattern < 2 ||
+                             s.n_embd_per_layer < 0 || hd % 2 || s.head_dim_swa % blk || s.n_embd_per_layer % blk ||
+                             (s.n_kv_shared > 0 && (!gemma4_swa(s, gemma4_first_shared(s) - 2) ||
+                                                    gemma4_swa(s, gemma4_first_shared(s) - 1)))))
+    throw std::runtime_error(
+        "make-model: gemma4 needs --head-dim-swa, --n-head-kv-swa dividing the heads, a pattern >= 2, and "
+        "--n-kv-shared that leaves a sliding then a full layer right before the layers that borrow KV");
   if ((is_moe_arch(s.arch) && s.n_expert <= 0) || s.n_expert < 0 ||
       (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || ff_exp(s) % blk)))
     throw std::runtime_error("make-model: " + s.arch +
                              " needs --n-expert > 0 with 1 <= --n-expert-used <= n-expert and "
                              "an expert width that is a multiple of the dtype block");
+}
 
+}  // namespace
+
+void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
+  check_spec(s);
+  const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   GgufWriter w;
   write_metadata(w, s, hd);
   const std::string& a = s.arch;
@@ -277,9 +354,24 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   };
   const int64_t E = s.n_embd;
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
-  matrix("token_embd.weight", E, s.n_vocab, a == "gemma3" ? 0.05f : 1.0f);
+  const bool gemma = a == "gemma3" || a == "gemma4";
+  matrix("token_embd.weight", E, s.n_vocab, gemma ? 0.05f : 1.0f);
   vec("output_norm.weight", E, 1.0f, 0.05f);
-  if (!s.tied_output && a != "gemma3" && a != "qwen2") matrix("output.weight", E, s.n_vocab, 4.0f * in_scale);
+  if (!s.tied_output && !gemma && a != "qwen2") matrix("output.weight", E, s.n_vocab, 4.0f * in_scale);
+  if (a == "gemma4") {
+    const int64_t LP = static_cast<int64_t>(s.n_layer) * s.n_embd_per_layer;
+    if (LP > 0) {
+      matrix("per_layer_token_embd.weight", LP, s.n_vocab, 0.05f);
+      matrix("per_layer_model_proj.weight", E, LP, in_scale);
+      vec("per_layer_proj_norm.weight", s.n_embd_per_layer, 1.0f, 0.05f);
+    }
+    std::vector<float> factors(static_cast<size_t>(hd / 2), 1e30f);  // unrotated pairs: an infinite wavelength
+    std::fill(factors.begin(), factors.begin() + static_cast<int64_t>(s.rope_partial_full * (hd / 2)), 1.0f);
+    w.add_tensor("rope_freqs.weight", {hd / 2}, GgmlType::F32, factors);
+    for (int32_t il = 0; il < s.n_layer; ++il) write_gemma4_layer(s, il, hd, matrix, vec);
+    w.write(path);
+    return;
+  }
   auto tensor3 = [&](const std::string& name, int64_t in, int64_t out, int64_t n, float scale) {
     std::vector<float> d(static_cast<size_t>(in * out * n));
     for (auto& x : d) x = normal(rng) * scale;

@@ -39,6 +39,15 @@ struct SyntheticSpec {
   int32_t q_lora_rank = 96;  // 0: one attn_q matrix (DeepSeek-V2-Lite)
   int32_t mla_rope = 32;
   int32_t n_expert_group = 0, n_group_used = 0;  // grouped routing (deepseek2); 0: off
+  // gemma4 (head_dim and n_head_kv are its full-attention layers'; layer il slides when
+  // il % swa_pattern < swa_pattern - 1, as gemma3): the sliding layers' head size and KV heads,
+  // how many last layers borrow KV (their FFN twice n_ff wide, as Gemma 4's double-wide MLP),
+  // the per-layer embedding width, the final logit soft-cap (0: no key, which llama.cpp reads as 30), the share of the full layers'
+  // pairs RoPE turns (the rest get factor 1e30, Gemma 4's "proportional" RoPE), the sliding
+  // layers' RoPE base, and full layers without attn_v (V = K, Gemma 4 31B).
+  int32_t head_dim_swa = 0, n_head_kv_swa = 0, n_kv_shared = 0, n_embd_per_layer = 0;
+  float final_softcap = 0.0f, rope_partial_full = 1.0f, rope_base_swa = 10000.0f;
+  bool k_eq_v = false;
   // RoPE scaling written as rope.scaling.* keys: "" (none), "linear" or "yarn".
   std::string rope_scaling;
   float rope_factor = 1.0f;

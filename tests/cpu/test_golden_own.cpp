@@ -63,6 +63,28 @@ SyntheticSpec spec_of(const json& j) {
       s.rope_orig_ctx = v.get<int32_t>();
     else if (k == "yarn-log-mul")
       s.yarn_log_mul = v.get<float>();
+    else if (k == "head-dim")
+      s.head_dim = v.get<int32_t>();
+    else if (k == "head-dim-swa")
+      s.head_dim_swa = v.get<int32_t>();
+    else if (k == "n-head-kv-swa")
+      s.n_head_kv_swa = v.get<int32_t>();
+    else if (k == "n-kv-shared")
+      s.n_kv_shared = v.get<int32_t>();
+    else if (k == "swa-pattern")
+      s.swa_pattern = v.get<int32_t>();
+    else if (k == "n-embd-per-layer")
+      s.n_embd_per_layer = v.get<int32_t>();
+    else if (k == "softcap")
+      s.final_softcap = v.get<float>();
+    else if (k == "rope-partial")
+      s.rope_partial_full = v.get<float>();
+    else if (k == "rope-base")
+      s.rope_base = v.get<float>();
+    else if (k == "rope-base-swa")
+      s.rope_base_swa = v.get<float>();
+    else if (k == "k-eq-v")
+      s.k_eq_v = v.get<bool>();
     else
       throw std::runtime_error("golden_own: option '" + k + "' is not mapped here");
   }
@@ -114,7 +136,10 @@ class TestGoldenOwn : public QObject {
       if (d > worst) worst = d, worst_row = i;
     }
     qInfo("%s: max |logit - llama.cpp| %.2e at step %zu", qPrintable(name), static_cast<double>(worst), worst_row);
-    QVERIFY2(worst <= 2e-3f, qPrintable(QString("max diff %1 at step %2").arg(worst).arg(worst_row)));
+    // 2e-3, or the record's own: llama.cpp's f16-table GELU (gemma4's primary record) is 0.03.
+    const float tolerance = g.value("tolerance", 2e-3f);
+    QVERIFY2(worst <= tolerance,
+             qPrintable(QString("max diff %1 at step %2 (tolerance %3)").arg(worst).arg(worst_row).arg(tolerance)));
   }
 };
 

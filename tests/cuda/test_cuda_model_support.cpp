@@ -23,6 +23,8 @@ std::string missing_for(const std::string& arch, int32_t n_expert = 0, const std
   s.n_ff = 128;
   s.n_expert = n_expert;
   s.n_expert_used = n_expert > 0 ? 2 : 0;
+  s.head_dim_swa = 8;  // gemma4: sliding heads of 8 beside full ones of 16
+  s.n_head_kv_swa = 2;
   const auto path = test::tmp_dir() / ("cuda-support-" + arch + rope_scaling + ".gguf");
   write_synthetic_model(s, path.string());
   return cuda_missing_piece(*Model::load(path.string()));
@@ -43,6 +45,7 @@ class TestCudaModelSupport : public QObject {
     QVERIFY(missing_for("smollm3").find("without RoPE") != std::string::npos);
     QVERIFY(missing_for("gpt-oss", 4).find("attention sinks") != std::string::npos);
     QVERIFY(missing_for("deepseek2", 4).find("latent attention") != std::string::npos);
+    QVERIFY(missing_for("gemma4").find("per-layer head shapes") != std::string::npos);
     QVERIFY(missing_for("llama", 0, "yarn").find("YaRN") != std::string::npos);
     QCOMPARE(missing_for("llama", 0, "linear"), std::string());
   }

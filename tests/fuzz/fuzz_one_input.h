@@ -102,14 +102,21 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
   touch_matrix(w.output, c.n_embd, c.n_vocab);
   KVSCOPE_FUZZ_CHECK(w.output_norm.size() == static_cast<size_t>(c.n_embd));
   KVSCOPE_FUZZ_CHECK(w.layers.size() == static_cast<size_t>(c.n_layer));
-  for (const LayerWeights& L : w.layers) {
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(il)];
     if (c.latent_kv()) {
       touch_latent(L, c);
     } else {
-      touch_matrix(L.wq, c.n_embd, c.q_dim());
-      touch_matrix(L.wk, c.n_embd, c.kv_dim());
-      touch_matrix(L.wv, c.n_embd, c.kv_dim());
-      touch_matrix(L.wo, c.q_dim(), c.n_embd);
+      touch_matrix(L.wq, c.n_embd, c.layer_q_dim(il));
+      if (c.layer_owns_kv(il)) {  // gemma4's last layers read an earlier layer's K/V
+        touch_matrix(L.wk, c.n_embd, c.layer_kv_dim(il));
+        touch_matrix(L.wv, c.n_embd, c.layer_kv_dim(il));
+      }
+      touch_matrix(L.wo, c.layer_q_dim(il), c.n_embd);
+    }
+    if (L.ple_gate.data) {  // gemma4's per-layer embedding
+      touch_matrix(L.ple_gate, c.n_embd, c.n_embd_per_layer);
+      touch_matrix(L.ple_proj, c.n_embd_per_layer, c.n_embd);
     }
     if (L.moe) {  // the router and every expert's row views into the 3-D expert tensors
       const int32_t n_exp = c.moe.n_expert;
@@ -123,9 +130,9 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
         touch_matrix(L.experts.down[static_cast<size_t>(e)], c.moe.n_ff_exp, c.n_embd);
       }
     } else {
-      touch_matrix(L.w_gate, c.n_embd, c.n_ff);
-      touch_matrix(L.w_up, c.n_embd, c.n_ff);
-      touch_matrix(L.w_down, c.n_ff, c.n_embd);
+      touch_matrix(L.w_gate, c.n_embd, c.layer_n_ff(il));
+      touch_matrix(L.w_up, c.n_embd, c.layer_n_ff(il));
+      touch_matrix(L.w_down, c.layer_n_ff(il), c.n_embd);
     }
     KVSCOPE_FUZZ_CHECK(L.attn_norm.size() == static_cast<size_t>(c.n_embd));
     KVSCOPE_FUZZ_CHECK(L.ffn_norm.size() == static_cast<size_t>(c.n_embd));

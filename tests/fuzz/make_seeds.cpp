@@ -52,6 +52,11 @@ SyntheticSpec tiny(const std::string& arch, GgmlType dtype = GgmlType::F32) {
     s.n_expert = 4;
     s.n_expert_used = 2;
   }
+  if (arch == "gemma4") {  // layer 0 slides (head 4), layer 1 is full (head 8); per-layer inputs of 4
+    s.head_dim_swa = 4;
+    s.n_head_kv_swa = 1;
+    s.n_embd_per_layer = 4;
+  }
   if (arch == "deepseek2") {  // a latent row of 16 + 8 RoPE dims
     s.kv_lora_rank = 16;
     s.q_lora_rank = 16;

@@ -71,7 +71,7 @@ class TestFuzzRegressions : public QObject {
   void harness_reaches_generation_on_valid_models_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("dtype");
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2"})
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4"})
       QTest::newRow(a) << a << int(GgmlType::F32);
     QTest::newRow("llama q8_0") << "llama" << int(GgmlType::Q8_0);
     QTest::newRow("llama q4_0") << "llama" << int(GgmlType::Q4_0);
@@ -94,6 +94,11 @@ class TestFuzzRegressions : public QObject {
     if (s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "deepseek2") {
       s.n_expert = 4;
       s.n_expert_used = 2;
+    }
+    if (s.arch == "gemma4") {  // sliding heads of 4, full heads of 8, per-layer inputs of 8
+      s.head_dim_swa = 4;
+      s.n_embd_per_layer = 8;
+      s.n_head_kv_swa = 2;
     }
     if (s.arch == "deepseek2") {  // a latent row of 16 + 8 RoPE values
       s.kv_lora_rank = 16;

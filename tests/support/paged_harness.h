@@ -18,6 +18,7 @@ struct PagedRun {
   std::unique_ptr<CpuBackend> backend;
   std::vector<BlockId> table;  // logical -> physical, shuffled
   int32_t block_size;
+  int32_t n_groups = 1;  // gemma4: 2, sharing one table (each pool has every block)
 
   PagedRun(std::shared_ptr<const Model> m, int32_t n_ctx, int32_t bs, uint64_t seed, KvDtype dtype = KvDtype::F32,
            int threads = 2, AttentionPolicy policy = {})
@@ -32,7 +33,24 @@ struct PagedRun {
     L.num_blocks = n_blocks;
     L.dtype = dtype;
     backend = std::make_unique<CpuBackend>(model, threads);
-    backend->init_kv(L, policy);
+    if (model->config.shapes.empty()) {
+      backend->init_kv(L, policy);
+    } else {  // gemma4: one group per layer kind, each with its own head shape, the same table
+      const ModelConfig& c = model->config;
+      KvGroupSpec groups[2];
+      for (int g = 0; g < 2; ++g) {
+        groups[g].layout = L;
+        for (int32_t il = 0; il < c.n_layer; ++il)
+          if (c.layer_owns_kv(il) && c.layer_is_swa(il) == (g == 1)) {
+            groups[g].layers.push_back(il);
+            groups[g].layout.n_head_kv = c.layer_n_head_kv(il);
+            groups[g].layout.head_dim = c.layer_head_dim(il);
+          }
+        groups[g].layout.n_layer = static_cast<int32_t>(groups[g].layers.size());
+      }
+      n_groups = groups[1].layers.empty() ? 1 : 2;
+      backend->init_kv_groups(std::span<const KvGroupSpec>(groups, static_cast<size_t>(n_groups)), policy);
+    }
     std::vector<BlockId> perm(static_cast<size_t>(n_blocks));
     std::iota(perm.begin(), perm.end(), 0);
     std::mt19937_64 rng(seed);
@@ -52,6 +70,7 @@ struct PagedRun {
                                pos % block_size);
       b.seq_index.push_back(0);
     }
+    for (int32_t g = 1; g < n_groups; ++g) b.groups_after_first.push_back({b.slot_mapping, b.block_tables});
     b.logits_rows.push_back(b.n_tokens() - 1);
     std::vector<float> logits(static_cast<size_t>(model->config.n_vocab));
     backend->forward(b, logits.data());

@@ -35,14 +35,16 @@ class ReferenceForward {
     const ModelConfig& c = m_->config;
     const ModelWeights& W = m_->weights;
     const int32_t pos = n_past_++;
-    const int32_t E = c.n_embd, D = c.head_dim;
+    const int32_t E = c.n_embd;
     std::vector<float> x = row(W.token_embd, tok);
     if (c.traits.embed_scale)
       for (auto& v : x) v *= std::sqrt(static_cast<float>(E));
+    const std::vector<float> ple = per_layer_inputs(tok, x);
     for (int32_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = W.layers[static_cast<size_t>(il)];
       std::vector<float> xn = norm(x, L.attn_norm);
-      const std::vector<float> att = c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, D);
+      const std::vector<float> att =
+          c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, c.layer_head_dim(il));
       std::vector<float> o = affine(matvec(L.wo, att), L.ao, true);
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
@@ -50,25 +52,78 @@ class ReferenceForward {
       o = L.moe ? moe(L.experts, xn) : ffn(L.w_gate, L.w_up, L.w_down, xn, &L);
       if (c.traits.post_norms) o = norm(o, L.post_ffw_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+      if (!ple.empty()) per_layer_embedding(il, L, ple, x);
+      for (float& v : x) v *= L.out_scale;
     }
-    return matvec(W.output, norm(x, W.output_norm));
+    std::vector<float> logits = matvec(W.output, norm(x, W.output_norm));
+    if (c.final_softcap > 0)
+      for (float& v : logits)
+        v = static_cast<float>(c.final_softcap * std::tanh(v / static_cast<double>(c.final_softcap)));
+    return logits;
   }
 
  private:
-  // q, k, v of the token at pos (k and v cached), then its attention.
+  // gemma4's per-layer inputs of one token, from the definition: [n_layer][n_embd_per_layer]
+  // (empty without them).
+  std::vector<float> per_layer_inputs(TokenId tok, const std::vector<float>& x) const {
+    const ModelConfig& c = m_->config;
+    const ModelWeights& W = m_->weights;
+    const int32_t P = c.n_embd_per_layer;
+    if (P == 0) return {};
+    const std::vector<float> proj = matvec(W.ple_model_proj, x), tok_row = row(W.ple_token_embd, tok);
+    std::vector<float> out(proj.size());
+    for (int32_t il = 0; il < c.n_layer; ++il) {
+      std::vector<float> v(static_cast<size_t>(P));
+      for (int32_t i = 0; i < P; ++i)
+        v[static_cast<size_t>(i)] = proj[static_cast<size_t>(il * P + i)] / std::sqrt(1.0 * c.n_embd);
+      v = norm(v, W.ple_proj_norm);
+      for (int32_t i = 0; i < P; ++i) {
+        const size_t k = static_cast<size_t>(il * P + i);
+        out[k] = static_cast<float>((v[static_cast<size_t>(i)] + tok_row[k] * std::sqrt(1.0 * P)) / std::sqrt(2.0));
+      }
+    }
+    return out;
+  }
+  // x += post_norm(proj(gelu(gate x) * the layer's input)).
+  void per_layer_embedding(int32_t il, const LayerWeights& L, const std::vector<float>& ple,
+                           std::vector<float>& x) const {
+    const int32_t P = m_->config.n_embd_per_layer;
+    std::vector<float> g = matvec(L.ple_gate, x);
+    for (int32_t i = 0; i < P; ++i) {
+      const double v = g[static_cast<size_t>(i)];
+      g[static_cast<size_t>(i)] = static_cast<float>(act_gelu(v) * ple[static_cast<size_t>(il * P + i)]);
+    }
+    const std::vector<float> y = norm(matvec(L.ple_proj, g), L.ple_post_norm);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+  static double act_gelu(double g) {
+    return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)));
+  }
+
+  // q, k, v of the token at pos (k and v cached), then its attention. A layer that borrows KV
+  // (gemma4) computes q only and reads its source layer's cache.
   std::vector<float> attend_heads(int32_t il, int32_t pos, const LayerWeights& L, const std::vector<float>& xn,
                                   int32_t D) {
     const ModelConfig& c = m_->config;
-    std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true), k = affine(matvec(L.wk, xn), L.ak, true),
-                       v = affine(matvec(L.wv, xn), L.av, true);
+    std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true);
     const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
     const bool rope_now = rope_at_ == RopeAt::TextPosition && c.layer_has_rope(il);
-    for (int32_t h = 0; h < c.n_head; ++h) head_prep(&q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
-    for (int32_t h = 0; h < c.n_head_kv; ++h) head_prep(&k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
-    auto& K = k_[static_cast<size_t>(il)];
-    auto& V = v_[static_cast<size_t>(il)];
-    K.insert(K.end(), k.begin(), k.end());
-    V.insert(V.end(), v.begin(), v.end());
+    for (int32_t h = 0; h < c.n_head; ++h) head_prep(il, &q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
+    if (c.layer_owns_kv(il)) {
+      std::vector<float> k = affine(matvec(L.wk, xn), L.ak, true), v = affine(matvec(L.wv, xn), L.av, true);
+      for (int32_t h = 0; h < c.layer_n_head_kv(il); ++h) {
+        head_prep(il, &k[static_cast<size_t>(h * D)], L.k_norm, pos, base, rope_now);
+        if (c.traits.per_layer_shapes) {  // gemma4: V RMS-normed without a weight
+          std::vector<float> vh(v.begin() + h * D, v.begin() + (h + 1) * D);
+          vh = norm(vh, {});
+          std::copy(vh.begin(), vh.end(), v.begin() + h * D);
+        }
+      }
+      auto& K = k_[static_cast<size_t>(il)];
+      auto& V = v_[static_cast<size_t>(il)];
+      K.insert(K.end(), k.begin(), k.end());
+      V.insert(V.end(), v.begin(), v.end());
+    }
     return attend(il, pos, q, base);
   }
 
@@ -86,7 +141,7 @@ class ReferenceForward {
     const std::vector<float> lat = norm(std::vector<float>(kv.begin(), kv.begin() + R), L.mla.kv_a_norm);
     std::vector<float> k_pe(kv.begin() + R, kv.end());
     const bool rope_now = rope_at_ == RopeAt::TextPosition;
-    head_prep(k_pe.data(), {}, pos, c.rope_base, rope_now);
+    head_prep(il, k_pe.data(), {}, pos, c.rope_base, rope_now);
     auto& K = k_[static_cast<size_t>(il)];
     auto& V = v_[static_cast<size_t>(il)];
     for (int32_t h = 0; h < H; ++h) {
@@ -101,7 +156,7 @@ class ReferenceForward {
       K.insert(K.end(), k_pe.begin(), k_pe.end());
       const std::vector<float> vh = matvec(L.mla.v_b[static_cast<size_t>(h)], lat);
       V.insert(V.end(), vh.begin(), vh.end());
-      head_prep(&q[static_cast<size_t>(h * QK + N)], {}, pos, c.rope_base, rope_now);
+      head_prep(il, &q[static_cast<size_t>(h * QK + N)], {}, pos, c.rope_base, rope_now);
     }
     const std::vector<int32_t> vis = visible(il, pos);
     const int32_t n = static_cast<int32_t>(vis.size());
@@ -109,12 +164,13 @@ class ReferenceForward {
     for (int32_t h = 0; h < H; ++h) {
       const float* qh = &q[static_cast<size_t>(h * QK)];
       const std::vector<double> qr =
-          rope_now ? std::vector<double>(qh, qh + QK) : rotated(qh, QK, N, n - 1, c.rope_base);
+          rope_now ? std::vector<double>(qh, qh + QK) : rotated(il, qh, QK, N, n - 1, c.rope_base);
       std::vector<double> s(vis.size());
       double mx = -1e300;
       for (int32_t t = 0; t < n; ++t) {
         const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * H + h) * QK)];
-        const std::vector<double> kr = rope_now ? std::vector<double>(kh, kh + QK) : rotated(kh, QK, N, t, c.rope_base);
+        const std::vector<double> kr =
+            rope_now ? std::vector<double>(kh, kh + QK) : rotated(il, kh, QK, N, t, c.rope_base);
         double d = 0;
         for (int32_t i = 0; i < QK; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
         s[static_cast<size_t>(t)] = d * c.attn_scale;
@@ -149,24 +205,24 @@ class ReferenceForward {
   // Attention of every query head of the token at pos against layer il's cached keys.
   std::vector<float> attend(int32_t il, int32_t pos, const std::vector<float>& q, float base) const {
     const ModelConfig& c = m_->config;
-    const int32_t D = c.head_dim;
-    const auto& K = k_[static_cast<size_t>(il)];
-    const auto& V = v_[static_cast<size_t>(il)];
+    const int32_t D = c.layer_head_dim(il), n_kv = c.layer_n_head_kv(il);
+    const auto& K = k_[static_cast<size_t>(c.kv_source(il))];
+    const auto& V = v_[static_cast<size_t>(c.kv_source(il))];
     const std::vector<int32_t> vis = visible(il, pos);
     const int32_t n = static_cast<int32_t>(vis.size());
     const bool at_cache = rope_at_ == RopeAt::CachePosition && c.layer_has_rope(il);
-    std::vector<float> att(static_cast<size_t>(c.q_dim()), 0.0f);
+    std::vector<float> att(static_cast<size_t>(c.layer_q_dim(il)), 0.0f);
     for (int32_t h = 0; h < c.n_head; ++h) {
-      const int32_t g = h / (c.n_head / c.n_head_kv);
+      const int32_t g = h / (c.n_head / n_kv);
       const float* qh = &q[static_cast<size_t>(h * D)];
-      const std::vector<double> qr = at_cache ? rotated(qh, D, 0, n - 1, base) : std::vector<double>();
+      const std::vector<double> qr = at_cache ? rotated(il, qh, D, 0, n - 1, base) : std::vector<double>();
       std::vector<double> s(vis.size());
       double mx = -1e300;
       for (int32_t t = 0; t < n; ++t) {
-        const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D)];
+        const float* kh = &K[static_cast<size_t>((vis[static_cast<size_t>(t)] * n_kv + g) * D)];
         double d = 0;
         if (at_cache) {
-          const std::vector<double> kr = rotated(kh, D, 0, t, base);
+          const std::vector<double> kr = rotated(il, kh, D, 0, t, base);
           for (int32_t i = 0; i < D; ++i) d += qr[static_cast<size_t>(i)] * kr[static_cast<size_t>(i)];
         } else {
           for (int32_t i = 0; i < D; ++i) d += static_cast<double>(qh[i]) * kh[i];
@@ -184,7 +240,7 @@ class ReferenceForward {
         double acc = 0;
         for (int32_t t = 0; t < n; ++t)
           acc += s[static_cast<size_t>(t)] / sum *
-                 V[static_cast<size_t>((vis[static_cast<size_t>(t)] * c.n_head_kv + g) * D + i)];
+                 V[static_cast<size_t>((vis[static_cast<size_t>(t)] * n_kv + g) * D + i)];
         att[static_cast<size_t>(h * D + i)] = static_cast<float>(acc);
       }
     }
@@ -298,13 +354,14 @@ class ReferenceForward {
   }
   // RoPE of one head vector (len values, the rotated ones from `off`) to position p, in double,
   // from the definition (CachePosition).
-  std::vector<double> rotated(const float* head, int32_t len, int32_t off, int32_t p, float base) const {
+  std::vector<double> rotated(int32_t il, const float* head, int32_t len, int32_t off, int32_t p, float base) const {
     const ModelConfig& c = m_->config;
     std::vector<double> r(head, head + len);
     const float* h = head + off;
-    const int32_t half = c.rope_dim / 2;
+    const int32_t half = c.layer_rope_dim(il) / 2;
+    const float* factors = c.layer_rope_factors(il);
     for (int32_t i = 0; i < half; ++i) {
-      const auto [theta, mag] = rope_angle(i, p, base, 1.0);
+      const auto [theta, mag] = rope_angle(i, p, base, factors ? factors[i] : 1.0, 2 * half);
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];
@@ -317,9 +374,9 @@ class ReferenceForward {
   // p * base^(-2i/d) / factor, scaled by freq_scale; YaRN (arXiv 2309.00071, as ggml applies it)
   // blends the scaled and unscaled angles by a ramp over the pairs whose wavelengths lie between
   // beta_slow and beta_fast turns in the original context, and scales by 1 + 0.1 ln(scale).
-  std::pair<double, double> rope_angle(int32_t i, int32_t p, float base, double factor) const {
+  std::pair<double, double> rope_angle(int32_t i, int32_t p, float base, double factor, int32_t n_rot) const {
     const ModelConfig& c = m_->config;
-    const double d = c.rope_dim, fs = c.rope_freq_scale;
+    const double d = n_rot, fs = c.rope_freq_scale;
     const double extrap = p * std::pow(static_cast<double>(base), -2.0 * i / d) / factor;
     if (!c.yarn.on()) return {fs * extrap, c.yarn.attn_factor};
     auto corr = [&](double rotations) {
@@ -352,23 +409,23 @@ class ReferenceForward {
     for (float v : x) ss += static_cast<double>(v) * v;
     const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + m_->config.rms_eps);
     std::vector<float> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * w[i]);
+    for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * (w.empty() ? 1.0f : w[i]));
     return y;
   }
-  // q/k norm, then (rope) RoPE to pos.
-  void head_prep(float* h, const std::vector<float>& qk_norm, int32_t pos, float base, bool rope) const {
+  // q/k norm, then (rope) RoPE to pos with layer il's rotated dims and factors.
+  void head_prep(int32_t il, float* h, const std::vector<float>& qk_norm, int32_t pos, float base, bool rope) const {
     const ModelConfig& c = m_->config;
-    const int32_t D = c.head_dim;
+    const int32_t D = c.layer_head_dim(il);
     if (!qk_norm.empty()) {
       std::vector<float> v(h, h + D);
       v = norm(v, qk_norm);
       std::copy(v.begin(), v.end(), h);
     }
     if (!rope) return;
-    const int32_t half = c.rope_dim / 2;
+    const int32_t half = c.layer_rope_dim(il) / 2;
+    const float* factors = c.layer_rope_factors(il);
     for (int32_t i = 0; i < half; ++i) {
-      const float* factors = c.rope_factors();
-      const auto [theta, mag] = rope_angle(i, pos, base, factors ? factors[i] : 1.0);
+      const auto [theta, mag] = rope_angle(i, pos, base, factors ? factors[i] : 1.0, 2 * half);
       const int32_t a = c.traits.rope == RopeStyle::Normal ? 2 * i : i;
       const int32_t b = c.traits.rope == RopeStyle::Normal ? 2 * i + 1 : i + half;
       const double x0 = h[a], x1 = h[b];

@@ -43,6 +43,13 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
     s.n_expert = 8;
     s.n_expert_used = 2;
   }
+  if (arch == "gemma4") {  // layers 0, 2 slide (head 4), 1, 3 are full (head 8)
+    s.n_layer = 4;
+    s.swa_pattern = 2;
+    s.head_dim_swa = 4;
+    s.n_head_kv_swa = 2;
+    s.n_embd_per_layer = 8;
+  }
   if (arch == "deepseek2") {  // a latent row of 16 + 8 RoPE dims
     s.kv_lora_rank = 16;
     s.q_lora_rank = 16;
@@ -142,7 +149,7 @@ class TestModelErrors : public QObject {
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
     for (const char* arch : {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3",
-                             "gpt-oss", "deepseek2"})
+                             "gpt-oss", "deepseek2", "gemma4"})
       QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
@@ -250,6 +257,45 @@ class TestModelErrors : public QObject {
             "gpt-oss-pattern", {},
             [](GgufWriter& w) { w.set_i32_array("gpt-oss.attention.sliding_window_pattern", {1}); }, "gpt-oss"),
         "sliding_window_pattern has 1 entries for 2 layers");
+  }
+
+  // gemma4: its per-layer flags, its window, and the layers that borrow KV.
+  void gemma4_shared_kv_and_window_checked() {
+    auto meta = [](const std::string& name, std::function<void(GgufWriter&)> fn) {
+      return make("gemma4-" + name, {}, std::move(fn), "gemma4");
+    };
+    // Layer 3 (full) would read layer 2's KV, a sliding layer.
+    EXPECT_LOAD_ERROR(meta("shared-kind", [](GgufWriter& w) { w.set_u32("gemma4.attention.shared_kv_layers", 1); }),
+                      "gemma4.attention.shared_kv_layers", "would read the KV of layer 2", "gemma4-shared-kind");
+    EXPECT_LOAD_ERROR(meta("shared-all", [](GgufWriter& w) { w.set_u32("gemma4.attention.shared_kv_layers", 3); }),
+                      "gemma4.attention.shared_kv_layers = 3 leaves 1 layers");
+    EXPECT_LOAD_ERROR(meta("shared-range", [](GgufWriter& w) { w.set_u32("gemma4.attention.shared_kv_layers", 4); }),
+                      "gemma4.attention.shared_kv_layers = 4 is out of range");
+    EXPECT_LOAD_ERROR(meta("window-0", [](GgufWriter& w) { w.set_u32("gemma4.attention.sliding_window", 0); }),
+                      "gemma4.attention.sliding_window is 0");
+    EXPECT_LOAD_ERROR(
+        meta("pattern-number", [](GgufWriter& w) { w.set_u32("gemma4.attention.sliding_window_pattern", 2); }),
+        "gemma4.attention.sliding_window_pattern must hold one flag per layer");
+    EXPECT_LOAD_ERROR(meta("kv-heads",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("gemma4.attention.head_count_kv", {2, 2, 1, 2});
+                           }),
+                      "gemma4.attention.head_count_kv differs between layers of the same kind");
+    EXPECT_LOAD_ERROR(meta("kv-heads-3",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("gemma4.attention.head_count_kv", {3, 2, 3, 2});
+                           }),
+                      "gemma4.attention.head_count_kv", "do not divide");
+    EXPECT_LOAD_ERROR(meta("value-length", [](GgufWriter& w) { w.set_u32("gemma4.attention.value_length_swa", 8); }),
+                      "gemma4.attention.value_length_swa must equal");
+    EXPECT_LOAD_ERROR(make("gemma4-ple-shape",
+                           edit_tensor("blk.1.inp_gate.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {32, 4};
+                                         c.data.resize(128);
+                                       }),
+                           {}, "gemma4"),
+                      "blk.1.inp_gate.weight", "expected [32, 8]");
   }
 
   // deepseek2's latent attention: its ranks and widths must describe one latent row per token.
