@@ -13,6 +13,31 @@
 
 namespace kvscope::cli {
 
+// gemma4: which layers keep KV of which shape, and which read another layer's.
+static std::string gemma4_kv_text(const nlohmann::json& layers) {
+  std::string own[2], borrow[2];
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const nlohmann::json& l = layers[il];
+    const int kind = l["sliding"].get<bool>() ? 1 : 0;
+    const int32_t from = l["kv_from_layer"].get<int32_t>();
+    std::string& list = from == static_cast<int32_t>(il) ? own[kind] : borrow[kind];
+    list += (list.empty() ? "" : " ") + std::to_string(il) +
+            (from == static_cast<int32_t>(il) ? "" : "<-" + std::to_string(from));
+  }
+  std::string out;
+  for (int kind = 0; kind < 2; ++kind) {
+    const nlohmann::json* first = nullptr;
+    for (const nlohmann::json& l : layers)
+      if (l["sliding"].get<bool>() == (kind == 1)) first = first ? first : &l;
+    if (!first) continue;
+    out += std::string(kind ? "sliding" : "full-attention") + " layers (" +
+           std::to_string((*first)["n_head_kv"].get<int>()) + " KV heads x " +
+           std::to_string((*first)["head_dim"].get<int>()) + "): keep KV: " + (own[kind].empty() ? "none" : own[kind]) +
+           "; read an earlier layer's KV (no memory): " + (borrow[kind].empty() ? "none" : borrow[kind]) + "\n";
+  }
+  return out;
+}
+
 int cmd_inspect(int argc, char** argv, int first) {
   const Args a(argc, argv, first, {"model"}, {"json", "help"});
   if (a.has("help")) {
@@ -50,18 +75,37 @@ int cmd_inspect(int argc, char** argv, int first) {
                                  {"q_lora_rank", c.mla.q_lora_rank},
                                  {"head_k_dim", c.mla.qk_nope + c.rope_dim},
                                  {"head_v_dim", c.mla.v_dim}};
+    if (!c.shapes.empty()) {  // gemma4: per-layer shapes, and which layers borrow KV
+      nlohmann::json layers = nlohmann::json::array();
+      for (int32_t il = 0; il < c.n_layer; ++il)
+        layers.push_back({{"sliding", c.layer_is_swa(il)},
+                          {"n_head_kv", c.layer_n_head_kv(il)},
+                          {"head_dim", c.layer_head_dim(il)},
+                          {"rope_dim", c.layer_rope_dim(il)},
+                          {"n_ff", c.layer_n_ff(il)},
+                          {"kv_from_layer", c.kv_source(il)}});
+      cfg["layers"] = layers;
+      cfg["n_embd_per_layer"] = c.n_embd_per_layer;
+      cfg["final_logit_softcap"] = c.final_softcap;
+    }
     j["model_config"] = cfg;
     // KV cost per token, scales included, as the engine sizes its pool (KvLayout, 16-token
     // blocks): 2 (K and V) x layers x kv_heads x a head vector, or one latent row per layer.
-    KvLayout l;
-    l.n_layer = c.n_layer;
-    l.n_head_kv = c.n_head_kv;
-    l.head_dim = c.head_dim;
-    l.latent = c.latent_kv();
+    // Layers that borrow KV store none; each layer's own shape (gemma4).
     for (KvDtype d : kAllKvDtypes) {
-      if (l.latent && kv_dtype_packed(d)) continue;  // refused on a latent cache
-      l.dtype = d;
-      kv[kv_dtype_name(d)] = l.bytes_per_token();
+      if (c.latent_kv() && kv_dtype_packed(d)) continue;  // refused on a latent cache
+      int64_t bytes = 0;
+      for (int32_t il = 0; il < c.n_layer; ++il) {
+        if (!c.layer_owns_kv(il)) continue;
+        KvLayout l;
+        l.n_layer = 1;
+        l.n_head_kv = c.layer_n_head_kv(il);
+        l.head_dim = c.layer_head_dim(il);
+        l.latent = c.latent_kv();
+        l.dtype = d;
+        bytes += l.bytes_per_token();
+      }
+      kv[kv_dtype_name(d)] = bytes;
     }
     j["kv_bytes_per_token"] = kv;
   } catch (const std::exception& e) {
@@ -82,6 +126,10 @@ int cmd_inspect(int argc, char** argv, int first) {
                 << c["latent_attention"]["kv_lora_rank"] << " latent + " << c["latent_attention"]["rope_dim"]
                 << " RoPE key) x bytes (+ a scale for int8/fp8), key and value at once (multi-head latent "
                    "attention; 4-/2-bit KV refused):";
+    else if (c.contains("layers"))
+      std::cout << "\n"
+                << gemma4_kv_text(c["layers"])
+                << "KV cache per token = 2 x the sum over the layers that keep KV of KV heads x head_dim x bytes:";
     else
       std::cout << "\nKV cache per token = 2 x " << c["n_layer"] << " layers x " << c["n_head_kv"] << " KV heads x "
                 << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";

@@ -19,6 +19,13 @@ PlanModel plan_model_from_gguf(const std::string& path) {
   m.sliding_window = c.sliding_window;
   for (int32_t il = 0; il < c.n_layer; ++il) m.n_swa_layers += c.layer_is_swa(il) ? 1 : 0;
   if (m.sliding_window > 0 && !c.traits.interleaved_swa) m.n_swa_layers = c.n_layer;
+  for (int32_t il = 0; il < c.n_layer && !c.shapes.empty(); ++il) {  // gemma4: each kind's shape, borrowed KV
+    if (c.layer_is_swa(il)) {
+      m.swa_n_head_kv = c.layer_n_head_kv(il);
+      m.swa_head_dim = c.layer_head_dim(il);
+    }
+    if (!c.layer_owns_kv(il)) ++(c.layer_is_swa(il) ? m.n_borrow_swa : m.n_borrow_full);
+  }
   for (const GgufTensorInfo& t : file->tensors()) {
     m.n_params += static_cast<double>(t.n_elements());
     m.file_weight_bytes += static_cast<int64_t>(t.nbytes);

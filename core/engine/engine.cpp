@@ -40,7 +40,8 @@ const ContiguousKvManager* Engine::contiguous_kv() const { return dynamic_cast<c
 
 std::string Engine::kv_summary() const {
   return describe_kv_pools(*backend_, cfg_.sched.max_model_len, kv_setup_.sliding_window,
-                           kv_setup_.sliding_blocks_per_seq);
+                           kv_setup_.sliding_blocks_per_seq) +
+         describe_borrowed_kv(model_->config);
 }
 
 const RequestRecord& Engine::record(SeqId id) const {

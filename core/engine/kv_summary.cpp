@@ -44,7 +44,11 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
         static_cast<double>(G[1].total_bytes()) / (1 << 20), G[1].n_layer, sliding_window,
         static_cast<long long>(G[1].bytes_per_token()), static_cast<double>(backend.kv_total_bytes()) / (1 << 20),
         concurrency, max_model_len);
-    return buf + residual_note(G);
+    std::string shapes;
+    if (G[0].n_head_kv != G[1].n_head_kv || G[0].head_dim != G[1].head_dim)  // gemma4: a head shape per pool
+      shapes = "; global layers " + std::to_string(G[0].n_head_kv) + " KV heads x " + std::to_string(G[0].head_dim) +
+               ", sliding layers " + std::to_string(G[1].n_head_kv) + " KV heads x " + std::to_string(G[1].head_dim);
+    return buf + shapes + residual_note(G);
   }
   const KvLayout& L = backend.kv_layout();
   const int64_t tokens = static_cast<int64_t>(L.num_blocks) * L.block_size;
@@ -56,6 +60,17 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
       static_cast<double>(L.total_bytes()) / (1 << 20), kv_dtype_name(L.dtype),
       static_cast<long long>(L.bytes_per_token()), static_cast<double>(tokens) / max_model_len, max_model_len);
   return buf + residual_note(G);
+}
+
+std::string describe_borrowed_kv(const ModelConfig& c) {
+  std::string layers, sources;
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    if (c.layer_owns_kv(il)) continue;
+    layers += (layers.empty() ? "" : ",") + std::to_string(il);
+    sources += (sources.empty() ? "" : ",") + std::to_string(c.kv_source(il));
+  }
+  if (layers.empty()) return {};
+  return "; layers " + layers + " read the KV of layers " + sources + " (no KV of their own)";
 }
 
 }  // namespace kvscope

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "model/model_config.h"
 
 namespace kvscope {
 
@@ -10,5 +11,8 @@ namespace kvscope {
 // (the hybrid KV cache) one clause per group ("global N blocks ..., sliding M blocks ...").
 std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int32_t sliding_window,
                               int32_t sliding_blocks_per_seq);
+// "; layers 15,16,... read the KV of layers 13,14,... (no KV of their own)" for a model whose
+// last layers borrow an earlier layer's KV (gemma4); "" otherwise.
+std::string describe_borrowed_kv(const ModelConfig& c);
 
 }  // namespace kvscope

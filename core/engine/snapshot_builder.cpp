@@ -66,6 +66,18 @@ void fill_memory(const SnapshotSources& src, const KvLayout& L, Snapshot& S) {
   }
 }
 
+// gemma4: a pool's head shape and the layers that read its KV without storing any, e.g.
+// " · 2 KV heads x 512 · layers 19,24 read it"; "" for the other models.
+std::string shape_note(const ModelConfig& c, const KvLayout& L, bool sliding) {
+  if (c.shapes.empty()) return {};
+  std::string borrowers;
+  for (int32_t il = 0; il < c.n_layer; ++il)
+    if (!c.layer_owns_kv(il) && c.layer_is_swa(il) == sliding)
+      borrowers += (borrowers.empty() ? "" : ",") + std::to_string(il);
+  return " · " + std::to_string(L.n_head_kv) + " KV heads x " + std::to_string(L.head_dim) +
+         (borrowers.empty() ? "" : " · layers " + borrowers + " read it (no KV of their own)");
+}
+
 // The hybrid KV cache's groups: metadata for both, blocks of the sliding group (group 0's are
 // the snapshot's blocks, as for a single-group model).
 void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
@@ -73,7 +85,8 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   const int32_t window = src.cfg.window;
   S.kv_groups.resize(2);
   KvGroupSnap& g0 = S.kv_groups[0];
-  g0.name = window > 0 ? "global layers (window " + std::to_string(window) + ")" : "global layers";
+  g0.name = (window > 0 ? "global layers (window " + std::to_string(window) + ")" : "global layers") +
+            shape_note(src.model.config, G[0], false);
   g0.n_layers = G[0].n_layer;
   g0.window = window;
   g0.bytes_per_block = G[0].bytes_per_block();
@@ -82,7 +95,8 @@ void fill_kv_groups(const SnapshotSources& src, Snapshot& S) {
   g0.blocks_cached = S.memory.blocks_cached;
   g0.blocks_free = S.memory.blocks_free;
   KvGroupSnap& g1 = S.kv_groups[1];
-  g1.name = "sliding layers (window " + std::to_string(src.sliding_window) + ")";
+  g1.name =
+      "sliding layers (window " + std::to_string(src.sliding_window) + ")" + shape_note(src.model.config, G[1], true);
   g1.n_layers = G[1].n_layer;
   g1.window = src.sliding_window;
   g1.bytes_per_block = G[1].bytes_per_block();

@@ -9,6 +9,7 @@
 
 namespace kvscope {
 
+// long-function: one table of published model shapes, a row each
 const std::vector<PlanModel>& plan_presets() {
   // Hyper-parameters from each model's published config.json.
   static const std::vector<PlanModel> presets = {
@@ -43,6 +44,60 @@ const std::vector<PlanModel>& plan_presets() {
        "openai/gpt-oss-20b: 32 experts, 4 per token; sliding (128) and full layers alternate", 32, 4, 3.6e9},
       {"gpt-oss-120b", 116.8e9, 36, 64, 8, 64, 131072, 128, 18, 0,
        "openai/gpt-oss-120b: 128 experts, 4 per token; sliding (128) and full layers alternate", 128, 4, 5.1e9},
+      // Gemma 4: sliding layers of head 256, full layers of head 512 with fewer KV heads; the
+      // E models' last layers read the KV of the last sliding / full layer before them.
+      {"Gemma-4-31B", 30.7e9, 60, 32, 4, 512, 262144, 1024, 50, 0,
+       "google/gemma-4-31B: 50 sliding (window 1024, 16 KV heads of 256) + 10 full (4 KV heads of 512), K = V in "
+       "full layers (stored twice here, as llama.cpp does)",
+       0, 0, 0, 0, 0, 0, 16, 256},
+      {"Gemma-4-26B-A4B", 25.2e9, 30, 16, 2, 512, 262144, 1024, 25, 0,
+       "google/gemma-4-26B-A4B: 25 sliding (window 1024, 8 KV heads of 256) + 5 full (2 KV heads of 512); 128 "
+       "experts, 8 per token",
+       128, 8, 3.8e9, 0, 0, 0, 8, 256},
+      {"Gemma-4-E2B",
+       5.1e9,
+       35,
+       8,
+       1,
+       512,
+       131072,
+       512,
+       28,
+       0,
+       "google/gemma-4-E2B: 28 sliding (window 512, 1 KV head of 256) + 7 full (1 KV head of 512); layers 15-34 "
+       "read the KV of layers 13 and 14",
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       1,
+       256,
+       16,
+       4},
+      {"Gemma-4-E4B",
+       8.0e9,
+       42,
+       8,
+       2,
+       512,
+       131072,
+       512,
+       35,
+       0,
+       "google/gemma-4-E4B: 35 sliding (window 512, 2 KV heads of 256) + 7 full (2 KV heads of 512); layers 24-41 "
+       "read the KV of layers 22 and 23",
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       2,
+       256,
+       15,
+       3},
       // Latent attention: 61 layers x (512 latent + 64 RoPE key), one row per token, where
       // the equivalent multi-head cache would hold 128 heads x (192 key + 128 value).
       {"DeepSeek-V3", 671e9, 61, 128, 1, 576, 163840, 0, 0, 0,
@@ -120,7 +175,27 @@ static std::pair<int64_t, int64_t> kept_positions(int64_t ctx, int32_t window, i
   return {shared, total - shared};
 }
 
-// One layer's KV bytes per token (scales included, and codes only), and the formula of the
+// Layers of each kind that store KV: the model's own sliding layers (when it has a window) and
+// the full ones, less those that borrow an earlier layer's KV.
+static std::pair<int32_t, int32_t> stored_layers(const PlanModel& m) {
+  const int32_t n_swa = m.sliding_window > 0 ? std::min(m.n_swa_layers, m.n_layer) : 0;
+  return {std::max(0, m.n_layer - n_swa - m.n_borrow_full), std::max(0, n_swa - m.n_borrow_swa)};
+}
+
+// A sliding layer's KV bytes per token (scales included, and codes only) where its shape is its
+// own (Gemma 4); {0, 0} when it is the full layers'.
+static std::pair<int64_t, int64_t> sliding_layer_bytes(const PlanInput& in) {
+  const PlanModel& m = in.model;
+  if (m.swa_head_dim <= 0 && m.swa_n_head_kv <= 0) return {0, 0};
+  KvLayout l;
+  l.n_layer = 1;
+  l.n_head_kv = in.mha ? m.n_head : (m.swa_n_head_kv > 0 ? m.swa_n_head_kv : m.n_head_kv);
+  l.head_dim = m.swa_head_dim > 0 ? m.swa_head_dim : m.head_dim;
+  l.dtype = in.kv_dtype;
+  return {l.bytes_per_token(), 2LL * l.n_head_kv * l.head_dim * kv_code_bits(in.kv_dtype) / 8};
+}
+
+// One full layer's KV bytes per token (scales included, and codes only), and the formula of the
 // whole model's: into r.kv_heads, kv_bytes_per_token, kv_element_bytes_per_token, formula.
 static std::pair<int64_t, int64_t> kv_per_token(const PlanInput& in, PlanResult& r) {
   const PlanModel& m = in.model;
@@ -143,6 +218,19 @@ static std::pair<int64_t, int64_t> kv_per_token(const PlanInput& in, PlanResult&
   }
   r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
   r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
+  const std::pair<int64_t, int64_t> swa = sliding_layer_bytes(in);
+  if (swa.first > 0 || m.n_borrow_swa + m.n_borrow_full > 0) {  // Gemma 4: per kind, stored layers only
+    const std::pair<int32_t, int32_t> n = stored_layers(m);
+    const int64_t swa_token = swa.first > 0 ? swa.first : layer_token_bytes;
+    r.kv_bytes_per_token = layer_token_bytes * n.first + swa_token * n.second;
+    r.kv_element_bytes_per_token =
+        layer_elem_bytes * n.first + (swa.first > 0 ? swa.second : layer_elem_bytes) * n.second;
+    r.formula = std::to_string(n.first) + " full layers x " + std::to_string(layer_token_bytes) + " B + " +
+                std::to_string(n.second) + " sliding layers x " + std::to_string(swa_token) +
+                " B = " + std::to_string(r.kv_bytes_per_token) + " B/token (" +
+                std::to_string(m.n_borrow_full + m.n_borrow_swa) + " layers read an earlier layer's KV and store none)";
+    return {layer_token_bytes, layer_elem_bytes};
+  }
   const std::string scale = kv_dtype_scaled(in.kv_dtype) ? " + 4 B scale" : "";
   const std::string elem = " x " + std::to_string(kv_elem_bytes(in.kv_dtype)) + " B";
   if (per_layer.latent)
@@ -207,8 +295,12 @@ PlanResult plan_memory(const PlanInput& in) {
   const int64_t layer_token_bytes = per_token.first, layer_elem_bytes = per_token.second;
 
   // Layer groups: the model's own sliding layers (window narrowed by --window) and the rest.
-  auto add_group = [&](int32_t n_layer, int32_t window) {
+  const std::pair<int64_t, int64_t> swa_bytes = sliding_layer_bytes(in);
+  auto add_group = [&](int32_t n_layer, int32_t window, bool sliding) {
     if (n_layer <= 0) return;
+    const bool own = sliding && swa_bytes.first > 0;  // Gemma 4's sliding layers: their own shape
+    const int64_t token_bytes = own ? swa_bytes.first : layer_token_bytes;
+    const int64_t elem_bytes = own ? swa_bytes.second : layer_elem_bytes;
     PlanGroup g;
     g.n_layer = n_layer;
     g.window = window;
@@ -216,15 +308,15 @@ PlanResult plan_memory(const PlanInput& in) {
     const auto [shared, priv] = kept_positions(in.context, window, in.sinks, in.shared_prefix);
     g.tokens_per_seq = shared + priv;
     g.tokens_stored = shared + static_cast<int64_t>(in.batch) * priv;
-    g.bytes = g.tokens_stored * layer_token_bytes * n_layer;
-    r.kv_element_bytes += g.tokens_stored * layer_elem_bytes * n_layer;
+    g.bytes = g.tokens_stored * token_bytes * n_layer;
+    r.kv_element_bytes += g.tokens_stored * elem_bytes * n_layer;
     r.kv_bytes += g.bytes;
     r.groups.push_back(g);
   };
-  const int32_t n_swa = m.sliding_window > 0 ? std::min(m.n_swa_layers, m.n_layer) : 0;
+  const std::pair<int32_t, int32_t> stored = stored_layers(m);
   const int32_t swa_window = in.window > 0 ? std::min(in.window, m.sliding_window) : m.sliding_window;
-  add_group(m.n_layer - n_swa, in.window);
-  add_group(n_swa, swa_window);
+  add_group(stored.first, in.window, false);
+  add_group(stored.second, swa_window, true);
   r.kv_scale_bytes = r.kv_bytes - r.kv_element_bytes;
   r.total_bytes = r.weights_bytes + r.kv_bytes;
   const double usable = in.gpu_gib * in.gpu_util * static_cast<double>(1LL << 30);

@@ -40,6 +40,10 @@ struct PlanModel {
   int32_t kv_lora_rank = 0;  // 0: not latent
   int32_t mla_k_dim = 0, mla_v_dim = 0;
   bool latent() const { return kv_lora_rank > 0; }
+  // Gemma 4: the sliding layers' own KV heads and head size (0: as above), and the layers that
+  // read an earlier layer's KV instead of storing their own (attention.shared_kv_layers).
+  int32_t swa_n_head_kv = 0, swa_head_dim = 0;
+  int32_t n_borrow_swa = 0, n_borrow_full = 0;
 };
 
 // Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, "70B" (the problem statement's

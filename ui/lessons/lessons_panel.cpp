@@ -273,12 +273,18 @@ void LessonsPanel::showEngineFacts(const Snapshot& s) {
                       ? tr("contiguous (reserves %1)").arg(QString::fromStdString(s.allocator.reserve_policy))
                       : tr("paged");
   QString window = s.window > 0 ? tr("window %1, sinks %2").arg(s.window).arg(s.sinks) : tr("full attention");
+  // The hybrid KV cache: each pool's layers store their own bytes per token.
+  QString perToken = QString::number(s.memory.kv_bytes_per_token);
+  if (s.kv_groups.size() > 1 && s.block_size > 0)
+    perToken = tr("%1 (global layers) + %2 (sliding layers)")
+                   .arg(s.memory.kv_bytes_per_token)
+                   .arg(s.kv_groups[1].bytes_per_block / s.block_size);
   engine_->setText(
       tr("<b>Engine now:</b> step %1 · KV %2, %3 bytes/token · %4 · prefix caching %5 · %6 · blocks used %7 of %8 · "
          "running %9, waiting %10")
           .arg(s.step)
           .arg(QString::fromStdString(s.kv_dtype))
-          .arg(s.memory.kv_bytes_per_token)
+          .arg(perToken)
           .arg(window, s.prefix_caching ? tr("on") : tr("off"), alloc)
           .arg(s.memory.blocks_used)
           .arg(s.memory.blocks_total)

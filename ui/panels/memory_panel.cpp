@@ -216,6 +216,14 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
                      .arg(s.preemptions);
   if (sliding) text += tr(" · sliding layers %1 / %2").arg(s.slidingUsed).arg(s.slidingTotal);
   info_->setText(text);
+  // Each pool's layers, head shape and (gemma4) the layers that read its KV without storing any.
+  QStringList pools;
+  for (const KvGroupSnap& g : snap->kv_groups)
+    pools << tr("%1: %2 layers, %3 B per block")
+                 .arg(QString::fromStdString(g.name))
+                 .arg(g.n_layers)
+                 .arg(g.bytes_per_block);
+  info_->setToolTip(pools.join(QLatin1Char('\n')));
   if (follow_->isChecked())
     follow();
   else

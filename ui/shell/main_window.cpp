@@ -428,7 +428,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   settings_->addRecentModel(info.path);
   QSettings().setValue(QStringLiteral("lastModel"), info.path);
   for (const View& v : views_) v.view->resetForEngine(info);
-  const KvShape shape{info.nLayer, info.nHeadKv, info.headDim, info.modelConfig.mla.kv_lora_rank};
+  const KvShape shape = kv_shape_of(info.modelConfig);
   settings_->setModel(info.modelConfig, shape);
   compare_->setKvShape(shape, info.config.block_size);
   chat_->engineRebuilt(sameModel);

@@ -91,6 +91,24 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
                .arg(QLocale(QLocale::English).toString(static_cast<qlonglong>(l.bytes_per_token())));
     return tip + QLatin1Char('.');
   }
+  if (shape.swaLayers > 0) {  // gemma4: each kind of layer with its own head shape
+    KvLayout swa = l;
+    swa.n_layer = shape.swaLayers;
+    swa.n_head_kv = shape.swaHeadKv;
+    swa.head_dim = shape.swaHeadDim;
+    tip += QObject::tr(
+               "<br>Loaded model: %1 full layers × %2 KV heads × %3 + %4 sliding layers × %5 KV heads × %6 values, "
+               "K and V = <b>%7 bytes per token</b> (layers that read another layer's KV store none)")
+               .arg(shape.nLayer)
+               .arg(shape.nHeadKv)
+               .arg(shape.headDim)
+               .arg(shape.swaLayers)
+               .arg(shape.swaHeadKv)
+               .arg(shape.swaHeadDim)
+               .arg(QLocale(QLocale::English)
+                        .toString(static_cast<qlonglong>(l.bytes_per_token() + swa.bytes_per_token())));
+    return tip + QLatin1Char('.');
+  }
   const QString vec = kv_dtype_packed(d) ? QStringLiteral("%1 / 2 (codes, scales, mins)")
                                                .arg(kv_bytes_per_token_head(d, shape.headDim, l.block_size, 0))
                       : kv_dtype_scaled(d) ? QStringLiteral("(%1 × %2 + 4)").arg(shape.headDim).arg(kv_elem_bytes(d))
@@ -109,6 +127,23 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
                .arg(100.0 * static_cast<double>(l.bytes_per_token()) / static_cast<double>(f32.bytes_per_token()), 0,
                     'f', 1);
   return tip + QLatin1Char('.');
+}
+
+KvShape kv_shape_of(const ModelConfig& c) {
+  KvShape s{c.n_layer, c.n_head_kv, c.head_dim, c.mla.kv_lora_rank};
+  if (c.shapes.empty()) return s;
+  s.nLayer = 0;
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    if (!c.layer_owns_kv(il)) continue;
+    if (!c.layer_is_swa(il)) {
+      ++s.nLayer;
+      continue;
+    }
+    ++s.swaLayers;
+    s.swaHeadKv = c.layer_n_head_kv(il);
+    s.swaHeadDim = c.layer_head_dim(il);
+  }
+  return s;
 }
 
 void set_kv_dtype_tooltips(QComboBox* box, const KvShape& shape, int blockSize) {

@@ -4,6 +4,7 @@
 #include <QString>
 
 #include "kv/kv_dtype.h"
+#include "model/model_config.h"
 
 class QComboBox;
 
@@ -13,8 +14,13 @@ namespace kvscope::ui {
 struct KvShape {
   int nLayer = 0, nHeadKv = 0, headDim = 0;
   int latentRank = 0;  // latent attention (MLA): the row's latent part; 0 otherwise
+  // gemma4: the sliding layers that keep KV, with their own head shape (nLayer then counts the
+  // full layers that keep KV); 0 when every layer has the model-wide shape.
+  int swaLayers = 0, swaHeadKv = 0, swaHeadDim = 0;
   bool valid() const { return nLayer > 0 && nHeadKv > 0 && headDim > 0; }
 };
+// The loaded model's shape: layers that borrow another layer's KV are not counted.
+KvShape kv_shape_of(const ModelConfig& c);
 // Bytes per token (and per block when blockSize > 0) of `d` for `shape`, from KvLayout: what a
 // KV dtype choice costs on the loaded model. Without a model, the per-element cost only.
 QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize);

@@ -132,6 +132,23 @@ class TestPlanner : public QObject {
     QCOMPARE(r.kv_bytes, 12 * 131072 * layer_token + 12 * 128 * layer_token);  // 3 GiB + 3 MiB
   }
 
+  // Gemma 4: each kind of layer with its own head shape, and the layers that read an earlier
+  // layer's KV storing none. E2B: 35 layers, 3 full (1 KV head of 512) and 12 sliding (1 of 256)
+  // keep KV, the other 20 borrow; 31B: 10 full layers of 4 x 512 and 50 sliding of 16 x 256.
+  void gemma4_shapes_and_shared_kv() {
+    const PlanResult e2b = plan_memory(input("Gemma-4-E2B", 131072, "bf16", KvDtype::F16));
+    QCOMPARE(e2b.kv_bytes_per_token, int64_t{3 * 2 * 1 * 512 * 2 + 12 * 2 * 1 * 256 * 2});
+    QCOMPARE(e2b.groups.size(), size_t{2});
+    QCOMPARE(e2b.groups[0].n_layer, 3);
+    QCOMPARE(e2b.groups[1].n_layer, 12);
+    QCOMPARE(e2b.kv_bytes, int64_t{131072} * 3 * 2048 + int64_t{512} * 12 * 1024);
+    QVERIFY2(e2b.formula.find("20 layers read an earlier layer's KV") != std::string::npos, e2b.formula.c_str());
+    const PlanResult b31 = plan_memory(input("Gemma-4-31B", 4096, "bf16", KvDtype::F16));
+    QCOMPARE(b31.kv_bytes_per_token, int64_t{10 * 2 * 4 * 512 * 2 + 50 * 2 * 16 * 256 * 2});
+    const PlanResult int8 = plan_memory(input("Gemma-4-31B", 4096, "bf16", KvDtype::INT8));
+    QCOMPARE(int8.kv_bytes_per_token, int64_t{10 * 2 * 4 * (512 + 4) + 50 * 2 * 16 * (256 + 4)});
+  }
+
   // Latent attention: DeepSeek-V3 caches one row of 512 latent + 64 RoPE values per token and
   // layer (68.6 KiB per token in f16, the figure DeepSeek's paper gives as 70 KB), where the same
   // model counted as multi-head would cache 128 heads x (192 + 128): 71 times more. Kimi K2, with
