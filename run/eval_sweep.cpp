@@ -39,7 +39,8 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
     const size_t eq = w.find('=');
     if (eq == std::string::npos || eq == 0)
       throw std::invalid_argument("--sweep '" + w +
-                                  "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual");
+                                  "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual, "
+                                  "learned");
     const std::string name = w.substr(0, eq);
     const std::vector<std::string> values = split_commas(w.substr(eq + 1));
     if (values.empty()) throw std::invalid_argument("--sweep '" + w + "': no values");
@@ -57,6 +58,12 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       axes.sinks = parse_counts(w, values);
     } else if (name == "residual") {
       axes.residuals = parse_counts(w, values);
+    } else if (name == "learned") {
+      axes.learned.clear();
+      for (const std::string& v : values) {
+        if (v != "on" && v != "off") throw std::invalid_argument("--sweep '" + w + "': '" + v + "' is not on or off");
+        axes.learned.push_back(v == "on");
+      }
     } else if (name == "evict") {
       axes.evicts.clear();
       for (const std::string& v : values) {
@@ -66,7 +73,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       }
     } else {
       throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name +
-                                  "' (dtype, window, sinks, evict, residual)");
+                                  "' (dtype, window, sinks, evict, residual, learned)");
     }
   }
   return axes;
@@ -79,18 +86,20 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
     for (int32_t r : !kv_dtype_block_quantized(t) ? none : axes.residuals.empty() ? base_residual : axes.residuals)
       for (int32_t w : axes.windows)
         for (int32_t s : axes.sinks)
-          for (const EvictConfig& e : axes.evicts) {
-            // With eviction `window` would be the policy's recent window (sweep_points' comment).
-            if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
-            EvalConfig c = base;
-            c.kv_dtype = t;
-            c.kivi_residual = r;
-            c.window = w;
-            c.sinks = s;
-            c.evict = e;
-            c.evict.select_at = e.on() ? base.evict.select_at : 0;
-            out.push_back(c);
-          }
+          for (const EvictConfig& e : axes.evicts)
+            for (bool learned : axes.learned) {
+              // With eviction `window` would be the policy's recent window (sweep_points' comment).
+              if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
+              EvalConfig c = base;
+              c.kv_dtype = t;
+              c.kivi_residual = r;
+              c.window = w;
+              c.sinks = s;
+              c.evict = e;
+              c.evict.select_at = e.on() ? base.evict.select_at : 0;
+              c.learned_sinks = learned;
+              out.push_back(c);
+            }
   return out;
 }
 
@@ -100,6 +109,7 @@ std::string sweep_point_label(const EvalConfig& c) {
   s += c.window > 0 ? " window " + std::to_string(c.window) : " full";
   if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks) + (c.sinks_in_sliding_layers ? "" : " (global layers)");
   if (c.evict.on()) s += " " + describe_evict(c.evict);
+  if (!c.learned_sinks) s += " no learned sinks";
   return s;
 }
 
@@ -111,6 +121,7 @@ SweepResult run_sweep(std::shared_ptr<const Model> model, const std::vector<Toke
   r.reference_cfg.window = 0;
   r.reference_cfg.sinks = 0;
   r.reference_cfg.evict = EvictConfig{};
+  r.reference_cfg.learned_sinks = true;
   r.reference_cfg.keep_logits = with_kl;
   const std::vector<EvalConfig> cfgs = sweep_points(axes, base);
   if (cfgs.empty())
@@ -159,6 +170,7 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
                       {"window", c.window},
                       {"sinks", c.sinks},
                       {"sinks_layers", c.sinks_in_sliding_layers ? "all" : "global"},
+                      {"learned_sinks", c.learned_sinks},
                       {"perplexity", r.perplexity},
                       {"nll_mean", r.nll_mean},
                       {"kv_bytes_per_token", r.kv_bytes_per_token},

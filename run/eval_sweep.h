@@ -27,15 +27,17 @@ struct SweepAxes {
   // KIVI residuals (EvalConfig::kivi_residual), for the KIVI dtypes only (the others run once
   // with 0); empty: the base config's (`--kivi-residual`).
   std::vector<int32_t> residuals;
+  // gpt-oss's trained sink logits on (true) or dropped (false): learned=on,off.
+  std::vector<bool> learned{true};
 };
 
 // Axes from "name=v1,v2,..." words: dtype=f16,int8,kivi4 window=0,512 sinks=0,4
-// evict=off,h2o:20%,snapkv:20% residual=0,64,128. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
+// evict=off,h2o:20%,snapkv:20% residual=0,64,128 learned=on,off. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
 // std::invalid_argument naming the bad word (unknown axis, repeated axis, bad or negative
 // value, a bad eviction spec, empty list).
 SweepAxes parse_sweep_axes(const std::vector<std::string>& words);
 
-// The grid in dtype-major order (then residual; evict innermost), each point `base` with that
+// The grid in dtype-major order (then residual; evict, then learned innermost), each point `base` with that
 // dtype / KIVI residual / window / sinks / eviction. Left out, as not configurations: sinks with no window or sinks >= window
 // (without eviction); an eviction policy with a window > 0 (with eviction the engine reads
 // --window as the policy's recent window, not an attention window, so the point would be a

@@ -48,6 +48,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.sinks = cfg.sinks;
   ec.evict = cfg.evict;
   ec.sinks_in_sliding_layers = cfg.sinks_in_sliding_layers;
+  ec.learned_sinks = cfg.learned_sinks;
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context

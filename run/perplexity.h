@@ -22,6 +22,7 @@ struct EvalConfig {
   int32_t window = 0;
   int32_t sinks = 0;
   bool sinks_in_sliding_layers = true;  // EngineConfig::sinks_in_sliding_layers (Gemma 3's own SWA layers)
+  bool learned_sinks = true;            // EngineConfig::learned_sinks (gpt-oss's trained sink logits)
   int32_t block_size = 16;
   int32_t kv_quant_group = 0;  // EngineConfig::kv_quant_group (packed 4/2-bit dtypes)
   // EngineConfig::kivi_residual, applied to kivi4/kivi2 only (other dtypes run with 0, so one

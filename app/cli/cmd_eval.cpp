@@ -95,21 +95,21 @@ std::vector<int32_t> parse_residual_list(const std::string& list) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv, int first) {
-  const Args a(
-      argc, argv, first,
-      {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads", "chunk",
-       "max-tokens", "out", "recompute-window", "recompute-rows", "sinks-layers", "evict", "snapkv-at"},
-      {"json", "help", "sweep", "nll", "no-kl"});
+  const Args a(argc, argv, first,
+               {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads",
+                "chunk", "max-tokens", "out", "recompute-window", "recompute-rows", "sinks-layers", "evict",
+                "snapkv-at", "learned-sinks"},
+               {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout
         << "kvscope-cli eval --model M --text FILE [--kv-dtype D[,D2,...]: " << kv_dtype_choices()
         << "]\n"
-           "  [--kv-group G] [--kivi-residual R[,R2,...]] [--window W --sinks S [--sinks-layers all|global]] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
+           "  [--kv-group G] [--kivi-residual R[,R2,...]] [--window W --sinks S [--sinks-layers all|global]] [--learned-sinks on|off] [--json] [--block-size 16] [--chunk 64] [--threads N] [--max-tokens N]\n"
            "  [--evict h2o:B|snapkv:B[,...]] (B tokens or P%; with it --window is the recent window; h2o:B:layer per layer) [--snapkv-at N]\n"
            "Perplexity of the text (BOS + text), and mean KL(reference || run) and top-1 agreement of\n"
            "the next-token distributions against the f32-KV full-attention run on the same text.\n"
            "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
-           "  [residual=0,64,128] (KIVI dtypes only)\n"
+           "  [residual=0,64,128] (KIVI dtypes only) [learned=on,off] (gpt-oss's trained sink logits kept or dropped)\n"
            "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
            "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
            "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
@@ -119,6 +119,7 @@ int cmd_eval(int argc, char** argv, int first) {
            "last W-1 tokens re-encoded for each scored row) on --recompute-rows rows spread over [W-1, n-2].\n"
            "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
            "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
+           "--learned-sinks off: drop gpt-oss's trained sink logits (attn_sinks) from the softmax, to see what they do.\n"
            "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
@@ -145,6 +146,9 @@ int cmd_eval(int argc, char** argv, int first) {
   if (sinks_layers != "all" && sinks_layers != "global")
     throw UsageError("--sinks-layers is all or global, not '" + sinks_layers + "'");
   cfg.sinks_in_sliding_layers = sinks_layers == "all";
+  const std::string learned = a.str("learned-sinks", "on");
+  if (learned != "on" && learned != "off") throw UsageError("--learned-sinks is on or off, not '" + learned + "'");
+  cfg.learned_sinks = learned == "on";
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));

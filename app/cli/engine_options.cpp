@@ -9,31 +9,19 @@
 namespace kvscope::cli {
 
 const std::set<std::string>& engine_option_names() {
-  static const std::set<std::string> names = {"model",
-                                              "threads",
-                                              "block-size",
-                                              "kv-blocks",
-                                              "kv-memory",
-                                              "kv-dtype",
-                                              "kv-group",
-                                              "kivi-residual",
-                                              "prefix-caching",
-                                              "window",
-                                              "sinks",
-                                              "max-running",
-                                              "max-batched-tokens",
-                                              "max-model-len",
-                                              "temp",
-                                              "top-k",
-                                              "top-p",
-                                              "min-p",
-                                              "repeat-penalty",
-                                              "repeat-last-n",
-                                              "seed",
-                                              "backend",
-                                              "kv-cache",
-                                              "hybrid-kv",
-                                              "snapshots",
+  static const std::set<std::string> names = {"model",          "threads",
+                                              "block-size",     "kv-blocks",
+                                              "kv-memory",      "kv-dtype",
+                                              "kv-group",       "kivi-residual",
+                                              "prefix-caching", "window",
+                                              "sinks",          "learned-sinks",
+                                              "max-running",    "max-batched-tokens",
+                                              "max-model-len",  "temp",
+                                              "top-k",          "top-p",
+                                              "min-p",          "repeat-penalty",
+                                              "repeat-last-n",  "seed",
+                                              "backend",        "kv-cache",
+                                              "hybrid-kv",      "snapshots",
                                               "evict"};
   return names;
 }
@@ -94,6 +82,9 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   c.prefix_caching = pc == "on";
   c.window = static_cast<int32_t>(a.i64("window", 0));
   c.sinks = static_cast<int32_t>(a.i64("sinks", 0));
+  const std::string ls = a.str("learned-sinks", "on");
+  if (ls != "on" && ls != "off") throw UsageError("--learned-sinks takes on or off (off: drop gpt-oss's attn_sinks)");
+  c.learned_sinks = ls == "on";
   try {
     c.evict = parse_evict(a.str("evict", "off"));
   } catch (const std::invalid_argument& e) { throw UsageError(e.what()); }

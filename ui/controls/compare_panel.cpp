@@ -50,6 +50,7 @@ QString describe(const EngineConfig& c) {
   if (c.window > 0) s += QObject::tr(" · window %1").arg(c.window);
   if (c.sinks > 0) s += QObject::tr(" · sinks %1").arg(c.sinks);
   if (c.evict.on()) s += QObject::tr(" · evict %1").arg(QString::fromStdString(describe_evict(c.evict)));
+  if (!c.learned_sinks) s += QObject::tr(" · no learned sinks");
   return s;
 }
 
@@ -102,6 +103,12 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   bDtype_->setToolTip(tr("B's element type of the stored keys and values (hover each entry for its bytes per token)."));
   set_kv_dtype_tooltips(bDtype_, KvShape{}, 0);
   bPrefix_ = new QCheckBox(tr("flip prefix caching"));
+  bLearned_ = new QCheckBox(tr("drop learned sinks"));
+  bLearned_->setObjectName(QStringLiteral("learnedSinksB"));
+  bLearned_->setToolTip(
+      tr("gpt-oss's trained sink logits (one per head, attn_sinks) left out of B's softmax. They are weights, "
+         "not cached tokens: B's KV memory stays the same, only its outputs change. Compare with StreamingLLM's "
+         "sink tokens (the Sinks field), which are cached positions. No effect on a model without them."));
   bAlloc_ = new QComboBox;
   bAlloc_->addItem(tr("same as A"), 0);
   bAlloc_->addItem(tr("paged"), 1);
@@ -142,7 +149,8 @@ ComparePanel::ComparePanel(const EngineSettingsSource* settings, QWidget* parent
   addField(1, 0, tr("Window"), bWindow_);
   addField(1, 1, tr("Sinks"), bSinks_);
   addField(1, 2, tr("Allocator"), bAlloc_);
-  grid->addWidget(bPrefix_, 2, 0, 1, 3);
+  grid->addWidget(bPrefix_, 2, 0);
+  grid->addWidget(bLearned_, 2, 1, 1, 3);
   addField(2, 2, tr("Eviction"), bEvict_);
 
   run_ = new QPushButton(tr("Run both"));
@@ -276,6 +284,7 @@ std::optional<EngineConfig> ComparePanel::configB(const EngineConfig& a, QString
     }
   }
   if (bPrefix_->isChecked()) b.prefix_caching = !a.prefix_caching;
+  if (bLearned_->isChecked()) b.learned_sinks = false;
   if (const int alloc = bAlloc_->currentData().toInt(); alloc > 0) {
     b.contiguous_baseline = alloc >= 2;
     if (alloc == 3) b.baseline_reserve.kind = BaselineReserveKind::Request;

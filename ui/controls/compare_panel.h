@@ -47,6 +47,7 @@ class ComparePanel : public QWidget {
   QComboBox* blockSizeB() const { return bBlock_; }
   QComboBox* dtypeB() const { return bDtype_; }
   QCheckBox* prefixB() const { return bPrefix_; }
+  QCheckBox* learnedSinksB() const { return bLearned_; }
   QLineEdit* windowB() const { return bWindow_; }
   QComboBox* allocatorB() const { return bAlloc_; }
   QLineEdit* sinksB() const { return bSinks_; }
@@ -99,6 +100,7 @@ class ComparePanel : public QWidget {
   const EngineSettingsSource* settings_;
   QComboBox *scenario_, *bBlock_, *bDtype_, *bAlloc_;
   QCheckBox* bPrefix_;
+  QCheckBox* bLearned_;  // B without gpt-oss's learned sink logits
   QLineEdit *bWindow_, *bSinks_, *bPool_, *bEvict_;
   QPushButton* run_;
   QLabel* status_;

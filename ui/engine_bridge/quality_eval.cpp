@@ -11,6 +11,8 @@ EvalConfig eval_config_of(const EngineConfig& cfg, int threads) {
   e.kv_dtype = cfg.kv_dtype;
   e.window = cfg.window;
   e.sinks = cfg.sinks;
+  e.sinks_in_sliding_layers = cfg.sinks_in_sliding_layers;
+  e.learned_sinks = cfg.learned_sinks;
   e.block_size = cfg.block_size;
   e.threads = threads;
   e.evict = cfg.evict;  // a percentage budget is then a share of the scored text
