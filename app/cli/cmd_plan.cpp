@@ -136,6 +136,15 @@ int cmd_plan(int argc, char** argv, int first) {
                         {"gpu_util", in.gpu_util},
                         {"gpus", r.gpus},
                         {"groups", groups}};
+    if (m.hybrid())
+      j["recurrent"] = {{"layers", m.n_recurrent_layers},
+                        {"state_bytes_per_layer", m.state_bytes_per_layer},
+                        {"state_bytes_per_seq", r.state_bytes_per_seq},
+                        {"state_bytes", r.state_bytes},
+                        {"seqs_fit", r.seqs_fit},
+                        {"seqs_fit_full_attention", r.seqs_fit_full_attention},
+                        {"fit_gpus", r.fit_gpus},
+                        {"break_even_tokens", r.break_even_tokens}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -164,8 +173,18 @@ int cmd_plan(int argc, char** argv, int first) {
   std::printf("KV cache:      %s", gb(r.kv_bytes).c_str());
   if (r.kv_scale_bytes > 0)
     std::printf("  = elements %s + scales %s", gb(r.kv_element_bytes).c_str(), gb(r.kv_scale_bytes).c_str());
+  if (m.hybrid())
+    std::printf("\nrecurrent state: %s (%s per sequence, fixed: %d layers x %lld B)", gb(r.state_bytes).c_str(),
+                gb(r.state_bytes_per_seq).c_str(), m.n_recurrent_layers,
+                static_cast<long long>(m.state_bytes_per_layer));
   std::printf("\ntotal:         %s -> %d GPU(s) of %.0f GiB (%.0f%% usable); activations not counted\n",
               gb(r.total_bytes).c_str(), r.gpus, in.gpu_gib, in.gpu_util * 100);
+  if (m.hybrid())
+    std::printf(
+        "%d GPU(s) beside the weights hold %lld sequences of %lld tokens; the same model with attention in all %d "
+        "layers: %lld (the fixed state equals that KV at %lld tokens)\n",
+        r.fit_gpus, static_cast<long long>(r.seqs_fit), static_cast<long long>(in.context), m.n_layer,
+        static_cast<long long>(r.seqs_fit_full_attention), static_cast<long long>(r.break_even_tokens));
   return 0;
 }
 

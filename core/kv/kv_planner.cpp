@@ -98,6 +98,127 @@ const std::vector<PlanModel>& plan_presets() {
        256,
        15,
        3},
+      // Hybrids: recurrent layers keep a fixed state per sequence. Gated DeltaNet (Qwen3.5,
+      // Qwen3-Next): 32 value heads x 128 x 128 f32 recurrent state + 3 x 8192 bf16 conv values
+      // = 2,146,304 B per layer; Mamba-2 (Granite 4.0-H): 128 heads x 64 x 128 f32 + 3 x 8448
+      // bf16 = 4,244,992 B; LFM2's short convolution: 2 x 2048 bf16 = 8,192 B.
+      {"Qwen3.5-9B",
+       9e9,
+       32,
+       16,
+       4,
+       256,
+       262144,
+       0,
+       0,
+       0,
+       "Qwen/Qwen3.5-9B: Gated DeltaNet in 3 of every 4 layers (full_attention_interval 4), f32 state",
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       24,
+       2146304},
+      {"Qwen3.5-35B-A3B",
+       35e9,
+       40,
+       16,
+       2,
+       256,
+       262144,
+       0,
+       0,
+       0,
+       "Qwen/Qwen3.5-35B-A3B: 30 Gated DeltaNet + 10 full layers, 256 experts, 8 per token",
+       256,
+       8,
+       3e9,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       30,
+       2146304},
+      {"Qwen3-Next-80B-A3B",
+       79.7e9,
+       48,
+       16,
+       2,
+       256,
+       262144,
+       0,
+       0,
+       0,
+       "Qwen/Qwen3-Next-80B-A3B: 36 Gated DeltaNet + 12 full layers, 512 experts, 10 per token; f32 state "
+       "assumed (as Qwen3.5's mamba_ssm_dtype)",
+       512,
+       10,
+       3.9e9,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       36,
+       2146304},
+      {"Granite-4.0-H-Small",
+       32e9,
+       40,
+       32,
+       8,
+       128,
+       131072,
+       0,
+       0,
+       0,
+       "ibm-granite/granite-4.0-h-small: 36 Mamba-2 + 4 attention layers (mamba_n_heads 128, d_head 64, "
+       "d_state 128, n_groups 1, d_conv 4), f32 state assumed; 9B of 32B active",
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       36,
+       4244992},
+      {"LFM2-1.2B",
+       1.17e9,
+       16,
+       32,
+       8,
+       64,
+       32768,
+       0,
+       0,
+       0,
+       "LiquidAI/LFM2-1.2B: 10 short-convolution (L_cache 3) + 6 attention layers",
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       10,
+       8192},
       // Latent attention: 61 layers x (512 latent + 64 RoPE key), one row per token, where
       // the equivalent multi-head cache would hold 128 heads x (192 key + 128 value).
       {"DeepSeek-V3", 671e9, 61, 128, 1, 576, 163840, 0, 0, 0,
@@ -179,7 +300,7 @@ static std::pair<int64_t, int64_t> kept_positions(int64_t ctx, int32_t window, i
 // the full ones, less those that borrow an earlier layer's KV.
 static std::pair<int32_t, int32_t> stored_layers(const PlanModel& m) {
   const int32_t n_swa = m.sliding_window > 0 ? std::min(m.n_swa_layers, m.n_layer) : 0;
-  return {std::max(0, m.n_layer - n_swa - m.n_borrow_full), std::max(0, n_swa - m.n_borrow_swa)};
+  return {std::max(0, m.n_layer - n_swa - m.n_borrow_full - m.n_recurrent_layers), std::max(0, n_swa - m.n_borrow_swa)};
 }
 
 // A sliding layer's KV bytes per token (scales included, and codes only) where its shape is its
@@ -219,6 +340,16 @@ static std::pair<int64_t, int64_t> kv_per_token(const PlanInput& in, PlanResult&
   r.kv_bytes_per_token = layer_token_bytes * m.n_layer;
   r.kv_element_bytes_per_token = layer_elem_bytes * m.n_layer;
   const std::pair<int64_t, int64_t> swa = sliding_layer_bytes(in);
+  if (m.hybrid()) {  // recurrent layers: a fixed state per sequence, no KV
+    const int32_t n_attn = stored_layers(m).first;
+    r.kv_bytes_per_token = layer_token_bytes * n_attn;
+    r.kv_element_bytes_per_token = layer_elem_bytes * n_attn;
+    r.formula = std::to_string(n_attn) + " attention layers x " + std::to_string(layer_token_bytes) +
+                " B = " + std::to_string(r.kv_bytes_per_token) + " B/token; plus " +
+                std::to_string(m.n_recurrent_layers) + " recurrent layers x " +
+                std::to_string(m.state_bytes_per_layer) + " B of state per sequence, whatever its length";
+    return {layer_token_bytes, layer_elem_bytes};
+  }
   if (swa.first > 0 || m.n_borrow_swa + m.n_borrow_full > 0) {  // Gemma 4: per kind, stored layers only
     const std::pair<int32_t, int32_t> n = stored_layers(m);
     const int64_t swa_token = swa.first > 0 ? swa.first : layer_token_bytes;
@@ -264,6 +395,26 @@ int64_t plan_kv_bytes_per_token(const PlanModel& m, KvDtype kv) {
   PlanResult r;
   kv_per_token(in, r);
   return r.kv_bytes_per_token;
+}
+
+// A hybrid recurrent model's fixed state (into total_bytes), and what fits in one GPU beside the
+// weights (on the GPUs the weights need) at this context: sequences of this model, and of the same model with every layer an
+// attention layer of the same shape (the comparison a user picking between them makes).
+static void plan_recurrent_state(const PlanInput& in, int64_t layer_token_bytes, double usable, PlanResult& r) {
+  const PlanModel& m = in.model;
+  r.state_bytes_per_seq = m.state_bytes_per_layer * m.n_recurrent_layers;
+  r.state_bytes = r.state_bytes_per_seq * in.batch;
+  r.total_bytes += r.state_bytes;
+  // The GPUs the weights alone need, at least one, hold the weights and as many sequences as fit.
+  r.fit_gpus = std::max(1, static_cast<int32_t>(std::ceil(static_cast<double>(r.weights_bytes) / usable)));
+  const double room = usable * r.fit_gpus - static_cast<double>(r.weights_bytes);
+  const double per_seq =
+      static_cast<double>(r.state_bytes_per_seq) + static_cast<double>(r.kv_bytes_per_token) * in.context;
+  const double per_seq_full = static_cast<double>(layer_token_bytes) * m.n_layer * in.context;
+  r.seqs_fit = room > 0 ? static_cast<int64_t>(room / per_seq) : 0;
+  r.seqs_fit_full_attention = room > 0 ? static_cast<int64_t>(room / per_seq_full) : 0;
+  const int64_t recurrent_as_kv = layer_token_bytes * m.n_recurrent_layers;  // per token
+  r.break_even_tokens = recurrent_as_kv > 0 ? (r.state_bytes_per_seq + recurrent_as_kv - 1) / recurrent_as_kv : 0;
 }
 
 PlanResult plan_memory(const PlanInput& in) {
@@ -320,6 +471,7 @@ PlanResult plan_memory(const PlanInput& in) {
   r.kv_scale_bytes = r.kv_bytes - r.kv_element_bytes;
   r.total_bytes = r.weights_bytes + r.kv_bytes;
   const double usable = in.gpu_gib * in.gpu_util * static_cast<double>(1LL << 30);
+  if (m.hybrid()) plan_recurrent_state(in, layer_token_bytes, usable, r);
   r.gpus = static_cast<int32_t>(std::ceil(static_cast<double>(r.total_bytes) / usable));
   return r;
 }

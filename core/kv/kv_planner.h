@@ -44,6 +44,12 @@ struct PlanModel {
   // read an earlier layer's KV instead of storing their own (attention.shared_kv_layers).
   int32_t swa_n_head_kv = 0, swa_head_dim = 0;
   int32_t n_borrow_swa = 0, n_borrow_full = 0;
+  // Hybrid recurrent models (Qwen3.5, Qwen3-Next, Granite 4.0-H, LFM2): n_recurrent_layers keep a
+  // fixed state per sequence instead of KV (state_bytes_per_layer: the recurrent and convolution
+  // state at the model's state dtype, whatever the length); only the other layers store KV.
+  int32_t n_recurrent_layers = 0;
+  int64_t state_bytes_per_layer = 0;
+  bool hybrid() const { return n_recurrent_layers > 0; }
 };
 
 // Llama-2-70B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, "70B" (the problem statement's
@@ -97,6 +103,16 @@ struct PlanResult {
   int64_t total_bytes = 0;
   int32_t gpus = 0;  // ceil(total / usable bytes per GPU)
   std::vector<PlanGroup> groups;
+  // Hybrid recurrent models: the fixed state of one sequence and of the batch (in total_bytes);
+  // how many sequences of `context` tokens fit beside the weights on the fit_gpus GPUs the
+  // weights need (at least one), for this model and
+  // for the same model with attention (KV) in every layer; the length at which one sequence's
+  // fixed state equals the KV those recurrent layers would hold as attention layers.
+  int64_t state_bytes_per_seq = 0;
+  int64_t state_bytes = 0;
+  int64_t seqs_fit = 0, seqs_fit_full_attention = 0;
+  int32_t fit_gpus = 0;
+  int64_t break_even_tokens = 0;
 };
 
 // Throws std::invalid_argument on a bad input (unknown precision, context < 1, prefix > context...).

@@ -547,6 +547,18 @@ class TestWorkbench : public QObject {
     QVERIFY(w.plannerPanel()->resultText().contains(QStringLiteral("(320.0 GiB)")));
   }
 
+  // A hybrid (Qwen3.5-9B at 32K on one 80 GiB GPU): the fixed state per sequence, and 60
+  // sequences fit where the same model with attention in every layer fits 15.
+  void plannerShowsAHybridsFixedState() {
+    MainWindow w;
+    w.plannerPanel()->presetBox()->setCurrentText(QStringLiteral("Qwen3.5-9B"));
+    w.plannerPanel()->contextEdit()->setText(QStringLiteral("32K"));
+    const QString text = w.plannerPanel()->resultText();
+    QVERIFY2(text.contains(QStringLiteral("Recurrent state")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("<b>60</b> sequences")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("all 32 layers: <b>15</b>")), qPrintable(text));
+  }
+
   void layoutIsRemembered() {
     {
       auto w = open_window();

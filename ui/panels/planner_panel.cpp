@@ -24,6 +24,26 @@ QString bytes_text(int64_t b) {
       .arg(static_cast<double>(b) / (1ull << 30), 0, 'f', 1);
 }
 
+// A hybrid recurrent model: the fixed state per sequence beside the per-token KV, and how many
+// sequences of the context fit against the same model with attention in every layer.
+QString hybrid_text(const PlanInput& in, const PlanResult& r) {
+  if (!in.model.hybrid()) return {};
+  return QObject::tr(
+             "<br><b>Recurrent state</b>: %1 layers × %2 B = %3 per sequence, fixed whatever its length "
+             "(%4 for the batch).<br>%5 GPU(s) beside the weights hold <b>%6</b> sequences of %7 tokens; "
+             "the same model with attention in all %8 layers: <b>%9</b>. The state equals that KV at %10 "
+             "tokens.")
+      .arg(in.model.n_recurrent_layers)
+      .arg(in.model.state_bytes_per_layer)
+      .arg(bytes_text(r.state_bytes_per_seq), bytes_text(r.state_bytes))
+      .arg(r.fit_gpus)
+      .arg(r.seqs_fit)
+      .arg(in.context)
+      .arg(in.model.n_layer)
+      .arg(r.seqs_fit_full_attention)
+      .arg(r.break_even_tokens);
+}
+
 }  // namespace
 
 PlannerPanel::PlannerPanel(QWidget* parent) : QWidget(parent) {
@@ -143,7 +163,8 @@ void PlannerPanel::recompute() {
                                     "weights count, the KV per token does not change with them.")
                                      .arg(in.model.n_expert)
                                      .arg(in.model.n_expert_used)
-                               : QString()));
+                               : QString()) +
+        hybrid_text(in, gqa));
     int c = 0;
     for (const PlanResult* r : {&gqa, &mha}) {
       const QStringList vals = {tr("%1 KiB").arg(static_cast<double>(r->kv_bytes_per_token) / 1024.0, 0, 'f', 1),

@@ -149,6 +149,31 @@ class TestPlanner : public QObject {
     QCOMPARE(int8.kv_bytes_per_token, int64_t{10 * 2 * 4 * (512 + 4) + 50 * 2 * 16 * (256 + 4)});
   }
 
+  // Hybrids: Qwen3.5-9B's 24 Gated DeltaNet layers keep 32 x 128 x 128 f32 + 3 x 8192 bf16 values
+  // each per sequence, its 8 full layers 4 KV heads of 256 per token. At 32K on one 80 GiB GPU
+  // beside 18 GB of bf16 weights: 60 sequences, against 15 for the same model with attention in
+  // all 32 layers; the state equals the KV of 24 attention layers at 524 tokens.
+  void hybrid_fixed_and_marginal_cost() {
+    const PlanResult r = plan_memory(input("Qwen3.5-9B", 32768, "bf16", KvDtype::F16));
+    const int64_t state_layer = int64_t{32} * 128 * 128 * 4 + int64_t{3} * (2 * 16 * 128 + 32 * 128) * 2;
+    QCOMPARE(state_layer, int64_t{2146304});
+    QCOMPARE(r.kv_bytes_per_token, int64_t{8 * 2 * 4 * 256 * 2});
+    QCOMPARE(r.state_bytes_per_seq, 24 * state_layer);
+    QCOMPARE(r.total_bytes, r.weights_bytes + r.kv_bytes + r.state_bytes);
+    QCOMPARE(r.fit_gpus, 1);
+    const double room = 80.0 * (1LL << 30) - 18e9;
+    QCOMPARE(r.seqs_fit, static_cast<int64_t>(room / (24.0 * state_layer + 32768.0 * r.kv_bytes_per_token)));
+    QCOMPARE(r.seqs_fit, int64_t{60});
+    QCOMPARE(r.seqs_fit_full_attention, int64_t{15});
+    QCOMPARE(r.break_even_tokens, int64_t{524});
+    // fp8 KV shrinks only the attention layers' part: the state stays (vLLM RFC 55196's point).
+    const PlanResult fp8 = plan_memory(input("Qwen3.5-9B", 32768, "bf16", KvDtype::FP8_E4M3));
+    QCOMPARE(fp8.state_bytes_per_seq, r.state_bytes_per_seq);
+    QVERIFY(fp8.kv_bytes_per_token < r.kv_bytes_per_token);
+    // Eighty billion parameters need two GPUs before any sequence.
+    QCOMPARE(plan_memory(input("Qwen3-Next-80B-A3B", 32768, "bf16", KvDtype::F16)).fit_gpus, 2);
+  }
+
   // Latent attention: DeepSeek-V3 caches one row of 512 latent + 64 RoPE values per token and
   // layer (68.6 KiB per token in f16, the figure DeepSeek's paper gives as 70 KB), where the same
   // model counted as multi-head would cache 128 heads x (192 + 128): 71 times more. Kimi K2, with
