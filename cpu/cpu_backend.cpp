@@ -36,7 +36,7 @@ std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.siz
 void CpuBackend::init_kv(const KvLayout& layout, const AttentionPolicy& policy) {
   KvGroupSpec all{layout, {}};
   for (int32_t il = 0; il < model_->config.n_layer; ++il)
-    if (model_->config.layer_owns_kv(il)) all.layers.push_back(il);
+    if (model_->config.layer_keeps_kv(il)) all.layers.push_back(il);
   init_kv_groups(std::span<const KvGroupSpec>(&all, 1), policy);
 }
 
@@ -54,7 +54,7 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
       throw std::invalid_argument("KV layout does not match the model");
     for (size_t i = 0; i < groups[g].layers.size(); ++i) {
       const int32_t il = groups[g].layers[i];
-      if (il < 0 || il >= c.n_layer || layer_group[static_cast<size_t>(il)] >= 0 || !c.layer_owns_kv(il))
+      if (il < 0 || il >= c.n_layer || layer_group[static_cast<size_t>(il)] >= 0 || !c.layer_keeps_kv(il))
         throw std::invalid_argument(every);
       if (l.n_head_kv != c.layer_n_head_kv(il) || l.head_dim != c.layer_head_dim(il))
         throw std::invalid_argument("KV layout does not match the model's layer " + std::to_string(il));
@@ -62,8 +62,10 @@ void CpuBackend::init_kv_groups(std::span<const KvGroupSpec> groups, const Atten
       layer_slot[static_cast<size_t>(il)] = static_cast<int32_t>(i);
     }
   }
-  // A layer that borrows KV (gemma4's last layers) reads its source layer's storage.
+  // A layer that borrows KV (gemma4's last layers) reads its source layer's storage; a recurrent
+  // layer (lfm2's convolutions) has none.
   for (int32_t il = 0; il < c.n_layer; ++il) {
+    if (c.layer_is_recurrent(il)) continue;
     const auto src = static_cast<size_t>(c.kv_source(il));
     if (layer_group[src] < 0) throw std::invalid_argument(every);
     layer_group[static_cast<size_t>(il)] = layer_group[src];
@@ -390,6 +392,7 @@ void CpuBackend::embed(const BatchView& batch) {
 void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const ModelConfig& c = model_->config;
   if (c.latent_kv()) return latent_attention(il, batch);
+  if (c.layer_is_recurrent(il)) return short_conv_block(il, batch);
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd;

@@ -42,6 +42,9 @@ class CpuBackend : public Backend {
   void forward(const BatchView& batch, float* logits) override;
   int64_t kv_residual_peak_bytes() const override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
+  void init_state_slots(int32_t n_slots) override;
+  int64_t state_bytes_per_slot() const override;
+  void copy_state_slots(std::span<const StateCopy> copies) override;
   bool supports_kivi_residual() const override { return true; }
   void release_blocks(std::span<const BlockRelease> released) override;
   bool supports_token_eviction() const override { return true; }
@@ -106,6 +109,10 @@ class CpuBackend : public Backend {
   // The output projection, the residual and the FFN's input norm: the end of attention_block.
   void attention_output(int32_t layer, int32_t n_tokens, const float* heads);
   void ffn_block(int32_t layer, int32_t n_tokens);
+  // lfm2's short-convolution layer (cpu/cpu_short_conv.cpp): B, C, x from in_proj, the causal
+  // depthwise convolution of B*x over the sequence's state then its tokens, C * that, out_proj,
+  // residual and the FFN's input norm. Updates each sequence's state slot.
+  void short_conv_block(int32_t layer, const BatchView& batch);
   // gemma4 (cpu/cpu_layer_inputs.cpp): the per-layer inputs of this batch's tokens, computed once
   // from the embeddings, and each layer's use of them; then the layer's output scale.
   void per_layer_inputs(const BatchView& batch);
@@ -171,7 +178,13 @@ class CpuBackend : public Backend {
   // Scratch, reused across steps: [n_tokens][...]
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // latent attention (cpu_latent_attention.cpp)
-  std::vector<float> ple_in_, ple_x_;       // gemma4: [token][layer][n_embd_per_layer] inputs, [token][..] work
+  std::vector<float> ple_in_, ple_x_;  // gemma4: [token][layer][n_embd_per_layer] inputs, [token][..] work
+  // Recurrent state (lfm2): [slot][recurrent layer][n_embd][conv_l_cache - 1] past B*x values,
+  // oldest first; recurrent_index_[il]: il's place among the recurrent layers (-1: none).
+  std::vector<float> conv_state_;
+  int32_t n_state_slots_ = 0;
+  std::vector<int32_t> recurrent_index_;
+  std::vector<float> conv_bcx_, conv_y_;    // [token][3 n_embd], [token][n_embd]
   std::vector<Scratch> scratch_;            // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;

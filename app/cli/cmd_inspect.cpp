@@ -88,6 +88,15 @@ int cmd_inspect(int argc, char** argv, int first) {
       cfg["n_embd_per_layer"] = c.n_embd_per_layer;
       cfg["final_logit_softcap"] = c.final_softcap;
     }
+    if (c.has_recurrent()) {  // lfm2: layers with a fixed state per sequence instead of KV
+      nlohmann::json rec = nlohmann::json::array();
+      for (int32_t il = 0; il < c.n_layer; ++il)
+        if (c.layer_is_recurrent(il)) rec.push_back(il);
+      cfg["recurrent_layers"] = rec;
+      cfg["conv_l_cache"] = c.conv_l_cache;
+      cfg["kv_layers"] = c.n_layer - static_cast<int32_t>(rec.size());
+      j["state_bytes_per_seq"] = c.state_floats_per_seq() * static_cast<int64_t>(sizeof(float));
+    }
     j["model_config"] = cfg;
     // KV cost per token, scales included, as the engine sizes its pool (KvLayout, 16-token
     // blocks): 2 (K and V) x layers x kv_heads x a head vector, or one latent row per layer.
@@ -96,7 +105,7 @@ int cmd_inspect(int argc, char** argv, int first) {
       if (c.latent_kv() && kv_dtype_packed(d)) continue;  // refused on a latent cache
       int64_t bytes = 0;
       for (int32_t il = 0; il < c.n_layer; ++il) {
-        if (!c.layer_owns_kv(il)) continue;
+        if (!c.layer_keeps_kv(il)) continue;
         KvLayout l;
         l.n_layer = 1;
         l.n_head_kv = c.layer_n_head_kv(il);
@@ -131,10 +140,15 @@ int cmd_inspect(int argc, char** argv, int first) {
                 << gemma4_kv_text(c["layers"])
                 << "KV cache per token = 2 x the sum over the layers that keep KV of KV heads x head_dim x bytes:";
     else
-      std::cout << "\nKV cache per token = 2 x " << c["n_layer"] << " layers x " << c["n_head_kv"] << " KV heads x "
+      std::cout << "\nKV cache per token = 2 x " << c.value("kv_layers", c["n_layer"].get<int>())
+                << (c.contains("kv_layers") ? " attention" : "") << " layers x " << c["n_head_kv"] << " KV heads x "
                 << c["head_dim"] << " head_dim x bytes (+ a scale for int8/fp8):";
     for (auto& [name, bytes] : kv.items()) std::cout << "  " << name << " " << bytes.get<int64_t>() << " B";
     std::cout << "\n";
+    if (j.contains("state_bytes_per_seq"))
+      std::cout << "recurrent layers " << c["recurrent_layers"].dump() << ": no KV; each sequence holds a fixed "
+                << j["state_bytes_per_seq"] << " B of state (f32: " << c["conv_l_cache"].get<int>() - 1
+                << " past inputs x n_embd per layer), whatever its length\n";
     if (c["n_expert"].get<int32_t>() > 0)
       std::cout << "mixture of experts: " << c["n_expert"] << " experts, " << c["n_expert_used"]
                 << " per token; experts are FFN weights, so the KV per token above is the same whatever their "

@@ -26,6 +26,9 @@ PlanModel plan_model_from_gguf(const std::string& path) {
     }
     if (!c.layer_owns_kv(il)) ++(c.layer_is_swa(il) ? m.n_borrow_swa : m.n_borrow_full);
   }
+  for (int32_t il = 0; il < c.n_layer; ++il) m.n_recurrent_layers += c.layer_is_recurrent(il) ? 1 : 0;
+  if (m.n_recurrent_layers > 0)  // the state as kvscope keeps it: f32
+    m.state_bytes_per_layer = c.state_floats_per_seq() / m.n_recurrent_layers * static_cast<int64_t>(sizeof(float));
   for (const GgufTensorInfo& t : file->tensors()) {
     m.n_params += static_cast<double>(t.n_elements());
     m.file_weight_bytes += static_cast<int64_t>(t.nbytes);

@@ -32,4 +32,14 @@ int64_t Backend::kv_bytes_per_token() const {
   return n;
 }
 
+void Backend::init_state_slots(int32_t n_slots) {
+  if (n_slots > 0)
+    throw std::invalid_argument("the " + name() +
+                                " backend does not run recurrent layers (short convolutions): use --backend cpu");
+}
+
+void Backend::copy_state_slots(std::span<const StateCopy> copies) {
+  if (!copies.empty()) throw std::invalid_argument("the " + name() + " backend holds no recurrent state to copy");
+}
+
 }  // namespace kvscope

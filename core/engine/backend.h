@@ -9,6 +9,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_layout.h"
+#include "kv/state_slot_manager.h"
 
 namespace kvscope {
 
@@ -52,6 +53,9 @@ struct BatchView {
   std::vector<std::span<const BlockId>> block_tables;  // [n_seqs]
   std::vector<int32_t> logits_rows;                    // token indices whose logits are wanted, ascending
   std::vector<KvGroupBatch> groups_after_first;        // [n_groups - 1]: groups 1.. (hybrid KV cache)
+  // [n_seqs] each sequence's recurrent-state slot (models with recurrent layers; empty or -1
+  // otherwise). A sequence whose first token here is at position 0 starts a fresh state.
+  std::vector<int32_t> state_slots;
   // Token eviction (one KV group only; all empty when it is off, and then cost nothing):
   std::span<const uint8_t> holes;  // [num_blocks * block_size]: 1 = evicted slot, attention skips it
   std::span<const uint8_t>
@@ -96,6 +100,12 @@ class Backend {
   // logits: [batch.logits_rows.size()][n_vocab]
   virtual void forward(const BatchView& batch, float* logits) = 0;
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;  // copy-on-write (BlockCopy::group)
+  // Recurrent-state slots (kv/state_slot_manager.h) for a model with recurrent layers: how many,
+  // the bytes one holds, and the copies forked sequences need. A backend that runs no recurrent
+  // layer refuses any slot (the defaults).
+  virtual void init_state_slots(int32_t n_slots);
+  virtual int64_t state_bytes_per_slot() const { return 0; }
+  virtual void copy_state_slots(std::span<const StateCopy> copies);
   // Token eviction: whether holes / cache rows / attention recording are honoured; the
   // accumulated softmax weight every slot received from recorded queries (summed over layers
   // and query heads; reset when a slot is written at layer 0); and compaction's slot moves

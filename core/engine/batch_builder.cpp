@@ -19,6 +19,7 @@ void build_batch(const SchedulerOutput& out, const KvSlotAllocator& kv,
       t = kv.group_block_table(s.id, g);
       (g == 0 ? v.block_tables : v.groups_after_first[static_cast<size_t>(g - 1)].block_tables).emplace_back(t);
     }
+    v.state_slots.push_back(kv.state_slot(s.id));
     b.chunk_rows[c].first = static_cast<int32_t>(v.logits_rows.size());
     for (int32_t i = 0; i < ch.n_tokens; ++i) {
       const int32_t pos = ch.first_pos + i;

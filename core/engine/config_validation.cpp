@@ -141,6 +141,9 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
   check_scheduler(cfg, p);
   check_modes(cfg, p);
   check_evict(cfg, model, p);
+  if (cfg.evict.on() && model.has_recurrent())
+    p.add("evict", "token eviction drops tokens from the KV cache, but " + model.arch +
+                       "'s recurrent layers already folded them into their state: not for this model");
   check_kivi_residual(cfg, model, p);
   return p.list;
 }

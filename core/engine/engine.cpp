@@ -31,17 +31,25 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
 
 Engine::~Engine() = default;
 
+// Through the recurrent-state wrapper (kv/state_slot_manager.h) to the KV allocator it wraps.
+static const KvSlotAllocator* kv_allocator(const KvSlotAllocator* kv) {
+  const auto* s = dynamic_cast<const StateSlotManager*>(kv);
+  return s ? &s->inner() : kv;
+}
+
 const KvCacheManager* Engine::paged_kv() const {
   if (const auto* h = hybrid_kv()) return &h->group(HybridKvManager::kGlobal);
-  return dynamic_cast<const KvCacheManager*>(kv_);
+  return dynamic_cast<const KvCacheManager*>(kv_allocator(kv_));
 }
-const HybridKvManager* Engine::hybrid_kv() const { return dynamic_cast<const HybridKvManager*>(kv_); }
-const ContiguousKvManager* Engine::contiguous_kv() const { return dynamic_cast<const ContiguousKvManager*>(kv_); }
+const HybridKvManager* Engine::hybrid_kv() const { return dynamic_cast<const HybridKvManager*>(kv_allocator(kv_)); }
+const ContiguousKvManager* Engine::contiguous_kv() const {
+  return dynamic_cast<const ContiguousKvManager*>(kv_allocator(kv_));
+}
 
 std::string Engine::kv_summary() const {
   return describe_kv_pools(*backend_, cfg_.sched.max_model_len, kv_setup_.sliding_window,
                            kv_setup_.sliding_blocks_per_seq) +
-         describe_borrowed_kv(model_->config);
+         describe_borrowed_kv(model_->config) + describe_state_slots(*backend_, kv_setup_.state_slots);
 }
 
 const RequestRecord& Engine::record(SeqId id) const {
@@ -152,6 +160,7 @@ void Engine::apply_scheduler_verdicts(const SchedulerOutput& out) {
 const std::vector<float>& Engine::forward(const SchedulerOutput& out, StepBatch& batch) {
   backend_->release_blocks(out.released);  // first: a released block may be a copy's destination now
   backend_->copy_blocks(out.copies);
+  if (kv_setup_.state_slots) backend_->copy_state_slots(kv_setup_.state_slots->take_state_copies());
   // One buffer across steps: a fresh zeroed 1 MB vector per decode step (gemma's 262144
   // logits) was an mmap, page faults and a memset every token. The backend writes every row
   // it is asked for. A buffer grown by a prompt-logits prefill is given back once steps need

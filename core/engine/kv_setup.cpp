@@ -17,14 +17,14 @@ namespace {
 std::vector<int32_t> group_layers(const ModelConfig& mc, bool sliding) {
   std::vector<int32_t> out;
   for (int32_t il = 0; il < mc.n_layer; ++il)
-    if (mc.layer_is_swa(il) == sliding && mc.layer_owns_kv(il)) out.push_back(il);
+    if (mc.layer_is_swa(il) == sliding && mc.layer_keeps_kv(il)) out.push_back(il);
   return out;
 }
 
 std::vector<int32_t> kv_layers(const ModelConfig& mc) {
   std::vector<int32_t> out;
   for (int32_t il = 0; il < mc.n_layer; ++il)
-    if (mc.layer_owns_kv(il)) out.push_back(il);
+    if (mc.layer_keeps_kv(il)) out.push_back(il);
   return out;
 }
 
@@ -104,9 +104,12 @@ KvSetup make_hybrid(const ModelConfig& mc, Backend& backend, EngineConfig& cfg, 
 }  // namespace
 
 std::string hybrid_unavailable_reason(const ModelConfig& mc, const EngineConfig& cfg, const Backend& backend) {
-  int32_t n_sliding = 0;
-  for (int32_t il = 0; il < mc.n_layer; ++il) n_sliding += mc.layer_is_swa(il) ? 1 : 0;
-  if (mc.sliding_window <= 0 || n_sliding == 0 || n_sliding == mc.n_layer)
+  int32_t n_sliding = 0, n_kv = 0;
+  for (int32_t il = 0; il < mc.n_layer; ++il) {
+    n_sliding += mc.layer_is_swa(il) && mc.layer_keeps_kv(il) ? 1 : 0;
+    n_kv += mc.layer_keeps_kv(il) ? 1 : 0;
+  }
+  if (mc.sliding_window <= 0 || n_sliding == 0 || n_sliding == n_kv)
     return "the model does not mix sliding-window and global attention layers";
   if (cfg.contiguous_baseline) return "the contiguous baseline keeps one reservation per sequence";
   if (!backend.supports_kv_groups()) return "the " + backend.name() + " backend stores one KV group only";
@@ -119,7 +122,9 @@ uint64_t kv_cache_salt(const std::string& model_path, KvDtype dtype, int32_t qua
   return std::hash<std::string>{}(model_path + "|" + kv_dtype_name(dtype) + group);
 }
 
-KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
+namespace {
+
+KvSetup build_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   const ModelConfig& mc = model.config;
   if (const auto problems = blocking_problems(validate(cfg, mc)); !problems.empty())
     throw std::invalid_argument(describe_problems(problems));
@@ -183,6 +188,24 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
     if (cfg.evict.per_layer()) kc.hole_layers = mc.n_layer;  // one hole mask per layer
     out.kv = std::make_unique<KvCacheManager>(kc);
   }
+  return out;
+}
+
+}  // namespace
+
+KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
+  const bool recurrent = model.config.has_recurrent();
+  // A prefix-cache hit would skip tokens whose recurrent state the sequence's slot never saw:
+  // no hits until state checkpoints exist (issue 29's second stage).
+  if (recurrent) cfg.prefix_caching = false;
+  KvSetup out = build_kv_setup(model, backend, cfg);
+  if (!recurrent) return out;
+  // A slot per running sequence, and a few for the sequences n > 1 forks add beside them.
+  const int32_t n_slots = std::max(1, cfg.sched.max_running) + 8;
+  backend.init_state_slots(n_slots);
+  auto slots = std::make_unique<StateSlotManager>(std::move(out.kv), n_slots);
+  out.state_slots = slots.get();
+  out.kv = std::move(slots);
   return out;
 }
 

@@ -8,14 +8,16 @@
 #include "engine/backend.h"
 #include "engine/engine_config.h"
 #include "kv/kv_slot_allocator.h"
+#include "kv/state_slot_manager.h"
 #include "model/model.h"
 
 namespace kvscope {
 
 struct KvSetup {
   std::unique_ptr<KvSlotAllocator> kv;
-  int32_t sliding_window = 0;          // hybrid: the sliding group's window
-  int32_t sliding_blocks_per_seq = 1;  // hybrid: sliding blocks one decoding sequence holds at most
+  int32_t sliding_window = 0;               // hybrid: the sliding group's window
+  int32_t sliding_blocks_per_seq = 1;       // hybrid: sliding blocks one decoding sequence holds at most
+  StateSlotManager* state_slots = nullptr;  // models with recurrent layers: `kv` itself, wrapping the KV allocator
 };
 
 // Resolves cfg in place (max_model_len 0 -> the model's context, derived pool sizes, prefix

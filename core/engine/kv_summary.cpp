@@ -62,6 +62,18 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
   return buf + residual_note(G);
 }
 
+std::string describe_state_slots(const Backend& backend, const StateSlotManager* slots) {
+  if (!slots) return {};
+  const int64_t per_slot = backend.state_bytes_per_slot();
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "; recurrent state: %d slots x %lld B = %.2f MiB (fixed per sequence; prefix caching off until state "
+                "checkpoints)",
+                slots->num_state_slots(), static_cast<long long>(per_slot),
+                static_cast<double>(per_slot) * slots->num_state_slots() / (1 << 20));
+  return buf;
+}
+
 std::string describe_borrowed_kv(const ModelConfig& c) {
   std::string layers, sources;
   for (int32_t il = 0; il < c.n_layer; ++il) {

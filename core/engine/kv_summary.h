@@ -14,5 +14,8 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
 // "; layers 15,16,... read the KV of layers 13,14,... (no KV of their own)" for a model whose
 // last layers borrow an earlier layer's KV (gemma4); "" otherwise.
 std::string describe_borrowed_kv(const ModelConfig& c);
+// "; recurrent state: N slots x B = X MiB (fixed per sequence; prefix caching off)" for a model
+// with recurrent layers (slots non-null); "" otherwise.
+std::string describe_state_slots(const Backend& backend, const StateSlotManager* slots);
 
 }  // namespace kvscope

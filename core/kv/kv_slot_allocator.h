@@ -92,6 +92,11 @@ class KvSlotAllocator {
   // The shape of the free space (and, for the baseline, its reservation counters).
   virtual AllocatorSnap allocator_snap() const = 0;
   virtual void validate() const = 0;  // every invariant; throws std::logic_error naming it
+  // A hybrid model's recurrent-state slot of seq (kv/state_slot_manager.h); -1: none.
+  virtual int32_t state_slot(SeqId seq) const {
+    (void)seq;
+    return -1;
+  }
 };
 
 }  // namespace kvscope

@@ -5,9 +5,9 @@
 namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2",     "qwen3", "gemma3",  "qwen3moe",
-                                                 "mistral3", "phi3",      "glm4",  "glm4moe", "smollm3",
-                                                 "gpt-oss",  "deepseek2", "gemma4"};
+  static const std::vector<std::string> archs = {"llama",    "qwen2",     "qwen3",  "gemma3",  "qwen3moe",
+                                                 "mistral3", "phi3",      "glm4",   "glm4moe", "smollm3",
+                                                 "gpt-oss",  "deepseek2", "gemma4", "lfm2"};
   return archs;
 }
 
@@ -67,6 +67,13 @@ ArchTraits glm_traits(const std::string& arch) {
 
 ArchTraits traits_for(const std::string& arch) {
   ArchTraits t;
+  if (arch == "lfm2") {  // LFM2: NeoX RoPE, q/k norms, short convolutions beside attention
+    t.rope = RopeStyle::Neox;
+    t.qk_norm = true;
+    t.short_conv = true;
+    t.interleaved_swa = true;  // with a sliding_window, every attention layer slides
+    return t;
+  }
   if (arch == "llama" || arch == "mistral3" || arch == "smollm3") return llama_like_traits(arch);
   if (arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe") {
     t.rope = RopeStyle::Neox;

@@ -14,26 +14,6 @@ namespace kvscope {
 
 namespace {
 
-// A key that is one integer for every layer or an array of one per layer.
-std::vector<int64_t> per_layer(const GgufFile& f, const std::string& key, int32_t n_layer, const int64_t* def) {
-  const GgufValue* v = f.find(key);
-  if (!v) {
-    if (!def) throw ModelError("missing hyper-parameter '" + key + "'");
-    return std::vector<int64_t>(static_cast<size_t>(n_layer), *def);
-  }
-  if (v->type == GgufValueType::ARRAY) {
-    std::vector<int64_t> a = v->as_int_array();
-    if (static_cast<int64_t>(a.size()) < n_layer)
-      throw ModelError(key + " has " + std::to_string(a.size()) + " entries for " + std::to_string(n_layer) +
-                       " layers");
-    a.resize(static_cast<size_t>(n_layer));
-    return a;
-  }
-  const std::optional<int64_t> x = f.get_int(key);
-  if (!x) throw ModelError(key + " is not an integer");
-  return std::vector<int64_t>(static_cast<size_t>(n_layer), *x);
-}
-
 int32_t in_range(int64_t v, const std::string& what, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
     throw ModelError(what + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
@@ -85,6 +65,26 @@ void check_uniform_kv_heads(const ModelConfig& c, const std::string& key) {
 
 }  // namespace
 
+// A key that is one integer for every layer or an array of one per layer.
+std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int32_t n_layer, const int64_t* def) {
+  const GgufValue* v = f.find(key);
+  if (!v) {
+    if (!def) throw ModelError("missing hyper-parameter '" + key + "'");
+    return std::vector<int64_t>(static_cast<size_t>(n_layer), *def);
+  }
+  if (v->type == GgufValueType::ARRAY) {
+    std::vector<int64_t> a = v->as_int_array();
+    if (static_cast<int64_t>(a.size()) < n_layer)
+      throw ModelError(key + " has " + std::to_string(a.size()) + " entries for " + std::to_string(n_layer) +
+                       " layers");
+    a.resize(static_cast<size_t>(n_layer));
+    return a;
+  }
+  const std::optional<int64_t> x = f.get_int(key);
+  if (!x) throw ModelError(key + " is not an integer");
+  return std::vector<int64_t>(static_cast<size_t>(n_layer), *x);
+}
+
 void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch + ".";
   if (c.swa_layers.empty())
@@ -101,8 +101,8 @@ void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
                                     a + "rope.dimension_count_swa", 2, head_swa);
   if (rope_swa % 2 != 0) throw ModelError(a + "rope.dimension_count_swa must be even");
   const int64_t n_head = c.n_head;
-  const std::vector<int64_t> kv_heads = per_layer(f, a + "attention.head_count_kv", c.n_layer, &n_head);
-  const std::vector<int64_t> ffs = per_layer(f, a + "feed_forward_length", c.n_layer, nullptr);
+  const std::vector<int64_t> kv_heads = per_layer_ints(f, a + "attention.head_count_kv", c.n_layer, &n_head);
+  const std::vector<int64_t> ffs = per_layer_ints(f, a + "feed_forward_length", c.n_layer, nullptr);
   const int64_t n_shared = f.get_int(a + "attention.shared_kv_layers").value_or(0);
   if (n_shared < 0 || n_shared >= c.n_layer)
     throw ModelError(a + "attention.shared_kv_layers = " + std::to_string(n_shared) + " is out of range [0, " +

@@ -7,6 +7,7 @@
 #include "gguf/gguf_file.h"
 #include "model/arch_traits.h"
 #include "model/layer_shapes.h"
+#include "model/recurrent_layers.h"
 #include "model/moe_config.h"
 
 namespace kvscope {
@@ -202,15 +203,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   constexpr int64_t kBig = int64_t(1) << 24;
   c.n_embd = checked_i32(r.req_int("embedding_length"), c.arch + ".embedding_length", 1, kBig);
   c.n_layer = checked_i32(r.req_int("block_count"), c.arch + ".block_count", 1, 4096);
-  c.n_head = checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
+  // lfm2 gives head counts per layer (0 in its convolution layers): read_recurrent_layers reads them.
+  c.n_head = c.traits.short_conv
+                 ? 1
+                 : checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
   // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
   // Per-layer shapes (gemma4) may give these one per layer: read_layer_shapes reads them.
   const bool per_layer = c.traits.per_layer_shapes;
-  c.n_head_kv = per_layer ? 1
-                          : checked_i32(r.opt_int("attention.head_count_kv", c.n_head),
-                                        c.arch + ".attention.head_count_kv", 1, 4096);
+  c.n_head_kv = per_layer || c.traits.short_conv ? 1
+                                                 : checked_i32(r.opt_int("attention.head_count_kv", c.n_head),
+                                                               c.arch + ".attention.head_count_kv", 1, 4096);
   c.n_ff = per_layer ? 1 : checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
   c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
+  if (c.traits.short_conv) read_recurrent_layers(f, c);
   if (c.n_head % c.n_head_kv != 0)
     throw ModelError("head counts do not divide: " + std::to_string(c.n_head) + " query heads, " +
                      std::to_string(c.n_head_kv) + " KV heads");
@@ -227,6 +232,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) throw ModelError("layer_norm_rms_epsilon must be positive");
   read_rope(f, r, c);
   if (c.traits.interleaved_swa) read_sliding_layers(f, r, c);
+  if (c.traits.short_conv) slide_attention_layers(c);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.traits.latent_attention) read_latent_attention(r, c);
   if (per_layer) read_layer_shapes(f, c);
@@ -261,10 +267,21 @@ int32_t ModelConfig::max_n_ff() const {
 }
 
 int64_t ModelConfig::kv_elements_per_token() const {
-  if (shapes.empty()) return (latent_kv() ? 1LL : 2LL) * n_layer * n_head_kv * head_dim;
+  if (shapes.empty() && recurrent.empty()) return (latent_kv() ? 1LL : 2LL) * n_layer * n_head_kv * head_dim;
   int64_t n = 0;
   for (int32_t il = 0; il < n_layer; ++il)
-    if (layer_owns_kv(il)) n += 2LL * layer_kv_dim(il);
+    if (layer_keeps_kv(il)) n += 2LL * layer_kv_dim(il);
+  return n;
+}
+
+bool ModelConfig::has_recurrent() const {
+  return std::any_of(recurrent.begin(), recurrent.end(), [](uint8_t r) { return r != 0; });
+}
+
+int64_t ModelConfig::state_floats_per_seq() const {
+  int64_t n = 0;
+  for (int32_t il = 0; il < n_layer; ++il)
+    if (layer_is_recurrent(il)) n += static_cast<int64_t>(conv_l_cache - 1) * n_embd;
   return n;
 }
 

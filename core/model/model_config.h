@@ -47,6 +47,9 @@ struct ArchTraits {
   // RMS-normed without a weight, rope_freqs on the full layers only, q.k unscaled, per-layer
   // embeddings, layer output scales, later layers reading an earlier layer's KV.
   bool per_layer_shapes = false;
+  // lfm2: short-convolution layers (a fixed state per sequence, no KV) among attention layers
+  // (head_count_kv 0 marks them), whose output norm is named token_embd_norm.
+  bool short_conv = false;
 };
 
 // One layer's attention and FFN sizes where they differ by layer (gemma4: sliding layers of
@@ -143,6 +146,11 @@ struct ModelConfig {
   std::vector<LayerShape> shapes;  // per layer when traits.per_layer_shapes; empty: every layer as above
   int32_t n_embd_per_layer = 0;    // gemma4's per-layer embedding width (0: none)
   float final_softcap = 0.0f;      // final_logit_softcapping: logits = cap tanh(logits / cap); 0: off
+  // Hybrid recurrent models (lfm2): 1 for a layer that keeps a fixed state per sequence instead
+  // of KV; empty for the others. conv_l_cache: the short convolution's taps (the state holds
+  // conv_l_cache - 1 past inputs per channel).
+  std::vector<uint8_t> recurrent;
+  int32_t conv_l_cache = 0;
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
   std::vector<float> rope_factors_long, rope_factors_short;
@@ -161,6 +169,12 @@ struct ModelConfig {
   int32_t layer_n_ff(int32_t il) const { return shapes.empty() ? n_ff : shape(il).n_ff; }
   int32_t kv_source(int32_t il) const { return shapes.empty() ? il : shape(il).kv_source; }
   bool layer_owns_kv(int32_t il) const { return kv_source(il) == il; }
+  bool layer_is_recurrent(int32_t il) const { return !recurrent.empty() && recurrent[static_cast<size_t>(il)] != 0; }
+  bool has_recurrent() const;
+  // Whether layer il stores K/V of its own: not a recurrent layer, not one that borrows.
+  bool layer_keeps_kv(int32_t il) const { return !layer_is_recurrent(il) && layer_owns_kv(il); }
+  // Floats of one sequence's recurrent state over all recurrent layers.
+  int64_t state_floats_per_seq() const;
   int32_t layer_q_dim(int32_t il) const { return n_head * layer_head_dim(il); }
   int32_t layer_kv_dim(int32_t il) const { return layer_n_head_kv(il) * layer_head_dim(il); }
   int32_t max_q_dim() const;  // the widest layer's, for activation buffers

@@ -246,6 +246,16 @@ void load_gemma4_extras(const Loader& ld, const ModelConfig& c, const std::strin
   if (!s.empty()) L.out_scale = s[0];
 }
 
+// lfm2: a short-convolution layer's tensors in place of attention (its norm is attn_norm).
+void load_short_conv(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd;
+  L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
+  L.conv_in = ld.matrix(p + "shortconv.in_proj.weight", E, 3 * E);
+  L.conv_kernel = ld.flat(p + "shortconv.conv.weight", {c.conv_l_cache, E});
+  L.conv_out = ld.matrix(p + "shortconv.out_proj.weight", E, E);
+  L.ffn_norm = ld.vec(p + "ffn_norm.weight", E, true);
+}
+
 void load_per_layer_embeddings(const Loader& ld, const ModelConfig& c, ModelWeights& w) {
   const int64_t E = c.n_embd, P = c.n_embd_per_layer, LP = P * c.n_layer;
   if (P == 0) return;
@@ -260,7 +270,8 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
   ModelWeights w;
   Loader ld{f, w};
   w.token_embd = ld.matrix("token_embd.weight", c.n_embd, c.n_vocab);
-  w.output_norm = ld.vec("output_norm.weight", c.n_embd, true);
+  // lfm2's final norm is stored as token_embd_norm (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
+  w.output_norm = ld.vec(c.traits.short_conv ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd, true);
   if (ld.find("output.weight", false)) {
     w.output = ld.matrix("output.weight", c.n_embd, c.n_vocab);
   } else {
@@ -272,7 +283,10 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& L = w.layers[static_cast<size_t>(il)];
-    load_attention(ld, c, p, L, il);
+    if (c.layer_is_recurrent(il))
+      load_short_conv(ld, c, p, L);
+    else
+      load_attention(ld, c, p, L, il);
     if (c.traits.per_layer_shapes) load_gemma4_extras(ld, c, p, L);
     if (c.layer_is_moe(il)) {
       load_moe_ffn(ld, c, p, L);

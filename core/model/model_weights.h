@@ -60,7 +60,11 @@ struct LayerWeights {
   std::vector<float> ple_post_norm;
   float out_scale = 1.0f;
   bool v_from_k = false;  // gemma4 without attn_v (attention_k_eq_v): V is K's projection
-  bool moe = false;       // this layer's FFN is `experts`, not w_gate/w_up/w_down
+  // lfm2's short-convolution layer (no q/k/v): in_proj [3 n_embd x n_embd] giving B, C and x,
+  // the depthwise kernel [n_embd][conv_l_cache] (taps oldest first), out_proj [n_embd x n_embd].
+  TensorView conv_in, conv_out;
+  std::vector<float> conv_kernel;
+  bool moe = false;  // this layer's FFN is `experts`, not w_gate/w_up/w_down
   MoeWeights experts;
   MlaWeights mla;  // latent attention only (wk, wv unused)
 };

@@ -106,6 +106,32 @@ void write_gemma4_layer(const SyntheticSpec& s, int32_t il, int32_t hd_full,
   vec(p + "layer_output_scale.weight", 1, 0.9f, 0.05f);
 }
 
+// lfm2: layer il is attention when il % swa_pattern == swa_pattern - 1, else a short
+// convolution (3 taps), as LFM2 mixes them; head counts per layer, 0 in the convolutions.
+bool lfm2_conv(const SyntheticSpec& s, int32_t il) { return il % s.swa_pattern != s.swa_pattern - 1; }
+
+void write_lfm2_metadata(GgufWriter& w, const SyntheticSpec& s) {
+  std::vector<int32_t> heads, kv_heads;
+  for (int32_t il = 0; il < s.n_layer; ++il) {
+    heads.push_back(lfm2_conv(s, il) ? 0 : s.n_head);
+    kv_heads.push_back(lfm2_conv(s, il) ? 0 : s.n_head_kv);
+  }
+  w.set_i32_array("lfm2.attention.head_count", heads);
+  w.set_i32_array("lfm2.attention.head_count_kv", kv_heads);
+  w.set_u32("lfm2.shortconv.l_cache", 3);
+}
+
+// lfm2's short-convolution layer: its norm, in_proj to B, C and x, the 3-tap kernel, out_proj.
+void write_lfm2_conv(const std::string& p, int64_t E,
+                     const std::function<void(const std::string&, int64_t, int64_t, float)>& matrix,
+                     const std::function<void(const std::string&, int64_t, float, float)>& vec) {
+  const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+  vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
+  matrix(p + "shortconv.in_proj.weight", E, 3 * E, in_scale);
+  matrix(p + "shortconv.conv.weight", 3, E, 0.5f);
+  matrix(p + "shortconv.out_proj.weight", E, E, in_scale);
+}
+
 // gemma4's hyper-parameters: per-layer flags, head counts and FFN widths as arrays.
 void write_gemma4_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   const std::string a = s.arch + ".";
@@ -148,6 +174,11 @@ struct LayerWriter {
     const std::string p = "blk." + std::to_string(il) + ".";
     const int64_t E = s.n_embd, Q = static_cast<int64_t>(s.n_head) * hd, KV = static_cast<int64_t>(s.n_head_kv) * hd;
     const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+    if (a == "lfm2" && lfm2_conv(s, il)) {
+      write_lfm2_conv(p, E, matrix, vec);
+      vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
+      return write_dense_ffn(p, s.n_ff, false);
+    }
     vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
     if (a == "deepseek2") {
       write_latent_attention(p);
@@ -168,7 +199,7 @@ struct LayerWriter {
       vec(p + "attn_k.bias", KV, 0.0f, 0.1f);
       vec(p + "attn_v.bias", KV, 0.0f, 0.1f);
     }
-    if (a == "qwen3" || a == "gemma3" || a == "qwen3moe" || a == "glm4moe") {
+    if (a == "qwen3" || a == "gemma3" || a == "qwen3moe" || a == "glm4moe" || a == "lfm2") {
       vec(p + "attn_q_norm.weight", hd, 1.0f, 0.05f);
       vec(p + "attn_k_norm.weight", hd, 1.0f, 0.05f);
     }
@@ -270,6 +301,7 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
     if (s.yarn_log_mul != 0.0f) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
   }
   if (a == "gpt-oss") w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (a == "lfm2") write_lfm2_metadata(w, s);
   if (a == "gemma3") {
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
@@ -356,7 +388,7 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
   const bool gemma = a == "gemma3" || a == "gemma4";
   matrix("token_embd.weight", E, s.n_vocab, gemma ? 0.05f : 1.0f);
-  vec("output_norm.weight", E, 1.0f, 0.05f);
+  vec(a == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", E, 1.0f, 0.05f);
   if (!s.tied_output && !gemma && a != "qwen2") matrix("output.weight", E, s.n_vocab, 4.0f * in_scale);
   if (a == "gemma4") {
     const int64_t LP = static_cast<int64_t>(s.n_layer) * s.n_embd_per_layer;

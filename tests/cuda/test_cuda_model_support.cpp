@@ -46,6 +46,7 @@ class TestCudaModelSupport : public QObject {
     QVERIFY(missing_for("gpt-oss", 4).find("attention sinks") != std::string::npos);
     QVERIFY(missing_for("deepseek2", 4).find("latent attention") != std::string::npos);
     QVERIFY(missing_for("gemma4").find("per-layer head shapes") != std::string::npos);
+    QVERIFY(missing_for("lfm2").find("recurrent layers") != std::string::npos);
     QVERIFY(missing_for("llama", 0, "yarn").find("YaRN") != std::string::npos);
     QCOMPARE(missing_for("llama", 0, "linear"), std::string());
   }

@@ -106,6 +106,10 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
     const LayerWeights& L = w.layers[static_cast<size_t>(il)];
     if (c.latent_kv()) {
       touch_latent(L, c);
+    } else if (c.layer_is_recurrent(il)) {  // lfm2's short convolution
+      touch_matrix(L.conv_in, c.n_embd, 3 * c.n_embd);
+      touch_matrix(L.conv_out, c.n_embd, c.n_embd);
+      KVSCOPE_FUZZ_CHECK(L.conv_kernel.size() == static_cast<size_t>(c.n_embd) * c.conv_l_cache);
     } else {
       touch_matrix(L.wq, c.n_embd, c.layer_q_dim(il));
       if (c.layer_owns_kv(il)) {  // gemma4's last layers read an earlier layer's K/V

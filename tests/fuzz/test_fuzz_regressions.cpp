@@ -71,7 +71,7 @@ class TestFuzzRegressions : public QObject {
   void harness_reaches_generation_on_valid_models_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("dtype");
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4"})
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4", "lfm2"})
       QTest::newRow(a) << a << int(GgmlType::F32);
     QTest::newRow("llama q8_0") << "llama" << int(GgmlType::Q8_0);
     QTest::newRow("llama q4_0") << "llama" << int(GgmlType::Q4_0);

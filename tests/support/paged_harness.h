@@ -25,7 +25,8 @@ struct PagedRun {
       : model(std::move(m)), block_size(bs) {
     const int32_t n_blocks = (n_ctx + bs - 1) / bs + 3;  // a few spare blocks so placement is not dense
     KvLayout L;
-    L.n_layer = model->config.n_layer;
+    L.n_layer = 0;  // the layers that store K/V (not lfm2's recurrent ones)
+    for (int32_t il = 0; il < model->config.n_layer; ++il) L.n_layer += model->config.layer_keeps_kv(il) ? 1 : 0;
     L.n_head_kv = model->config.n_head_kv;
     L.head_dim = model->config.head_dim;
     L.latent = model->config.latent_kv();
@@ -33,6 +34,7 @@ struct PagedRun {
     L.num_blocks = n_blocks;
     L.dtype = dtype;
     backend = std::make_unique<CpuBackend>(model, threads);
+    if (model->config.has_recurrent()) backend->init_state_slots(1);  // the one sequence's state
     if (model->config.shapes.empty()) {
       backend->init_kv(L, policy);
     } else {  // gemma4: one group per layer kind, each with its own head shape, the same table
@@ -71,6 +73,7 @@ struct PagedRun {
       b.seq_index.push_back(0);
     }
     for (int32_t g = 1; g < n_groups; ++g) b.groups_after_first.push_back({b.slot_mapping, b.block_tables});
+    b.state_slots = {0};
     b.logits_rows.push_back(b.n_tokens() - 1);
     std::vector<float> logits(static_cast<size_t>(model->config.n_vocab));
     backend->forward(b, logits.data());

@@ -28,6 +28,7 @@ class ReferenceForward {
     const ModelConfig& c = m_->config;
     k_.resize(static_cast<size_t>(c.n_layer));
     v_.resize(static_cast<size_t>(c.n_layer));
+    conv_hist_.resize(static_cast<size_t>(c.n_layer));
   }
 
   // Feeds one token at the next position; returns its logits.
@@ -43,9 +44,14 @@ class ReferenceForward {
     for (int32_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = W.layers[static_cast<size_t>(il)];
       std::vector<float> xn = norm(x, L.attn_norm);
-      const std::vector<float> att =
-          c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, c.layer_head_dim(il));
-      std::vector<float> o = affine(matvec(L.wo, att), L.ao, true);
+      std::vector<float> o;
+      if (c.layer_is_recurrent(il)) {
+        o = short_conv(il, L, xn);
+      } else {
+        const std::vector<float> att =
+            c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, c.layer_head_dim(il));
+        o = affine(matvec(L.wo, att), L.ao, true);
+      }
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
       for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
       xn = norm(x, L.ffn_norm);
@@ -63,6 +69,31 @@ class ReferenceForward {
   }
 
  private:
+  // lfm2's short convolution from its definition: B, C, x = in_proj(xn); each channel convolves
+  // its past B*x values (the layer's history, from zero) and this token's with the kernel, in
+  // double; out_proj(C * that).
+  std::vector<float> short_conv(int32_t il, const LayerWeights& L, const std::vector<float>& xn) {
+    const ModelConfig& c = m_->config;
+    const int32_t E = c.n_embd, K = c.conv_l_cache;
+    const std::vector<float> bcx = matvec(L.conv_in, xn);
+    auto& hist = conv_hist_[static_cast<size_t>(il)];  // [past token][E], newest last
+    std::vector<float> bx(static_cast<size_t>(E)), y(static_cast<size_t>(E));
+    for (int32_t e = 0; e < E; ++e)
+      bx[static_cast<size_t>(e)] = bcx[static_cast<size_t>(e)] * bcx[static_cast<size_t>(2 * E + e)];
+    hist.push_back(bx);
+    for (int32_t e = 0; e < E; ++e) {
+      double sum = 0;
+      for (int32_t k = 0; k < K; ++k) {  // tap k sees the input K - 1 - k tokens back
+        const int64_t back = K - 1 - k, at = static_cast<int64_t>(hist.size()) - 1 - back;
+        if (at >= 0)
+          sum += static_cast<double>(L.conv_kernel[static_cast<size_t>(e * K + k)]) *
+                 hist[static_cast<size_t>(at)][static_cast<size_t>(e)];
+      }
+      y[static_cast<size_t>(e)] = static_cast<float>(bcx[static_cast<size_t>(E + e)] * sum);
+    }
+    return matvec(L.conv_out, y);
+  }
+
   // gemma4's per-layer inputs of one token, from the definition: [n_layer][n_embd_per_layer]
   // (empty without them).
   std::vector<float> per_layer_inputs(TokenId tok, const std::vector<float>& x) const {
@@ -440,6 +471,7 @@ class ReferenceForward {
   bool sliding_sinks_;
   int32_t n_past_ = 0;
   std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim] (CachePosition: before RoPE)
+  std::vector<std::vector<std::vector<float>>> conv_hist_;  // lfm2: [layer][past token][n_embd] B*x inputs
 };
 
 }  // namespace kvscope::test

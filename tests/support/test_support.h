@@ -2,7 +2,9 @@
 // Where tests find the read-only shared models/golden data and a writable scratch folder.
 #include <QtTest>
 #include <cstdlib>
+#include <cstdint>
 #include <filesystem>
+#include <vector>
 #include <string>
 
 namespace kvscope::test {
@@ -24,6 +26,14 @@ inline std::filesystem::path tmp_dir() {
   std::filesystem::path p = env ? std::filesystem::path(env) : std::filesystem::temp_directory_path() / "kvscope-test";
   std::filesystem::create_directories(p);
   return p;
+}
+
+// n token ids of a 300-token synthetic vocabulary (3..292), a different run per offset: the
+// prompts the architecture tests feed.
+inline std::vector<int32_t> token_ids(int32_t n, int32_t offset) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < n; ++i) t.push_back(3 + (i * 7 + offset * 13) % 290);
+  return t;
 }
 
 }  // namespace kvscope::test

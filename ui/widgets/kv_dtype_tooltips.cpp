@@ -131,11 +131,11 @@ QString kv_dtype_tooltip(KvDtype d, const KvShape& shape, int blockSize) {
 
 KvShape kv_shape_of(const ModelConfig& c) {
   KvShape s{c.n_layer, c.n_head_kv, c.head_dim, c.mla.kv_lora_rank};
-  if (c.shapes.empty()) return s;
+  if (c.shapes.empty() && c.recurrent.empty()) return s;
   s.nLayer = 0;
   for (int32_t il = 0; il < c.n_layer; ++il) {
-    if (!c.layer_owns_kv(il)) continue;
-    if (!c.layer_is_swa(il)) {
+    if (!c.layer_keeps_kv(il)) continue;
+    if (!c.layer_is_swa(il) || c.shapes.empty()) {
       ++s.nLayer;
       continue;
     }

@@ -42,11 +42,7 @@ std::shared_ptr<Model> synthetic(const std::string& arch) {
   return Model::load(path.string());
 }
 
-std::vector<TokenId> tokens(int32_t n, int32_t offset) {
-  std::vector<TokenId> t;
-  for (int32_t i = 0; i < n; ++i) t.push_back(3 + (i * 7 + offset * 13) % 290);
-  return t;
-}
+std::vector<TokenId> tokens(int32_t n, int32_t offset) { return test::token_ids(n, offset); }
 
 using Logits = std::vector<std::vector<std::vector<float>>>;  // [request][step][vocab]
 struct Counts {

@@ -48,11 +48,7 @@ std::shared_ptr<Model> gemma4(bool k_eq_v = false) {
   return Model::load(path.string());
 }
 
-std::vector<TokenId> tokens(int32_t n, int32_t offset) {
-  std::vector<TokenId> t;
-  for (int32_t i = 0; i < n; ++i) t.push_back(3 + (i * 7 + offset * 13) % 290);
-  return t;
-}
+std::vector<TokenId> tokens(int32_t n, int32_t offset) { return test::token_ids(n, offset); }
 
 struct Run {
   std::vector<std::vector<TokenId>> seqs;               // prompt + generated, per request

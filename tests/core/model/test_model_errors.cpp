@@ -43,7 +43,8 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
     s.n_expert = 8;
     s.n_expert_used = 2;
   }
-  if (arch == "gemma4") {  // layers 0, 2 slide (head 4), 1, 3 are full (head 8)
+  if (arch == "lfm2") s.swa_pattern = 2;  // layer 0 a short convolution, layer 1 attention
+  if (arch == "gemma4") {                 // layers 0, 2 slide (head 4), 1, 3 are full (head 8)
     s.n_layer = 4;
     s.swa_pattern = 2;
     s.head_dim_swa = 4;
@@ -149,7 +150,7 @@ class TestModelErrors : public QObject {
     const fs::path p = make("unedited", {});
     QCOMPARE(load_error(p), std::string());
     for (const char* arch : {"qwen2", "qwen3", "gemma3", "qwen3moe", "glm4moe", "mistral3", "phi3", "glm4", "smollm3",
-                             "gpt-oss", "deepseek2", "gemma4"})
+                             "gpt-oss", "deepseek2", "gemma4", "lfm2"})
       QCOMPARE(load_error(make(std::string("unedited-") + arch, {}, {}, arch)), std::string());
   }
 
@@ -296,6 +297,35 @@ class TestModelErrors : public QObject {
                                        }),
                            {}, "gemma4"),
                       "blk.1.inp_gate.weight", "expected [32, 8]");
+  }
+
+  // lfm2: the convolution's taps, which layers are recurrent, and at least one attention layer.
+  void lfm2_recurrent_layers_checked() {
+    auto meta = [](const std::string& name, std::function<void(GgufWriter&)> fn) {
+      return make("lfm2-" + name, {}, std::move(fn), "lfm2");
+    };
+    EXPECT_LOAD_ERROR(meta("kernel-0", [](GgufWriter& w) { w.set_u32("lfm2.shortconv.l_cache", 0); }),
+                      "lfm2.shortconv.l_cache = 0 is out of range", "lfm2-kernel-0");
+    EXPECT_LOAD_ERROR(meta("recurrent-with-kv",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("lfm2.attention.recurrent_layers", {1, 1});
+                           }),
+                      "lfm2.attention.recurrent_layers marks layer 1 recurrent", "gives it 2 KV heads");
+    EXPECT_LOAD_ERROR(meta("no-attention",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("lfm2.attention.head_count_kv", {0, 0});
+                           }),
+                      "lfm2.attention.head_count_kv is 0 in every layer");
+    EXPECT_LOAD_ERROR(meta("no-taps", [](GgufWriter& w) { w.set_u32("lfm2.shortconv.l_cache", 1); }),
+                      "lfm2.shortconv.l_cache = 1");
+    EXPECT_LOAD_ERROR(make("lfm2-conv-shape",
+                           edit_tensor("blk.0.shortconv.conv.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {2, 32};
+                                         c.data.resize(64);
+                                       }),
+                           {}, "lfm2"),
+                      "blk.0.shortconv.conv.weight", "expected [3, 32]");
   }
 
   // deepseek2's latent attention: its ranks and widths must describe one latent row per token.

@@ -1,0 +1,18 @@
+#pragma once
+// Which layers of a hybrid model keep a fixed per-sequence state instead of KV (lfm2's short
+// convolutions), read as llama.cpp's llama_model_lfm2::load_arch_hparams reads them.
+#include "model/model_config.h"
+
+namespace kvscope {
+
+// Fills c.recurrent, the attention layers' head counts (head_count, head_count_kv are per layer:
+// 0 KV heads marks a recurrent layer), head_dim when key_length is absent, and conv_l_cache.
+// Throws ModelError naming the key: no attention layer, attention layers of different head
+// counts, attention.recurrent_layers disagreeing with head_count_kv, a kernel under 2 taps.
+void read_recurrent_layers(const GgufFile& f, ModelConfig& c);
+
+// lfm2 with a sliding_window: every attention layer slides (llama.cpp's is_swa = !is_recr),
+// whatever sliding_window_pattern says; without one no layer does.
+void slide_attention_layers(ModelConfig& c);
+
+}  // namespace kvscope
