@@ -121,14 +121,16 @@ void write_lfm2_metadata(GgufWriter& w, const SyntheticSpec& s) {
   w.set_u32("lfm2.shortconv.l_cache", 3);
 }
 
-// lfm2's short-convolution layer: its norm, in_proj to B, C and x, the 3-tap kernel, out_proj.
+// lfm2's short-convolution layer: its norm, in_proj to B, C and x, the 3-tap kernel (f32 in
+// every file: ggml's ssm_conv reads f32 only), out_proj.
 void write_lfm2_conv(const std::string& p, int64_t E,
                      const std::function<void(const std::string&, int64_t, int64_t, float)>& matrix,
-                     const std::function<void(const std::string&, int64_t, float, float)>& vec) {
+                     const std::function<void(const std::string&, int64_t, float, float)>& vec,
+                     const std::function<void(const std::string&, int64_t, int64_t)>& f32_matrix) {
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
   vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
   matrix(p + "shortconv.in_proj.weight", E, 3 * E, in_scale);
-  matrix(p + "shortconv.conv.weight", 3, E, 0.5f);
+  f32_matrix(p + "shortconv.conv.weight", 3, E);
   matrix(p + "shortconv.out_proj.weight", E, E, in_scale);
 }
 
@@ -175,7 +177,7 @@ struct LayerWriter {
     const int64_t E = s.n_embd, Q = static_cast<int64_t>(s.n_head) * hd, KV = static_cast<int64_t>(s.n_head_kv) * hd;
     const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
     if (a == "lfm2" && lfm2_conv(s, il)) {
-      write_lfm2_conv(p, E, matrix, vec);
+      write_lfm2_conv(p, E, matrix, vec, bias2);
       vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
       return write_dense_ffn(p, s.n_ff, false);
     }
