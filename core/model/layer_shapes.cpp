@@ -9,17 +9,11 @@
 #include <algorithm>
 
 #include "gguf/gguf_file.h"
+#include "model/hparams.h"
 
 namespace kvscope {
 
 namespace {
-
-int32_t in_range(int64_t v, const std::string& what, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw ModelError(what + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
-  return static_cast<int32_t>(v);
-}
 
 // Which layer each layer reads its KV from; throws naming the key when a borrowing layer has no
 // earlier layer of its kind to read.
@@ -65,26 +59,6 @@ void check_uniform_kv_heads(const ModelConfig& c, const std::string& key) {
 
 }  // namespace
 
-// A key that is one integer for every layer or an array of one per layer.
-std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int32_t n_layer, const int64_t* def) {
-  const GgufValue* v = f.find(key);
-  if (!v) {
-    if (!def) throw ModelError("missing hyper-parameter '" + key + "'");
-    return std::vector<int64_t>(static_cast<size_t>(n_layer), *def);
-  }
-  if (v->type == GgufValueType::ARRAY) {
-    std::vector<int64_t> a = v->as_int_array();
-    if (static_cast<int64_t>(a.size()) < n_layer)
-      throw ModelError(key + " has " + std::to_string(a.size()) + " entries for " + std::to_string(n_layer) +
-                       " layers");
-    a.resize(static_cast<size_t>(n_layer));
-    return a;
-  }
-  const std::optional<int64_t> x = f.get_int(key);
-  if (!x) throw ModelError(key + " is not an integer");
-  return std::vector<int64_t>(static_cast<size_t>(n_layer), *x);
-}
-
 void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch + ".";
   if (c.swa_layers.empty())
@@ -93,12 +67,13 @@ void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
   if (any_swa && c.sliding_window <= 0)
     throw ModelError(a + "attention.sliding_window is 0, but " + a +
                      "attention.sliding_window_pattern has sliding layers");
-  const int32_t head_swa =
-      in_range(f.get_int(a + "attention.key_length_swa").value_or(c.head_dim), a + "attention.key_length_swa", 2, 4096);
+  const int32_t head_swa = checked_i32(f.get_int(a + "attention.key_length_swa").value_or(c.head_dim),
+                                       a + "attention.key_length_swa", 2, 4096);
   if (f.get_int(a + "attention.value_length_swa").value_or(head_swa) != head_swa)
     throw ModelError(a + "attention.value_length_swa must equal " + a + "attention.key_length_swa");
-  const int32_t rope_swa = in_range(f.get_int(a + "rope.dimension_count_swa").value_or(std::min(c.rope_dim, head_swa)),
-                                    a + "rope.dimension_count_swa", 2, head_swa);
+  const int32_t rope_swa =
+      checked_i32(f.get_int(a + "rope.dimension_count_swa").value_or(std::min(c.rope_dim, head_swa)),
+                  a + "rope.dimension_count_swa", 2, head_swa);
   if (rope_swa % 2 != 0) throw ModelError(a + "rope.dimension_count_swa must be even");
   const int64_t n_head = c.n_head;
   const std::vector<int64_t> kv_heads = per_layer_ints(f, a + "attention.head_count_kv", c.n_layer, &n_head);
@@ -112,14 +87,14 @@ void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
   for (int32_t il = 0; il < c.n_layer; ++il) {
     LayerShape& s = c.shapes[static_cast<size_t>(il)];
     const bool swa = c.layer_is_swa(il);
-    s.n_head_kv = in_range(kv_heads[static_cast<size_t>(il)], a + "attention.head_count_kv", 1, c.n_head);
+    s.n_head_kv = checked_i32(kv_heads[static_cast<size_t>(il)], a + "attention.head_count_kv", 1, c.n_head);
     if (c.n_head % s.n_head_kv != 0)
       throw ModelError(a + "attention.head_count_kv: layer " + std::to_string(il) + "'s " +
                        std::to_string(s.n_head_kv) + " KV heads do not divide " + std::to_string(c.n_head) +
                        " query heads");
     s.head_dim = swa ? head_swa : c.head_dim;
     s.rope_dim = swa ? rope_swa : c.rope_dim;
-    s.n_ff = in_range(ffs[static_cast<size_t>(il)], a + "feed_forward_length", 1, int64_t(1) << 24);
+    s.n_ff = checked_i32(ffs[static_cast<size_t>(il)], a + "feed_forward_length", 1, int64_t(1) << 24);
     s.kv_source = src[static_cast<size_t>(il)];
   }
   check_uniform_kv_heads(c, a + "attention.head_count_kv");
@@ -128,8 +103,8 @@ void read_layer_shapes(const GgufFile& f, ModelConfig& c) {
   while (full < c.n_layer && c.layer_is_swa(full)) ++full;
   c.n_head_kv = c.shapes[static_cast<size_t>(full < c.n_layer ? full : 0)].n_head_kv;
   c.n_ff = c.shapes[0].n_ff;
-  c.n_embd_per_layer = in_range(f.get_int(a + "embedding_length_per_layer_input").value_or(0),
-                                a + "embedding_length_per_layer_input", 0, 65536);
+  c.n_embd_per_layer = checked_i32(f.get_int(a + "embedding_length_per_layer_input").value_or(0),
+                                   a + "embedding_length_per_layer_input", 0, 65536);
   // Absent, llama.cpp's default (llama_hparams) caps at 30; a 0 in the file turns the cap off.
   c.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(30.0));
   if (!(c.final_softcap >= 0.0f)) throw ModelError(a + "final_logit_softcapping must not be negative");

@@ -10,8 +10,4 @@ namespace kvscope {
 // ModelError naming the key that is missing or inconsistent.
 void read_layer_shapes(const GgufFile& f, ModelConfig& c);
 
-// A key that is one integer for every layer or an array of (at least) one per layer, as n_layer
-// values; def when absent (nullptr: required). Throws ModelError naming the key.
-std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int32_t n_layer, const int64_t* def);
-
 }  // namespace kvscope

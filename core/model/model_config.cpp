@@ -6,6 +6,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/arch_traits.h"
+#include "model/hparams.h"
 #include "model/layer_shapes.h"
 #include "model/recurrent_layers.h"
 #include "model/moe_config.h"
@@ -25,12 +26,6 @@ struct Reader {
   double opt_float(const std::string& key, double def) const { return f.get_float(arch + "." + key).value_or(def); }
 };
 
-int32_t checked_i32(int64_t v, const std::string& what, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw ModelError(what + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
-  return static_cast<int32_t>(v);
-}
 // A per-pair RoPE factor tensor (rope_dim / 2 positive f32 values); empty when absent.
 std::vector<float> read_rope_factors(const GgufFile& f, const std::string& name, int32_t rope_dim) {
   const GgufTensorInfo* rf = f.find_tensor(name);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "model/hparams.h"
 
 namespace kvscope {
 
@@ -21,13 +22,6 @@ int64_t key_or_uniform_array(const GgufFile& f, const std::string& key, int64_t 
   return a[0];
 }
 
-int32_t in_range(int64_t v, const std::string& key, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw ModelError(key + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
-  return static_cast<int32_t>(v);
-}
-
 // glm4moe's gating key (llama_expert_gating_func_type): 0 (none) means sigmoid for GLM-4.5.
 MoeGating glm_gating(const GgufFile& f, const std::string& key) {
   const int64_t g = f.get_int(key).value_or(0);
@@ -42,9 +36,9 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
   if (c.arch == "glm4moe") {
     const auto shared = f.get_int(a + "expert_shared_count");
     if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
-    m.n_shared = in_range(*shared, a + "expert_shared_count", 0, 64);
-    m.n_dense_lead =
-        in_range(f.get_int(a + "leading_dense_block_count").value_or(0), a + "leading_dense_block_count", 0, c.n_layer);
+    m.n_shared = checked_i32(*shared, a + "expert_shared_count", 0, 64);
+    m.n_dense_lead = checked_i32(f.get_int(a + "leading_dense_block_count").value_or(0),
+                                 a + "leading_dense_block_count", 0, c.n_layer);
     const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
     m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
     m.norm_weights = f.get_bool(a + "expert_weights_norm").value_or(false);
@@ -56,9 +50,9 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
     // V2 and V2.5 files carry no gating key and mean softmax; V3/R1/Kimi K2 say sigmoid (2).
     const auto shared = f.get_int(a + "expert_shared_count");
     if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
-    m.n_shared = in_range(*shared, a + "expert_shared_count", 0, 64);
-    m.n_dense_lead =
-        in_range(f.get_int(a + "leading_dense_block_count").value_or(0), a + "leading_dense_block_count", 0, c.n_layer);
+    m.n_shared = checked_i32(*shared, a + "expert_shared_count", 0, 64);
+    m.n_dense_lead = checked_i32(f.get_int(a + "leading_dense_block_count").value_or(0),
+                                 a + "leading_dense_block_count", 0, c.n_layer);
     const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
     m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
     m.norm_weights = f.get_bool(a + "expert_weights_norm").value_or(false);
@@ -91,17 +85,17 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss" ||
                         c.arch == "deepseek2";
   if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
-  m.n_expert = in_range(n_expert, a + "expert_count", 1, 4096);
-  m.n_expert_used = in_range(n_used, a + "expert_used_count", 1, m.n_expert);
+  m.n_expert = checked_i32(n_expert, a + "expert_count", 1, 4096);
+  m.n_expert_used = checked_i32(n_used, a + "expert_used_count", 1, m.n_expert);
   if (const int64_t groups = f.get_int(a + "expert_group_count").value_or(0); groups > 1) {
     // llama.cpp's grouped routing (build_moe_ffn): each group scores its two best experts.
-    m.n_group = in_range(groups, a + "expert_group_count", 2, m.n_expert / 2);
+    m.n_group = checked_i32(groups, a + "expert_group_count", 2, m.n_expert / 2);
     if (m.n_expert % m.n_group != 0)
       throw ModelError(a + "expert_group_count " + std::to_string(m.n_group) + " does not divide expert_count " +
                        std::to_string(m.n_expert));
     const int32_t per_group = m.n_expert / m.n_group;
-    m.n_group_used =
-        in_range(f.get_int(a + "expert_group_used_count").value_or(0), a + "expert_group_used_count", 1, m.n_group - 1);
+    m.n_group_used = checked_i32(f.get_int(a + "expert_group_used_count").value_or(0), a + "expert_group_used_count", 1,
+                                 m.n_group - 1);
     if (m.n_expert_used > m.n_group_used * per_group)
       throw ModelError(a + "expert_used_count " + std::to_string(m.n_expert_used) + " exceeds the experts of the " +
                        std::to_string(m.n_group_used) + " groups kept (" + std::to_string(per_group) + " each)");
@@ -109,8 +103,8 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   // mistral3's experts are n_ff wide; the others read expert_feed_forward_length, or llama.cpp's
   // fallback n_ff / n_expert_used.
   const int64_t ff_exp = c.arch == "mistral3" ? 0 : key_or_uniform_array(f, a + "expert_feed_forward_length", 0);
-  m.n_ff_exp = in_range(ff_exp > 0 ? ff_exp : (c.arch == "mistral3" ? c.n_ff : c.n_ff / m.n_expert_used),
-                        a + "expert_feed_forward_length", 1, int64_t(1) << 24);
+  m.n_ff_exp = checked_i32(ff_exp > 0 ? ff_exp : (c.arch == "mistral3" ? c.n_ff : c.n_ff / m.n_expert_used),
+                           a + "expert_feed_forward_length", 1, int64_t(1) << 24);
   read_arch_routing(f, c, m);
   return m;
 }

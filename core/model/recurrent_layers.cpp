@@ -1,7 +1,7 @@
 #include "model/recurrent_layers.h"
 
 #include "gguf/gguf_file.h"
-#include "model/layer_shapes.h"
+#include "model/hparams.h"
 
 namespace kvscope {
 
@@ -54,9 +54,7 @@ void read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
     throw ModelError(a + "attention.head_count_kv is 0 in every layer: the model has no attention layer");
   const std::optional<int64_t> taps = f.get_int(a + "shortconv.l_cache");
   if (!taps) throw ModelError("missing hyper-parameter '" + a + "shortconv.l_cache'");
-  if (*taps < 2 || *taps > 64)
-    throw ModelError(a + "shortconv.l_cache = " + std::to_string(*taps) + " is out of range [2, 64]");
-  c.conv_l_cache = static_cast<int32_t>(*taps);
+  c.conv_l_cache = checked_i32(*taps, a + "shortconv.l_cache", 2, 64);
 }
 
 void slide_attention_layers(ModelConfig& c) {
