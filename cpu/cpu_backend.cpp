@@ -398,10 +398,14 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const int64_t E = c.n_embd;
   const bool owns_kv = c.layer_owns_kv(il);  // gemma4's last layers read an earlier layer's KV
   for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
-  if (owns_kv)
+  if (owns_kv && L.v_from_k) {  // gemma4 without attn_v: V is K's projection, computed once
+    matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}}, xn_.data(), n);
+    std::copy(k_.begin(), k_.begin() + static_cast<int64_t>(n) * c.layer_kv_dim(il), v_.begin());
+  } else if (owns_kv) {
     matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
-  else
+  } else {
     matmul_timed(L.wq, xn_.data(), n, q_.data());
+  }
   apply_affine(q_.data(), n, c.layer_q_dim(il), L.aq, AffineOrder::ScaleThenBias);
   if (owns_kv) {
     apply_affine(k_.data(), n, c.layer_kv_dim(il), L.ak, AffineOrder::ScaleThenBias);
@@ -463,6 +467,13 @@ void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {
   const int64_t E = c.n_embd;
   matmul_timed(L.wo, heads, n, o_.data());
   apply_affine(o_.data(), n, E, L.ao, AffineOrder::ScaleThenBias);
+  add_mixer_output(il, n);
+}
+
+void CpuBackend::add_mixer_output(int32_t il, int32_t n) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
+  const int64_t E = c.n_embd;
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);

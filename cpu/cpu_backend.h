@@ -108,6 +108,9 @@ class CpuBackend : public Backend {
   void latent_queries(const LayerWeights& L, const BatchView& batch);
   // The output projection, the residual and the FFN's input norm: the end of attention_block.
   void attention_output(int32_t layer, int32_t n_tokens, const float* heads);
+  // o_ (a layer's attention or short-convolution output) into the residual stream x_ (after
+  // the post-attention norm where the architecture has one), then the FFN's input norm into xn_.
+  void add_mixer_output(int32_t layer, int32_t n_tokens);
   void ffn_block(int32_t layer, int32_t n_tokens);
   // lfm2's short-convolution layer (cpu/cpu_short_conv.cpp): B, C, x from in_proj, the causal
   // depthwise convolution of B*x over the sequence's state then its tokens, C * that, out_proj,

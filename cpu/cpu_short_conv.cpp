@@ -73,12 +73,7 @@ void CpuBackend::short_conv_block(int32_t il, const BatchView& batch) {
     }
   }
   matmul_timed(L.conv_out, conv_y_.data(), n, o_.data());
-  for (int32_t t = 0; t < n; ++t) {
-    float* xt = &x_[t * E];
-    const float* ot = &o_[t * E];
-    for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
-    rms_norm(xt, L.ffn_norm.data(), &xn_[t * E], static_cast<int32_t>(E), c.rms_eps);
-  }
+  add_mixer_output(il, n);
 }
 
 }  // namespace kvscope

@@ -125,8 +125,11 @@ std::vector<ConfigProblem> validate(const EngineConfig& cfg, const ModelConfig& 
   Problems p;
   if (cfg.kv_quant_group < 0) p.add("kv_quant_group", "the KV quantization group must be >= 0 (0: the default)");
   // The packed KV dtypes' shape rules (a group that divides head_dim, rot4's power of two).
-  // Every head size the pools store (gemma4: the sliding layers' too).
-  const int32_t head_dims[2] = {model.head_dim, model.shapes.empty() ? model.head_dim : model.layer_head_dim(0)};
+  // Every head size the pools store: head_dim, and the layers' own (gemma4's sliding layers).
+  std::vector<int32_t> head_dims{model.head_dim};
+  for (int32_t il = 0; il < model.n_layer; ++il)
+    if (model.layer_keeps_kv(il) && model.layer_head_dim(il) != model.head_dim)
+      head_dims.push_back(model.layer_head_dim(il));
   for (int32_t hd : head_dims)
     if (hd > 0 && cfg.kv_quant_group >= 0)
       if (std::string why = kv_format_problem(cfg.kv_dtype, hd, cfg.block_size, cfg.kv_quant_group); !why.empty()) {
