@@ -392,21 +392,26 @@ void CpuBackend::embed(const BatchView& batch) {
 void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const ModelConfig& c = model_->config;
   if (c.latent_kv()) return latent_attention(il, batch);
-  if (c.layer_is_recurrent(il)) return short_conv_block(il, batch);
+  if (c.layer_is_recurrent(il))
+    return c.traits.gated_delta_net ? gated_delta_net_block(il, batch) : short_conv_block(il, batch);
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd;
   const bool owns_kv = c.layer_owns_kv(il);  // gemma4's last layers read an earlier layer's KV
   for (int32_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.rms_eps);
+  const bool gated = c.traits.attn_output_gate;  // qwen35: the query rows hold each head's gate too
+  if (gated) q_rows_.resize(static_cast<size_t>(n) * c.layer_q_rows(il));
+  float* q_out = gated ? q_rows_.data() : q_.data();
   if (owns_kv && L.v_from_k) {  // gemma4 without attn_v: V is K's projection, computed once
-    matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}}, xn_.data(), n);
+    matmul_shared_timed({{&L.wq, q_out}, {&L.wk, k_.data()}}, xn_.data(), n);
     std::copy(k_.begin(), k_.begin() + static_cast<int64_t>(n) * c.layer_kv_dim(il), v_.begin());
   } else if (owns_kv) {
-    matmul_shared_timed({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
+    matmul_shared_timed({{&L.wq, q_out}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
   } else {
-    matmul_timed(L.wq, xn_.data(), n, q_.data());
+    matmul_timed(L.wq, xn_.data(), n, q_out);
   }
-  apply_affine(q_.data(), n, c.layer_q_dim(il), L.aq, AffineOrder::ScaleThenBias);
+  apply_affine(q_out, n, c.layer_q_rows(il), L.aq, AffineOrder::ScaleThenBias);
+  if (gated) split_query_gate(il, n);
   if (owns_kv) {
     apply_affine(k_.data(), n, c.layer_kv_dim(il), L.ak, AffineOrder::ScaleThenBias);
     apply_affine(v_.data(), n, c.layer_kv_dim(il), L.av, AffineOrder::ScaleThenBias);
@@ -421,6 +426,7 @@ void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
     complete_aged_blocks(kv, kv_layer, layer_group_[static_cast<size_t>(il)], batch);
   else if (owns_kv)
     kv.complete_deferred(kv_layer);
+  if (gated) gate_attention_heads(il, n);
   attention_output(il, n, att_.data());
 }
 
@@ -459,6 +465,23 @@ void CpuBackend::position_qkv(int32_t il, const BatchView& batch, int32_t t) {
     if (il == 0 && !mass_.empty()) reset_mass(slot);  // a new token
     kv.store(kv_layer, true, slot, h, vh);
   }
+}
+
+// The query projection's row per token is [q_0, gate_0, q_1, gate_1, ...], head_dim each.
+void CpuBackend::split_query_gate(int32_t il, int32_t n) {
+  const int64_t Q = model_->config.layer_q_dim(il), D = model_->config.layer_head_dim(il);
+  q_gate_.resize(static_cast<size_t>(n * Q));
+  for (int64_t r = 0; r < n * Q / D; ++r) {
+    const float* src = &q_rows_[static_cast<size_t>(2 * r * D)];
+    std::copy(src, src + D, &q_[static_cast<size_t>(r * D)]);
+    std::copy(src + D, src + 2 * D, &q_gate_[static_cast<size_t>(r * D)]);
+  }
+}
+
+void CpuBackend::gate_attention_heads(int32_t il, int32_t n) {
+  const int64_t Q = model_->config.layer_q_dim(il);
+  for (int64_t i = 0; i < n * Q; ++i)
+    att_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-q_gate_[static_cast<size_t>(i)]));
 }
 
 void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {

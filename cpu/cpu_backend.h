@@ -116,6 +116,21 @@ class CpuBackend : public Backend {
   // depthwise convolution of B*x over the sequence's state then its tokens, C * that, out_proj,
   // residual and the FFN's input norm. Updates each sequence's state slot.
   void short_conv_block(int32_t layer, const BatchView& batch);
+  // qwen35's Gated DeltaNet layer (cpu/cpu_gated_delta_net.cpp): in_proj, the causal conv over
+  // the sequence's state, the gated delta rule per value head, the gated norm, out_proj,
+  // residual and the FFN's input norm. Updates each sequence's state slot, token by token.
+  void gated_delta_net_block(int32_t layer, const BatchView& batch);
+  // Token t's sequence's state in recurrent layer il (cpu/cpu_state_slots.cpp), zeroed at
+  // position 0: a new sequence, or one recomputed after a preemption.
+  float* token_state(int32_t layer, const BatchView& batch, int32_t token);
+  // One token's convolution and delta rule on one sequence's layer state (st), from its
+  // in_proj row (mix, consumed) to its value heads' outputs (out).
+  void delta_rule_token(const GdnWeights& G, float* st, float* mix, const float* alpha, const float* beta,
+                        float* out) const;
+  // qwen35's gated attention: the query projection's rows split into q_ and each head's gate
+  // (gqa_), and after attention each head's output scaled by sigmoid(its gate).
+  void split_query_gate(int32_t layer, int32_t n_tokens);
+  void gate_attention_heads(int32_t layer, int32_t n_tokens);
   // gemma4 (cpu/cpu_layer_inputs.cpp): the per-layer inputs of this batch's tokens, computed once
   // from the embeddings, and each layer's use of them; then the layer's output scale.
   void per_layer_inputs(const BatchView& batch);
@@ -182,12 +197,16 @@ class CpuBackend : public Backend {
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // latent attention (cpu_latent_attention.cpp)
   std::vector<float> ple_in_, ple_x_;  // gemma4: [token][layer][n_embd_per_layer] inputs, [token][..] work
-  // Recurrent state (lfm2): [slot][recurrent layer][n_embd][conv_l_cache - 1] past B*x values,
+  // Recurrent state: [slot][recurrent layer][ModelConfig::state_floats_per_layer()]; lfm2's is
+  // [n_embd][conv_l_cache - 1] past B*x values, qwen35's GdnConfig's (conv then delta-rule S),
   // oldest first; recurrent_index_[il]: il's place among the recurrent layers (-1: none).
-  std::vector<float> conv_state_;
+  std::vector<float> state_;
   int32_t n_state_slots_ = 0;
   std::vector<int32_t> recurrent_index_;
-  std::vector<float> conv_bcx_, conv_y_;    // [token][3 n_embd], [token][n_embd]
+  std::vector<float> conv_bcx_, conv_y_;  // [token][3 n_embd], [token][n_embd]
+  // qwen35: [token][conv_channels], [token][value_dim] x2, [token][n_v_heads] x2; the gated
+  // attention's query rows [token][2 q_dim] and gates [token][q_dim].
+  std::vector<float> gdn_mix_, gdn_z_, gdn_out_, gdn_alpha_, gdn_beta_, q_rows_, q_gate_;
   std::vector<Scratch> scratch_;            // [threads]
   std::vector<float> split_acc_, split_m_;  // split-KV parts: [pair][part][query head]([head_dim])
   std::vector<double> split_l_;

@@ -158,9 +158,25 @@ void CpuBackend::moe_ffn(const MoeWeights& X, int32_t n) {
   moe_.up.resize(static_cast<size_t>(n * S));
   moe_.out.resize(static_cast<size_t>(n * E));
   matmul_shared_timed({{&X.shared_gate, moe_.gate.data()}, {&X.shared_up, moe_.up.data()}}, xn_.data(), n);
+  for (int64_t i = 0; i < n * S; ++i) {  // qwen35moe's per-tensor scales (1 elsewhere)
+    moe_.gate[static_cast<size_t>(i)] *= X.shared_gate_scale;
+    moe_.up[static_cast<size_t>(i)] *= X.shared_up_scale;
+  }
   ffn_activation_mul(c.traits.act, moe_.gate.data(), moe_.up.data(), n * S);
   matmul_timed(X.shared_down, moe_.gate.data(), n, moe_.out.data());
-  for (int64_t i = 0; i < n * E; ++i) o_[static_cast<size_t>(i)] += moe_.out[static_cast<size_t>(i)];
+  for (int32_t t = 0; t < n; ++t) {
+    // qwen35moe: the shared expert's output is also scaled by sigmoid(shared_router . x).
+    const float* xt = &xn_[static_cast<size_t>(t * E)];
+    float w = X.shared_down_scale;
+    if (!X.shared_router.empty()) {
+      float z = 0.0f;
+      for (int64_t d = 0; d < E; ++d) z += X.shared_router[static_cast<size_t>(d)] * xt[d];
+      w *= 1.0f / (1.0f + std::exp(-z));
+    }
+    float* ot = &o_[static_cast<size_t>(t * E)];
+    const float* y = &moe_.out[static_cast<size_t>(t * E)];
+    for (int64_t d = 0; d < E; ++d) ot[d] += w * y[d];
+  }
 }
 
 }  // namespace kvscope

@@ -13,6 +13,17 @@
 
 namespace kvscope::cli {
 
+// One recurrent layer's state in words: lfm2's past conv inputs, qwen35's conv inputs and S.
+static std::string recurrent_state_text(const nlohmann::json& c) {
+  if (!c.contains("gated_delta_net")) return std::to_string(c["conv_l_cache"].get<int>() - 1) + " past inputs x n_embd";
+  const nlohmann::json& g = c["gated_delta_net"];
+  const int d = g["d_state"].get<int>();
+  return std::to_string(g["conv_kernel"].get<int>() - 1) + " past inputs x " +
+         std::to_string(g["conv_channels"].get<int>()) + " conv channels + " +
+         std::to_string(g["value_heads"].get<int>()) + " value heads x " + std::to_string(d) + " x " +
+         std::to_string(d) + " delta-rule state";
+}
+
 // gemma4: which layers keep KV of which shape, and which read another layer's.
 static std::string gemma4_kv_text(const nlohmann::json& layers) {
   std::string own[2], borrow[2];
@@ -93,7 +104,15 @@ int cmd_inspect(int argc, char** argv, int first) {
       for (int32_t il = 0; il < c.n_layer; ++il)
         if (c.layer_is_recurrent(il)) rec.push_back(il);
       cfg["recurrent_layers"] = rec;
-      cfg["conv_l_cache"] = c.conv_l_cache;
+      if (c.traits.gated_delta_net)  // qwen35: conv inputs plus one S per value head, per layer
+        cfg["gated_delta_net"] = {{"conv_kernel", c.gdn.conv_kernel},
+                                  {"conv_channels", c.gdn.conv_channels()},
+                                  {"d_state", c.gdn.d_state},
+                                  {"value_heads", c.gdn.n_v_heads},
+                                  {"key_heads", c.gdn.n_k_heads}};
+      else
+        cfg["conv_l_cache"] = c.conv_l_cache;
+      j["state_bytes_per_layer"] = c.state_floats_per_layer() * static_cast<int64_t>(sizeof(float));
       cfg["kv_layers"] = c.n_layer - static_cast<int32_t>(rec.size());
       j["state_bytes_per_seq"] = c.state_floats_per_seq() * static_cast<int64_t>(sizeof(float));
     }
@@ -147,8 +166,8 @@ int cmd_inspect(int argc, char** argv, int first) {
     std::cout << "\n";
     if (j.contains("state_bytes_per_seq"))
       std::cout << "recurrent layers " << c["recurrent_layers"].dump() << ": no KV; each sequence holds a fixed "
-                << j["state_bytes_per_seq"] << " B of state (f32: " << c["conv_l_cache"].get<int>() - 1
-                << " past inputs x n_embd per layer), whatever its length\n";
+                << j["state_bytes_per_seq"] << " B of state, whatever its length (f32, per layer "
+                << recurrent_state_text(c) << ")\n";
     if (c["n_expert"].get<int32_t>() > 0)
       std::cout << "mixture of experts: " << c["n_expert"] << " experts, " << c["n_expert_used"]
                 << " per token; experts are FFN weights, so the KV per token above is the same whatever their "

@@ -64,13 +64,17 @@ int cmd_make_model(int argc, char** argv, int first) {
                 "n-embd-per-layer",
                 "softcap",
                 "rope-partial",
-                "rope-base-swa"},
+                "rope-base-swa",
+                "attn-interval",
+                "ssm-state",
+                "ssm-v-heads",
+                "ssm-k-heads"},
                {"tied", "help", "preset-100m", "preset-moe-1b", "k-eq-v"});
   if (a.has("help") || !a.has("out")) {
     std::cout
         << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
            "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss\n"
-           "    deepseek2 gemma4\n"
+           "    deepseek2 gemma4 lfm2 qwen35 qwen35moe\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
            "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss,\n"
            "    deepseek2\n"
@@ -80,6 +84,8 @@ int cmd_make_model(int argc, char** argv, int first) {
            "  [--head-dim-swa (head-dim / 2) --n-head-kv-swa (n-head-kv) --n-kv-shared 0 --n-embd-per-layer 0\n"
            "   --softcap 0 --rope-partial 1 --rope-base-swa 10000 --k-eq-v]  gemma4 (--head-dim, --n-head-kv: its\n"
            "   full layers; --swa-pattern, --window as gemma3)\n"
+           "  [--attn-interval 4 --ssm-state 32 --ssm-v-heads 4 --ssm-k-heads 2 --rope-dim (head-dim)]  qwen35 (Gated\n"
+           "   DeltaNet layers, every attn-interval-th layer gated attention, RoPE on rope-dim dims of a head)\n"
            "  [--rope-scaling linear|yarn --rope-factor 1 --rope-orig-ctx 0 --yarn-log-mul 0 (deepseek2)]\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n"
@@ -114,7 +120,8 @@ int cmd_make_model(int argc, char** argv, int first) {
     s.n_ff_exp = 512;
   }
   s.arch = a.str("arch", s.arch);
-  if ((s.arch == "qwen3moe" || s.arch == "glm4moe" || s.arch == "gpt-oss" || s.arch == "deepseek2") &&
+  if ((s.arch == "qwen3moe" || s.arch == "glm4moe" || s.arch == "gpt-oss" || s.arch == "deepseek2" ||
+       s.arch == "qwen35moe") &&
       s.n_expert == 0) {
     s.n_expert = 8;
     s.n_expert_used = 2;
@@ -126,7 +133,14 @@ int cmd_make_model(int argc, char** argv, int first) {
   s.n_dense_lead = static_cast<int32_t>(a.i64("n-dense-lead", s.n_dense_lead));
   s.kv_lora_rank = static_cast<int32_t>(a.i64("kv-lora-rank", s.kv_lora_rank));
   s.q_lora_rank = static_cast<int32_t>(a.i64("q-lora-rank", s.q_lora_rank));
-  s.mla_rope = static_cast<int32_t>(a.i64("rope-dim", s.mla_rope));
+  if (s.arch == "qwen35" || s.arch == "qwen35moe")
+    s.rope_dim = static_cast<int32_t>(a.i64("rope-dim", 0));
+  else
+    s.mla_rope = static_cast<int32_t>(a.i64("rope-dim", s.mla_rope));
+  s.full_attention_interval = static_cast<int32_t>(a.i64("attn-interval", s.full_attention_interval));
+  s.ssm_state = static_cast<int32_t>(a.i64("ssm-state", s.ssm_state));
+  s.ssm_v_heads = static_cast<int32_t>(a.i64("ssm-v-heads", s.ssm_v_heads));
+  s.ssm_k_heads = static_cast<int32_t>(a.i64("ssm-k-heads", s.ssm_k_heads));
   s.n_expert_group = static_cast<int32_t>(a.i64("n-expert-group", s.n_expert_group));
   s.n_group_used = static_cast<int32_t>(a.i64("n-group-used", s.n_group_used));
   s.rope_scaling = a.str("rope-scaling", "");

@@ -34,8 +34,9 @@ int64_t Backend::kv_bytes_per_token() const {
 
 void Backend::init_state_slots(int32_t n_slots) {
   if (n_slots > 0)
-    throw std::invalid_argument("the " + name() +
-                                " backend does not run recurrent layers (short convolutions): use --backend cpu");
+    throw std::invalid_argument(
+        "the " + name() +
+        " backend does not run recurrent layers (short convolutions, Gated DeltaNet): use --backend cpu");
 }
 
 void Backend::copy_state_slots(std::span<const StateCopy> copies) {

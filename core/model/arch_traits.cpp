@@ -5,9 +5,9 @@
 namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama",    "qwen2",     "qwen3",  "gemma3",  "qwen3moe",
-                                                 "mistral3", "phi3",      "glm4",   "glm4moe", "smollm3",
-                                                 "gpt-oss",  "deepseek2", "gemma4", "lfm2"};
+  static const std::vector<std::string> archs = {"llama",  "qwen2", "qwen3",   "gemma3",   "qwen3moe", "mistral3",
+                                                 "phi3",   "glm4",  "glm4moe", "smollm3",  "gpt-oss",  "deepseek2",
+                                                 "gemma4", "lfm2",  "qwen35",  "qwen35moe"};
   return archs;
 }
 
@@ -72,6 +72,18 @@ ArchTraits traits_for(const std::string& arch) {
     t.qk_norm = true;
     t.short_conv = true;
     t.interleaved_swa = true;  // with a sliding_window, every attention layer slides
+    return t;
+  }
+  if (arch == "qwen35" || arch == "qwen35moe") {
+    // Qwen3.5: Gated DeltaNet layers and gated full attention (NeoX RoPE over the first
+    // rope.dimension_count dims, q/k norms); the FFN's input norm is named post_attention_norm.
+    t.rope = RopeStyle::Neox;
+    t.qk_norm = true;
+    t.ffn_norm_post_attention = true;
+    t.gated_delta_net = true;
+    t.attn_output_gate = true;
+    t.ffn_scales = true;
+    t.expert_scales = true;
     return t;
   }
   if (arch == "llama" || arch == "mistral3" || arch == "smollm3") return llama_like_traits(arch);

@@ -40,11 +40,30 @@ std::vector<float> read_rope_factors(const GgufFile& f, const std::string& name,
   return v;
 }
 
+// Qwen3.5's interleaved M-RoPE (ggml's IMROPE): pair i takes the t, h or w position by i % 3
+// within the first 3 x section entries, else the fourth. For text t = h = w = the position and
+// the fourth is 0, so NeoX RoPE over rope_dim is exact unless a rotated pair falls in the fourth.
+void read_interleaved_rope_sections(const Reader& r, ModelConfig& c) {
+  const GgufValue* v = r.f.find(c.arch + ".rope.dimension_sections");
+  if (!v || v->type != GgufValueType::ARRAY) return;
+  std::vector<int64_t> s = v->as_int_array();
+  s.resize(4, 0);
+  const int64_t all = s[0] + s[1] + s[2] + s[3];
+  if (all <= 0) return;
+  for (int64_t i = 0; i < c.rope_dim / 2; ++i) {
+    const int64_t sector = i % all, which = sector % 3;
+    if (sector >= 3 * s[static_cast<size_t>(which)])
+      throw ModelError(c.arch + ".rope.dimension_sections puts rotated pair " + std::to_string(i) +
+                       " in the fourth (extra) section, which kvscope does not run");
+  }
+}
+
 // GLM-4's M-RoPE sections (rope.dimension_sections, vision files). For text every token's
 // t/h/w positions are its position and the fourth is 0, so sections that cover every rotated
 // pair with t/h/w make it NeoX RoPE (llama.cpp's MROPE type); a pair in the fourth section
 // would stay unrotated, which kvscope does not model, so such a file is refused.
 void read_rope_sections(const Reader& r, ModelConfig& c) {
+  if (c.traits.gated_delta_net) return read_interleaved_rope_sections(r, c);
   if (c.arch != "glm4" && c.arch != "glm4moe") return;
   const GgufValue* v = r.f.find(c.arch + ".rope.dimension_sections");
   if (!v || v->type != GgufValueType::ARRAY) return;
@@ -205,12 +224,15 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
   // Per-layer shapes (gemma4) may give these one per layer: read_layer_shapes reads them.
   const bool per_layer = c.traits.per_layer_shapes;
-  c.n_head_kv = per_layer || c.traits.short_conv ? 1
-                                                 : checked_i32(r.opt_int("attention.head_count_kv", c.n_head),
-                                                               c.arch + ".attention.head_count_kv", 1, 4096);
+  // qwen35 may give them per layer too (0 in its recurrent layers): read_gated_delta_net reads them.
+  c.n_head_kv =
+      per_layer || c.traits.short_conv || c.traits.gated_delta_net
+          ? 1
+          : checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
   c.n_ff = per_layer ? 1 : checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
   c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
   if (c.traits.short_conv) read_recurrent_layers(f, c);
+  if (c.traits.gated_delta_net) read_gated_delta_net(f, c);
   if (c.n_head % c.n_head_kv != 0)
     throw ModelError("head counts do not divide: " + std::to_string(c.n_head) + " query heads, " +
                      std::to_string(c.n_head_kv) + " KV heads");
@@ -273,11 +295,12 @@ bool ModelConfig::has_recurrent() const {
   return std::any_of(recurrent.begin(), recurrent.end(), [](uint8_t r) { return r != 0; });
 }
 
+int64_t ModelConfig::state_floats_per_layer() const {
+  return traits.gated_delta_net ? gdn.state_floats() : static_cast<int64_t>(conv_l_cache - 1) * n_embd;
+}
+
 int64_t ModelConfig::state_floats_per_seq() const {
-  int64_t n = 0;
-  for (int32_t il = 0; il < n_layer; ++il)
-    if (layer_is_recurrent(il)) n += static_cast<int64_t>(conv_l_cache - 1) * n_embd;
-  return n;
+  return static_cast<int64_t>(std::count(recurrent.begin(), recurrent.end(), uint8_t{1})) * state_floats_per_layer();
 }
 
 float RopeYarn::mscale() const { return attn_factor * (1.0f + 0.1f * std::log(1.0f / freq_scale)); }

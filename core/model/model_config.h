@@ -50,6 +50,27 @@ struct ArchTraits {
   // lfm2: short-convolution layers (a fixed state per sequence, no KV) among attention layers
   // (head_count_kv 0 marks them), whose output norm is named token_embd_norm.
   bool short_conv = false;
+  // qwen35, qwen35moe: Gated DeltaNet layers (GdnConfig; a fixed state per sequence) among
+  // attention layers whose query projection also gives a sigmoid gate on each head's output.
+  bool gated_delta_net = false;
+  bool attn_output_gate = false;
+};
+
+// Qwen3.5's Gated DeltaNet layers (llama.cpp's ssm.* keys, src/models/qwen35.cpp): a causal
+// depthwise convolution of conv_kernel taps over [q; k; v] (conv_channels() wide), then per value
+// head a d_state x d_state matrix S updated each token by the gated delta rule. n_k_heads query
+// and key heads are shared by n_v_heads value heads (head h reads key head h % n_k_heads).
+struct GdnConfig {
+  int32_t conv_kernel = 0;  // ssm.conv_kernel
+  int32_t d_state = 0;      // ssm.state_size: the head width of q, k and v
+  int32_t n_v_heads = 0;    // ssm.time_step_rank
+  int32_t n_k_heads = 0;    // ssm.group_count
+  int64_t key_dim() const { return static_cast<int64_t>(n_k_heads) * d_state; }
+  int64_t value_dim() const { return static_cast<int64_t>(n_v_heads) * d_state; }  // ssm.inner_size
+  int64_t conv_channels() const { return 2 * key_dim() + value_dim(); }
+  // One layer's state: conv_kernel - 1 past inputs per channel, then one S per value head.
+  int64_t conv_floats() const { return (conv_kernel - 1) * conv_channels(); }
+  int64_t state_floats() const { return conv_floats() + static_cast<int64_t>(n_v_heads) * d_state * d_state; }
 };
 
 // One layer's attention and FFN sizes where they differ by layer (gemma4: sliding layers of
@@ -84,7 +105,10 @@ struct MoeConfig {
   int32_t n_expert_used = 0;  // experts per token (top-k)
   int32_t n_ff_exp = 0;       // rows of one expert's gate and up matrices
   int32_t n_shared = 0;       // shared experts, run on every token (n_ff_exp * n_shared wide)
-  int32_t n_dense_lead = 0;   // the first n_dense_lead layers keep a dense FFN of n_ff
+  // qwen35moe: one shared expert n_ff_shared wide (expert_shared_feed_forward_length) whose
+  // output is scaled by sigmoid(ffn_gate_inp_shexp . x); 0: the n_shared rule above.
+  int32_t n_ff_shared = 0;
+  int32_t n_dense_lead = 0;  // the first n_dense_lead layers keep a dense FFN of n_ff
   MoeGating gating = MoeGating::Softmax;
   bool norm_weights = false;    // the chosen experts' weights are divided by their sum
   float weights_scale = 1.0f;   // then multiplied by this
@@ -151,6 +175,7 @@ struct ModelConfig {
   // conv_l_cache - 1 past inputs per channel).
   std::vector<uint8_t> recurrent;
   int32_t conv_l_cache = 0;
+  GdnConfig gdn;  // qwen35's recurrent layers (traits.gated_delta_net)
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
   std::vector<float> rope_factors_long, rope_factors_short;
@@ -173,9 +198,12 @@ struct ModelConfig {
   bool has_recurrent() const;
   // Whether layer il stores K/V of its own: not a recurrent layer, not one that borrows.
   bool layer_keeps_kv(int32_t il) const { return !layer_is_recurrent(il) && layer_owns_kv(il); }
-  // Floats of one sequence's recurrent state over all recurrent layers.
+  // Floats of one sequence's recurrent state in one recurrent layer, and over all of them.
+  int64_t state_floats_per_layer() const;
   int64_t state_floats_per_seq() const;
   int32_t layer_q_dim(int32_t il) const { return n_head * layer_head_dim(il); }
+  // Rows of the query projection: the query, and with attn_output_gate each head's gate after it.
+  int32_t layer_q_rows(int32_t il) const { return (traits.attn_output_gate ? 2 : 1) * layer_q_dim(il); }
   int32_t layer_kv_dim(int32_t il) const { return layer_n_head_kv(il) * layer_head_dim(il); }
   int32_t max_q_dim() const;  // the widest layer's, for activation buffers
   int32_t max_kv_dim() const;

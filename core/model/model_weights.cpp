@@ -103,10 +103,11 @@ void load_qkv(const Loader& ld, const ModelConfig& c, const std::string& p, Laye
     L.aq.scale = L.ak.scale = L.av.scale = ld.scale(p + "attn_qkv");
     return;
   }
-  L.wq = ld.matrix(p + "attn_q.weight", E, Q);
+  const int64_t QR = c.layer_q_rows(il);  // with attn_output_gate, each head's gate follows it
+  L.wq = ld.matrix(p + "attn_q.weight", E, QR);
   L.wk = ld.matrix(p + "attn_k.weight", E, KV);
   L.wv = ld.matrix(p + "attn_v.weight", E, KV);
-  L.aq = {ld.vec(p + "attn_q.bias", Q, c.traits.qkv_bias), ld.scale(p + "attn_q")};
+  L.aq = {ld.vec(p + "attn_q.bias", QR, c.traits.qkv_bias), ld.scale(p + "attn_q")};
   L.ak = {ld.vec(p + "attn_k.bias", KV, c.traits.qkv_bias), ld.scale(p + "attn_k")};
   L.av = {ld.vec(p + "attn_v.bias", KV, c.traits.qkv_bias), ld.scale(p + "attn_v")};
 }
@@ -228,6 +229,16 @@ void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, 
     X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
     X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
   }
+  if (m.n_ff_shared > 0 && ld.find(p + "ffn_up_shexp.weight", false)) {  // qwen35moe: gated, scaled
+    const int64_t S = m.n_ff_shared;
+    X.shared_gate = ld.matrix(p + "ffn_gate_shexp.weight", E, S);
+    X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
+    X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
+    X.shared_gate_scale = ld.scale(p + "ffn_gate_shexp");
+    X.shared_up_scale = ld.scale(p + "ffn_up_shexp");
+    X.shared_down_scale = ld.scale(p + "ffn_down_shexp");
+    X.shared_router = ld.vec(p + "ffn_gate_inp_shexp.weight", E, true);
+  }
 }
 
 // gemma4: the per-layer embedding's tensors and the layer output scale. Its MoE layers (a
@@ -254,6 +265,29 @@ void load_short_conv(const Loader& ld, const ModelConfig& c, const std::string& 
   L.conv_kernel = ld.flat(p + "shortconv.conv.weight", {c.conv_l_cache, E});
   L.conv_out = ld.matrix(p + "shortconv.out_proj.weight", E, E);
   L.ffn_norm = ld.vec(p + "ffn_norm.weight", E, true);
+}
+
+// qwen35: a Gated DeltaNet layer's tensors in place of attention (GdnWeights).
+void load_gated_delta_net(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const GdnConfig& g = c.gdn;
+  const int64_t E = c.n_embd, H = g.n_v_heads;
+  GdnWeights& G = L.gdn;
+  L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
+  G.in_proj = ld.matrix(p + "attn_qkv.weight", E, g.conv_channels());
+  G.z_proj = ld.matrix(p + "attn_gate.weight", E, g.value_dim());
+  G.alpha_proj = ld.matrix(p + "ssm_alpha.weight", E, H);
+  G.beta_proj = ld.matrix(p + "ssm_beta.weight", E, H);
+  G.out_proj = ld.matrix(p + "ssm_out.weight", g.value_dim(), E);
+  G.in_scale = ld.scale(p + "attn_qkv");
+  G.z_scale = ld.scale(p + "attn_gate");
+  G.alpha_scale = ld.scale(p + "ssm_alpha");
+  G.beta_scale = ld.scale(p + "ssm_beta");
+  G.out_scale = ld.scale(p + "ssm_out");
+  G.conv_kernel = ld.flat(p + "ssm_conv1d.weight", {g.conv_kernel, g.conv_channels()});
+  G.dt_bias = ld.vec(p + "ssm_dt.bias", H, true);
+  G.a = ld.vec(p + "ssm_a", H, true);
+  G.norm = ld.vec(p + "ssm_norm.weight", g.d_state, true);
+  L.ffn_norm = ld.vec(p + "post_attention_norm.weight", E, true);
 }
 
 void load_per_layer_embeddings(const Loader& ld, const ModelConfig& c, ModelWeights& w) {
@@ -283,7 +317,9 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& L = w.layers[static_cast<size_t>(il)];
-    if (c.layer_is_recurrent(il))
+    if (c.layer_is_recurrent(il) && c.traits.gated_delta_net)
+      load_gated_delta_net(ld, c, p, L);
+    else if (c.layer_is_recurrent(il))
       load_short_conv(ld, c, p, L);
     else
       load_attention(ld, c, p, L, il);

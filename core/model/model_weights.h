@@ -30,6 +30,18 @@ struct MoeWeights {
   // gate and up, [n_expert][n_embd] for down (empty: none).
   std::vector<float> router_bias, gate_bias, up_bias, down_bias;
   TensorView shared_gate, shared_up, shared_down;  // data == nullptr: no shared expert
+  float shared_gate_scale = 1.0f, shared_up_scale = 1.0f, shared_down_scale = 1.0f;
+  std::vector<float> shared_router;  // qwen35moe: [n_embd], sigmoid(. x) scales the shared output
+};
+
+// One Gated DeltaNet layer (GdnConfig; qwen35): in_proj gives [q; k; v] (attn_qkv), z the output
+// gate (attn_gate), alpha and beta one value per value head; the depthwise conv kernel
+// [conv_channels][conv_kernel] (taps oldest first), dt_bias and a (= -exp(A_log)) per value head,
+// the per-head output norm, out_proj back to n_embd. Each matrix has its `.scale` multiplier.
+struct GdnWeights {
+  TensorView in_proj, z_proj, alpha_proj, beta_proj, out_proj;
+  float in_scale = 1.0f, z_scale = 1.0f, alpha_scale = 1.0f, beta_scale = 1.0f, out_scale = 1.0f;
+  std::vector<float> conv_kernel, dt_bias, a, norm;
 };
 
 // Latent attention's matrices (model_config.h MlaConfig; deepseek2). wq (in LayerWeights) holds
@@ -64,6 +76,7 @@ struct LayerWeights {
   // the depthwise kernel [n_embd][conv_l_cache] (taps oldest first), out_proj [n_embd x n_embd].
   TensorView conv_in, conv_out;
   std::vector<float> conv_kernel;
+  GdnWeights gdn;
   bool moe = false;  // this layer's FFN is `experts`, not w_gate/w_up/w_down
   MoeWeights experts;
   MlaWeights mla;  // latent attention only (wk, wv unused)

@@ -65,6 +65,15 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
                        f.find_tensor("blk." + std::to_string(m.n_dense_lead) + ".exp_probs_b.bias") != nullptr;
     return;
   }
+  if (c.arch == "qwen35moe") {  // softmax, renormalized, the file's weight scale (0: none)
+    m.gating = MoeGating::Softmax;
+    m.norm_weights = true;
+    const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
+    m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+    m.n_ff_shared = checked_i32(f.get_int(a + "expert_shared_feed_forward_length").value_or(0),
+                                a + "expert_shared_feed_forward_length", 0, int64_t(1) << 24);
+    return;
+  }
   if (c.arch == "gpt-oss") {  // its graph passes norm_w false and softmax-of-the-chosen gating
     m.gating = MoeGating::SoftmaxOfChosen;
     return;
@@ -83,7 +92,7 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   const int64_t n_expert = f.get_int(a + "expert_count").value_or(0);
   const int64_t n_used = key_or_uniform_array(f, a + "expert_used_count", 0);
   const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss" ||
-                        c.arch == "deepseek2";
+                        c.arch == "deepseek2" || c.arch == "qwen35moe";
   if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
   m.n_expert = checked_i32(n_expert, a + "expert_count", 1, 4096);
   m.n_expert_used = checked_i32(n_used, a + "expert_used_count", 1, m.n_expert);

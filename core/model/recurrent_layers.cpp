@@ -57,6 +57,73 @@ void read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
   c.conv_l_cache = checked_i32(*taps, a + "shortconv.l_cache", 2, 64);
 }
 
+namespace {
+
+// Which layers run the delta rule: attention.recurrent_layers when the file has it, else every
+// layer but each full_attention_interval-th (llama_model_qwen35::load_arch_hparams, default 4).
+void read_gdn_layer_flags(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch + ".";
+  c.recurrent.assign(static_cast<size_t>(c.n_layer), 0);
+  const GgufValue* v = f.find(a + "attention.recurrent_layers");
+  if (v && v->type == GgufValueType::ARRAY) {
+    const std::vector<int64_t> flags = per_layer_ints(f, a + "attention.recurrent_layers", c.n_layer, nullptr);
+    for (int32_t il = 0; il < c.n_layer; ++il)
+      c.recurrent[static_cast<size_t>(il)] = flags[static_cast<size_t>(il)] != 0;
+    return;
+  }
+  const int32_t every =
+      checked_i32(f.get_int(a + "full_attention_interval").value_or(4), a + "full_attention_interval", 1, c.n_layer);
+  if (c.n_layer % every != 0)
+    throw ModelError(a + "full_attention_interval " + std::to_string(every) + " does not divide block_count " +
+                     std::to_string(c.n_layer));
+  for (int32_t il = 0; il < c.n_layer; ++il) c.recurrent[static_cast<size_t>(il)] = (il + 1) % every != 0;
+}
+
+int64_t required_int(const GgufFile& f, const std::string& key) {
+  const std::optional<int64_t> v = f.get_int(key);
+  if (!v) throw ModelError("missing hyper-parameter '" + key + "'");
+  return *v;
+}
+
+}  // namespace
+
+void read_gated_delta_net(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch + ".";
+  read_gdn_layer_flags(f, c);
+  // head_count_kv may come per layer; a delta-rule layer then has 0 and the attention layers agree.
+  const GgufValue* kv_key = f.find(a + "attention.head_count_kv");
+  const bool per_layer = kv_key && kv_key->type == GgufValueType::ARRAY;
+  const int64_t all_heads = c.n_head;
+  const std::vector<int64_t> kv = per_layer_ints(f, a + "attention.head_count_kv", c.n_layer, &all_heads);
+  int32_t n_attention = 0;
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const int64_t h = kv[static_cast<size_t>(il)];
+    if (c.layer_is_recurrent(il)) {
+      if (per_layer && h != 0)
+        throw ModelError(a + "attention.head_count_kv gives recurrent layer " + std::to_string(il) + " " +
+                         std::to_string(h) + " KV heads");
+      continue;
+    }
+    const int32_t heads = checked_i32(h, a + "attention.head_count_kv of layer " + std::to_string(il), 1, c.n_head);
+    if (n_attention++ > 0 && heads != c.n_head_kv)
+      throw ModelError(a + "attention.head_count_kv differs between the attention layers");
+    c.n_head_kv = heads;
+  }
+  if (n_attention == 0) throw ModelError(a + "attention.recurrent_layers marks every layer recurrent: no attention");
+  GdnConfig& g = c.gdn;
+  g.conv_kernel = checked_i32(required_int(f, a + "ssm.conv_kernel"), a + "ssm.conv_kernel", 2, 64);
+  g.d_state = checked_i32(required_int(f, a + "ssm.state_size"), a + "ssm.state_size", 1, 4096);
+  g.n_v_heads = checked_i32(required_int(f, a + "ssm.time_step_rank"), a + "ssm.time_step_rank", 1, 4096);
+  g.n_k_heads = checked_i32(required_int(f, a + "ssm.group_count"), a + "ssm.group_count", 1, g.n_v_heads);
+  if (g.n_v_heads % g.n_k_heads != 0)
+    throw ModelError(a + "ssm.group_count " + std::to_string(g.n_k_heads) + " does not divide ssm.time_step_rank " +
+                     std::to_string(g.n_v_heads));
+  const int64_t inner = required_int(f, a + "ssm.inner_size");
+  if (inner != g.value_dim())
+    throw ModelError(a + "ssm.inner_size " + std::to_string(inner) + " != ssm.time_step_rank x ssm.state_size (" +
+                     std::to_string(g.value_dim()) + "): the delta rule needs value heads as wide as key heads");
+}
+
 void slide_attention_layers(ModelConfig& c) {
   c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
   for (int32_t il = 0; il < c.n_layer; ++il)

@@ -65,7 +65,7 @@ int32_t ff_exp(const SyntheticSpec& s) {
 }
 
 bool is_moe_arch(const std::string& a) {
-  return a == "qwen3moe" || a == "glm4moe" || a == "gpt-oss" || a == "deepseek2";
+  return a == "qwen3moe" || a == "glm4moe" || a == "gpt-oss" || a == "deepseek2" || a == "qwen35moe";
 }
 bool has_dense_lead(const std::string& a) { return a == "glm4moe" || a == "deepseek2"; }
 
@@ -134,6 +134,46 @@ void write_lfm2_conv(const std::string& p, int64_t E,
   matrix(p + "shortconv.out_proj.weight", E, E, in_scale);
 }
 
+// qwen35: layer il is gated attention when (il + 1) % full_attention_interval == 0, else Gated
+// DeltaNet; llama.cpp reads the interval when attention.recurrent_layers is absent.
+bool qwen35_recurrent(const SyntheticSpec& s, int32_t il) { return (il + 1) % s.full_attention_interval != 0; }
+
+// qwen35's ssm.* keys and its interleaved M-RoPE sections, sized so every rotated pair takes
+// the text position (as Qwen3.5's [11, 11, 10, 0] over 32 pairs).
+void write_qwen35_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
+  const std::string a = s.arch + ".";
+  w.set_u32(a + "full_attention_interval", static_cast<uint32_t>(s.full_attention_interval));
+  w.set_u32(a + "ssm.conv_kernel", 4);
+  w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(s.ssm_state));
+  w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(s.ssm_v_heads));
+  w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(s.ssm_k_heads));
+  w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(s.ssm_v_heads * s.ssm_state));
+  const int32_t third = (s.rope_dim > 0 ? s.rope_dim : hd) / 2 / 3 + 1;
+  w.set_i32_array(a + "rope.dimension_sections", {third, third, third, 0});
+}
+
+// qwen35's Gated DeltaNet layer (llama_model_qwen35::load_arch_tensors): in_proj to [q; k; v],
+// the output gate, alpha and beta, the f32 conv kernel, dt bias, a = -exp(A_log) < 0, the
+// per-head norm, out_proj.
+void write_gated_delta_net(const SyntheticSpec& s, const std::string& p,
+                           const std::function<void(const std::string&, int64_t, int64_t, float)>& matrix,
+                           const std::function<void(const std::string&, int64_t, float, float)>& vec,
+                           const std::function<void(const std::string&, int64_t, int64_t)>& f32_matrix) {
+  const int64_t E = s.n_embd, V = static_cast<int64_t>(s.ssm_v_heads) * s.ssm_state;
+  const int64_t C = 2 * static_cast<int64_t>(s.ssm_k_heads) * s.ssm_state + V;
+  const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+  vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
+  matrix(p + "attn_qkv.weight", E, C, in_scale);
+  matrix(p + "attn_gate.weight", E, V, in_scale);
+  matrix(p + "ssm_alpha.weight", E, s.ssm_v_heads, in_scale);
+  matrix(p + "ssm_beta.weight", E, s.ssm_v_heads, in_scale);
+  f32_matrix(p + "ssm_conv1d.weight", 4, C);
+  vec(p + "ssm_dt.bias", s.ssm_v_heads, 0.0f, 0.5f);
+  vec(p + "ssm_a", s.ssm_v_heads, -0.6f, 0.15f);
+  vec(p + "ssm_norm.weight", s.ssm_state, 1.0f, 0.05f);
+  matrix(p + "ssm_out.weight", V, E, 1.0f / std::sqrt(static_cast<float>(V)));
+}
+
 // gemma4's hyper-parameters: per-layer flags, head counts and FFN widths as arrays.
 void write_gemma4_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   const std::string a = s.arch + ".";
@@ -181,8 +221,18 @@ struct LayerWriter {
       vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
       return write_dense_ffn(p, s.n_ff, false);
     }
+    const bool qwen35 = a == "qwen35" || a == "qwen35moe";
+    if (qwen35 && qwen35_recurrent(s, il)) {
+      write_gated_delta_net(s, p, matrix, vec, bias2);
+      vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
+      return a == "qwen35moe" ? write_experts(p) : write_dense_ffn(p, s.n_ff, false);
+    }
     vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
-    if (a == "deepseek2") {
+    if (qwen35) {  // each head's query, then its output gate
+      matrix(p + "attn_q.weight", E, 2 * Q, in_scale);
+      matrix(p + "attn_k.weight", E, KV, in_scale);
+      matrix(p + "attn_v.weight", E, KV, in_scale);
+    } else if (a == "deepseek2") {
       write_latent_attention(p);
     } else if (a == "phi3") {
       matrix(p + "attn_qkv.weight", E, Q + 2 * KV, in_scale);  // phi3's files fuse q, k and v
@@ -201,7 +251,7 @@ struct LayerWriter {
       vec(p + "attn_k.bias", KV, 0.0f, 0.1f);
       vec(p + "attn_v.bias", KV, 0.0f, 0.1f);
     }
-    if (a == "qwen3" || a == "gemma3" || a == "qwen3moe" || a == "glm4moe" || a == "lfm2") {
+    if (a == "qwen3" || a == "gemma3" || a == "qwen3moe" || a == "glm4moe" || a == "lfm2" || qwen35) {
       vec(p + "attn_q_norm.weight", hd, 1.0f, 0.05f);
       vec(p + "attn_k_norm.weight", hd, 1.0f, 0.05f);
     }
@@ -209,7 +259,8 @@ struct LayerWriter {
       vec(p + "post_attention_norm.weight", E, 1.0f, 0.05f);
       vec(p + "post_ffw_norm.weight", E, 1.0f, 0.05f);
     }
-    vec(p + (a == "glm4moe" || a == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
+    const bool post_attention_named = a == "glm4moe" || a == "gpt-oss" || qwen35;
+    vec(p + (post_attention_named ? "post_attention_norm.weight" : "ffn_norm.weight"), E, 1.0f, 0.05f);
     const bool moe =
         (is_moe_arch(a) || (a == "mistral3" && s.n_expert > 0)) && !(has_dense_lead(a) && il < s.n_dense_lead);
     if (moe) return write_experts(p);
@@ -261,6 +312,10 @@ struct LayerWriter {
       vec(p + "exp_probs_b.bias", NE, 0.0f, 0.05f);
       write_dense_ffn(p, F * s.n_expert_shared, false, "_shexp");
     }
+    if (s.arch == "qwen35moe") {  // one shared expert, its output gated by sigmoid(w . x)
+      write_dense_ffn(p, F, false, "_shexp");
+      vec(p + "ffn_gate_inp_shexp.weight", E, 0.0f, in_scale);
+    }
   }
 };
 
@@ -293,7 +348,7 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
     w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.rope_dim > 0 ? s.rope_dim : hd));
   }
   if (!s.rope_scaling.empty()) {
     w.set_string(a + ".rope.scaling.type", s.rope_scaling);
@@ -304,6 +359,8 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   }
   if (a == "gpt-oss") w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (a == "lfm2") write_lfm2_metadata(w, s);
+  if (a == "qwen35" || a == "qwen35moe") write_qwen35_metadata(w, s, hd);
+  if (a == "qwen35moe") w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(ff_exp(s)));
   if (a == "gemma3") {
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
@@ -354,6 +411,13 @@ void check_spec(const SyntheticSpec& s) {
     throw std::runtime_error(
         "make-model: gemma4 needs --head-dim-swa, --n-head-kv-swa dividing the heads, a pattern >= 2, and "
         "--n-kv-shared that leaves a sliding then a full layer right before the layers that borrow KV");
+  if (s.rope_dim < 0 || s.rope_dim % 2 || s.rope_dim > hd ||
+      (s.arch == "qwen35" &&
+       (s.full_attention_interval < 1 || s.n_layer % s.full_attention_interval || s.ssm_state < 1 ||
+        s.ssm_k_heads < 1 || s.ssm_v_heads % s.ssm_k_heads || (s.ssm_state * s.ssm_v_heads) % blk)))
+    throw std::runtime_error(
+        "make-model: --rope-dim must be even and at most the head size; qwen35 needs an attention interval "
+        "dividing the layers, value heads a multiple of key heads, and a value width that fits the dtype block");
   if ((is_moe_arch(s.arch) && s.n_expert <= 0) || s.n_expert < 0 ||
       (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || ff_exp(s) % blk)))
     throw std::runtime_error("make-model: " + s.arch +

@@ -48,6 +48,10 @@ struct SyntheticSpec {
   int32_t head_dim_swa = 0, n_head_kv_swa = 0, n_kv_shared = 0, n_embd_per_layer = 0;
   float final_softcap = 0.0f, rope_partial_full = 1.0f, rope_base_swa = 10000.0f;
   bool k_eq_v = false;
+  // Qwen3.5 (qwen35): every full_attention_interval-th layer is gated attention, the others
+  // Gated DeltaNet with ssm_v_heads value heads, ssm_k_heads query/key heads of ssm_state dims
+  // and a 4-tap conv. rope_dim: the dims of a head RoPE turns (0: all; Qwen3.5 turns a quarter).
+  int32_t full_attention_interval = 4, ssm_state = 32, ssm_v_heads = 4, ssm_k_heads = 2, rope_dim = 0;
   // RoPE scaling written as rope.scaling.* keys: "" (none), "linear" or "yarn".
   std::string rope_scaling;
   float rope_factor = 1.0f;

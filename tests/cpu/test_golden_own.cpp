@@ -85,6 +85,16 @@ SyntheticSpec spec_of(const json& j) {
       s.rope_base_swa = v.get<float>();
     else if (k == "k-eq-v")
       s.k_eq_v = v.get<bool>();
+    else if (k == "rope-dim")  // make-model's --rope-dim: qwen35's rotated dims, deepseek2's RoPE key
+      (j["arch"] == "qwen35" ? s.rope_dim : s.mla_rope) = v.get<int32_t>();
+    else if (k == "ssm-state")
+      s.ssm_state = v.get<int32_t>();
+    else if (k == "ssm-v-heads")
+      s.ssm_v_heads = v.get<int32_t>();
+    else if (k == "ssm-k-heads")
+      s.ssm_k_heads = v.get<int32_t>();
+    else if (k == "attn-interval")
+      s.full_attention_interval = v.get<int32_t>();
     else
       throw std::runtime_error("golden_own: option '" + k + "' is not mapped here");
   }

@@ -106,12 +106,21 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
     const LayerWeights& L = w.layers[static_cast<size_t>(il)];
     if (c.latent_kv()) {
       touch_latent(L, c);
+    } else if (c.layer_is_recurrent(il) && c.traits.gated_delta_net) {
+      const GdnConfig& g = c.gdn;
+      touch_matrix(L.gdn.in_proj, c.n_embd, g.conv_channels());
+      touch_matrix(L.gdn.z_proj, c.n_embd, g.value_dim());
+      touch_matrix(L.gdn.alpha_proj, c.n_embd, g.n_v_heads);
+      touch_matrix(L.gdn.beta_proj, c.n_embd, g.n_v_heads);
+      touch_matrix(L.gdn.out_proj, g.value_dim(), c.n_embd);
+      KVSCOPE_FUZZ_CHECK(L.gdn.conv_kernel.size() == static_cast<size_t>(g.conv_channels() * g.conv_kernel));
+      KVSCOPE_FUZZ_CHECK(L.gdn.norm.size() == static_cast<size_t>(g.d_state));
     } else if (c.layer_is_recurrent(il)) {  // lfm2's short convolution
       touch_matrix(L.conv_in, c.n_embd, 3 * c.n_embd);
       touch_matrix(L.conv_out, c.n_embd, c.n_embd);
       KVSCOPE_FUZZ_CHECK(L.conv_kernel.size() == static_cast<size_t>(c.n_embd) * c.conv_l_cache);
     } else {
-      touch_matrix(L.wq, c.n_embd, c.layer_q_dim(il));
+      touch_matrix(L.wq, c.n_embd, c.layer_q_rows(il));
       if (c.layer_owns_kv(il)) {  // gemma4's last layers read an earlier layer's K/V
         touch_matrix(L.wk, c.n_embd, c.layer_kv_dim(il));
         touch_matrix(L.wv, c.n_embd, c.layer_kv_dim(il));

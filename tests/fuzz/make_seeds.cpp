@@ -48,7 +48,12 @@ SyntheticSpec tiny(const std::string& arch, GgmlType dtype = GgmlType::F32) {
   s.dtype = dtype;
   s.sliding_window = 4;
   s.swa_pattern = 2;
-  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss" || arch == "deepseek2") {  // 4 experts, 2 routed
+  if (arch == "qwen35" || arch == "qwen35moe") {  // layer 0 Gated DeltaNet (4 value heads of 8), 1 attention
+    s.full_attention_interval = 2;
+    s.ssm_state = 8;
+  }
+  if (arch == "qwen3moe" || arch == "glm4moe" || arch == "gpt-oss" || arch == "deepseek2" ||
+      arch == "qwen35moe") {  // 4 experts, 2 routed
     s.n_expert = 4;
     s.n_expert_used = 2;
   }

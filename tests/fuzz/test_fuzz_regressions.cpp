@@ -71,7 +71,8 @@ class TestFuzzRegressions : public QObject {
   void harness_reaches_generation_on_valid_models_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("dtype");
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4", "lfm2"})
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4", "lfm2",
+                          "qwen35", "qwen35moe"})
       QTest::newRow(a) << a << int(GgmlType::F32);
     QTest::newRow("llama q8_0") << "llama" << int(GgmlType::Q8_0);
     QTest::newRow("llama q4_0") << "llama" << int(GgmlType::Q4_0);
@@ -91,7 +92,11 @@ class TestFuzzRegressions : public QObject {
     s.sliding_window = 4;
     s.swa_pattern = 2;
     s.dtype = static_cast<GgmlType>(dtype);
-    if (s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "deepseek2") {
+    if (s.arch == "qwen35" || s.arch == "qwen35moe") {  // layer 0 Gated DeltaNet, layer 1 gated attention
+      s.full_attention_interval = 2;
+      s.ssm_state = 8;
+    }
+    if (s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "deepseek2" || s.arch == "qwen35moe") {
       s.n_expert = 4;
       s.n_expert_used = 2;
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "reference_delta_net.h"
 
 namespace kvscope::test {
 
@@ -29,6 +30,7 @@ class ReferenceForward {
     k_.resize(static_cast<size_t>(c.n_layer));
     v_.resize(static_cast<size_t>(c.n_layer));
     conv_hist_.resize(static_cast<size_t>(c.n_layer));
+    delta_net_ = std::make_unique<ReferenceDeltaNet>(c);
   }
 
   // Feeds one token at the next position; returns its logits.
@@ -46,7 +48,7 @@ class ReferenceForward {
       std::vector<float> xn = norm(x, L.attn_norm);
       std::vector<float> o;
       if (c.layer_is_recurrent(il)) {
-        o = short_conv(il, L, xn);
+        o = c.traits.gated_delta_net ? delta_net(il, L, xn) : short_conv(il, L, xn);
       } else {
         const std::vector<float> att =
             c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, c.layer_head_dim(il));
@@ -94,6 +96,16 @@ class ReferenceForward {
     return matvec(L.conv_out, y);
   }
 
+  // qwen35's Gated DeltaNet layer: the projections here, the recurrence in ReferenceDeltaNet.
+  std::vector<float> delta_net(int32_t il, const LayerWeights& L, const std::vector<float>& xn) {
+    const GdnWeights& G = L.gdn;
+    auto scaled = [&](const TensorView& w, float s) { return affine(matvec(w, xn), Affine{{}, s}, true); };
+    const std::vector<float> y =
+        delta_net_->step(il, G, scaled(G.in_proj, G.in_scale), scaled(G.z_proj, G.z_scale),
+                         scaled(G.alpha_proj, G.alpha_scale), scaled(G.beta_proj, G.beta_scale));
+    return affine(matvec(G.out_proj, y), Affine{{}, G.out_scale}, true);
+  }
+
   // gemma4's per-layer inputs of one token, from the definition: [n_layer][n_embd_per_layer]
   // (empty without them).
   std::vector<float> per_layer_inputs(TokenId tok, const std::vector<float>& x) const {
@@ -136,7 +148,15 @@ class ReferenceForward {
   std::vector<float> attend_heads(int32_t il, int32_t pos, const LayerWeights& L, const std::vector<float>& xn,
                                   int32_t D) {
     const ModelConfig& c = m_->config;
-    std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true);
+    std::vector<float> q = affine(matvec(L.wq, xn), L.aq, true), gate;
+    if (c.traits.attn_output_gate) {  // qwen35: [q_h, gate_h] per head
+      std::vector<float> qs;
+      for (int32_t h = 0; h < c.n_head; ++h) {
+        qs.insert(qs.end(), q.begin() + 2 * h * D, q.begin() + (2 * h + 1) * D);
+        gate.insert(gate.end(), q.begin() + (2 * h + 1) * D, q.begin() + (2 * h + 2) * D);
+      }
+      q = qs;
+    }
     const float base = c.layer_is_swa(il) ? c.rope_base_swa : c.rope_base;
     const bool rope_now = rope_at_ == RopeAt::TextPosition && c.layer_has_rope(il);
     for (int32_t h = 0; h < c.n_head; ++h) head_prep(il, &q[static_cast<size_t>(h * D)], L.q_norm, pos, base, rope_now);
@@ -155,7 +175,10 @@ class ReferenceForward {
       K.insert(K.end(), k.begin(), k.end());
       V.insert(V.end(), v.begin(), v.end());
     }
-    return attend(il, pos, q, base);
+    std::vector<float> att = attend(il, pos, q, base);
+    for (size_t i = 0; i < gate.size(); ++i)
+      att[i] = static_cast<float>(att[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))));
+    return att;
   }
 
   // Latent attention (model_config.h MlaConfig) from its definition, NOT as the engine runs it:
@@ -372,9 +395,18 @@ class ReferenceForward {
       const std::vector<float> y = add_row(affine(matvec(X.down[e], gt), sd, true), X.down_bias, e);
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(out[i] + w * y[i]);
     }
-    if (X.shared_gate.data) {
-      const std::vector<float> y = ffn(X.shared_gate, X.shared_up, X.shared_down, xn, nullptr);
-      for (size_t i = 0; i < out.size(); ++i) out[i] += y[i];
+    if (X.shared_gate.data) {  // qwen35moe: scaled matrices, output times sigmoid(shared_router . x)
+      std::vector<float> gt = affine(matvec(X.shared_gate, xn), Affine{{}, X.shared_gate_scale}, true);
+      const std::vector<float> up = affine(matvec(X.shared_up, xn), Affine{{}, X.shared_up_scale}, true);
+      for (size_t i = 0; i < gt.size(); ++i) gt[i] = static_cast<float>(act(gt[i], up[i]));
+      const std::vector<float> y = affine(matvec(X.shared_down, gt), Affine{{}, X.shared_down_scale}, true);
+      double w = 1.0;
+      if (!X.shared_router.empty()) {
+        double zr = 0;
+        for (size_t i = 0; i < xn.size(); ++i) zr += static_cast<double>(X.shared_router[i]) * xn[i];
+        w = 1.0 / (1.0 + std::exp(-zr));
+      }
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(out[i] + w * y[i]);
     }
     return out;
   }
@@ -472,6 +504,7 @@ class ReferenceForward {
   int32_t n_past_ = 0;
   std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim] (CachePosition: before RoPE)
   std::vector<std::vector<std::vector<float>>> conv_hist_;  // lfm2: [layer][past token][n_embd] B*x inputs
+  std::unique_ptr<ReferenceDeltaNet> delta_net_;            // qwen35's recurrent layers
 };
 
 }  // namespace kvscope::test

@@ -44,7 +44,12 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
     s.n_expert_used = 2;
   }
   if (arch == "lfm2") s.swa_pattern = 2;  // layer 0 a short convolution, layer 1 attention
-  if (arch == "gemma4") {                 // layers 0, 2 slide (head 4), 1, 3 are full (head 8)
+  if (arch == "qwen35") {                 // layer 0 Gated DeltaNet, layer 1 gated attention
+    s.full_attention_interval = 2;
+    s.ssm_state = 8;
+    s.rope_dim = 4;
+  }
+  if (arch == "gemma4") {  // layers 0, 2 slide (head 4), 1, 3 are full (head 8)
     s.n_layer = 4;
     s.swa_pattern = 2;
     s.head_dim_swa = 4;
@@ -326,6 +331,47 @@ class TestModelErrors : public QObject {
                                        }),
                            {}, "lfm2"),
                       "blk.0.shortconv.conv.weight", "expected [3, 32]");
+  }
+
+  // qwen35: the ssm.* keys, which layers run the delta rule, and the M-RoPE sections.
+  void qwen35_recurrent_layers_checked() {
+    auto meta = [](const std::string& name, std::function<void(GgufWriter&)> fn) {
+      return make("qwen35-" + name, {}, std::move(fn), "qwen35");
+    };
+    EXPECT_LOAD_ERROR(meta("state-0", [](GgufWriter& w) { w.set_u32("qwen35.ssm.state_size", 0); }),
+                      "qwen35.ssm.state_size = 0 is out of range", "qwen35-state-0");
+    EXPECT_LOAD_ERROR(meta("kernel-0", [](GgufWriter& w) { w.set_u32("qwen35.ssm.conv_kernel", 0); }),
+                      "qwen35.ssm.conv_kernel = 0 is out of range");
+    EXPECT_LOAD_ERROR(meta("interval", [](GgufWriter& w) { w.set_u32("qwen35.full_attention_interval", 3); }),
+                      "qwen35.full_attention_interval = 3 is out of range");
+    EXPECT_LOAD_ERROR(meta("recurrent-with-kv",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("qwen35.attention.recurrent_layers", {1, 0});
+                             w.set_i32_array("qwen35.attention.head_count_kv", {2, 2});
+                           }),
+                      "qwen35.attention.head_count_kv gives recurrent layer 0 2 KV heads");
+    EXPECT_LOAD_ERROR(meta("no-attention",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("qwen35.attention.recurrent_layers", {1, 1});
+                           }),
+                      "qwen35.attention.recurrent_layers marks every layer recurrent");
+    EXPECT_LOAD_ERROR(meta("inner", [](GgufWriter& w) { w.set_u32("qwen35.ssm.inner_size", 40); }),
+                      "qwen35.ssm.inner_size 40 != ssm.time_step_rank x ssm.state_size (32)");
+    EXPECT_LOAD_ERROR(meta("groups", [](GgufWriter& w) { w.set_u32("qwen35.ssm.group_count", 3); }),
+                      "qwen35.ssm.group_count 3 does not divide ssm.time_step_rank 4");
+    EXPECT_LOAD_ERROR(meta("sections",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("qwen35.rope.dimension_sections", {1, 0, 0, 1});
+                           }),
+                      "qwen35.rope.dimension_sections puts rotated pair 1 in the fourth");
+    EXPECT_LOAD_ERROR(make("qwen35-conv-shape",
+                           edit_tensor("blk.0.ssm_conv1d.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {3, 64};
+                                         c.data.resize(192);
+                                       }),
+                           {}, "qwen35"),
+                      "blk.0.ssm_conv1d.weight", "expected [4, 64]");
   }
 
   // deepseek2's latent attention: its ranks and widths must describe one latent row per token.
