@@ -380,8 +380,8 @@ void CpuBackend::embed(const BatchView& batch) {
       throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary");
     float* xr = &x_[static_cast<size_t>(t * E)];
     dequantize_row(W.token_embd.type(), W.token_embd.row(id), xr, E);
-    if (c.traits.embed_scale) {
-      const float s = std::sqrt(static_cast<float>(E));
+    if (c.traits.embed_scale || c.embedding_scale != 0.0f) {  // gemma: sqrt(n_embd); granite: its own
+      const float s = c.traits.embed_scale ? std::sqrt(static_cast<float>(E)) : c.embedding_scale;
       for (int64_t i = 0; i < E; ++i) xr[i] *= s;
     }
   }
@@ -392,8 +392,9 @@ void CpuBackend::embed(const BatchView& batch) {
 void CpuBackend::attention_block(int32_t il, const BatchView& batch) {
   const ModelConfig& c = model_->config;
   if (c.latent_kv()) return latent_attention(il, batch);
-  if (c.layer_is_recurrent(il))
-    return c.traits.gated_delta_net ? gated_delta_net_block(il, batch) : short_conv_block(il, batch);
+  if (c.layer_is_recurrent(il) && c.traits.gated_delta_net) return gated_delta_net_block(il, batch);
+  if (c.layer_is_recurrent(il) && c.traits.mamba2) return mamba2_block(il, batch);
+  if (c.layer_is_recurrent(il)) return short_conv_block(il, batch);
   const LayerWeights& L = model_->weights.layers[static_cast<size_t>(il)];
   const int32_t n = batch.n_tokens();
   const int64_t E = c.n_embd;
@@ -500,6 +501,8 @@ void CpuBackend::add_mixer_output(int32_t il, int32_t n) {
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_attn_norm.data(), ot, E, c.rms_eps);
+    if (c.residual_scale != 0.0f)  // granite: each branch's output scaled before its residual add
+      for (int64_t i = 0; i < E; ++i) ot[i] *= c.residual_scale;
     float* xt = &x_[t * E];
     for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
     rms_norm(xt, L.ffn_norm.data(), &xn_[t * E], E, c.rms_eps);
@@ -524,6 +527,8 @@ void CpuBackend::ffn_block(int32_t il, int32_t n) {
   for (int32_t t = 0; t < n; ++t) {
     float* ot = &o_[t * E];
     if (c.traits.post_norms) rms_norm(ot, L.post_ffw_norm.data(), ot, E, c.rms_eps);
+    if (c.residual_scale != 0.0f)
+      for (int64_t i = 0; i < E; ++i) ot[i] *= c.residual_scale;
     float* xt = &x_[t * E];
     for (int64_t i = 0; i < E; ++i) xt[i] += ot[i];
   }
@@ -541,6 +546,8 @@ void CpuBackend::output_logits(const BatchView& batch, float* logits) {
     rms_norm(&x_[t * E], W.output_norm.data(), &xn_[r * E], E, c.rms_eps);
   }
   matmul_timed(W.output, xn_.data(), n_out, logits);
+  if (c.logit_scale != 0.0f)  // granite: logits / logit_scale
+    for (int64_t i = 0; i < static_cast<int64_t>(n_out) * c.n_vocab; ++i) logits[i] /= c.logit_scale;
   if (c.final_softcap > 0.0f) {  // gemma4: cap * tanh(logits / cap), as llama.cpp's graph
     const float cap = c.final_softcap, inv = 1.0f / cap;
     for (int64_t i = 0; i < static_cast<int64_t>(n_out) * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] * inv);

@@ -120,6 +120,12 @@ class CpuBackend : public Backend {
   // the sequence's state, the gated delta rule per value head, the gated norm, out_proj,
   // residual and the FFN's input norm. Updates each sequence's state slot, token by token.
   void gated_delta_net_block(int32_t layer, const BatchView& batch);
+  // granitehybrid's Mamba-2 layer (cpu/cpu_mamba2.cpp): in_proj, the conv and the selective
+  // scan per head over the sequence's state, silu(z) gating, the grouped norm, out_proj,
+  // residual and the FFN's input norm. mamba2_token: one token's conv and scan on its layer
+  // state st, from its in_proj row (consumed) to y (d_inner).
+  void mamba2_block(int32_t layer, const BatchView& batch);
+  void mamba2_token(const Mamba2Weights& M, float* st, float* row, float* y) const;
   // Token t's sequence's state in recurrent layer il (cpu/cpu_state_slots.cpp), zeroed at
   // position 0: a new sequence, or one recomputed after a preemption.
   float* token_state(int32_t layer, const BatchView& batch, int32_t token);
@@ -204,7 +210,8 @@ class CpuBackend : public Backend {
   int32_t n_state_slots_ = 0;
   std::vector<int32_t> recurrent_index_;
   std::vector<float> conv_bcx_, conv_y_;  // [token][3 n_embd], [token][n_embd]
-  // qwen35: [token][conv_channels], [token][value_dim] x2, [token][n_v_heads] x2; the gated
+  // qwen35: [token][conv_channels], [token][value_dim] x2, [token][n_v_heads] x2 (granitehybrid:
+  // gdn_mix_ [token][in_proj rows], gdn_out_ [token][d_inner]); the gated
   // attention's query rows [token][2 q_dim] and gates [token][q_dim].
   std::vector<float> gdn_mix_, gdn_z_, gdn_out_, gdn_alpha_, gdn_beta_, q_rows_, q_gate_;
   std::vector<Scratch> scratch_;            // [threads]

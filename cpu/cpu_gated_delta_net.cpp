@@ -10,6 +10,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cpu/causal_conv.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
 
@@ -82,18 +83,9 @@ void CpuBackend::gated_delta_net_block(int32_t il, const BatchView& batch) {
 void CpuBackend::delta_rule_token(const GdnWeights& G, float* st, float* mix, const float* alpha, const float* beta,
                                   float* out) const {
   const GdnConfig& g = model_->config.gdn;
-  const int32_t K = g.conv_kernel, taps = K - 1, D = g.d_state, HK = g.n_k_heads;
+  const int32_t K = g.conv_kernel, D = g.d_state, HK = g.n_k_heads;
   const int64_t C = g.conv_channels();
-  for (int64_t ch = 0; ch < C; ++ch) {  // the conv, oldest input first, as ggml_ssm_conv sums
-    float* s = st + ch * taps;
-    const float* w = &G.conv_kernel[static_cast<size_t>(ch * K)];
-    float sum = 0.0f;
-    for (int32_t k = 0; k < taps; ++k) sum += s[k] * w[k];
-    sum += mix[ch] * w[taps];
-    for (int32_t k = 0; k + 1 < taps; ++k) s[k] = s[k + 1];
-    s[taps - 1] = mix[ch];
-    mix[ch] = silu(sum);
-  }
+  causal_conv_silu_step(st, G.conv_kernel.data(), nullptr, mix, C, K);
   float *q = mix, *k = mix + g.key_dim(), *v = mix + 2 * g.key_dim();
   for (int32_t h = 0; h < HK; ++h) {
     l2_normalize(q + h * D, D, model_->config.rms_eps);

@@ -14,7 +14,9 @@ std::string cuda_missing_piece(const Model& model) {
     return "latent attention (" + c.arch + ": one compressed latent row per token) is not implemented on CUDA yet";
   if (c.has_recurrent())
     return "recurrent layers (" + c.arch + "'s " +
-           (c.traits.gated_delta_net ? "Gated DeltaNet" : "short convolutions") +
+           (c.traits.gated_delta_net ? "Gated DeltaNet"
+            : c.traits.mamba2        ? "Mamba-2 layers"
+                                     : "short convolutions") +
            ", a state per sequence) are not implemented on CUDA yet";
   if (c.traits.per_layer_shapes)
     return "per-layer head shapes, shared KV layers and per-layer embeddings (" + c.arch +

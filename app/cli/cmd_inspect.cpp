@@ -13,8 +13,15 @@
 
 namespace kvscope::cli {
 
-// One recurrent layer's state in words: lfm2's past conv inputs, qwen35's conv inputs and S.
+// One recurrent layer's state in words: lfm2's past conv inputs, qwen35's conv inputs and S,
+// granitehybrid's conv inputs and Mamba-2 state.
 static std::string recurrent_state_text(const nlohmann::json& c) {
+  if (c.contains("mamba2")) {
+    const nlohmann::json& m = c["mamba2"];
+    return std::to_string(m["conv_kernel"].get<int>() - 1) + " past inputs x " +
+           std::to_string(m["conv_channels"].get<int>()) + " conv channels + " +
+           std::to_string(m["d_state"].get<int>()) + " x " + std::to_string(m["d_inner"].get<int>()) + " Mamba-2 state";
+  }
   if (!c.contains("gated_delta_net")) return std::to_string(c["conv_l_cache"].get<int>() - 1) + " past inputs x n_embd";
   const nlohmann::json& g = c["gated_delta_net"];
   const int d = g["d_state"].get<int>();
@@ -110,6 +117,10 @@ int cmd_inspect(int argc, char** argv, int first) {
                                   {"d_state", c.gdn.d_state},
                                   {"value_heads", c.gdn.n_v_heads},
                                   {"key_heads", c.gdn.n_k_heads}};
+      else if (c.traits.mamba2)  // granitehybrid: conv inputs plus a d_state x head_dim state per head
+        cfg["mamba2"] = {{"conv_kernel", c.mamba2.conv_kernel}, {"conv_channels", c.mamba2.conv_channels()},
+                         {"d_state", c.mamba2.d_state},         {"d_inner", c.mamba2.d_inner},
+                         {"heads", c.mamba2.n_heads},           {"groups", c.mamba2.n_groups}};
       else
         cfg["conv_l_cache"] = c.conv_l_cache;
       j["state_bytes_per_layer"] = c.state_floats_per_layer() * static_cast<int64_t>(sizeof(float));

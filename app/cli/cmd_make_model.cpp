@@ -74,7 +74,7 @@ int cmd_make_model(int argc, char** argv, int first) {
     std::cout
         << "kvscope-cli make-model --out F.gguf [--arch ARCH] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k]\n"
            "  ARCH: llama qwen2 qwen3 gemma3 qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss\n"
-           "    deepseek2 gemma4 lfm2 qwen35 qwen35moe\n"
+           "    deepseek2 gemma4 lfm2 qwen35 qwen35moe granitehybrid\n"
            "  [--n-vocab 512 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 0 --n-ff 768 --ctx 4096]\n"
            "  [--n-expert 8 --n-expert-used 2 --n-ff-exp 0 (n-ff / n-expert-used)]  qwen3moe, glm4moe, mistral3, gpt-oss,\n"
            "    deepseek2\n"
@@ -86,6 +86,8 @@ int cmd_make_model(int argc, char** argv, int first) {
            "   full layers; --swa-pattern, --window as gemma3)\n"
            "  [--attn-interval 4 --ssm-state 32 --ssm-v-heads 4 --ssm-k-heads 2 --rope-dim (head-dim)]  qwen35 (Gated\n"
            "   DeltaNet layers, every attn-interval-th layer gated attention, RoPE on rope-dim dims of a head)\n"
+           "  [--swa-pattern 3 --ssm-state 32 --ssm-v-heads 4 --ssm-k-heads 2]  granitehybrid (Mamba-2 layers of\n"
+           "   2 x n-embd with ssm-v-heads heads in ssm-k-heads groups, every swa-pattern-th layer attention)\n"
            "  [--rope-scaling linear|yarn --rope-factor 1 --rope-orig-ctx 0 --yarn-log-mul 0 (deepseek2)]\n"
            "  [--seed 1] [--tied] [--preset-100m: a ~110M-parameter llama (768 wide, 12 layers, 32000 vocab)]\n"
            "  [--preset-moe-1b: a qwen3moe of ~1.1B parameters, ~0.2B active (32 experts, 4 per token)]\n"

@@ -36,7 +36,7 @@ void Backend::init_state_slots(int32_t n_slots) {
   if (n_slots > 0)
     throw std::invalid_argument(
         "the " + name() +
-        " backend does not run recurrent layers (short convolutions, Gated DeltaNet): use --backend cpu");
+        " backend does not run recurrent layers (short convolutions, Gated DeltaNet, Mamba-2): use --backend cpu");
 }
 
 void Backend::copy_state_slots(std::span<const StateCopy> copies) {

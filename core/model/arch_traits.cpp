@@ -5,9 +5,9 @@
 namespace kvscope {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> archs = {"llama",  "qwen2", "qwen3",   "gemma3",   "qwen3moe", "mistral3",
-                                                 "phi3",   "glm4",  "glm4moe", "smollm3",  "gpt-oss",  "deepseek2",
-                                                 "gemma4", "lfm2",  "qwen35",  "qwen35moe"};
+  static const std::vector<std::string> archs = {"llama",  "qwen2", "qwen3",   "gemma3",    "qwen3moe",     "mistral3",
+                                                 "phi3",   "glm4",  "glm4moe", "smollm3",   "gpt-oss",      "deepseek2",
+                                                 "gemma4", "lfm2",  "qwen35",  "qwen35moe", "granitehybrid"};
   return archs;
 }
 
@@ -84,6 +84,15 @@ ArchTraits traits_for(const std::string& arch) {
     t.attn_output_gate = true;
     t.ffn_scales = true;
     t.expert_scales = true;
+    return t;
+  }
+  if (arch == "granitehybrid") {
+    // Granite 4.0-H: Mamba-2 layers beside llama-style attention (adjacent-pair RoPE with
+    // rope_freqs when it has RoPE at all), optional q/k/v biases, output and FFN biases.
+    t.mamba2 = true;
+    t.rope_freqs = true;
+    t.out_bias = true;
+    t.ffn_bias = true;
     return t;
   }
   if (arch == "llama" || arch == "mistral3" || arch == "smollm3") return llama_like_traits(arch);

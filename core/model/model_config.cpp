@@ -191,6 +191,20 @@ void read_latent_attention(const Reader& r, ModelConfig& c) {
   }
 }
 
+// Granite's multipliers, its q.k scale, and RoPE switched by rope.scaling.finetuned (true when
+// absent, as llama_model_granite_hybrid::load_arch_hparams).
+void read_granite_multipliers(const Reader& r, ModelConfig& c) {
+  c.embedding_scale = static_cast<float>(r.opt_float("embedding_scale", 0.0));
+  c.residual_scale = static_cast<float>(r.opt_float("residual_scale", 0.0));
+  c.logit_scale = static_cast<float>(r.opt_float("logit_scale", 0.0));
+  const float attn = static_cast<float>(r.opt_float("attention.scale", 0.0));
+  if (attn != 0.0f) c.attn_scale = attn;
+  for (float v : {c.embedding_scale, c.residual_scale, c.logit_scale, attn})
+    if (!std::isfinite(v))
+      throw ModelError(c.arch + ": a Granite multiplier (embedding, residual, logit or attention scale) is not finite");
+  c.no_rope = !r.f.get_bool(c.arch + ".rope.scaling.finetuned").value_or(true);
+}
+
 // The vocabulary size: the tokenizer's token list and token_embd.weight's rows must agree.
 void read_vocab_size(const GgufFile& f, ModelConfig& c) {
   if (const GgufValue* toks = f.find("tokenizer.ggml.tokens"); toks && toks->type == GgufValueType::ARRAY)
@@ -217,21 +231,22 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   constexpr int64_t kBig = int64_t(1) << 24;
   c.n_embd = checked_i32(r.req_int("embedding_length"), c.arch + ".embedding_length", 1, kBig);
   c.n_layer = checked_i32(r.req_int("block_count"), c.arch + ".block_count", 1, 4096);
-  // lfm2 gives head counts per layer (0 in its convolution layers): read_recurrent_layers reads them.
-  c.n_head = c.traits.short_conv
-                 ? 1
-                 : checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
+  // lfm2 and granitehybrid give head counts per layer (0 in their recurrent layers):
+  // read_recurrent_layers reads them.
+  const bool heads_per_layer = c.traits.short_conv || c.traits.mamba2;  // 0 KV heads: a recurrent layer
+  c.n_head =
+      heads_per_layer ? 1 : checked_i32(r.req_int("attention.head_count"), c.arch + ".attention.head_count", 1, 4096);
   // head_count_kv defaults to head_count (multi-head attention) as in llama.cpp.
   // Per-layer shapes (gemma4) may give these one per layer: read_layer_shapes reads them.
   const bool per_layer = c.traits.per_layer_shapes;
   // qwen35 may give them per layer too (0 in its recurrent layers): read_gated_delta_net reads them.
   c.n_head_kv =
-      per_layer || c.traits.short_conv || c.traits.gated_delta_net
+      per_layer || heads_per_layer || c.traits.gated_delta_net
           ? 1
           : checked_i32(r.opt_int("attention.head_count_kv", c.n_head), c.arch + ".attention.head_count_kv", 1, 4096);
   c.n_ff = per_layer ? 1 : checked_i32(r.req_int("feed_forward_length"), c.arch + ".feed_forward_length", 1, kBig);
   c.n_ctx_train = checked_i32(r.opt_int("context_length", 2048), c.arch + ".context_length", 1, int64_t(1) << 30);
-  if (c.traits.short_conv) read_recurrent_layers(f, c);
+  if (heads_per_layer) read_recurrent_layers(f, c);
   if (c.traits.gated_delta_net) read_gated_delta_net(f, c);
   if (c.n_head % c.n_head_kv != 0)
     throw ModelError("head counts do not divide: " + std::to_string(c.n_head) + " query heads, " +
@@ -253,6 +268,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.traits.latent_attention) read_latent_attention(r, c);
   if (per_layer) read_layer_shapes(f, c);
+  if (c.traits.mamba2) read_granite_multipliers(r, c);
   c.moe = read_moe_config(f, c);
 
   read_vocab_size(f, c);
@@ -296,7 +312,9 @@ bool ModelConfig::has_recurrent() const {
 }
 
 int64_t ModelConfig::state_floats_per_layer() const {
-  return traits.gated_delta_net ? gdn.state_floats() : static_cast<int64_t>(conv_l_cache - 1) * n_embd;
+  if (traits.gated_delta_net) return gdn.state_floats();
+  if (traits.mamba2) return mamba2.state_floats();
+  return static_cast<int64_t>(conv_l_cache - 1) * n_embd;
 }
 
 int64_t ModelConfig::state_floats_per_seq() const {

@@ -54,6 +54,27 @@ struct ArchTraits {
   // attention layers whose query projection also gives a sigmoid gate on each head's output.
   bool gated_delta_net = false;
   bool attn_output_gate = false;
+  // granitehybrid (Granite 4.0-H): Mamba-2 layers (Mamba2Config) among attention layers (0 KV
+  // heads marks them, as lfm2), with Granite's embedding, residual and logit multipliers.
+  bool mamba2 = false;
+};
+
+// Granite 4.0-H's Mamba-2 layers (llama.cpp's build_mamba2_layer): in_proj gives z (d_inner),
+// [x; B; C] (conv_channels()) and dt (n_heads); a causal depthwise conv of conv_kernel taps
+// with a bias and SiLU over [x; B; C]; then per head a d_state x head_dim() state h updated as
+// h = exp(softplus(dt) A) h + softplus(dt) B x^T and read as y = C^T h + D x; heads share B
+// and C in n_groups groups (head h reads group h / (n_heads / n_groups)).
+struct Mamba2Config {
+  int32_t conv_kernel = 0;  // ssm.conv_kernel
+  int32_t d_inner = 0;      // ssm.inner_size
+  int32_t d_state = 0;      // ssm.state_size
+  int32_t n_heads = 0;      // ssm.time_step_rank
+  int32_t n_groups = 0;     // ssm.group_count
+  int32_t head_dim() const { return n_heads > 0 ? d_inner / n_heads : 0; }
+  int64_t conv_channels() const { return d_inner + 2LL * n_groups * d_state; }
+  int64_t in_proj_rows() const { return d_inner + conv_channels() + n_heads; }
+  int64_t conv_floats() const { return (conv_kernel - 1) * conv_channels(); }
+  int64_t state_floats() const { return conv_floats() + static_cast<int64_t>(d_state) * d_inner; }
 };
 
 // Qwen3.5's Gated DeltaNet layers (llama.cpp's ssm.* keys, src/models/qwen35.cpp): a causal
@@ -175,7 +196,12 @@ struct ModelConfig {
   // conv_l_cache - 1 past inputs per channel).
   std::vector<uint8_t> recurrent;
   int32_t conv_l_cache = 0;
-  GdnConfig gdn;  // qwen35's recurrent layers (traits.gated_delta_net)
+  GdnConfig gdn;        // qwen35's recurrent layers (traits.gated_delta_net)
+  Mamba2Config mamba2;  // granitehybrid's (traits.mamba2)
+  // Granite's multipliers (0: none): embeddings x embedding_scale, each branch's output x
+  // residual_scale before its residual add, logits / logit_scale.
+  float embedding_scale = 0.0f, residual_scale = 0.0f, logit_scale = 0.0f;
+  bool no_rope = false;  // granitehybrid without rope.scaling.finetuned (Granite 4.0-H): no RoPE at all
   // phi3's LongRoPE factors: long when the engine's context exceeds rope_orig_ctx (as llama.cpp
   // chooses by its n_ctx), short otherwise.
   std::vector<float> rope_factors_long, rope_factors_short;
@@ -209,7 +235,9 @@ struct ModelConfig {
   int32_t max_kv_dim() const;
   int32_t max_n_ff() const;
   bool layer_is_moe(int32_t il) const { return moe.n_expert > 0 && il >= moe.n_dense_lead; }
-  bool layer_has_rope(int32_t il) const { return traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0; }
+  bool layer_has_rope(int32_t il) const {
+    return !no_rope && (traits.no_rope_every <= 0 || (il + 1) % traits.no_rope_every != 0);
+  }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   // Latent attention: the cache row is key and value at once (MlaConfig), there is no V array.

@@ -290,6 +290,25 @@ void load_gated_delta_net(const Loader& ld, const ModelConfig& c, const std::str
   L.ffn_norm = ld.vec(p + "post_attention_norm.weight", E, true);
 }
 
+// granitehybrid: a Mamba-2 layer's tensors in place of attention (Mamba2Weights).
+void load_mamba2(const Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const Mamba2Config& m = c.mamba2;
+  const int64_t E = c.n_embd, H = m.n_heads;
+  Mamba2Weights& M = L.mamba2;
+  L.attn_norm = ld.vec(p + "attn_norm.weight", E, true);
+  M.in_proj = ld.matrix(p + "ssm_in.weight", E, m.in_proj_rows());
+  M.in_scale = ld.scale(p + "ssm_in");
+  M.conv_kernel = ld.flat(p + "ssm_conv1d.weight", {m.conv_kernel, m.conv_channels()});
+  M.conv_bias = ld.vec(p + "ssm_conv1d.bias", m.conv_channels(), false);
+  M.dt_bias = ld.vec(p + "ssm_dt.bias", H, true);
+  M.a = ld.flat(p + "ssm_a", {1, H});
+  M.d = ld.flat(p + "ssm_d", {1, H});
+  M.norm = ld.flat(p + "ssm_norm.weight", {m.d_inner / m.n_groups, m.n_groups});
+  M.out_proj = ld.matrix(p + "ssm_out.weight", m.d_inner, E);
+  M.out_scale = ld.scale(p + "ssm_out");
+  L.ffn_norm = ld.vec(p + "ffn_norm.weight", E, true);
+}
+
 void load_per_layer_embeddings(const Loader& ld, const ModelConfig& c, ModelWeights& w) {
   const int64_t E = c.n_embd, P = c.n_embd_per_layer, LP = P * c.n_layer;
   if (P == 0) return;
@@ -319,6 +338,8 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& f, const ModelConfig& c) {
     LayerWeights& L = w.layers[static_cast<size_t>(il)];
     if (c.layer_is_recurrent(il) && c.traits.gated_delta_net)
       load_gated_delta_net(ld, c, p, L);
+    else if (c.layer_is_recurrent(il) && c.traits.mamba2)
+      load_mamba2(ld, c, p, L);
     else if (c.layer_is_recurrent(il))
       load_short_conv(ld, c, p, L);
     else

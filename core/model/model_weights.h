@@ -55,6 +55,15 @@ struct MlaWeights {
   std::vector<TensorView> v_b;   // [n_head] of [v_dim x kv_lora_rank]: a head's output out of it
 };
 
+// One Mamba-2 layer (Mamba2Config; granitehybrid): in_proj to [z; x; B; C; dt], the depthwise
+// conv kernel [conv_channels][conv_kernel] and its bias (empty: none), dt_bias, A (negative)
+// and D per head, the grouped output norm [d_inner], out_proj; in and out `.scale` multipliers.
+struct Mamba2Weights {
+  TensorView in_proj, out_proj;
+  float in_scale = 1.0f, out_scale = 1.0f;
+  std::vector<float> conv_kernel, conv_bias, dt_bias, a, d, norm;
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   TensorView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
@@ -77,6 +86,7 @@ struct LayerWeights {
   TensorView conv_in, conv_out;
   std::vector<float> conv_kernel;
   GdnWeights gdn;
+  Mamba2Weights mamba2;
   bool moe = false;  // this layer's FFN is `experts`, not w_gate/w_up/w_down
   MoeWeights experts;
   MlaWeights mla;  // latent attention only (wk, wv unused)

@@ -93,6 +93,10 @@ MoeConfig read_moe_config(const GgufFile& f, const ModelConfig& c) {
   const int64_t n_used = key_or_uniform_array(f, a + "expert_used_count", 0);
   const bool moe_arch = c.arch == "qwen3moe" || c.arch == "glm4moe" || c.arch == "mistral3" || c.arch == "gpt-oss" ||
                         c.arch == "deepseek2" || c.arch == "qwen35moe";
+  if (c.arch == "granitehybrid" && n_expert > 0)
+    throw ModelError(a + "expert_count is " + std::to_string(n_expert) +
+                     ": Granite 4.0-H's mixture-of-experts FFN (Tiny, Small) is not supported yet; the dense "
+                     "Granite 4.0-H models run");
   if (!moe_arch || (c.arch == "mistral3" && n_expert == 0)) return m;
   m.n_expert = checked_i32(n_expert, a + "expert_count", 1, 4096);
   m.n_expert_used = checked_i32(n_used, a + "expert_used_count", 1, m.n_expert);

@@ -25,6 +25,29 @@ void check_recurrent_flags(const GgufFile& f, const ModelConfig& c, const std::v
   }
 }
 
+int64_t required_int(const GgufFile& f, const std::string& key) {
+  const std::optional<int64_t> v = f.get_int(key);
+  if (!v) throw ModelError("missing hyper-parameter '" + key + "'");
+  return *v;
+}
+
+// granitehybrid's Mamba-2 sizes (ssm.* keys); llama.cpp runs only an expansion of 2.
+void read_mamba2(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch + ".";
+  Mamba2Config& m = c.mamba2;
+  m.conv_kernel = checked_i32(required_int(f, a + "ssm.conv_kernel"), a + "ssm.conv_kernel", 2, 64);
+  m.d_inner = checked_i32(required_int(f, a + "ssm.inner_size"), a + "ssm.inner_size", 1, int64_t(1) << 20);
+  m.d_state = checked_i32(required_int(f, a + "ssm.state_size"), a + "ssm.state_size", 1, 4096);
+  m.n_heads = checked_i32(required_int(f, a + "ssm.time_step_rank"), a + "ssm.time_step_rank", 1, m.d_inner);
+  m.n_groups = checked_i32(required_int(f, a + "ssm.group_count"), a + "ssm.group_count", 1, m.n_heads);
+  if (m.d_inner != 2 * c.n_embd)
+    throw ModelError(a + "ssm.inner_size " + std::to_string(m.d_inner) + " is not 2 x embedding_length (" +
+                     std::to_string(2 * c.n_embd) + "), the only Mamba-2 expansion llama.cpp runs");
+  if (m.d_inner % m.n_heads != 0 || m.n_heads % m.n_groups != 0)
+    throw ModelError(a + "ssm.time_step_rank " + std::to_string(m.n_heads) + " must divide ssm.inner_size " +
+                     std::to_string(m.d_inner) + ", and ssm.group_count " + std::to_string(m.n_groups) + " it");
+}
+
 }  // namespace
 
 void read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
@@ -52,6 +75,7 @@ void read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
   }
   if (n_attention == 0)
     throw ModelError(a + "attention.head_count_kv is 0 in every layer: the model has no attention layer");
+  if (c.traits.mamba2) return read_mamba2(f, c);
   const std::optional<int64_t> taps = f.get_int(a + "shortconv.l_cache");
   if (!taps) throw ModelError("missing hyper-parameter '" + a + "shortconv.l_cache'");
   c.conv_l_cache = checked_i32(*taps, a + "shortconv.l_cache", 2, 64);
@@ -77,12 +101,6 @@ void read_gdn_layer_flags(const GgufFile& f, ModelConfig& c) {
     throw ModelError(a + "full_attention_interval " + std::to_string(every) + " does not divide block_count " +
                      std::to_string(c.n_layer));
   for (int32_t il = 0; il < c.n_layer; ++il) c.recurrent[static_cast<size_t>(il)] = (il + 1) % every != 0;
-}
-
-int64_t required_int(const GgufFile& f, const std::string& key) {
-  const std::optional<int64_t> v = f.get_int(key);
-  if (!v) throw ModelError("missing hyper-parameter '" + key + "'");
-  return *v;
 }
 
 }  // namespace

@@ -107,16 +107,12 @@ void write_gemma4_layer(const SyntheticSpec& s, int32_t il, int32_t hd_full,
 }
 
 // lfm2: layer il is attention when il % swa_pattern == swa_pattern - 1, else a short
-// convolution (3 taps), as LFM2 mixes them; head counts per layer, 0 in the convolutions.
+// convolution (3 taps), as LFM2 mixes them; KV head counts per layer, 0 in the convolutions.
 bool lfm2_conv(const SyntheticSpec& s, int32_t il) { return il % s.swa_pattern != s.swa_pattern - 1; }
 
 void write_lfm2_metadata(GgufWriter& w, const SyntheticSpec& s) {
-  std::vector<int32_t> heads, kv_heads;
-  for (int32_t il = 0; il < s.n_layer; ++il) {
-    heads.push_back(lfm2_conv(s, il) ? 0 : s.n_head);
-    kv_heads.push_back(lfm2_conv(s, il) ? 0 : s.n_head_kv);
-  }
-  w.set_i32_array("lfm2.attention.head_count", heads);
+  std::vector<int32_t> kv_heads;  // head_count stays one number, as LFM2's converter writes it
+  for (int32_t il = 0; il < s.n_layer; ++il) kv_heads.push_back(lfm2_conv(s, il) ? 0 : s.n_head_kv);
   w.set_i32_array("lfm2.attention.head_count_kv", kv_heads);
   w.set_u32("lfm2.shortconv.l_cache", 3);
 }
@@ -174,6 +170,49 @@ void write_gated_delta_net(const SyntheticSpec& s, const std::string& p,
   matrix(p + "ssm_out.weight", V, E, 1.0f / std::sqrt(static_cast<float>(V)));
 }
 
+// granitehybrid: layer il is attention when il % swa_pattern == swa_pattern - 1, else Mamba-2
+// (Granite 4.0-H has 4 attention layers in 40); KV head counts per layer, 0 in the Mamba-2 ones;
+// ssm.inner_size 2 x n_embd (the only expansion llama.cpp runs); Granite's multipliers.
+bool granite_mamba(const SyntheticSpec& s, int32_t il) { return il % s.swa_pattern != s.swa_pattern - 1; }
+
+void write_granite_metadata(GgufWriter& w, const SyntheticSpec& s) {
+  const std::string a = s.arch + ".";
+  // head_count stays one number, as Granite's converter writes it (llama.cpp takes the head size
+  // from layer 0's head count, and Granite 4.0-H starts with Mamba-2 layers).
+  std::vector<int32_t> kv_heads;
+  for (int32_t il = 0; il < s.n_layer; ++il) kv_heads.push_back(granite_mamba(s, il) ? 0 : s.n_head_kv);
+  w.set_i32_array(a + "attention.head_count_kv", kv_heads);
+  w.set_u32(a + "ssm.conv_kernel", 4);
+  w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(2 * s.n_embd));
+  w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(s.ssm_state));
+  w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(s.ssm_v_heads));
+  w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(s.ssm_k_heads));
+  w.set_f32(a + "embedding_scale", 2.0f);
+  w.set_f32(a + "residual_scale", 0.5f);
+  w.set_f32(a + "logit_scale", 2.0f);
+}
+
+// granitehybrid's Mamba-2 layer (llama_model_granite_hybrid::load_arch_tensors): in_proj to
+// [z; x; B; C; dt], the f32 conv kernel and bias, dt bias, A < 0 and D per head ([1, heads]),
+// the grouped norm [d_inner / groups, groups], out_proj.
+void write_mamba2(const SyntheticSpec& s, const std::string& p,
+                  const std::function<void(const std::string&, int64_t, int64_t, float)>& matrix,
+                  const std::function<void(const std::string&, int64_t, float, float)>& vec,
+                  const std::function<void(const std::string&, int64_t, int64_t)>& f32_matrix,
+                  const std::function<void(const std::string&, std::vector<int64_t>, float, float)>& f32_shaped) {
+  const int64_t E = s.n_embd, DI = 2 * E, H = s.ssm_v_heads, G = s.ssm_k_heads;
+  const int64_t C = DI + 2 * G * s.ssm_state;
+  vec(p + "attn_norm.weight", E, 1.0f, 0.05f);
+  matrix(p + "ssm_in.weight", E, DI + C + H, 1.0f / std::sqrt(static_cast<float>(E)));
+  f32_matrix(p + "ssm_conv1d.weight", 4, C);
+  vec(p + "ssm_conv1d.bias", C, 0.0f, 0.05f);
+  vec(p + "ssm_dt.bias", H, 0.0f, 0.5f);
+  f32_shaped(p + "ssm_a", {1, H}, -1.0f, 0.3f);
+  f32_shaped(p + "ssm_d", {1, H}, 1.0f, 0.2f);
+  f32_shaped(p + "ssm_norm.weight", {DI / G, G}, 1.0f, 0.05f);
+  matrix(p + "ssm_out.weight", DI, E, 1.0f / std::sqrt(static_cast<float>(DI)));
+}
+
 // gemma4's hyper-parameters: per-layer flags, head counts and FFN widths as arrays.
 void write_gemma4_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   const std::string a = s.arch + ".";
@@ -204,11 +243,13 @@ struct LayerWriter {
   using Matrix = std::function<void(const std::string&, int64_t, int64_t, float)>;
   using Vec = std::function<void(const std::string&, int64_t, float, float)>;
   using Tensor3 = std::function<void(const std::string&, int64_t, int64_t, int64_t, float)>;
+  using Shaped = std::function<void(const std::string&, std::vector<int64_t>, float, float)>;
   const SyntheticSpec& s;
   int32_t hd;
   Matrix matrix;
   Vec vec;
   Tensor3 tensor3;
+  Shaped f32_shaped;                                                // f32 of any shape: center + spread x normal
   std::function<void(const std::string&, int64_t, int64_t)> bias2;  // f32 [n, m]
 
   void write(int32_t il) const {
@@ -218,6 +259,11 @@ struct LayerWriter {
     const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
     if (a == "lfm2" && lfm2_conv(s, il)) {
       write_lfm2_conv(p, E, matrix, vec, bias2);
+      vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
+      return write_dense_ffn(p, s.n_ff, false);
+    }
+    if (a == "granitehybrid" && granite_mamba(s, il)) {
+      write_mamba2(s, p, matrix, vec, bias2, f32_shaped);
       vec(p + "ffn_norm.weight", E, 1.0f, 0.05f);
       return write_dense_ffn(p, s.n_ff, false);
     }
@@ -359,6 +405,7 @@ void write_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t hd) {
   }
   if (a == "gpt-oss") w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (a == "lfm2") write_lfm2_metadata(w, s);
+  if (a == "granitehybrid") write_granite_metadata(w, s);
   if (a == "qwen35" || a == "qwen35moe") write_qwen35_metadata(w, s, hd);
   if (a == "qwen35moe") w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(ff_exp(s)));
   if (a == "gemma3") {
@@ -418,6 +465,11 @@ void check_spec(const SyntheticSpec& s) {
     throw std::runtime_error(
         "make-model: --rope-dim must be even and at most the head size; qwen35 needs an attention interval "
         "dividing the layers, value heads a multiple of key heads, and a value width that fits the dtype block");
+  if (s.arch == "granitehybrid" && (s.swa_pattern < 2 || s.ssm_v_heads < 1 || (2 * s.n_embd) % s.ssm_v_heads ||
+                                    s.ssm_k_heads < 1 || s.ssm_v_heads % s.ssm_k_heads || s.ssm_state < 1))
+    throw std::runtime_error(
+        "make-model: granitehybrid needs --swa-pattern >= 2 (every pattern-th layer attention), heads dividing "
+        "2 x n-embd and groups dividing the heads");
   if ((is_moe_arch(s.arch) && s.n_expert <= 0) || s.n_expert < 0 ||
       (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || ff_exp(s) % blk)))
     throw std::runtime_error("make-model: " + s.arch +
@@ -480,7 +532,14 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     for (auto& x : d) x = 0.05f * normal(rng);
     w.add_tensor(name, {n, m}, GgmlType::F32, d);
   };
-  const LayerWriter lw{s, hd, matrix, vec, tensor3, bias2};
+  auto f32_shaped = [&](const std::string& name, std::vector<int64_t> shape, float center, float spread) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> d(static_cast<size_t>(n));
+    for (auto& x : d) x = center + spread * normal(rng);
+    w.add_tensor(name, shape, GgmlType::F32, d);
+  };
+  const LayerWriter lw{s, hd, matrix, vec, tensor3, f32_shaped, bias2};
   for (int32_t il = 0; il < s.n_layer; ++il) lw.write(il);
   w.write(path);
 }

@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 kv_f16() { "$cli" inspect "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["kv_bytes_per_token"]["f16"])'; }
 
-for arch in qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss deepseek2 qwen35 qwen35moe; do
+for arch in qwen3moe glm4moe mistral3 phi3 glm4 smollm3 gpt-oss deepseek2 qwen35 qwen35moe granitehybrid; do
   "$cli" make-model --out "$dir/$arch.gguf" --arch "$arch" --n-layer 4 2> /dev/null || fail "make-model --arch $arch"
   "$cli" generate --model "$dir/$arch.gguf" --prompt "hello" --n-predict 4 --json > "$dir/$arch.json" 2> /dev/null \
     || fail "generate on $arch"
@@ -39,6 +39,8 @@ grep -q "latent KV cache" "$dir/err" || fail "the kivi4 refusal does not say why
 # Qwen3.5: 3 Gated DeltaNet layers hold a fixed state, 1 gated attention layer keeps KV.
 "$cli" inspect "$dir/qwen35.gguf" | grep -q "delta-rule state" || fail "inspect: no Gated DeltaNet state line"
 [ "$(kv_f16 "$dir/qwen35.gguf")" = "$((2 * 1 * 2 * 64 * 2))" ] || fail "qwen35 KV per token is not 1 layer's"
+# Granite 4.0-H: its Mamba-2 layers hold a fixed state.
+"$cli" inspect "$dir/granitehybrid.gguf" | grep -q "Mamba-2 state" || fail "inspect: no Mamba-2 state line"
 # tokenize: BOS as the vocabulary says, "<s>" left as text unless --parse-special, bad usage exits 2.
 "$cli" tokenize --model "$dir/mla8.gguf" --text "hi <s>" --json > "$dir/tok.json" || fail "tokenize"
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tokens"]; assert t[0]==1 and t.count(1)==1, t' "$dir/tok.json" \

@@ -115,6 +115,12 @@ inline void touch_weights(const ModelWeights& w, const ModelConfig& c) {
       touch_matrix(L.gdn.out_proj, g.value_dim(), c.n_embd);
       KVSCOPE_FUZZ_CHECK(L.gdn.conv_kernel.size() == static_cast<size_t>(g.conv_channels() * g.conv_kernel));
       KVSCOPE_FUZZ_CHECK(L.gdn.norm.size() == static_cast<size_t>(g.d_state));
+    } else if (c.layer_is_recurrent(il) && c.traits.mamba2) {
+      const Mamba2Config& m = c.mamba2;
+      touch_matrix(L.mamba2.in_proj, c.n_embd, m.in_proj_rows());
+      touch_matrix(L.mamba2.out_proj, m.d_inner, c.n_embd);
+      KVSCOPE_FUZZ_CHECK(L.mamba2.conv_kernel.size() == static_cast<size_t>(m.conv_channels() * m.conv_kernel));
+      KVSCOPE_FUZZ_CHECK(L.mamba2.norm.size() == static_cast<size_t>(m.d_inner));
     } else if (c.layer_is_recurrent(il)) {  // lfm2's short convolution
       touch_matrix(L.conv_in, c.n_embd, 3 * c.n_embd);
       touch_matrix(L.conv_out, c.n_embd, c.n_embd);

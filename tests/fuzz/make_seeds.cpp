@@ -48,6 +48,7 @@ SyntheticSpec tiny(const std::string& arch, GgmlType dtype = GgmlType::F32) {
   s.dtype = dtype;
   s.sliding_window = 4;
   s.swa_pattern = 2;
+  if (arch == "granitehybrid") s.ssm_state = 8;   // layer 0 Mamba-2 (4 heads in 2 groups), layer 1 attention
   if (arch == "qwen35" || arch == "qwen35moe") {  // layer 0 Gated DeltaNet (4 value heads of 8), 1 attention
     s.full_attention_interval = 2;
     s.ssm_state = 8;

@@ -72,7 +72,7 @@ class TestFuzzRegressions : public QObject {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("dtype");
     for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "gemma4", "lfm2",
-                          "qwen35", "qwen35moe"})
+                          "qwen35", "qwen35moe", "granitehybrid"})
       QTest::newRow(a) << a << int(GgmlType::F32);
     QTest::newRow("llama q8_0") << "llama" << int(GgmlType::Q8_0);
     QTest::newRow("llama q4_0") << "llama" << int(GgmlType::Q4_0);
@@ -92,6 +92,7 @@ class TestFuzzRegressions : public QObject {
     s.sliding_window = 4;
     s.swa_pattern = 2;
     s.dtype = static_cast<GgmlType>(dtype);
+    if (s.arch == "granitehybrid") s.ssm_state = 8;     // layer 0 Mamba-2, layer 1 attention (swa_pattern 2)
     if (s.arch == "qwen35" || s.arch == "qwen35moe") {  // layer 0 Gated DeltaNet, layer 1 gated attention
       s.full_attention_interval = 2;
       s.ssm_state = 8;

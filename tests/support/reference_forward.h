@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "reference_delta_net.h"
+#include "reference_mamba2.h"
 
 namespace kvscope::test {
 
@@ -31,6 +32,7 @@ class ReferenceForward {
     v_.resize(static_cast<size_t>(c.n_layer));
     conv_hist_.resize(static_cast<size_t>(c.n_layer));
     delta_net_ = std::make_unique<ReferenceDeltaNet>(c);
+    mamba2_ = std::make_unique<ReferenceMamba2>(c);
   }
 
   // Feeds one token at the next position; returns its logits.
@@ -42,28 +44,35 @@ class ReferenceForward {
     std::vector<float> x = row(W.token_embd, tok);
     if (c.traits.embed_scale)
       for (auto& v : x) v *= std::sqrt(static_cast<float>(E));
+    if (c.embedding_scale != 0.0f)  // granite
+      for (auto& v : x) v *= c.embedding_scale;
     const std::vector<float> ple = per_layer_inputs(tok, x);
     for (int32_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = W.layers[static_cast<size_t>(il)];
       std::vector<float> xn = norm(x, L.attn_norm);
       std::vector<float> o;
       if (c.layer_is_recurrent(il)) {
-        o = c.traits.gated_delta_net ? delta_net(il, L, xn) : short_conv(il, L, xn);
+        o = c.traits.gated_delta_net ? delta_net(il, L, xn)
+            : c.traits.mamba2        ? mamba2(il, L, xn)
+                                     : short_conv(il, L, xn);
       } else {
         const std::vector<float> att =
             c.latent_kv() ? latent_attend(il, pos, L, xn) : attend_heads(il, pos, L, xn, c.layer_head_dim(il));
         o = affine(matvec(L.wo, att), L.ao, true);
       }
       if (c.traits.post_norms) o = norm(o, L.post_attn_norm);
-      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+      const float rs = c.residual_scale != 0.0f ? c.residual_scale : 1.0f;  // granite
+      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += rs * o[static_cast<size_t>(i)];
       xn = norm(x, L.ffn_norm);
       o = L.moe ? moe(L.experts, xn) : ffn(L.w_gate, L.w_up, L.w_down, xn, &L);
       if (c.traits.post_norms) o = norm(o, L.post_ffw_norm);
-      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+      for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += rs * o[static_cast<size_t>(i)];
       if (!ple.empty()) per_layer_embedding(il, L, ple, x);
       for (float& v : x) v *= L.out_scale;
     }
     std::vector<float> logits = matvec(W.output, norm(x, W.output_norm));
+    if (c.logit_scale != 0.0f)  // granite
+      for (float& v : logits) v /= c.logit_scale;
     if (c.final_softcap > 0)
       for (float& v : logits)
         v = static_cast<float>(c.final_softcap * std::tanh(v / static_cast<double>(c.final_softcap)));
@@ -104,6 +113,13 @@ class ReferenceForward {
         delta_net_->step(il, G, scaled(G.in_proj, G.in_scale), scaled(G.z_proj, G.z_scale),
                          scaled(G.alpha_proj, G.alpha_scale), scaled(G.beta_proj, G.beta_scale));
     return affine(matvec(G.out_proj, y), Affine{{}, G.out_scale}, true);
+  }
+
+  // granitehybrid's Mamba-2 layer: the projections here, the recurrence in ReferenceMamba2.
+  std::vector<float> mamba2(int32_t il, const LayerWeights& L, const std::vector<float>& xn) {
+    const Mamba2Weights& M = L.mamba2;
+    const std::vector<float> y = mamba2_->step(il, M, affine(matvec(M.in_proj, xn), Affine{{}, M.in_scale}, true));
+    return affine(matvec(M.out_proj, y), Affine{{}, M.out_scale}, true);
   }
 
   // gemma4's per-layer inputs of one token, from the definition: [n_layer][n_embd_per_layer]
@@ -505,6 +521,7 @@ class ReferenceForward {
   std::vector<std::vector<float>> k_, v_;  // [layer][pos][n_head_kv][head_dim] (CachePosition: before RoPE)
   std::vector<std::vector<std::vector<float>>> conv_hist_;  // lfm2: [layer][past token][n_embd] B*x inputs
   std::unique_ptr<ReferenceDeltaNet> delta_net_;            // qwen35's recurrent layers
+  std::unique_ptr<ReferenceMamba2> mamba2_;                 // granitehybrid's
 };
 
 }  // namespace kvscope::test

@@ -43,8 +43,9 @@ SyntheticSpec tiny(const std::string& arch = "llama") {
     s.n_expert = 8;
     s.n_expert_used = 2;
   }
-  if (arch == "lfm2") s.swa_pattern = 2;  // layer 0 a short convolution, layer 1 attention
-  if (arch == "qwen35") {                 // layer 0 Gated DeltaNet, layer 1 gated attention
+  if (arch == "lfm2") s.swa_pattern = 2;           // layer 0 a short convolution, layer 1 attention
+  if (arch == "granitehybrid") s.swa_pattern = 2;  // layer 0 Mamba-2, layer 1 attention
+  if (arch == "qwen35") {                          // layer 0 Gated DeltaNet, layer 1 gated attention
     s.full_attention_interval = 2;
     s.ssm_state = 8;
     s.rope_dim = 4;
@@ -372,6 +373,36 @@ class TestModelErrors : public QObject {
                                        }),
                            {}, "qwen35"),
                       "blk.0.ssm_conv1d.weight", "expected [4, 64]");
+  }
+
+  // granitehybrid: the Mamba-2 sizes, which layers recur, and its MoE form refused by name.
+  void granitehybrid_recurrent_layers_checked() {
+    auto meta = [](const std::string& name, std::function<void(GgufWriter&)> fn) {
+      return make("granite-" + name, {}, std::move(fn), "granitehybrid");
+    };
+    EXPECT_LOAD_ERROR(meta("inner", [](GgufWriter& w) { w.set_u32("granitehybrid.ssm.inner_size", 48); }),
+                      "granitehybrid.ssm.inner_size 48 is not 2 x embedding_length (64)", "granite-inner");
+    EXPECT_LOAD_ERROR(meta("state-0", [](GgufWriter& w) { w.set_u32("granitehybrid.ssm.state_size", 0); }),
+                      "granitehybrid.ssm.state_size = 0 is out of range");
+    EXPECT_LOAD_ERROR(meta("kernel-1", [](GgufWriter& w) { w.set_u32("granitehybrid.ssm.conv_kernel", 1); }),
+                      "granitehybrid.ssm.conv_kernel = 1 is out of range");
+    EXPECT_LOAD_ERROR(meta("groups", [](GgufWriter& w) { w.set_u32("granitehybrid.ssm.group_count", 3); }),
+                      "ssm.group_count 3");
+    EXPECT_LOAD_ERROR(meta("no-attention",
+                           [](GgufWriter& w) {
+                             w.set_i32_array("granitehybrid.attention.head_count_kv", {0, 0});
+                           }),
+                      "granitehybrid.attention.head_count_kv is 0 in every layer");
+    EXPECT_LOAD_ERROR(meta("moe", [](GgufWriter& w) { w.set_u32("granitehybrid.expert_count", 4); }),
+                      "granitehybrid.expert_count is 4", "mixture-of-experts");
+    EXPECT_LOAD_ERROR(make("granite-conv-shape",
+                           edit_tensor("blk.0.ssm_conv1d.weight",
+                                       [](TensorCopy& c) {
+                                         c.ne = {3, 96};
+                                         c.data.resize(288);
+                                       }),
+                           {}, "granitehybrid"),
+                      "blk.0.ssm_conv1d.weight", "expected [4, 192]");
   }
 
   // deepseek2's latent attention: its ranks and widths must describe one latent row per token.
