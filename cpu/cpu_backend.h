@@ -42,8 +42,9 @@ class CpuBackend : public Backend {
   void forward(const BatchView& batch, float* logits) override;
   int64_t kv_residual_peak_bytes() const override;
   void copy_blocks(std::span<const BlockCopy> copies) override;
-  void init_state_slots(int32_t n_slots) override;
+  void init_state_slots(int32_t n_slots, StateDtype dtype = StateDtype::F32) override;
   int64_t state_bytes_per_slot() const override;
+  StateDtype state_dtype() const override { return state_dtype_; }
   void copy_state_slots(std::span<const StateCopy> copies) override;
   bool supports_kivi_residual() const override { return true; }
   void release_blocks(std::span<const BlockRelease> released) override;
@@ -126,9 +127,12 @@ class CpuBackend : public Backend {
   // state st, from its in_proj row (consumed) to y (d_inner).
   void mamba2_block(int32_t layer, const BatchView& batch);
   void mamba2_token(const Mamba2Weights& M, float* st, float* row, float* y) const;
-  // Token t's sequence's state in recurrent layer il (cpu/cpu_state_slots.cpp), zeroed at
-  // position 0: a new sequence, or one recomputed after a preemption.
+  // Token t's sequence's state in recurrent layer il as f32 (cpu/cpu_state_slots.cpp), zeroed
+  // at position 0: a new sequence, or one recomputed after a preemption. With a 16-bit state
+  // dtype it is a decoded copy that store_token_state rounds back into the slot; every layer
+  // calls it when the token is done (a no-op for f32).
   float* token_state(int32_t layer, const BatchView& batch, int32_t token);
+  void store_token_state();
   // One token's convolution and delta rule on one sequence's layer state (st), from its
   // in_proj row (mix, consumed) to its value heads' outputs (out).
   void delta_rule_token(const GdnWeights& G, float* st, float* mix, const float* alpha, const float* beta,
@@ -206,7 +210,11 @@ class CpuBackend : public Backend {
   // Recurrent state: [slot][recurrent layer][ModelConfig::state_floats_per_layer()]; lfm2's is
   // [n_embd][conv_l_cache - 1] past B*x values, qwen35's GdnConfig's (conv then delta-rule S),
   // oldest first; recurrent_index_[il]: il's place among the recurrent layers (-1: none).
-  std::vector<float> state_;
+  std::vector<float> state_;       // f32 slots
+  std::vector<uint16_t> state16_;  // f16 / bf16 slots
+  StateDtype state_dtype_ = StateDtype::F32;
+  std::vector<float> state_work_;  // the decoded layer state of the token being computed
+  size_t state_work_at_ = 0;       // where it goes back in state16_
   int32_t n_state_slots_ = 0;
   std::vector<int32_t> recurrent_index_;
   std::vector<float> conv_bcx_, conv_y_;  // [token][3 n_embd], [token][n_embd]

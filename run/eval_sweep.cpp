@@ -40,7 +40,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
     if (eq == std::string::npos || eq == 0)
       throw std::invalid_argument("--sweep '" + w +
                                   "': expected AXIS=V1,V2,... with AXIS one of dtype, window, sinks, evict, residual, "
-                                  "learned");
+                                  "learned, state");
     const std::string name = w.substr(0, eq);
     const std::vector<std::string> values = split_commas(w.substr(eq + 1));
     if (values.empty()) throw std::invalid_argument("--sweep '" + w + "': no values");
@@ -64,6 +64,13 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
         if (v != "on" && v != "off") throw std::invalid_argument("--sweep '" + w + "': '" + v + "' is not on or off");
         axes.learned.push_back(v == "on");
       }
+    } else if (name == "state") {
+      axes.states.clear();
+      for (const std::string& v : values) {
+        const auto t = parse_state_dtype(v);
+        if (!t) throw std::invalid_argument("--sweep '" + w + "': '" + v + "' is not one of " + state_dtype_choices());
+        axes.states.push_back(*t);
+      }
     } else if (name == "evict") {
       axes.evicts.clear();
       for (const std::string& v : values) {
@@ -73,7 +80,7 @@ SweepAxes parse_sweep_axes(const std::vector<std::string>& words) {
       }
     } else {
       throw std::invalid_argument("--sweep '" + w + "': unknown axis '" + name +
-                                  "' (dtype, window, sinks, evict, residual, learned)");
+                                  "' (dtype, window, sinks, evict, residual, learned, state)");
     }
   }
   return axes;
@@ -87,19 +94,21 @@ std::vector<EvalConfig> sweep_points(const SweepAxes& axes, const EvalConfig& ba
       for (int32_t w : axes.windows)
         for (int32_t s : axes.sinks)
           for (const EvictConfig& e : axes.evicts)
-            for (bool learned : axes.learned) {
-              // With eviction `window` would be the policy's recent window (sweep_points' comment).
-              if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
-              EvalConfig c = base;
-              c.kv_dtype = t;
-              c.kivi_residual = r;
-              c.window = w;
-              c.sinks = s;
-              c.evict = e;
-              c.evict.select_at = e.on() ? base.evict.select_at : 0;
-              c.learned_sinks = learned;
-              out.push_back(c);
-            }
+            for (bool learned : axes.learned)
+              for (StateDtype state : axes.states) {
+                // With eviction `window` would be the policy's recent window (sweep_points' comment).
+                if (e.on() ? w > 0 : s > 0 && (w == 0 || s >= w)) continue;  // else sinks need a wider window
+                EvalConfig c = base;
+                c.kv_dtype = t;
+                c.kivi_residual = r;
+                c.window = w;
+                c.sinks = s;
+                c.evict = e;
+                c.evict.select_at = e.on() ? base.evict.select_at : 0;
+                c.learned_sinks = learned;
+                c.state_dtype = state;
+                out.push_back(c);
+              }
   return out;
 }
 
@@ -110,6 +119,7 @@ std::string sweep_point_label(const EvalConfig& c) {
   if (c.sinks > 0) s += " sinks " + std::to_string(c.sinks) + (c.sinks_in_sliding_layers ? "" : " (global layers)");
   if (c.evict.on()) s += " " + describe_evict(c.evict);
   if (!c.learned_sinks) s += " no learned sinks";
+  if (c.state_dtype != StateDtype::F32) s += std::string(" state ") + state_dtype_name(c.state_dtype);
   return s;
 }
 
@@ -122,6 +132,7 @@ SweepResult run_sweep(std::shared_ptr<const Model> model, const std::vector<Toke
   r.reference_cfg.sinks = 0;
   r.reference_cfg.evict = EvictConfig{};
   r.reference_cfg.learned_sinks = true;
+  r.reference_cfg.state_dtype = StateDtype::F32;
   r.reference_cfg.keep_logits = with_kl;
   const std::vector<EvalConfig> cfgs = sweep_points(axes, base);
   if (cfgs.empty())
@@ -171,9 +182,11 @@ nlohmann::json sweep_point_json(const SweepPoint& p, bool with_nll) {
                       {"sinks", c.sinks},
                       {"sinks_layers", c.sinks_in_sliding_layers ? "all" : "global"},
                       {"learned_sinks", c.learned_sinks},
+                      {"state_dtype", state_dtype_name(c.state_dtype)},
                       {"perplexity", r.perplexity},
                       {"nll_mean", r.nll_mean},
                       {"kv_bytes_per_token", r.kv_bytes_per_token},
+                      {"state_bytes_per_seq", r.state_bytes_per_seq},
                       {"peak_kv_bytes", r.peak_kv_bytes},
                       {"peak_residual_bytes", r.peak_residual_bytes},
                       {"peak_blocks_used", r.peak_blocks_used},

@@ -29,10 +29,12 @@ struct SweepAxes {
   std::vector<int32_t> residuals;
   // gpt-oss's trained sink logits on (true) or dropped (false): learned=on,off.
   std::vector<bool> learned{true};
+  // Hybrid recurrent models: the state slots' dtype, state=f32,f16,bf16.
+  std::vector<StateDtype> states{StateDtype::F32};
 };
 
 // Axes from "name=v1,v2,..." words: dtype=f16,int8,kivi4 window=0,512 sinks=0,4
-// evict=off,h2o:20%,snapkv:20% residual=0,64,128 learned=on,off. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
+// evict=off,h2o:20%,snapkv:20% residual=0,64,128 learned=on,off state=f32,bf16. An axis not named keeps its default (f32 / 0 / 0 / off). Throws
 // std::invalid_argument naming the bad word (unknown axis, repeated axis, bad or negative
 // value, a bad eviction spec, empty list).
 SweepAxes parse_sweep_axes(const std::vector<std::string>& words);

@@ -49,6 +49,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   ec.evict = cfg.evict;
   ec.sinks_in_sliding_layers = cfg.sinks_in_sliding_layers;
   ec.learned_sinks = cfg.learned_sinks;
+  ec.state_dtype = cfg.state_dtype;
   ec.sched.max_running = 1;
   ec.sched.max_batched_tokens = cfg.chunk;
   ec.sched.max_model_len = n + 1;  // room for the one sampled token, even past the trained context
@@ -91,6 +92,7 @@ EvalRun eval_text(std::shared_ptr<const Model> model, const std::vector<TokenId>
   run.n_tokens = n;
   run.n_predicted = n - 1;
   run.kv_bytes_per_token = engine.backend().kv_bytes_per_token();
+  run.state_bytes_per_seq = engine.backend().state_bytes_per_slot();
   run.peak_residual_bytes = engine.backend().kv_residual_peak_bytes();
   run.peak_kv_bytes += run.peak_residual_bytes;
   run.nll_mean = nll_sum / run.n_predicted;

@@ -13,12 +13,14 @@
 #include "backend_factory.h"
 #include "engine/evict_config.h"
 #include "kv/kv_dtype.h"
+#include "kv/state_dtype.h"
 #include "model/model.h"
 
 namespace kvscope {
 
 struct EvalConfig {
   KvDtype kv_dtype = KvDtype::F32;
+  StateDtype state_dtype = StateDtype::F32;  // EngineConfig::state_dtype (hybrid recurrent models)
   int32_t window = 0;
   int32_t sinks = 0;
   bool sinks_in_sliding_layers = true;  // EngineConfig::sinks_in_sliding_layers (Gemma 3's own SWA layers)
@@ -44,12 +46,13 @@ inline int32_t kivi_residual_for(const EvalConfig& c) {
 }
 
 struct EvalRun {
-  int32_t n_tokens = 0;            // text length, BOS included
-  int32_t n_predicted = 0;         // n_tokens - 1 predictions
-  double nll_mean = 0;             // mean negative log-likelihood (nats)
-  double perplexity = 0;           // exp(nll_mean)
-  int64_t kv_bytes_per_token = 0;  // KvLayout::bytes_per_token (scales included)
-  int32_t peak_blocks_used = 0;    // largest blocks_used over the run's snapshots
+  int32_t n_tokens = 0;             // text length, BOS included
+  int32_t n_predicted = 0;          // n_tokens - 1 predictions
+  double nll_mean = 0;              // mean negative log-likelihood (nats)
+  double perplexity = 0;            // exp(nll_mean)
+  int64_t kv_bytes_per_token = 0;   // KvLayout::bytes_per_token (scales included)
+  int64_t state_bytes_per_seq = 0;  // a hybrid model's recurrent state slot (0 for the others)
+  int32_t peak_blocks_used = 0;     // largest blocks_used over the run's snapshots
   int64_t peak_kv_bytes = 0;  // largest snapshot kv_used_bytes (blocks held, all groups) + KIVI's peak f16 residual
   int64_t peak_residual_bytes = 0;  // KIVI: the f16 residual's part of peak_kv_bytes
   int32_t peak_kept_tokens = 0;     // token eviction: most slots held minus holes

@@ -39,6 +39,8 @@ nlohmann::json run_json(const EvalRun& r, const EvalConfig& c) {
           {"perplexity", r.perplexity},
           {"nll_mean", r.nll_mean},
           {"kv_bytes_per_token", r.kv_bytes_per_token},
+          {"state_dtype", state_dtype_name(c.state_dtype)},
+          {"state_bytes_per_seq", r.state_bytes_per_seq},
           {"peak_blocks_used", r.peak_blocks_used},
           {"peak_kv_bytes", r.peak_kv_bytes},
           {"peak_residual_bytes", r.peak_residual_bytes},
@@ -98,7 +100,7 @@ int cmd_eval(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
                {"model", "text", "kv-dtype", "kv-group", "kivi-residual", "window", "sinks", "block-size", "threads",
                 "chunk", "max-tokens", "out", "recompute-window", "recompute-rows", "sinks-layers", "evict",
-                "snapkv-at", "learned-sinks"},
+                "snapkv-at", "learned-sinks", "state-dtype"},
                {"json", "help", "sweep", "nll", "no-kl"});
   if (a.has("help")) {
     std::cout
@@ -110,6 +112,7 @@ int cmd_eval(int argc, char** argv, int first) {
            "the next-token distributions against the f32-KV full-attention run on the same text.\n"
            "kvscope-cli eval --model M --text FILE --sweep dtype=f16,int8,kivi4 window=0,512 sinks=0,4 [evict=off,h2o:20%,snapkv:20%]\n"
            "  [residual=0,64,128] (KIVI dtypes only) [learned=on,off] (gpt-oss's trained sink logits kept or dropped)\n"
+           "  [state=f32,f16,bf16] (a hybrid model's recurrent state slots)\n"
            "  [--out FILE.json] [--nll] [--no-kl] [--snapkv-at N] [--recompute-window W1,W2 [--recompute-rows R | R1,R2]] [common options]\n"
            "The grid (dtype x residual x window x sinks x evict; sinks need a wider window, eviction pairs with window 0 only),\n"
            "each point against the f32 full-attention reference run once: perplexity, KL mean/p99, top-1, peak KV bytes,\n"
@@ -120,6 +123,8 @@ int cmd_eval(int argc, char** argv, int first) {
            "--sinks-layers global: on a model with its own sliding-window layers (Gemma 3) only the full-attention\n"
            "layers see the sinks; the sliding ones keep their trained window without them (default all).\n"
            "--learned-sinks off: drop gpt-oss's trained sink logits (attn_sinks) from the softmax, to see what they do.\n"
+           "--state-dtype f16|bf16: a hybrid model's recurrent state (lfm2, qwen35, granitehybrid) in 16 bits, rounded\n"
+           "each token; the reference keeps it in f32.\n"
            "benchmarks/plot_sweep.py draws the Pareto and per-position NLL PNGs from the JSON.\n";
     return 0;
   }
@@ -149,6 +154,9 @@ int cmd_eval(int argc, char** argv, int first) {
   const std::string learned = a.str("learned-sinks", "on");
   if (learned != "on" && learned != "off") throw UsageError("--learned-sinks is on or off, not '" + learned + "'");
   cfg.learned_sinks = learned == "on";
+  const auto state = parse_state_dtype(a.str("state-dtype", "f32"));
+  if (!state) throw UsageError("--state-dtype is one of " + std::string(state_dtype_choices()));
+  cfg.state_dtype = *state;
   cfg.block_size = static_cast<int32_t>(a.i64("block-size", 16));
   cfg.chunk = static_cast<int32_t>(a.i64("chunk", 64));
   cfg.threads = static_cast<int>(a.i64("threads", 0));
@@ -173,6 +181,7 @@ int cmd_eval(int argc, char** argv, int first) {
   if (!a.positional().empty()) throw UsageError("unexpected '" + a.positional()[0] + "' (sweep axes need --sweep)");
   EvalConfig ref_cfg = cfg;
   ref_cfg.kv_dtype = KvDtype::F32;
+  ref_cfg.state_dtype = StateDtype::F32;
   ref_cfg.window = 0;
   ref_cfg.sinks = 0;
 

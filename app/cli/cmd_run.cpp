@@ -136,7 +136,7 @@ int cmd_run(int argc, char** argv, int first) {
            "     reason, blocks, copies, preemptions, finish) and add it to the JSON as paged.explain\n"
            "  [--baseline-reserve max-model-len|request|N]  (what the baseline reserves per request: max_model_len,\n"
            "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
-           "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--learned-sinks on|off] [--kv-dtype D]\n"
+           "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--learned-sinks on|off] [--kv-dtype D] [--state-dtype f32|f16|bf16]\n"
            "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n"
            "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n"
            "  [--evict h2o:B[:R][:layer]|snapkv:B[:W][:layer]] (token eviction: B tokens or P% of the prompt kept; --window = recent window;\n"

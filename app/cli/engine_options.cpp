@@ -22,7 +22,7 @@ const std::set<std::string>& engine_option_names() {
                                               "repeat-last-n",  "seed",
                                               "backend",        "kv-cache",
                                               "hybrid-kv",      "snapshots",
-                                              "evict"};
+                                              "evict",          "state-dtype"};
   return names;
 }
 
@@ -75,6 +75,10 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   auto parsed = parse_kv_dtype(dt);
   if (!parsed) throw UsageError("--kv-dtype '" + dt + "' is not one of " + kv_dtype_choices());
   c.kv_dtype = *parsed;
+  const std::string sd = a.str("state-dtype", "f32");
+  const auto state = parse_state_dtype(sd);
+  if (!state) throw UsageError("--state-dtype '" + sd + "' is not one of " + state_dtype_choices());
+  c.state_dtype = *state;
   c.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   c.kivi_residual = static_cast<int32_t>(a.i64("kivi-residual", 0));  // validate() explains a bad value
   const std::string pc = a.str("prefix-caching", "on");

@@ -32,7 +32,7 @@ int64_t Backend::kv_bytes_per_token() const {
   return n;
 }
 
-void Backend::init_state_slots(int32_t n_slots) {
+void Backend::init_state_slots(int32_t n_slots, StateDtype) {
   if (n_slots > 0)
     throw std::invalid_argument(
         "the " + name() +

@@ -9,6 +9,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_layout.h"
+#include "kv/state_dtype.h"
 #include "kv/state_slot_manager.h"
 
 namespace kvscope {
@@ -103,8 +104,9 @@ class Backend {
   // Recurrent-state slots (kv/state_slot_manager.h) for a model with recurrent layers: how many,
   // the bytes one holds, and the copies forked sequences need. A backend that runs no recurrent
   // layer refuses any slot (the defaults).
-  virtual void init_state_slots(int32_t n_slots);
+  virtual void init_state_slots(int32_t n_slots, StateDtype dtype = StateDtype::F32);
   virtual int64_t state_bytes_per_slot() const { return 0; }
+  virtual StateDtype state_dtype() const { return StateDtype::F32; }
   virtual void copy_state_slots(std::span<const StateCopy> copies);
   // Token eviction: whether holes / cache rows / attention recording are honoured; the
   // accumulated softmax weight every slot received from recorded queries (summed over layers

@@ -8,6 +8,7 @@
 #include "engine/scheduler_config.h"
 #include "kv/baseline_reserve.h"
 #include "kv/kv_dtype.h"
+#include "kv/state_dtype.h"
 
 namespace kvscope {
 
@@ -21,6 +22,8 @@ struct EngineConfig {
   int32_t num_blocks = 0;  // when 0, derived from kv_memory_bytes
   int64_t kv_memory_bytes = 64LL << 20;
   KvDtype kv_dtype = KvDtype::F32;
+  // Hybrid recurrent models only: the element type of each sequence's state slot.
+  StateDtype state_dtype = StateDtype::F32;
   // Channels per scale of the packed 4/2-bit KV dtypes (int4, rot4, kivi values); 0 = the default
   // kDefaultKvGroup (32), capped at head_dim. KIVI's keys are grouped by the block instead.
   int32_t kv_quant_group = 0;

@@ -202,7 +202,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   if (!recurrent) return out;
   // A slot per running sequence, and a few for the sequences n > 1 forks add beside them.
   const int32_t n_slots = std::max(1, cfg.sched.max_running) + 8;
-  backend.init_state_slots(n_slots);
+  backend.init_state_slots(n_slots, cfg.state_dtype);
   auto slots = std::make_unique<StateSlotManager>(std::move(out.kv), n_slots);
   out.state_slots = slots.get();
   out.kv = std::move(slots);

@@ -67,9 +67,9 @@ std::string describe_state_slots(const Backend& backend, const StateSlotManager*
   const int64_t per_slot = backend.state_bytes_per_slot();
   char buf[200];
   std::snprintf(buf, sizeof buf,
-                "; recurrent state: %d slots x %lld B = %.2f MiB (fixed per sequence; prefix caching off until state "
-                "checkpoints)",
-                slots->num_state_slots(), static_cast<long long>(per_slot),
+                "; recurrent state (%s): %d slots x %lld B = %.2f MiB (fixed per sequence; prefix caching off until "
+                "state checkpoints)",
+                state_dtype_name(backend.state_dtype()), slots->num_state_slots(), static_cast<long long>(per_slot),
                 static_cast<double>(per_slot) * slots->num_state_slots() / (1 << 20));
   return buf;
 }

@@ -39,6 +39,12 @@ grep -q "latent KV cache" "$dir/err" || fail "the kivi4 refusal does not say why
 # Qwen3.5: 3 Gated DeltaNet layers hold a fixed state, 1 gated attention layer keeps KV.
 "$cli" inspect "$dir/qwen35.gguf" | grep -q "delta-rule state" || fail "inspect: no Gated DeltaNet state line"
 [ "$(kv_f16 "$dir/qwen35.gguf")" = "$((2 * 1 * 2 * 64 * 2))" ] || fail "qwen35 KV per token is not 1 layer's"
+# The state slots in bf16 run; a dtype it does not offer is refused by name.
+"$cli" generate --model "$dir/qwen35.gguf" --prompt "hello" --n-predict 2 --state-dtype bf16 > /dev/null 2>&1 \
+  || fail "generate --state-dtype bf16"
+"$cli" generate --model "$dir/qwen35.gguf" --prompt "hello" --n-predict 2 --state-dtype int8 > /dev/null 2> "$dir/err" \
+  && fail "--state-dtype int8 accepted"
+grep -q "state-dtype 'int8' is not one of f32, f16, bf16" "$dir/err" || fail "the --state-dtype refusal does not say why"
 # Granite 4.0-H: its Mamba-2 layers hold a fixed state.
 "$cli" inspect "$dir/granitehybrid.gguf" | grep -q "Mamba-2 state" || fail "inspect: no Mamba-2 state line"
 # tokenize: BOS as the vocabulary says, "<s>" left as text unless --parse-special, bad usage exits 2.

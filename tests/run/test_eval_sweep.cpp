@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "reference_forward.h"
+#include "model/synthetic_model.h"
 #include "run/eval_sweep.h"
 #include "run/recompute_window.h"
 #include "test_support.h"
@@ -103,6 +104,37 @@ class TestEvalSweep : public QObject {
     QCOMPARE(kivi_residual_for(from_base[0]), 0);
     QCOMPARE(kivi_residual_for(from_base[1]), 32);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"residual=-4"}));
+  }
+
+  // state=: a hybrid model's state slots in 16 bits, innermost; a real run halves the slot and
+  // moves the distributions a little against the f32-state reference.
+  void state_axis() {
+    const auto pts = sweep_points(parse_sweep_axes({"dtype=f32,int8", "state=f32,bf16"}), base_config());
+    QCOMPARE(pts.size(), size_t{4});
+    QCOMPARE(pts[1].state_dtype, StateDtype::BF16);
+    QCOMPARE(pts[1].kv_dtype, KvDtype::F32);
+    QCOMPARE(sweep_point_label(pts[1]), std::string("f32 full state bf16"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_sweep_axes({"state=int8"}));
+    SyntheticSpec s;
+    s.arch = "qwen35";
+    s.n_vocab = 300;
+    s.n_embd = 64;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 128;
+    s.ssm_state = 16;
+    const auto path =
+        test::tmp_dir() / ("eval-sweep-qwen35-" + std::to_string(QCoreApplication::applicationPid()) + ".gguf");
+    write_synthetic_model(s, path.string());
+    const auto m = Model::load(path.string());
+    std::filesystem::remove(path);
+    const SweepResult r =
+        run_sweep(m, test::token_ids(80, 5), base_config(), parse_sweep_axes({"state=f32,f16"}), true);
+    QCOMPARE(r.points.size(), size_t{2});
+    QCOMPARE(r.points[1].run.state_bytes_per_seq * 2, r.points[0].run.state_bytes_per_seq);
+    QCOMPARE(r.points[0].agreement->kl_mean, 0.0);  // f32 state: the reference itself
+    QVERIFY(r.points[1].agreement->kl_mean > 0.0 && r.points[1].agreement->kl_mean < 1e-4);
   }
 
   void pareto_frontier() {

@@ -122,7 +122,7 @@ class TestRecurrentState : public QObject {
     Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
     QVERIFY2(!e.config().prefix_caching, "prefix caching stays on without state checkpoints");
     QCOMPARE(e.backend().state_bytes_per_slot(), int64_t{4 * 2 * 64 * 4});
-    QVERIFY2(e.kv_summary().find("recurrent state: 12 slots") != std::string::npos, e.kv_summary().c_str());
+    QVERIFY2(e.kv_summary().find("recurrent state (f32): 12 slots") != std::string::npos, e.kv_summary().c_str());
   }
 
   // qwen35: three Gated DeltaNet layers, each 3 past inputs of 128 conv channels plus 4 value
@@ -201,6 +201,34 @@ class TestRecurrentState : public QObject {
       QVERIFY(d7 < 1e-5f && d1 < 3e-5f);
     }
     QVERIFY(outs[2].seqs == outs[0].seqs);
+  }
+
+  // The state slots in f16 or bf16 (EngineConfig::state_dtype): half the bytes, rounded once per
+  // token and layer, so the logits move (they are not the f32 run's) but stay near: measured
+  // bounds, with the rounding of bf16 (8 mantissa bits) coarser than f16's (11).
+  void state_dtypes_halve_the_slot_data() { arch_rows(); }
+  void state_dtypes_halve_the_slot() {
+    QFETCH(QString, arch);
+    const auto m = hybrid(arch.toStdString());
+    const std::vector<std::vector<TokenId>> prompts = {tokens(60, 3)};
+    const Out f32 = run(m, base(), prompts, 12);
+    int64_t f32_bytes = 0;
+    {
+      Engine e(m, std::make_unique<CpuBackend>(m, 2), base());
+      f32_bytes = e.backend().state_bytes_per_slot();
+    }
+    for (StateDtype d : {StateDtype::F16, StateDtype::BF16}) {
+      EngineConfig cfg = base();
+      cfg.state_dtype = d;
+      Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
+      QCOMPARE(e.backend().state_bytes_per_slot() * 2, f32_bytes);
+      QVERIFY(e.kv_summary().find(std::string("recurrent state (") + state_dtype_name(d) + ")") != std::string::npos);
+      const Out got = run(m, cfg, prompts, 12);
+      const float diff = max_diff(got, f32);
+      qInfo("%s state %s vs f32: max |dlogit| %.2e", qPrintable(arch), state_dtype_name(d), static_cast<double>(diff));
+      QVERIFY2(diff > 0.0f, "a 16-bit state gave the f32 run's bits: was it rounded at all?");
+      QVERIFY(diff < (d == StateDtype::F16 ? 2e-2f : 1e-1f));
+    }
   }
 
   // A pool that cannot hold both sequences to the end preempts one; it resumes with a fresh
