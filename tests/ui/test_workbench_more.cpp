@@ -217,6 +217,26 @@ class TestWorkbenchMore : public QObject {
     s->save();
   }
 
+  // Settings > Recurrent state: the state slots' dtype reaches the config the panel applies.
+  void stateDtypeSetting() {
+    MainWindow w;
+    w.show();
+    w.openModel(model_path());
+    QTRY_VERIFY_WITH_TIMEOUT(w.host()->hasEngine(), kTimeoutMs);
+    SettingsPanel* s = w.settingsPanel();
+    QComboBox* box = s->stateDtypeBox();
+    QCOMPARE(box->count(), 3);
+    QVERIFY2(s->config(), qPrintable(s->validationMessage()));
+    QCOMPARE(s->config()->state_dtype, StateDtype::F32);
+    box->setCurrentIndex(box->findData(QStringLiteral("bf16")));
+    QCOMPARE(s->config()->state_dtype, StateDtype::BF16);
+    EngineConfig cfg = *s->config();
+    cfg.state_dtype = StateDtype::F16;
+    s->showConfig(cfg);
+    QCOMPARE(box->currentText(), QStringLiteral("f16"));
+    QVERIFY(box->toolTip().contains(QStringLiteral("Qwen3.5")));
+  }
+
   // File > Export engine snapshot: the newest snapshot as JSON, every block and sequence of
   // it; a clear error (not a crash, not an empty file) before any engine ran or on a bad path.
   void exportSnapshotJson() {

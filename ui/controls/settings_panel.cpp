@@ -88,6 +88,13 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   dtype_->setObjectName(QStringLiteral("kvDtypeBox"));  // a lesson highlights it by name
   for (KvDtype d : kAllKvDtypes)
     dtype_->addItem(QString::fromLatin1(kv_dtype_name(d)), QString::fromLatin1(kv_dtype_name(d)));
+  stateDtype_ = new QComboBox;
+  for (StateDtype d : kAllStateDtypes)
+    stateDtype_->addItem(QString::fromLatin1(state_dtype_name(d)), QString::fromLatin1(state_dtype_name(d)));
+  stateDtype_->setToolTip(
+      tr("Hybrid models only (LFM2, Qwen3.5, Granite 4.0-H): the element type of the fixed state each "
+         "sequence holds in the recurrent layers, apart from the KV dtype. f16 and bf16 halve it and round it "
+         "once per token; models without recurrent layers ignore it."));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
   window_->setToolTip(
       tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
@@ -209,6 +216,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   ef->addRow(tr("Block size"), withNote(blockSize_, {"block_size"}));
   ef->addRow(tr("KV pool"), withNote(poolRow, {"num_blocks", "kv_memory_bytes", "sliding_num_blocks"}));
   ef->addRow(tr("KV dtype"), withNote(dtype_, {"kv_dtype"}));
+  ef->addRow(tr("Recurrent state"), withNote(stateDtype_, {"state_dtype"}));
   ef->addRow(tr("Sliding window"), withNote(window_, {"window"}));
   ef->addRow(tr("Sinks"), withNote(sinks_, {"sinks"}));
   ef->addRow(tr("Token eviction"), withNote(evict_, {"evict"}));
@@ -339,6 +347,7 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
     pool_->setText(QString::number(std::max<int64_t>(1, cfg.kv_memory_bytes >> 20)));
   }
   dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(cfg.kv_dtype)));
+  stateDtype_->setCurrentText(QString::fromLatin1(state_dtype_name(cfg.state_dtype)));
   window_->setText(QString::number(cfg.window));
   sinks_->setText(QString::number(cfg.sinks));
   evict_->setText(cfg.evict.on() ? QString::fromStdString(describe_evict(cfg.evict)) : QString());
@@ -425,6 +434,10 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
     cfg.kv_dtype = *dt;
   else
     problem("kv_dtype", tr("Unknown KV dtype %1.").arg(dtype_->currentText()));
+  if (const auto st = parse_state_dtype(stateDtype_->currentText().toStdString()))
+    cfg.state_dtype = *st;
+  else
+    problem("state_dtype", tr("Unknown state dtype %1.").arg(stateDtype_->currentText()));
   const bool windowOk = window_->hasAcceptableInput(), sinksOk = sinks_->hasAcceptableInput();
   if (!windowOk) problem("window", tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
   if (!sinksOk) problem("sinks", tr("Sinks: enter a whole number of tokens (0 = none)."));

@@ -80,6 +80,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   QLineEdit* evictEdit() const { return evict_; }  // token eviction: a `--evict` spec, empty = off
   QPushButton* applyButton() const { return apply_; }
   QComboBox* dtypeBox() const { return dtype_; }
+  QComboBox* stateDtypeBox() const { return stateDtype_; }  // a hybrid model's recurrent state
   QCheckBox* prefixBox() const { return prefix_; }
   QCheckBox* baselineBox() const { return baseline_; }
   QComboBox* baselineReserveBox() const { return reserve_; }      // what the baseline reserves per request
@@ -109,7 +110,7 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
 
   QLineEdit* model_;
   QToolButton* recent_;
-  QComboBox *blockSize_, *poolUnit_, *dtype_;
+  QComboBox *blockSize_, *poolUnit_, *dtype_, *stateDtype_;
   QLineEdit *pool_, *window_, *sinks_, *evict_, *maxLen_;
   QCheckBox* prefix_;
   QCheckBox* baseline_;

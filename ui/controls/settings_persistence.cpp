@@ -46,6 +46,7 @@ void SettingsPanel::load() {
     poolUnit_->setCurrentIndex(s.value(QStringLiteral("poolUnit")).toInt());
     pool_->setText(s.value(QStringLiteral("pool")).toString());
     dtype_->setCurrentText(s.value(QStringLiteral("dtype")).toString());
+    stateDtype_->setCurrentText(s.value(QStringLiteral("stateDtype"), QStringLiteral("f32")).toString());
     window_->setText(s.value(QStringLiteral("window")).toString());
     sinks_->setText(s.value(QStringLiteral("sinks")).toString());
     evict_->setText(s.value(QStringLiteral("evict")).toString());
@@ -75,6 +76,7 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("poolUnit"), poolUnit_->currentIndex());
   s.setValue(QStringLiteral("pool"), pool_->text());
   s.setValue(QStringLiteral("dtype"), dtype_->currentText());
+  s.setValue(QStringLiteral("stateDtype"), stateDtype_->currentText());
   s.setValue(QStringLiteral("window"), window_->text());
   s.setValue(QStringLiteral("sinks"), sinks_->text());
   s.setValue(QStringLiteral("evict"), evict_->text());
