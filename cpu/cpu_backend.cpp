@@ -481,8 +481,7 @@ void CpuBackend::split_query_gate(int32_t il, int32_t n) {
 
 void CpuBackend::gate_attention_heads(int32_t il, int32_t n) {
   const int64_t Q = model_->config.layer_q_dim(il);
-  for (int64_t i = 0; i < n * Q; ++i)
-    att_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-q_gate_[static_cast<size_t>(i)]));
+  for (int64_t i = 0; i < n * Q; ++i) att_[static_cast<size_t>(i)] *= sigmoid(q_gate_[static_cast<size_t>(i)]);
 }
 
 void CpuBackend::attention_output(int32_t il, int32_t n, const float* heads) {

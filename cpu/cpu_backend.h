@@ -138,7 +138,7 @@ class CpuBackend : public Backend {
   void delta_rule_token(const GdnWeights& G, float* st, float* mix, const float* alpha, const float* beta,
                         float* out) const;
   // qwen35's gated attention: the query projection's rows split into q_ and each head's gate
-  // (gqa_), and after attention each head's output scaled by sigmoid(its gate).
+  // (q_gate_), and after attention each head's output scaled by sigmoid(its gate).
   void split_query_gate(int32_t layer, int32_t n_tokens);
   void gate_attention_heads(int32_t layer, int32_t n_tokens);
   // gemma4 (cpu/cpu_layer_inputs.cpp): the per-layer inputs of this batch's tokens, computed once
@@ -207,9 +207,10 @@ class CpuBackend : public Backend {
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, ffn_;
   std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // latent attention (cpu_latent_attention.cpp)
   std::vector<float> ple_in_, ple_x_;  // gemma4: [token][layer][n_embd_per_layer] inputs, [token][..] work
-  // Recurrent state: [slot][recurrent layer][ModelConfig::state_floats_per_layer()]; lfm2's is
-  // [n_embd][conv_l_cache - 1] past B*x values, qwen35's GdnConfig's (conv then delta-rule S),
-  // oldest first; recurrent_index_[il]: il's place among the recurrent layers (-1: none).
+  // Recurrent state: [slot][recurrent layer][ModelConfig::state_floats_per_layer()], in f32 or
+  // (state_dtype_) 16 bits; lfm2's is [n_embd][conv_l_cache - 1] past B*x values, qwen35's and
+  // granitehybrid's the conv inputs then the recurrence (GdnConfig, Mamba2Config), oldest first;
+  // recurrent_index_[il]: il's place among the recurrent layers (-1: none).
   std::vector<float> state_;       // f32 slots
   std::vector<uint16_t> state16_;  // f16 / bf16 slots
   StateDtype state_dtype_ = StateDtype::F32;

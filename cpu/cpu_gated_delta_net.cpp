@@ -8,8 +8,8 @@
 // The state (conv inputs and every S_h) carries over between chunks and is zeroed at position 0,
 // so any split of a prompt into chunks gives the same numbers: the tokens run one by one.
 #include <cmath>
-#include <stdexcept>
 
+#include "cpu/affine.h"
 #include "cpu/causal_conv.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
@@ -18,25 +18,11 @@ namespace kvscope {
 
 namespace {
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // ggml's threshold
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 // ggml's build_gdn_l2_norm: rms_norm(x, eps / n) / sqrt(n) = x / sqrt(sum x^2 + eps).
 void l2_normalize(float* x, int32_t n, float eps) {
   rms_norm(x, nullptr, x, n, eps / static_cast<float>(n));
   const float s = 1.0f / std::sqrt(static_cast<float>(n));
   for (int32_t i = 0; i < n; ++i) x[i] *= s;
-}
-
-void scale_rows(float* y, int64_t n, float scale) {
-  if (scale == 1.0f) return;
-  for (int64_t i = 0; i < n; ++i) y[i] *= scale;
 }
 
 }  // namespace
@@ -60,10 +46,10 @@ void CpuBackend::gated_delta_net_block(int32_t il, const BatchView& batch) {
                        {&G.alpha_proj, gdn_alpha_.data()},
                        {&G.beta_proj, gdn_beta_.data()}},
                       xn_.data(), n);
-  scale_rows(gdn_mix_.data(), n * C, G.in_scale);
-  scale_rows(gdn_z_.data(), n * V, G.z_scale);
-  scale_rows(gdn_alpha_.data(), n * H, G.alpha_scale);
-  scale_rows(gdn_beta_.data(), n * H, G.beta_scale);
+  apply_affine(gdn_mix_.data(), n, C, Affine{{}, G.in_scale}, AffineOrder::ScaleThenBias);
+  apply_affine(gdn_z_.data(), n, V, Affine{{}, G.z_scale}, AffineOrder::ScaleThenBias);
+  apply_affine(gdn_alpha_.data(), n, H, Affine{{}, G.alpha_scale}, AffineOrder::ScaleThenBias);
+  apply_affine(gdn_beta_.data(), n, H, Affine{{}, G.beta_scale}, AffineOrder::ScaleThenBias);
   for (int32_t t = 0; t < n; ++t) {
     float* st = token_state(il, batch, t);
     delta_rule_token(G, st, &gdn_mix_[static_cast<size_t>(t * C)], &gdn_alpha_[static_cast<size_t>(t * H)],
@@ -77,7 +63,7 @@ void CpuBackend::gated_delta_net_block(int32_t il, const BatchView& batch) {
     for (int32_t i = 0; i < D; ++i) o[i] *= silu(z[i]);
   }
   matmul_timed(G.out_proj, gdn_out_.data(), n, o_.data());
-  scale_rows(o_.data(), n * E, G.out_scale);
+  apply_affine(o_.data(), n, E, Affine{{}, G.out_scale}, AffineOrder::ScaleThenBias);
   add_mixer_output(il, n);
 }
 
@@ -105,9 +91,8 @@ void CpuBackend::delta_rule_token(const GdnWeights& G, float* st, float* mix, co
     for (int64_t i = 0; i < static_cast<int64_t>(D) * D; ++i) M[i] *= decay;
     for (int32_t j = 0; j < D; ++j) {
       float* row = M + static_cast<int64_t>(j) * D;
-      const float delta = (vh[j] - dot(row, kh, D)) * b;
-      for (int32_t i = 0; i < D; ++i) row[i] += delta * kh[i];
-      out[h * D + j] = dot(row, qh, D) * out_scale;
+      axpy_f32((vh[j] - dot_f32(row, kh, D)) * b, kh, row, D);
+      out[h * D + j] = dot_f32(row, qh, D) * out_scale;
     }
   }
 }

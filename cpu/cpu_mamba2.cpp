@@ -9,17 +9,12 @@
 // position 0, so any split of a prompt into chunks gives the same numbers.
 #include <cmath>
 
+#include "cpu/affine.h"
 #include "cpu/causal_conv.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
 
 namespace kvscope {
-
-namespace {
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // ggml's threshold
-
-}  // namespace
 
 void CpuBackend::mamba2_block(int32_t il, const BatchView& batch) {
   const ModelConfig& c = model_->config;
@@ -33,8 +28,7 @@ void CpuBackend::mamba2_block(int32_t il, const BatchView& batch) {
   for (int32_t t = 0; t < n; ++t)
     rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], static_cast<int32_t>(E), c.rms_eps);
   matmul_timed(M.in_proj, xn_.data(), n, gdn_mix_.data());
-  if (M.in_scale != 1.0f)
-    for (float& v : gdn_mix_) v *= M.in_scale;
+  apply_affine(gdn_mix_.data(), n, P, Affine{{}, M.in_scale}, AffineOrder::ScaleThenBias);
   for (int32_t t = 0; t < n; ++t) {
     float* row = &gdn_mix_[static_cast<size_t>(t * P)];
     float* y = &gdn_out_[static_cast<size_t>(t * DI)];
@@ -45,8 +39,7 @@ void CpuBackend::mamba2_block(int32_t il, const BatchView& batch) {
       rms_norm(y + g * G, &M.norm[static_cast<size_t>(g * G)], y + g * G, static_cast<int32_t>(G), c.rms_eps);
   }
   matmul_timed(M.out_proj, gdn_out_.data(), n, o_.data());
-  if (M.out_scale != 1.0f)
-    for (int64_t i = 0; i < n * E; ++i) o_[static_cast<size_t>(i)] *= M.out_scale;
+  apply_affine(o_.data(), n, E, Affine{{}, M.out_scale}, AffineOrder::ScaleThenBias);
   add_mixer_output(il, n);
 }
 

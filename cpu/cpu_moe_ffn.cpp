@@ -5,8 +5,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "cpu/affine.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/ffn_activation.h"
+#include "cpu/ops.h"
 
 namespace kvscope {
 
@@ -158,10 +160,9 @@ void CpuBackend::moe_ffn(const MoeWeights& X, int32_t n) {
   moe_.up.resize(static_cast<size_t>(n * S));
   moe_.out.resize(static_cast<size_t>(n * E));
   matmul_shared_timed({{&X.shared_gate, moe_.gate.data()}, {&X.shared_up, moe_.up.data()}}, xn_.data(), n);
-  for (int64_t i = 0; i < n * S; ++i) {  // qwen35moe's per-tensor scales (1 elsewhere)
-    moe_.gate[static_cast<size_t>(i)] *= X.shared_gate_scale;
-    moe_.up[static_cast<size_t>(i)] *= X.shared_up_scale;
-  }
+  // qwen35moe's per-tensor scales (1 elsewhere: nothing to do)
+  apply_affine(moe_.gate.data(), n, S, Affine{{}, X.shared_gate_scale}, AffineOrder::ScaleThenBias);
+  apply_affine(moe_.up.data(), n, S, Affine{{}, X.shared_up_scale}, AffineOrder::ScaleThenBias);
   ffn_activation_mul(c.traits.act, moe_.gate.data(), moe_.up.data(), n * S);
   matmul_timed(X.shared_down, moe_.gate.data(), n, moe_.out.data());
   for (int32_t t = 0; t < n; ++t) {
@@ -171,7 +172,7 @@ void CpuBackend::moe_ffn(const MoeWeights& X, int32_t n) {
     if (!X.shared_router.empty()) {
       float z = 0.0f;
       for (int64_t d = 0; d < E; ++d) z += X.shared_router[static_cast<size_t>(d)] * xt[d];
-      w *= 1.0f / (1.0f + std::exp(-z));
+      w *= sigmoid(z);
     }
     float* ot = &o_[static_cast<size_t>(t * E)];
     const float* y = &moe_.out[static_cast<size_t>(t * E)];

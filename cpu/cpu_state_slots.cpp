@@ -1,6 +1,7 @@
-// The recurrent layers' per-sequence state (lfm2's short convolutions, qwen35's Gated DeltaNet):
-// one slot per running sequence, each [recurrent layer][state_floats_per_layer] f32 values. The
-// engine's StateSlotManager hands the slots out; forks copy them.
+// The recurrent layers' per-sequence state (lfm2's short convolutions, qwen35's Gated DeltaNet,
+// granitehybrid's Mamba-2): one slot per running sequence, each [recurrent layer]
+// [state_floats_per_layer] values in the state dtype (f32, f16 or bf16). The engine's
+// StateSlotManager hands the slots out; forks copy them.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>

@@ -74,6 +74,10 @@ void rope_apply(float* x, int32_t n_rot, const float* cs, RopeStyle style) {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
 float gelu_tanh(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoef = 0.044715f;

@@ -22,6 +22,8 @@ void rope_cos_sin_row(int32_t n_rot, int32_t pos, float base, float freq_scale, 
                       const float* freq_factors = nullptr, const RopeYarn* yarn = nullptr);
 void rope_apply(float* x, int32_t n_rot, const float* cs, RopeStyle style);
 float silu(float x);
+float sigmoid(float x);
+float softplus(float x);   // log(1 + e^x), x itself above 20 (ggml's threshold)
 float gelu_tanh(float x);  // exact f32 tanh-GELU (llama.cpp uses an f16 table on CPU; see docs/quality.md)
 // In-place numerically stable softmax of n values.
 void softmax_inplace(float* x, int32_t n);
