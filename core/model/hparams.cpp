@@ -11,6 +11,12 @@ int32_t checked_i32(int64_t v, const std::string& what, int64_t lo, int64_t hi) 
   return static_cast<int32_t>(v);
 }
 
+int32_t required_i32(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  const std::optional<int64_t> v = f.get_int(key);
+  if (!v) throw ModelError("missing hyper-parameter '" + key + "'");
+  return checked_i32(*v, key, lo, hi);
+}
+
 std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int32_t n_layer, const int64_t* def) {
   const GgufValue* v = f.find(key);
   if (!v) {

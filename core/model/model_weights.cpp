@@ -223,17 +223,14 @@ void load_moe_ffn(const Loader& ld, const ModelConfig& c, const std::string& p, 
     X.up_bias = ld.flat(p + "ffn_up_exps.bias", {F, m.n_expert});
     X.down_bias = ld.flat(p + "ffn_down_exps.bias", {E, m.n_expert});
   }
-  if (m.n_shared > 0) {
-    const int64_t S = F * m.n_shared;
-    X.shared_gate = ld.matrix(p + "ffn_gate_shexp.weight", E, S);
-    X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
-    X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
-  }
-  if (m.n_ff_shared > 0 && ld.find(p + "ffn_up_shexp.weight", false)) {  // qwen35moe: gated, scaled
-    const int64_t S = m.n_ff_shared;
-    X.shared_gate = ld.matrix(p + "ffn_gate_shexp.weight", E, S);
-    X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
-    X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
+  // n_shared experts of n_ff_exp, or qwen35moe's one of n_ff_shared (when the file has it).
+  const bool gated_shared = m.n_ff_shared > 0;
+  const int64_t S = gated_shared ? m.n_ff_shared : F * m.n_shared;
+  if (S == 0 || (gated_shared && !ld.find(p + "ffn_up_shexp.weight", false))) return;
+  X.shared_gate = ld.matrix(p + "ffn_gate_shexp.weight", E, S);
+  X.shared_up = ld.matrix(p + "ffn_up_shexp.weight", E, S);
+  X.shared_down = ld.matrix(p + "ffn_down_shexp.weight", S, E);
+  if (gated_shared) {  // qwen35moe: scaled, and gated by sigmoid(ffn_gate_inp_shexp . x)
     X.shared_gate_scale = ld.scale(p + "ffn_gate_shexp");
     X.shared_up_scale = ld.scale(p + "ffn_up_shexp");
     X.shared_down_scale = ld.scale(p + "ffn_down_shexp");

@@ -34,9 +34,7 @@ MoeGating glm_gating(const GgufFile& f, const std::string& key) {
 void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
   const std::string a = c.arch + ".";
   if (c.arch == "glm4moe") {
-    const auto shared = f.get_int(a + "expert_shared_count");
-    if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
-    m.n_shared = checked_i32(*shared, a + "expert_shared_count", 0, 64);
+    m.n_shared = required_i32(f, a + "expert_shared_count", 0, 64);
     m.n_dense_lead = checked_i32(f.get_int(a + "leading_dense_block_count").value_or(0),
                                  a + "leading_dense_block_count", 0, c.n_layer);
     const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
@@ -48,9 +46,7 @@ void read_arch_routing(const GgufFile& f, const ModelConfig& c, MoeConfig& m) {
   }
   if (c.arch == "deepseek2") {
     // V2 and V2.5 files carry no gating key and mean softmax; V3/R1/Kimi K2 say sigmoid (2).
-    const auto shared = f.get_int(a + "expert_shared_count");
-    if (!shared) throw ModelError("missing hyper-parameter '" + a + "expert_shared_count'");
-    m.n_shared = checked_i32(*shared, a + "expert_shared_count", 0, 64);
+    m.n_shared = required_i32(f, a + "expert_shared_count", 0, 64);
     m.n_dense_lead = checked_i32(f.get_int(a + "leading_dense_block_count").value_or(0),
                                  a + "leading_dense_block_count", 0, c.n_layer);
     const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);

@@ -25,21 +25,15 @@ void check_recurrent_flags(const GgufFile& f, const ModelConfig& c, const std::v
   }
 }
 
-int64_t required_int(const GgufFile& f, const std::string& key) {
-  const std::optional<int64_t> v = f.get_int(key);
-  if (!v) throw ModelError("missing hyper-parameter '" + key + "'");
-  return *v;
-}
-
 // granitehybrid's Mamba-2 sizes (ssm.* keys); llama.cpp runs only an expansion of 2.
 void read_mamba2(const GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch + ".";
   Mamba2Config& m = c.mamba2;
-  m.conv_kernel = checked_i32(required_int(f, a + "ssm.conv_kernel"), a + "ssm.conv_kernel", 2, 64);
-  m.d_inner = checked_i32(required_int(f, a + "ssm.inner_size"), a + "ssm.inner_size", 1, int64_t(1) << 20);
-  m.d_state = checked_i32(required_int(f, a + "ssm.state_size"), a + "ssm.state_size", 1, 4096);
-  m.n_heads = checked_i32(required_int(f, a + "ssm.time_step_rank"), a + "ssm.time_step_rank", 1, m.d_inner);
-  m.n_groups = checked_i32(required_int(f, a + "ssm.group_count"), a + "ssm.group_count", 1, m.n_heads);
+  m.conv_kernel = required_i32(f, a + "ssm.conv_kernel", 2, 64);
+  m.d_inner = required_i32(f, a + "ssm.inner_size", 1, int64_t(1) << 20);
+  m.d_state = required_i32(f, a + "ssm.state_size", 1, 4096);
+  m.n_heads = required_i32(f, a + "ssm.time_step_rank", 1, m.d_inner);
+  m.n_groups = required_i32(f, a + "ssm.group_count", 1, m.n_heads);
   if (m.d_inner != 2 * c.n_embd)
     throw ModelError(a + "ssm.inner_size " + std::to_string(m.d_inner) + " is not 2 x embedding_length (" +
                      std::to_string(2 * c.n_embd) + "), the only Mamba-2 expansion llama.cpp runs");
@@ -76,9 +70,7 @@ void read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
   if (n_attention == 0)
     throw ModelError(a + "attention.head_count_kv is 0 in every layer: the model has no attention layer");
   if (c.traits.mamba2) return read_mamba2(f, c);
-  const std::optional<int64_t> taps = f.get_int(a + "shortconv.l_cache");
-  if (!taps) throw ModelError("missing hyper-parameter '" + a + "shortconv.l_cache'");
-  c.conv_l_cache = checked_i32(*taps, a + "shortconv.l_cache", 2, 64);
+  c.conv_l_cache = required_i32(f, a + "shortconv.l_cache", 2, 64);
 }
 
 namespace {
@@ -129,14 +121,14 @@ void read_gated_delta_net(const GgufFile& f, ModelConfig& c) {
   }
   if (n_attention == 0) throw ModelError(a + "attention.recurrent_layers marks every layer recurrent: no attention");
   GdnConfig& g = c.gdn;
-  g.conv_kernel = checked_i32(required_int(f, a + "ssm.conv_kernel"), a + "ssm.conv_kernel", 2, 64);
-  g.d_state = checked_i32(required_int(f, a + "ssm.state_size"), a + "ssm.state_size", 1, 4096);
-  g.n_v_heads = checked_i32(required_int(f, a + "ssm.time_step_rank"), a + "ssm.time_step_rank", 1, 4096);
-  g.n_k_heads = checked_i32(required_int(f, a + "ssm.group_count"), a + "ssm.group_count", 1, g.n_v_heads);
+  g.conv_kernel = required_i32(f, a + "ssm.conv_kernel", 2, 64);
+  g.d_state = required_i32(f, a + "ssm.state_size", 1, 4096);
+  g.n_v_heads = required_i32(f, a + "ssm.time_step_rank", 1, 4096);
+  g.n_k_heads = required_i32(f, a + "ssm.group_count", 1, g.n_v_heads);
   if (g.n_v_heads % g.n_k_heads != 0)
     throw ModelError(a + "ssm.group_count " + std::to_string(g.n_k_heads) + " does not divide ssm.time_step_rank " +
                      std::to_string(g.n_v_heads));
-  const int64_t inner = required_int(f, a + "ssm.inner_size");
+  const int64_t inner = required_i32(f, a + "ssm.inner_size", 1, int64_t(1) << 20);
   if (inner != g.value_dim())
     throw ModelError(a + "ssm.inner_size " + std::to_string(inner) + " != ssm.time_step_rank x ssm.state_size (" +
                      std::to_string(g.value_dim()) + "): the delta rule needs value heads as wide as key heads");
