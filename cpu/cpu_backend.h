@@ -130,9 +130,10 @@ class CpuBackend : public Backend {
   // Token t's sequence's state in recurrent layer il as f32 (cpu/cpu_state_slots.cpp), zeroed
   // at position 0: a new sequence, or one recomputed after a preemption. With a 16-bit state
   // dtype it is a decoded copy that store_token_state rounds back into the slot; every layer
-  // calls it when the token is done (a no-op for f32).
+  // calls it when the token is done, and it also copies the layer's state into the token's
+  // checkpoint slot (BatchView::state_save_to) when the batch asks for one.
   float* token_state(int32_t layer, const BatchView& batch, int32_t token);
-  void store_token_state();
+  void store_token_state(const BatchView& batch, int32_t token);
   // One token's convolution and delta rule on one sequence's layer state (st), from its
   // in_proj row (mix, consumed) to its value heads' outputs (out).
   void delta_rule_token(const GdnWeights& G, float* st, float* mix, const float* alpha, const float* beta,
@@ -215,7 +216,8 @@ class CpuBackend : public Backend {
   std::vector<uint16_t> state16_;  // f16 / bf16 slots
   StateDtype state_dtype_ = StateDtype::F32;
   std::vector<float> state_work_;  // the decoded layer state of the token being computed
-  size_t state_work_at_ = 0;       // where it goes back in state16_
+  size_t state_work_at_ = 0;       // where the token's layer state is in its slot array
+  size_t state_layer_at_ = 0;      // the same within one slot
   int32_t n_state_slots_ = 0;
   std::vector<int32_t> recurrent_index_;
   std::vector<float> conv_bcx_, conv_y_;  // [token][3 n_embd], [token][n_embd]

@@ -54,7 +54,7 @@ void CpuBackend::gated_delta_net_block(int32_t il, const BatchView& batch) {
     float* st = token_state(il, batch, t);
     delta_rule_token(G, st, &gdn_mix_[static_cast<size_t>(t * C)], &gdn_alpha_[static_cast<size_t>(t * H)],
                      &gdn_beta_[static_cast<size_t>(t * H)], &gdn_out_[static_cast<size_t>(t * V)]);
-    store_token_state();
+    store_token_state(batch, t);
   }
   for (int64_t r = 0; r < n * H; ++r) {  // RMSNorm of each head's output, times silu(z)
     float* o = &gdn_out_[static_cast<size_t>(r * D)];

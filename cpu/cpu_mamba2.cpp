@@ -33,7 +33,7 @@ void CpuBackend::mamba2_block(int32_t il, const BatchView& batch) {
     float* row = &gdn_mix_[static_cast<size_t>(t * P)];
     float* y = &gdn_out_[static_cast<size_t>(t * DI)];
     mamba2_token(M, token_state(il, batch, t), row, y);
-    store_token_state();
+    store_token_state(batch, t);
     for (int64_t i = 0; i < DI; ++i) y[i] *= silu(row[i]);  // z gates y (ggml_swiglu_split)
     for (int64_t g = 0; g < m.n_groups; ++g)
       rms_norm(y + g * G, &M.norm[static_cast<size_t>(g * G)], y + g * G, static_cast<int32_t>(G), c.rms_eps);

@@ -37,7 +37,7 @@ void CpuBackend::short_conv_block(int32_t il, const BatchView& batch) {
       s[S - 1] = bx;
       y[e] = cc[e] * sum;
     }
-    store_token_state();
+    store_token_state(batch, t);
   }
   matmul_timed(L.conv_out, conv_y_.data(), n, o_.data());
   add_mixer_output(il, n);

@@ -1,7 +1,8 @@
 // The recurrent layers' per-sequence state (lfm2's short convolutions, qwen35's Gated DeltaNet,
 // granitehybrid's Mamba-2): one slot per running sequence, each [recurrent layer]
 // [state_floats_per_layer] values in the state dtype (f32, f16 or bf16). The engine's
-// StateSlotManager hands the slots out; forks copy them.
+// StateSlotManager hands the slots out (sequences' first, then prefix-cache checkpoints); forks
+// and checkpoint restores copy them.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -55,27 +56,38 @@ float* CpuBackend::token_state(int32_t il, const BatchView& batch, int32_t t) {
   const int32_t slot = batch.state_slots[static_cast<size_t>(batch.seq_index[static_cast<size_t>(t)])];
   if (slot < 0 || slot >= n_state_slots_) throw std::invalid_argument("a sequence without a state slot");
   const size_t per_layer = static_cast<size_t>(c.state_floats_per_layer());
-  const size_t at = static_cast<size_t>(slot) * static_cast<size_t>(c.state_floats_per_seq()) +
-                    static_cast<size_t>(recurrent_index_[static_cast<size_t>(il)]) * per_layer;
+  state_layer_at_ = static_cast<size_t>(recurrent_index_[static_cast<size_t>(il)]) * per_layer;
+  state_work_at_ = static_cast<size_t>(slot) * static_cast<size_t>(c.state_floats_per_seq()) + state_layer_at_;
   const bool fresh = batch.positions[static_cast<size_t>(t)] == 0;
   if (state_dtype_ == StateDtype::F32) {
-    float* st = &state_[at];
+    float* st = &state_[state_work_at_];
     if (fresh) std::fill(st, st + per_layer, 0.0f);
     return st;
   }
   state_work_.resize(per_layer);
-  state_work_at_ = at;
   if (fresh)
     std::fill(state_work_.begin(), state_work_.end(), 0.0f);
   else
-    dequantize_row(ggml_type_of(state_dtype_), &state16_[at], state_work_.data(), static_cast<int64_t>(per_layer));
+    dequantize_row(ggml_type_of(state_dtype_), &state16_[state_work_at_], state_work_.data(),
+                   static_cast<int64_t>(per_layer));
   return state_work_.data();
 }
 
-void CpuBackend::store_token_state() {
-  if (state_dtype_ == StateDtype::F32) return;
-  quantize_row(ggml_type_of(state_dtype_), state_work_.data(), &state16_[state_work_at_],
-               static_cast<int64_t>(state_work_.size()));
+void CpuBackend::store_token_state(const BatchView& batch, int32_t t) {
+  const ModelConfig& c = model_->config;
+  const size_t per_layer = static_cast<size_t>(c.state_floats_per_layer());
+  if (state_dtype_ != StateDtype::F32)
+    quantize_row(ggml_type_of(state_dtype_), state_work_.data(), &state16_[state_work_at_],
+                 static_cast<int64_t>(per_layer));
+  const int32_t save = batch.state_save_to.empty() ? -1 : batch.state_save_to[static_cast<size_t>(t)];
+  if (save < 0) return;
+  if (save >= n_state_slots_) throw std::invalid_argument("a state checkpoint into an unknown slot");
+  // The layer's state as stored, so a restored sequence continues from the very same bits.
+  const size_t dst = static_cast<size_t>(save) * static_cast<size_t>(c.state_floats_per_seq()) + state_layer_at_;
+  if (state_dtype_ == StateDtype::F32)
+    std::memcpy(&state_[dst], &state_[state_work_at_], per_layer * sizeof(float));
+  else
+    std::memcpy(&state16_[dst], &state16_[state_work_at_], per_layer * sizeof(uint16_t));
 }
 
 }  // namespace kvscope

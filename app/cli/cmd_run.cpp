@@ -138,6 +138,8 @@ int cmd_run(int argc, char** argv, int first) {
            "     min(prompt + max_tokens, max_model_len), or N slots that grow in place / move / preempt on overflow)\n"
            "  [--kv-blocks N | --kv-memory MiB] [--prefix-caching on|off] [--window W --sinks S] [--learned-sinks on|off] [--kv-dtype D] [--state-dtype f32|f16|bf16]\n"
            "  [--kv-group G] [--kivi-residual R] (kivi4/kivi2/rot4c: the newest R tokens beyond the filling block stay f16)\n"
+           "  [--state-checkpoints off|prompt-end|every-block|every:N] [--checkpoint-memory MiB] (hybrid recurrent models:\n"
+           "     where prefix caching keeps copies of the state, default every:8 in 256 MiB)\n"
            "  [--max-model-len N] [--max-running N] [--max-batched-tokens N] [--threads N] [--hybrid-kv auto|on|off]\n"
            "  [--evict h2o:B[:R][:layer]|snapkv:B[:W][:layer]] (token eviction: B tokens or P% of the prompt kept; --window = recent window;\n"
            "   :layer = each layer chooses its own B tokens)\n";

@@ -9,20 +9,36 @@
 namespace kvscope::cli {
 
 const std::set<std::string>& engine_option_names() {
-  static const std::set<std::string> names = {"model",          "threads",
-                                              "block-size",     "kv-blocks",
-                                              "kv-memory",      "kv-dtype",
-                                              "kv-group",       "kivi-residual",
-                                              "prefix-caching", "window",
-                                              "sinks",          "learned-sinks",
-                                              "max-running",    "max-batched-tokens",
-                                              "max-model-len",  "temp",
-                                              "top-k",          "top-p",
-                                              "min-p",          "repeat-penalty",
-                                              "repeat-last-n",  "seed",
-                                              "backend",        "kv-cache",
-                                              "hybrid-kv",      "snapshots",
-                                              "evict",          "state-dtype"};
+  static const std::set<std::string> names = {"model",
+                                              "threads",
+                                              "block-size",
+                                              "kv-blocks",
+                                              "kv-memory",
+                                              "kv-dtype",
+                                              "kv-group",
+                                              "kivi-residual",
+                                              "prefix-caching",
+                                              "window",
+                                              "sinks",
+                                              "learned-sinks",
+                                              "max-running",
+                                              "max-batched-tokens",
+                                              "max-model-len",
+                                              "temp",
+                                              "top-k",
+                                              "top-p",
+                                              "min-p",
+                                              "repeat-penalty",
+                                              "repeat-last-n",
+                                              "seed",
+                                              "backend",
+                                              "kv-cache",
+                                              "hybrid-kv",
+                                              "snapshots",
+                                              "evict",
+                                              "state-dtype",
+                                              "state-checkpoints",
+                                              "checkpoint-memory"};
   return names;
 }
 
@@ -79,6 +95,13 @@ EngineConfig engine_config(const Args& a, const Model& m) {
   const auto state = parse_state_dtype(sd);
   if (!state) throw UsageError("--state-dtype '" + sd + "' is not one of " + state_dtype_choices());
   c.state_dtype = *state;
+  std::string why;
+  if (!parse_checkpoint_policy(a.str("state-checkpoints", checkpoint_policy_name(c.state_checkpoints)),
+                               c.state_checkpoints, why))
+    throw UsageError("--state-checkpoints " + why);
+  const double ckpt_mib = a.f64("checkpoint-memory", static_cast<double>(c.checkpoint_memory_bytes) / (1 << 20));
+  if (!(ckpt_mib >= 0)) throw UsageError("--checkpoint-memory must be >= 0 MiB");
+  c.checkpoint_memory_bytes = static_cast<int64_t>(ckpt_mib * (1 << 20));
   c.kv_quant_group = static_cast<int32_t>(a.i64("kv-group", 0));
   c.kivi_residual = static_cast<int32_t>(a.i64("kivi-residual", 0));  // validate() explains a bad value
   const std::string pc = a.str("prefix-caching", "on");

@@ -57,6 +57,9 @@ struct BatchView {
   // [n_seqs] each sequence's recurrent-state slot (models with recurrent layers; empty or -1
   // otherwise). A sequence whose first token here is at position 0 starts a fresh state.
   std::vector<int32_t> state_slots;
+  // [n_tokens] or empty: the state slot (a prefix-cache checkpoint) each recurrent layer copies
+  // its sequence's state into once this token is computed; -1: none.
+  std::vector<int32_t> state_save_to;
   // Token eviction (one KV group only; all empty when it is off, and then cost nothing):
   std::span<const uint8_t> holes;  // [num_blocks * block_size]: 1 = evicted slot, attention skips it
   std::span<const uint8_t>

@@ -19,7 +19,8 @@ void build_batch(const SchedulerOutput& out, const KvSlotAllocator& kv,
       t = kv.group_block_table(s.id, g);
       (g == 0 ? v.block_tables : v.groups_after_first[static_cast<size_t>(g - 1)].block_tables).emplace_back(t);
     }
-    v.state_slots.push_back(kv.state_slot(s.id));
+    const int32_t state_slot = kv.state_slot(s.id);
+    v.state_slots.push_back(state_slot);
     b.chunk_rows[c].first = static_cast<int32_t>(v.logits_rows.size());
     for (int32_t i = 0; i < ch.n_tokens; ++i) {
       const int32_t pos = ch.first_pos + i;
@@ -29,6 +30,7 @@ void build_batch(const SchedulerOutput& out, const KvSlotAllocator& kv,
       for (int32_t g = 1; g < n_groups; ++g)
         v.groups_after_first[static_cast<size_t>(g - 1)].slot_mapping.push_back(kv.group_slot(g, s.id, pos));
       v.seq_index.push_back(si);
+      if (state_slot >= 0) v.state_save_to.push_back(kv.state_save_slot(s.id, pos));  // every sequence has one
       const bool last = i == ch.n_tokens - 1;
       // Perplexity needs the prediction after every prompt position but the last (whose
       // logits are the sampling row anyway).

@@ -137,6 +137,7 @@ bool Engine::step() {
   if (evictor_) evictor_->annotate(out, batch.view);
   counters_.tokens_prefilled += batch.prefilled_tokens;
   const std::vector<float>& logits = forward(out, batch);
+  if (kv_setup_.state_slots) kv_setup_.state_slots->commit_checkpoints();  // written: now hits
   sched_->on_step_done(out);
   ++counters_.steps;
   postprocess(out, batch, logits);

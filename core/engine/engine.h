@@ -81,6 +81,8 @@ class Engine {
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
   const KvSlotAllocator& kv() const { return *kv_; }
+  // A hybrid recurrent model's state slots and checkpoints; null for other models.
+  const StateSlotManager* state_slots() const { return kv_setup_.state_slots; }
   // The concrete allocator, for tests and inspection (the engine itself only uses kv()).
   const KvCacheManager* paged_kv() const;            // null in baseline mode; group 0 if hybrid
   const HybridKvManager* hybrid_kv() const;          // null unless the hybrid KV cache is on

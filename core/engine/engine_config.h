@@ -8,6 +8,7 @@
 #include "engine/scheduler_config.h"
 #include "kv/baseline_reserve.h"
 #include "kv/kv_dtype.h"
+#include "kv/state_checkpoint_pool.h"
 #include "kv/state_dtype.h"
 
 namespace kvscope {
@@ -24,6 +25,11 @@ struct EngineConfig {
   KvDtype kv_dtype = KvDtype::F32;
   // Hybrid recurrent models only: the element type of each sequence's state slot.
   StateDtype state_dtype = StateDtype::F32;
+  // Hybrid recurrent models with prefix caching: the block boundaries where a computing sequence
+  // leaves a copy of its state (kv/state_checkpoint_pool.h), and the memory those copies may
+  // take (least recently used first out). Policy off, or no room for one: no prefix-cache hits.
+  CheckpointPolicy state_checkpoints;
+  int64_t checkpoint_memory_bytes = 256LL << 20;
   // Channels per scale of the packed 4/2-bit KV dtypes (int4, rot4, kivi values); 0 = the default
   // kDefaultKvGroup (32), capped at head_dim. KIVI's keys are grouped by the block instead.
   int32_t kv_quant_group = 0;

@@ -194,16 +194,26 @@ KvSetup build_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) 
 }  // namespace
 
 KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
-  const bool recurrent = model.config.has_recurrent();
-  // A prefix-cache hit would skip tokens whose recurrent state the sequence's slot never saw:
-  // no hits until state checkpoints exist (issue 29's second stage).
-  if (recurrent) cfg.prefix_caching = false;
+  const ModelConfig& mc = model.config;
+  const bool recurrent = mc.has_recurrent();
+  // A prefix-cache hit skips tokens whose recurrent state the sequence's slot never saw: hits
+  // need a checkpoint of that state (kv/state_checkpoint_pool.h), else none at all.
+  const int64_t per_slot = mc.state_floats_per_seq() * state_elem_bytes(cfg.state_dtype);
+  const int64_t n_checkpoints =
+      cfg.state_checkpoints.kind == CheckpointPolicy::Kind::Off || per_slot <= 0 || cfg.contiguous_baseline
+          ? 0
+          : std::min<int64_t>(cfg.checkpoint_memory_bytes / per_slot, 1 << 16);
+  if (recurrent && n_checkpoints == 0) cfg.prefix_caching = false;
   KvSetup out = build_kv_setup(model, backend, cfg);
   if (!recurrent) return out;
   // A slot per running sequence, and a few for the sequences n > 1 forks add beside them.
-  const int32_t n_slots = std::max(1, cfg.sched.max_running) + 8;
-  backend.init_state_slots(n_slots, cfg.state_dtype);
-  auto slots = std::make_unique<StateSlotManager>(std::move(out.kv), n_slots);
+  StateSlotConfig sc;
+  sc.n_slots = std::max(1, cfg.sched.max_running) + 8;
+  sc.n_checkpoints = cfg.prefix_caching ? static_cast<int32_t>(n_checkpoints) : 0;
+  sc.block_size = cfg.block_size;
+  sc.policy = cfg.state_checkpoints;
+  backend.init_state_slots(sc.n_slots + sc.n_checkpoints, cfg.state_dtype);
+  auto slots = std::make_unique<StateSlotManager>(std::move(out.kv), sc);
   out.state_slots = slots.get();
   out.kv = std::move(slots);
   return out;

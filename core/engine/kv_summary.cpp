@@ -65,13 +65,17 @@ std::string describe_kv_pools(const Backend& backend, int32_t max_model_len, int
 std::string describe_state_slots(const Backend& backend, const StateSlotManager* slots) {
   if (!slots) return {};
   const int64_t per_slot = backend.state_bytes_per_slot();
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "; recurrent state (%s): %d slots x %lld B = %.2f MiB (fixed per sequence; prefix caching off until "
-                "state checkpoints)",
+  const int32_t n_ckpt = slots->checkpoints().capacity();
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "; recurrent state (%s): %d slots x %lld B = %.2f MiB (fixed per sequence)",
                 state_dtype_name(backend.state_dtype()), slots->num_state_slots(), static_cast<long long>(per_slot),
                 static_cast<double>(per_slot) * slots->num_state_slots() / (1 << 20));
-  return buf;
+  std::string out = buf;
+  if (n_ckpt == 0) return out + "; no state checkpoints, so no prefix-cache hits";
+  std::snprintf(buf, sizeof buf, "; state checkpoints (%s): %d x %lld B = %.2f MiB",
+                checkpoint_policy_name(slots->checkpoint_policy()).c_str(), n_ckpt, static_cast<long long>(per_slot),
+                static_cast<double>(per_slot) * n_ckpt / (1 << 20));
+  return out + buf;
 }
 
 std::string describe_borrowed_kv(const ModelConfig& c) {

@@ -140,9 +140,20 @@ std::optional<BlockId> BlockPool::lookup(BlockHash h, BlockId parent, std::span<
   for (; it != end; ++it) {
     const BlockState& st = blocks_[it->second];
     // The hash only narrows the search; identity is parent + exact tokens (collision-proof).
-    if (st.parent == parent && std::ranges::equal(st.tokens, tokens)) return it->second;
+    if (same_prefix(st.parent, parent) && std::ranges::equal(st.tokens, tokens)) return it->second;
   }
   return std::nullopt;
+}
+
+bool BlockPool::same_prefix(BlockId a, BlockId b) const {
+  while (a != b) {
+    if (a == kNoBlock || b == kNoBlock) return false;
+    const BlockState &x = blocks_[a], &y = blocks_[b];
+    if (!x.hashed || !y.hashed || x.hash != y.hash || !std::ranges::equal(x.tokens, y.tokens)) return false;
+    a = x.parent;
+    b = y.parent;
+  }
+  return true;
 }
 
 void BlockPool::unlink_child(BlockId parent, BlockId child) {

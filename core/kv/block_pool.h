@@ -58,6 +58,10 @@ class BlockPool {
   // Register a full block in the prefix cache. tokens/parent are stored so a hash collision
   // can never return the wrong K/V (lookup compares them exactly).
   void set_hash(BlockId b, BlockHash h, BlockId parent, std::span<const TokenId> tokens);
+  // The cached block holding tokens after parent. Its recorded parent may be another block
+  // with the same contents (a sequence that recomputed cached blocks, e.g. after a hit cut
+  // short, registers duplicates): then both chains are compared block by block to the root,
+  // so one copy of a prefix never hides the continuations cached under the other.
   std::optional<BlockId> lookup(BlockHash h, BlockId parent, std::span<const TokenId> tokens) const;
 
   const BlockState& state(BlockId b) const;
@@ -81,6 +85,7 @@ class BlockPool {
 
  private:
   void drop_hash(BlockId b);
+  bool same_prefix(BlockId a, BlockId b) const;  // both kNoBlock, or cached with equal chains
   void check_id(BlockId b) const;
   void unlink_child(BlockId parent, BlockId child);
   void mark_changed(BlockId b);

@@ -97,6 +97,13 @@ class KvSlotAllocator {
     (void)seq;
     return -1;
   }
+  // The state slot seq's state goes to (a prefix-cache checkpoint) once position pos is
+  // computed this step; -1: none.
+  virtual int32_t state_save_slot(SeqId seq, int32_t pos) const {
+    (void)seq;
+    (void)pos;
+    return -1;
+  }
 };
 
 }  // namespace kvscope

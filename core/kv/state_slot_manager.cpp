@@ -1,14 +1,30 @@
 #include "kv/state_slot_manager.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace kvscope {
 
-StateSlotManager::StateSlotManager(std::unique_ptr<KvSlotAllocator> inner, int32_t n_slots) : inner_(std::move(inner)) {
-  if (!inner_ || n_slots < 1) throw std::invalid_argument("state slots: need an allocator and at least one slot");
-  for (int32_t s = n_slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
+StateSlotManager::StateSlotManager(std::unique_ptr<KvSlotAllocator> inner, const StateSlotConfig& cfg)
+    : inner_(std::move(inner)),
+      policy_(cfg.policy),
+      checkpoints_(cfg.n_slots, cfg.policy.kind == CheckpointPolicy::Kind::Off ? 0 : cfg.n_checkpoints,
+                   cfg.block_size) {
+  if (!inner_ || cfg.n_slots < 1) throw std::invalid_argument("state slots: need an allocator and at least one slot");
+  for (int32_t s = cfg.n_slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
 }
+
+namespace {
+StateSlotConfig slots_only(int32_t n_slots) {
+  StateSlotConfig c;
+  c.n_slots = n_slots;
+  return c;
+}
+}  // namespace
+
+StateSlotManager::StateSlotManager(std::unique_ptr<KvSlotAllocator> inner, int32_t n_slots)
+    : StateSlotManager(std::move(inner), slots_only(n_slots)) {}
 
 int32_t StateSlotManager::state_slot(SeqId seq) const {
   const auto it = slot_of_.find(seq);
@@ -21,20 +37,81 @@ std::vector<StateCopy> StateSlotManager::take_state_copies() {
   return out;
 }
 
+int32_t StateSlotManager::state_save_slot(SeqId seq, int32_t pos) const {
+  const auto it = saves_.find(seq);
+  if (it == saves_.end()) return -1;
+  for (const auto& [p, slot] : it->second)
+    if (p == pos) return slot;
+  return -1;
+}
+
+void StateSlotManager::commit_checkpoints() {
+  checkpoints_.commit();
+  saves_.clear();
+}
+
+std::span<const TokenId> StateSlotManager::hit_cut(std::span<const TokenId> prompt) const {
+  const int32_t len = checkpoints_.longest(prompt, inner_->peek_cached_prefix(prompt)).len;
+  return prompt.first(std::min(prompt.size(), static_cast<size_t>(len) + 1));
+}
+
 int32_t StateSlotManager::attach_cached_prefix(SeqId seq, std::span<const TokenId> prompt) {
-  (void)prompt;
-  return inner_->attach_cached_prefix(seq, {});  // registers the sequence, attaches nothing
+  const StateCheckpointPool::Hit hit = checkpoints_.longest(prompt, inner_->peek_cached_prefix(prompt));
+  const auto cut = prompt.first(std::min(prompt.size(), static_cast<size_t>(hit.len) + 1));
+  const int32_t attached = inner_->attach_cached_prefix(seq, cut);
+  KV_CHECK(attached == hit.len, "state slots: the KV allocator attached " + std::to_string(attached) +
+                                    " tokens where the checkpoint covers " + std::to_string(hit.len));
+  if (checkpoints_.capacity() > 0) uncounted_query_tokens_ += prompt.size() - cut.size();
+  if (hit.slot >= 0) {
+    restore_from_[seq] = hit.slot;
+    checkpoints_.mark_restored(hit.slot);
+  }
+  prompt_len_[seq] = static_cast<int32_t>(prompt.size());
+  return attached;
 }
 
 bool StateSlotManager::allocate_slots(SeqId seq, std::span<const TokenId> tokens, int32_t n_new) {
   const bool needs_slot = !slot_of_.contains(seq);
   if (needs_slot && free_.empty()) return false;
+  const int32_t from = inner_->has_seq(seq) ? inner_->seq_len(seq) : 0;
   if (!inner_->allocate_slots(seq, tokens, n_new)) return false;
   if (needs_slot) {
-    slot_of_[seq] = free_.back();
+    const int32_t slot = free_.back();
     free_.pop_back();
+    slot_of_[seq] = slot;
+    if (const auto it = restore_from_.find(seq); it != restore_from_.end()) {
+      copies_.push_back({it->second, slot});  // before the step computes past the hit
+      restore_from_.erase(it);
+    }
   }
+  plan_saves(seq, tokens, from, from + n_new);
   return true;
+}
+
+void StateSlotManager::plan_saves(SeqId seq, std::span<const TokenId> tokens, int32_t from, int32_t to) {
+  if (checkpoints_.capacity() == 0) return;
+  const int32_t bs = checkpoints_.block_size();
+  std::vector<int32_t> at;  // boundaries b in (from, to]: the state after position b - 1
+  if (policy_.kind == CheckpointPolicy::Kind::PromptEnd) {
+    if (const auto it = prompt_len_.find(seq); it != prompt_len_.end()) at.push_back(it->second / bs * bs);
+  } else {
+    const int32_t every = bs * policy_.every_blocks;
+    for (int32_t b = (from / every + 1) * every; b <= to; b += every) at.push_back(b);
+  }
+  // Longest first: when a long chunk crosses more boundaries than the pool has slots, the
+  // furthest state saves the most recomputation.
+  for (auto it = at.rbegin(); it != at.rend(); ++it) {
+    const int32_t b = *it;
+    if (b <= from || b > to) continue;
+    if (const int32_t slot = checkpoints_.reserve(tokens.first(static_cast<size_t>(b)), seq); slot >= 0)
+      saves_[seq].emplace_back(b - 1, slot);
+  }
+}
+
+KvAllocatorCounters StateSlotManager::allocator_counters() const {
+  KvAllocatorCounters c = inner_->allocator_counters();
+  c.prefix_queries_tokens += uncounted_query_tokens_;
+  return c;
 }
 
 void StateSlotManager::fork(SeqId parent, SeqId child) {
@@ -51,6 +128,9 @@ void StateSlotManager::fork(SeqId parent, SeqId child) {
 
 void StateSlotManager::free(SeqId seq) {
   inner_->free(seq);
+  restore_from_.erase(seq);
+  prompt_len_.erase(seq);
+  if (saves_.erase(seq) > 0) checkpoints_.drop_pending(seq);
   const auto it = slot_of_.find(seq);
   if (it == slot_of_.end()) return;
   free_.push_back(it->second);
@@ -67,6 +147,7 @@ void StateSlotManager::validate() const {
   }
   for (int n : seen)
     if (n != 1) throw std::logic_error("state slots: a slot is both free and held, or held twice");
+  checkpoints_.validate();
 }
 
 }  // namespace kvscope

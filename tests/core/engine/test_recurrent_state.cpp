@@ -15,81 +15,15 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/state_slot_manager.h"
 #include "model/synthetic_model.h"
+#include "hybrid_models.h"
 #include "paged_harness.h"
 #include "reference_forward.h"
 #include "test_support.h"
 
 using namespace kvscope;
+using namespace kvscope::test;
 
 namespace {
-
-// 6 layers: 0, 1, 3, 4 short convolutions, 2 and 5 attention (4 heads of 16, 2 KV heads).
-// qwen35: 4 layers, 0-2 Gated DeltaNet (4 value heads, 2 key heads of 16), 3 gated attention
-// (4 heads of 16, 2 KV heads, RoPE on 8 of 16 dims). granitehybrid: lfm2's layout with Mamba-2
-// layers of 128 (4 heads of 32, 2 groups of B and C of 16) and Granite's multipliers.
-std::shared_ptr<Model> hybrid(const std::string& arch, GgmlType dtype = GgmlType::F32) {
-  SyntheticSpec s;
-  s.dtype = dtype;
-  s.arch = arch;
-  s.n_vocab = 300;
-  s.n_embd = 64;
-  s.n_layer = arch == "qwen35" ? 4 : 6;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ff = 128;
-  s.n_ctx = 1024;
-  s.swa_pattern = 3;
-  s.ssm_state = 16;
-  s.rope_dim = arch == "qwen35" ? 8 : 0;
-  s.seed = 17;
-  // The process id in the name: ctest runs this suite twice at once (recurrent_state_vec_dot).
-  const auto path = test::tmp_dir() / ("recurrent-state-" + arch + (dtype == GgmlType::F32 ? "" : "-q8") + "-" +
-                                       std::to_string(QCoreApplication::applicationPid()) + ".gguf");
-  write_synthetic_model(s, path.string());
-  auto m = Model::load(path.string());  // the model keeps its own copy of the file
-  std::filesystem::remove(path);
-  return m;
-}
-std::shared_ptr<Model> lfm2(GgmlType dtype = GgmlType::F32) { return hybrid("lfm2", dtype); }
-
-std::vector<TokenId> tokens(int32_t n, int32_t offset) { return test::token_ids(n, offset); }
-
-struct Out {
-  std::vector<std::vector<TokenId>> seqs;
-  std::vector<std::vector<std::vector<float>>> logits;
-  int32_t preemptions = 0;
-};
-
-Out run(const std::shared_ptr<Model>& m, const EngineConfig& cfg, const std::vector<std::vector<TokenId>>& prompts,
-        int32_t n_new = 8) {
-  Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
-  std::vector<SeqId> ids;
-  for (const auto& p : prompts) {
-    Request r;
-    r.prompt = p;
-    r.max_new_tokens = n_new;
-    r.ignore_eos = true;
-    r.record_logits = true;
-    ids.push_back(e.submit(r));
-  }
-  e.run_until_idle();
-  Out o;
-  for (SeqId id : ids) {
-    if (!e.sequence(id).error.empty()) throw std::runtime_error(e.sequence(id).error);
-    o.seqs.push_back(e.sequence(id).tokens);
-    o.logits.push_back(e.recorded_logits(id));
-    o.preemptions += e.sequence(id).preemptions;
-  }
-  return o;
-}
-
-float max_diff(const Out& a, const Out& b) {
-  float d = 0;
-  for (size_t r = 0; r < a.logits.size(); ++r)
-    for (size_t s = 0; s < std::min(a.logits[r].size(), b.logits[r].size()); ++s)
-      d = std::max(d, test::max_abs_diff(a.logits[r][s], b.logits[r][s].data(), a.logits[r][s].size()));
-  return d;
-}
 
 EngineConfig base() {
   EngineConfig c;
@@ -120,9 +54,20 @@ class TestRecurrentState : public QObject {
     EngineConfig cfg = base();
     cfg.sched.max_running = 4;
     Engine e(m, std::make_unique<CpuBackend>(m, 2), cfg);
-    QVERIFY2(!e.config().prefix_caching, "prefix caching stays on without state checkpoints");
+    QVERIFY2(e.config().prefix_caching, "prefix caching off although state checkpoints are on");
     QCOMPARE(e.backend().state_bytes_per_slot(), int64_t{4 * 2 * 64 * 4});
     QVERIFY2(e.kv_summary().find("recurrent state (f32): 12 slots") != std::string::npos, e.kv_summary().c_str());
+    // 256 MiB of 2 KiB checkpoints, capped at 65536.
+    QCOMPARE(e.state_slots()->checkpoints().capacity(), 1 << 16);
+    QVERIFY2(e.kv_summary().find("state checkpoints (every:8): 65536 x 2048 B") != std::string::npos,
+             e.kv_summary().c_str());
+    cfg.state_checkpoints.kind = CheckpointPolicy::Kind::Off;
+    Engine off(m, std::make_unique<CpuBackend>(m, 2), cfg);
+    QVERIFY2(!off.config().prefix_caching, "prefix caching stays on without state checkpoints");
+    QVERIFY2(off.kv_summary().find("no prefix-cache hits") != std::string::npos, off.kv_summary().c_str());
+    cfg.state_checkpoints.kind = CheckpointPolicy::Kind::EveryBlocks;
+    cfg.checkpoint_memory_bytes = 2047;  // not one checkpoint's room
+    QVERIFY(!Engine(m, std::make_unique<CpuBackend>(m, 2), cfg).config().prefix_caching);
   }
 
   // qwen35: three Gated DeltaNet layers, each 3 past inputs of 128 conv channels plus 4 value
@@ -137,7 +82,6 @@ class TestRecurrentState : public QObject {
     QCOMPARE(c.state_floats_per_seq(), int64_t{3 * (3 * 128 + 4 * 16 * 16)});
     Engine e(m, std::make_unique<CpuBackend>(m, 2), base());
     QCOMPARE(e.backend().state_bytes_per_slot(), int64_t{3 * (3 * 128 + 4 * 16 * 16) * 4});
-    QVERIFY(!e.config().prefix_caching);
   }
 
   void engine_matches_reference_data() { arch_rows(); }

@@ -51,6 +51,7 @@ class TestKvCache : public QObject {
   void hash_mixes_parent_tokens_and_salt();
   void prefix_hits_misses_and_counters();
   void last_prompt_token_is_never_a_hit();
+  void duplicate_chains_keep_their_continuations();
   void prefix_caching_off();
   void evictable_blocks_revive_and_evict();
   void fork_copy_on_write();
@@ -200,6 +201,27 @@ void TestKvCache::prefix_hits_misses_and_counters() {
   const auto q = kv.prefix_queries_tokens();
   QCOMPARE(admit(kv, 5, p2), 16);
   QCOMPARE(kv.prefix_queries_tokens(), q + 17);
+  kv.validate();
+}
+
+// Sequence 2 recomputes sequence 1's first two blocks (its hit was cut short, as a hybrid
+// model's state checkpoints do) and caches copies of them: the lookup must still reach
+// sequence 1's third block through either copy, and sequence 2's own third block too.
+void TestKvCache::duplicate_chains_keep_their_continuations() {
+  KvCacheManager kv(small_cfg(4, 32));
+  const auto shared = iota_tokens(8, 1);
+  const auto p1 = concat(shared, iota_tokens(4, 100)), p2 = concat(shared, iota_tokens(4, 200));
+  QCOMPARE(admit(kv, 1, p1), 0);
+  QCOMPARE(kv.attach_cached_prefix(2, std::span(p2).first(1)), 0);  // the cut: no hit
+  QVERIFY(kv.allocate_slots(2, p2, static_cast<int32_t>(p2.size())));
+  kv.free(1);
+  kv.free(2);
+  QCOMPARE(kv.peek_cached_prefix(concat(p1, {7})), 12);
+  QCOMPARE(kv.peek_cached_prefix(concat(p2, {7})), 12);
+  QCOMPARE(kv.peek_cached_prefix(concat(shared, {7})), 8);
+  auto other = concat(p1, {7});
+  other[2] += 1;  // the same hashes' search, another first block: no hit at all
+  QCOMPARE(kv.peek_cached_prefix(other), 0);
   kv.validate();
 }
 

@@ -1,0 +1,89 @@
+#pragma once
+// Recurrent-state checkpoints for prefix caching on hybrid models. A KV block can be shared by
+// any sequence with the same prefix, but a recurrent layer's state after token n folds in every
+// token before it and cannot be rebuilt from blocks: a prefix hit needs a copy of the state as
+// it was at the hit's end. The pool keeps such copies (checkpoints) at block boundaries, each
+// keyed by its prefix's block-hash chain (kv/block_hash.h) and holding a state slot of the
+// backend's (slot ids first_slot .. first_slot + capacity - 1, beside the running sequences').
+// - A checkpoint is reserved when the step that computes its last token is planned and becomes
+//   findable only after that step ran (commit), so no sequence restores a state not yet written.
+// - Full: the least recently used ready checkpoint gives its slot up (an eviction); pending ones
+//   are never taken, so two saves in one step never share a slot.
+// - Lookups compare the prefix's tokens exactly: a 64-bit hash collision costs a miss, never a
+//   wrong state.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_types.h"
+
+namespace kvscope {
+
+// Which block boundaries a sequence checkpoints (the trade-off: checkpoint memory against how
+// much of a hit survives). Off: none, and then a hybrid model gets no prefix-cache hits.
+struct CheckpointPolicy {
+  enum class Kind : uint8_t { Off, EveryBlocks, PromptEnd };
+  Kind kind = Kind::EveryBlocks;
+  int32_t every_blocks = 8;  // EveryBlocks: boundaries at multiples of this many blocks
+};
+
+std::string checkpoint_policy_name(const CheckpointPolicy& p);  // "off", "prompt-end", "every:8"
+// Parses the names above ("every-block" = "every:1"); false, with `why`, on anything else.
+bool parse_checkpoint_policy(const std::string& s, CheckpointPolicy& out, std::string& why);
+
+struct CheckpointCounters {
+  uint64_t saved = 0;     // checkpoints written
+  uint64_t restored = 0;  // prefix hits served from a checkpoint
+  uint64_t evicted = 0;   // ready checkpoints whose slot was reused
+};
+
+class StateCheckpointPool {
+ public:
+  StateCheckpointPool(int32_t first_slot, int32_t capacity, int32_t block_size);
+
+  int32_t capacity() const { return static_cast<int32_t>(entries_.size()); }
+  int32_t used() const { return static_cast<int32_t>(by_key_.size()); }
+  int32_t block_size() const { return block_size_; }
+  const CheckpointCounters& counters() const { return counters_; }
+
+  // The longest prefix of tokens, at most max_len tokens, with a ready checkpoint: its length
+  // (a multiple of the block size; 0: none) and slot (-1: none). Changes nothing.
+  struct Hit {
+    int32_t len = 0;
+    int32_t slot = -1;
+  };
+  Hit longest(std::span<const TokenId> tokens, int32_t max_len) const;
+  // A restore of this hit is queued: the checkpoint becomes the most recently used (counted).
+  void mark_restored(int32_t slot);
+  // A slot for the checkpoint of prefix (a whole number of blocks), written by seq's next step;
+  // -1 when it is already kept (then touched) or every slot is pending.
+  int32_t reserve(std::span<const TokenId> prefix, SeqId seq);
+  void commit();                 // the step ran: its pending checkpoints become findable
+  void drop_pending(SeqId seq);  // seq left before its step ran: its reservations free again
+  // The slots held by pending or ready checkpoints.
+  std::vector<int32_t> held_slots() const;
+  void validate() const;
+
+ private:
+  struct Entry {
+    bool held = false, pending = false;
+    SeqId writer = -1;
+    BlockHash key = 0;
+    std::vector<TokenId> prefix;
+    uint64_t last_used = 0;
+  };
+  BlockHash key_of(std::span<const TokenId> prefix) const;
+  int32_t find(BlockHash key, std::span<const TokenId> prefix) const;  // entry index, -1: none
+  int32_t victim() const;                                              // entry to (re)use, -1: none
+  void release(int32_t e);
+
+  int32_t first_slot_, block_size_;
+  std::vector<Entry> entries_;
+  std::unordered_multimap<BlockHash, int32_t> by_key_;  // key -> entry (held only)
+  uint64_t tick_ = 0;
+  CheckpointCounters counters_;
+};
+
+}  // namespace kvscope
