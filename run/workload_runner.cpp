@@ -190,6 +190,18 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.blocked_admission_steps = s.allocator.blocked_admission_steps;
   m.blocked_by_fragmentation_steps = s.allocator.blocked_by_fragmentation_steps;
   m.failed_reservations = s.allocator.failed_reservations;
+  if (const StateSlotManager* slots = engine_.state_slots()) {
+    const StateCheckpointPool& pool = slots->checkpoints();
+    RunMetrics::StateCheckpoints& c = m.checkpoints;
+    c.on = true;
+    c.policy = pool.capacity() > 0 ? checkpoint_policy_name(slots->checkpoint_policy()) : "off";
+    c.bytes_each = engine_.backend().state_bytes_per_slot();
+    c.capacity = pool.capacity();
+    c.peak_held = std::max(c.peak_held, pool.used());
+    c.saved = pool.counters().saved;
+    c.restored = pool.counters().restored;
+    c.evicted = pool.counters().evicted;
+  }
 }
 
 RequestResult WorkloadRunner::result_from_engine(size_t i, const Snapshot* snap) const {
@@ -223,38 +235,49 @@ std::vector<RequestResult> WorkloadRunner::results() const {
 }
 
 nlohmann::json run_metrics_json(const RunMetrics& m) {
-  return {{"steps", m.steps},
-          {"wall_s", m.wall_s},
-          {"waste_pct", m.waste_pct},
-          {"slots_reserved", m.slots_reserved},
-          {"slots_filled", m.slots_filled},
-          {"peak_slots_reserved", m.peak_slots_reserved},
-          {"peak_slots_filled", m.peak_slots_filled},
-          {"peak_waste_pct", m.peak_waste_pct},
-          {"largest_free_run", m.largest_free_run},
-          {"total_free_at_peak", m.total_free_at_peak},
-          {"external_fragmentation", m.external_fragmentation},
-          {"peak_kv_bytes", m.peak_kv_bytes},
-          {"peak_blocks_used", m.peak_blocks_used},
-          {"max_concurrent", m.max_concurrent},
-          {"preemptions", m.preemptions},
-          {"rejected", m.rejected},
-          {"generated_tokens", m.generated_tokens},
-          {"prefill_tokens", m.prefill_tokens},
-          {"tokens_per_s", m.tokens_per_s},
-          {"prefix_cache_queries_tokens", m.prefix_cache_queries_tokens},
-          {"prefix_cache_hits_tokens", m.prefix_cache_hits_tokens},
-          {"evictions", m.evictions},
-          {"overflows", m.overflows},
-          {"grown_in_place", m.grown_in_place},
-          {"relocations", m.relocations},
-          {"relocated_slots", m.relocated_slots},
-          {"overflow_preemptions", m.overflow_preemptions},
-          {"blocked_admission_steps", m.blocked_admission_steps},
-          {"blocked_by_fragmentation_steps", m.blocked_by_fragmentation_steps},
-          {"failed_reservations", m.failed_reservations},
-          {"mean_ttft_ms", m.mean_ttft_ms},
-          {"kv_pool_bytes", m.kv_pool_bytes}};
+  nlohmann::json j = {{"steps", m.steps},
+                      {"wall_s", m.wall_s},
+                      {"waste_pct", m.waste_pct},
+                      {"slots_reserved", m.slots_reserved},
+                      {"slots_filled", m.slots_filled},
+                      {"peak_slots_reserved", m.peak_slots_reserved},
+                      {"peak_slots_filled", m.peak_slots_filled},
+                      {"peak_waste_pct", m.peak_waste_pct},
+                      {"largest_free_run", m.largest_free_run},
+                      {"total_free_at_peak", m.total_free_at_peak},
+                      {"external_fragmentation", m.external_fragmentation},
+                      {"peak_kv_bytes", m.peak_kv_bytes},
+                      {"peak_blocks_used", m.peak_blocks_used},
+                      {"max_concurrent", m.max_concurrent},
+                      {"preemptions", m.preemptions},
+                      {"rejected", m.rejected},
+                      {"generated_tokens", m.generated_tokens},
+                      {"prefill_tokens", m.prefill_tokens},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"prefix_cache_queries_tokens", m.prefix_cache_queries_tokens},
+                      {"prefix_cache_hits_tokens", m.prefix_cache_hits_tokens},
+                      {"evictions", m.evictions},
+                      {"overflows", m.overflows},
+                      {"grown_in_place", m.grown_in_place},
+                      {"relocations", m.relocations},
+                      {"relocated_slots", m.relocated_slots},
+                      {"overflow_preemptions", m.overflow_preemptions},
+                      {"blocked_admission_steps", m.blocked_admission_steps},
+                      {"blocked_by_fragmentation_steps", m.blocked_by_fragmentation_steps},
+                      {"failed_reservations", m.failed_reservations},
+                      {"mean_ttft_ms", m.mean_ttft_ms},
+                      {"kv_pool_bytes", m.kv_pool_bytes}};
+  if (!m.checkpoints.on) return j;
+  const RunMetrics::StateCheckpoints& c = m.checkpoints;
+  j["state_checkpoints"] = {{"policy", c.policy},
+                            {"bytes_each", c.bytes_each},
+                            {"capacity", c.capacity},
+                            {"peak_held", c.peak_held},
+                            {"peak_bytes", c.peak_held * c.bytes_each},
+                            {"saved", c.saved},
+                            {"restored", c.restored},
+                            {"evicted", c.evicted}};
+  return j;
 }
 
 nlohmann::json WorkloadRunner::to_json() const {

@@ -56,7 +56,9 @@ std::span<const TokenId> StateSlotManager::hit_cut(std::span<const TokenId> prom
 }
 
 int32_t StateSlotManager::attach_cached_prefix(SeqId seq, std::span<const TokenId> prompt) {
-  const StateCheckpointPool::Hit hit = checkpoints_.longest(prompt, inner_->peek_cached_prefix(prompt));
+  const int32_t kv_hit = inner_->peek_cached_prefix(prompt);
+  const StateCheckpointPool::Hit hit = checkpoints_.longest(prompt, kv_hit);
+  if (kv_hit > hit.len) branch_at_[seq] = kv_hit;
   const auto cut = prompt.first(std::min(prompt.size(), static_cast<size_t>(hit.len) + 1));
   const int32_t attached = inner_->attach_cached_prefix(seq, cut);
   KV_CHECK(attached == hit.len, "state slots: the KV allocator attached " + std::to_string(attached) +
@@ -99,9 +101,11 @@ void StateSlotManager::plan_saves(SeqId seq, std::span<const TokenId> tokens, in
     for (int32_t b = (from / every + 1) * every; b <= to; b += every) at.push_back(b);
   }
   // Longest first: when a long chunk crosses more boundaries than the pool has slots, the
-  // furthest state saves the most recomputation.
-  for (auto it = at.rbegin(); it != at.rend(); ++it) {
-    const int32_t b = *it;
+  // furthest state saves the most recomputation. But the branch point before all: where the
+  // KV cache shows the prompt's prefix is shared, its next sibling will hit.
+  std::reverse(at.begin(), at.end());
+  if (const auto it = branch_at_.find(seq); it != branch_at_.end()) at.insert(at.begin(), it->second);
+  for (const int32_t b : at) {
     if (b <= from || b > to) continue;
     if (const int32_t slot = checkpoints_.reserve(tokens.first(static_cast<size_t>(b)), seq); slot >= 0)
       saves_[seq].emplace_back(b - 1, slot);
@@ -130,6 +134,7 @@ void StateSlotManager::free(SeqId seq) {
   inner_->free(seq);
   restore_from_.erase(seq);
   prompt_len_.erase(seq);
+  branch_at_.erase(seq);
   if (saves_.erase(seq) > 0) checkpoints_.drop_pending(seq);
   const auto it = slot_of_.find(seq);
   if (it == slot_of_.end()) return;

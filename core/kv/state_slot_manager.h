@@ -13,8 +13,10 @@
 //   is the KV allocator's, cut to the longest checkpointed prefix within it, and queues a copy
 //   of that checkpoint into the sequence's slot; the rest of the prompt is recomputed. The
 //   policy says at which block boundaries a computing sequence leaves checkpoints
-//   (state_save_slot: the backend copies the state there after that position). Without
-//   checkpoints (policy off or no room) a hit attaches nothing.
+//   (state_save_slot: the backend copies the state there after that position), and every
+//   policy also checkpoints a prompt's branch point: where its KV hit ended beyond its state
+//   hit (a shared system prompt's end), which its next sibling will hit. Without checkpoints
+//   (policy off or no room) a hit attaches nothing.
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -114,6 +116,9 @@ class StateSlotManager : public KvSlotAllocator {
   std::vector<StateCopy> copies_;
   std::unordered_map<SeqId, int32_t> restore_from_;  // attached on a checkpoint, slot not yet taken
   std::unordered_map<SeqId, int32_t> prompt_len_;    // at attach: where "prompt-end" checkpoints
+  // At attach, where its KV hit ended when the state hit ended sooner: the prefix it shares with
+  // cached sequences, checkpointed whatever the policy (the next sibling hits it).
+  std::unordered_map<SeqId, int32_t> branch_at_;
   std::unordered_map<SeqId, std::vector<std::pair<int32_t, int32_t>>> saves_;  // this step: (position, slot)
   uint64_t uncounted_query_tokens_ = 0;  // prompt tokens past a cut, which the KV allocator never saw
 };

@@ -45,6 +45,16 @@ grep -q "latent KV cache" "$dir/err" || fail "the kivi4 refusal does not say why
 "$cli" generate --model "$dir/qwen35.gguf" --prompt "hello" --n-predict 2 --state-dtype int8 > /dev/null 2> "$dir/err" \
   && fail "--state-dtype int8 accepted"
 grep -q "state-dtype 'int8' is not one of f32, f16, bf16" "$dir/err" || fail "the --state-dtype refusal does not say why"
+# Prefix caching on qwen35 through state checkpoints: the shared system prompt is hit, run's JSON
+# says how many checkpoints were taken; a bad policy is refused with the choices.
+"$cli" run --workload "$(dirname "$0")/../../resources/scenarios/shared-system-prompt.json" --model "$dir/qwen35.gguf" \
+  --state-checkpoints prompt-end --json-out "$dir/run.json" --quiet > /dev/null 2>&1 || fail "run on qwen35"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["paged"]; c=p["state_checkpoints"]
+assert p["prefix_cache_hits_tokens"] > 0 and c["policy"] == "prompt-end" and c["saved"] > 0 and c["restored"] >= 14, (p["prefix_cache_hits_tokens"], c)' \
+  "$dir/run.json" || fail "run on qwen35: no prefix hits through state checkpoints"
+"$cli" generate --model "$dir/qwen35.gguf" --prompt "hello" --n-predict 2 --state-checkpoints every:0 > /dev/null 2> "$dir/err" \
+  && fail "--state-checkpoints every:0 accepted"
+grep -q "every:N (N >= 1 blocks)" "$dir/err" || fail "the --state-checkpoints refusal does not say why"
 # Granite 4.0-H: its Mamba-2 layers hold a fixed state.
 "$cli" inspect "$dir/granitehybrid.gguf" | grep -q "Mamba-2 state" || fail "inspect: no Mamba-2 state line"
 # tokenize: BOS as the vocabulary says, "<s>" left as text unless --parse-special, bad usage exits 2.

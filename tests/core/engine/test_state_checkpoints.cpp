@@ -149,6 +149,29 @@ class TestStateCheckpoints : public QObject {
     QCOMPARE(hit.counters.restored, uint64_t{hit_b > 0 ? 2u : 1u});
   }
 
+  // B finds A's KV blocks for their shared 40 tokens but no state there: it checkpoints that
+  // branch point whatever the policy, so C hits it, even with room for two checkpoints only.
+  void branch_point_is_checkpointed_data() {
+    QTest::addColumn<QString>("policy");
+    QTest::addColumn<int>("n_checkpoints");
+    QTest::newRow("prompt-end") << "prompt-end" << 64;
+    QTest::newRow("every-block, 2 checkpoints") << "every-block" << 2;
+  }
+  void branch_point_is_checkpointed() {
+    QFETCH(QString, policy);
+    QFETCH(int, n_checkpoints);
+    const auto m = lfm2();
+    EngineConfig cfg = base(policy.toStdString());
+    cfg.checkpoint_memory_bytes = n_checkpoints * m->config.state_floats_per_seq() * 4;
+    const auto shared = tokens(40, 3);
+    const std::vector<std::vector<TokenId>> prompts = {concat(shared, tokens(30, 100)), concat(shared, tokens(27, 200)),
+                                                       concat(shared, tokens(25, 300))};
+    const Turns got = run_in_turn(m, cfg, prompts);
+    QCOMPARE(got.cached, std::vector<int32_t>({0, 0, 40}));
+    cfg.prefix_caching = false;
+    QVERIFY(max_diff(got.out, run_in_turn(m, cfg, prompts).out) <= tolerance(StateDtype::F32));
+  }
+
   // Room for two checkpoints: P2's evict P1's, so P1's rerun finds its KV blocks but no state
   // and recomputes from the start; its next rerun hits the checkpoints that rerun left.
   void checkpoint_eviction() {
