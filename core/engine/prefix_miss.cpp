@@ -98,6 +98,9 @@ PrefixMiss explain_miss(const MissQuery& q, const PrefixLedger& ledger, const st
   const int32_t bi = q.hit_tokens / bs;
   m.block_index = bi;
   if (!q.prefix_caching) return m.reason = MissReason::PrefixCachingOff, m;
+  // The groups' hits are the KV cache's own; a hybrid recurrent model cuts them to a checkpoint.
+  for (const LookupGroup& g : q.groups)
+    if (g.hit_tokens > q.hit_tokens) return m.reason = MissReason::NoStateCheckpoint, m;
   if ((bi + 1) * bs > len) return m.reason = MissReason::NotYetFull, m.filled = len - bi * bs, m;
   if (bi >= (len - 1) / bs) return m.reason = MissReason::LastPromptToken, m;
   m.group = limiting_group(q);

@@ -23,13 +23,14 @@ const char* wait_reason_name(WaitReason r);
 enum class MissReason : uint8_t {
   None,  // the whole prompt that can ever hit did (every full block but the last token's)
   PrefixCachingOff,
-  NeverCached,      // no request in the kept history computed these tokens
-  Evicted,          // was cached, then evicted at `step` by request `other`'s allocation
-  PromptDiffers,    // the closest earlier request differs at token `token_pos`
-  NotYetFull,       // only `other_filled` of the block's tokens existed (a block is cached once full)
-  LastPromptToken,  // the block holds the prompt's last token: always recomputed for its logits
-  SaltDiffers,      // cached under another KV dtype or model (another engine), so it can never match
-  WindowDropped,    // the sliding window dropped the block before it (the hash chain broke)
+  NeverCached,        // no request in the kept history computed these tokens
+  Evicted,            // was cached, then evicted at `step` by request `other`'s allocation
+  PromptDiffers,      // the closest earlier request differs at token `token_pos`
+  NotYetFull,         // only `other_filled` of the block's tokens existed (a block is cached once full)
+  LastPromptToken,    // the block holds the prompt's last token: always recomputed for its logits
+  SaltDiffers,        // cached under another KV dtype or model (another engine), so it can never match
+  WindowDropped,      // the sliding window dropped the block before it (the hash chain broke)
+  NoStateCheckpoint,  // hybrid recurrent model: K/V cached further, but no state checkpoint there
 };
 const char* miss_reason_name(MissReason r);
 

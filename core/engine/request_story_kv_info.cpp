@@ -4,10 +4,14 @@
 
 #include "kv/hybrid_kv_manager.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/state_slot_manager.h"
 
 namespace kvscope {
 
-StoryKvInfo story_kv_info(const Model& model, const EngineConfig& cfg, const KvSlotAllocator& kv) {
+StoryKvInfo story_kv_info(const Model& model, const EngineConfig& cfg, const KvSlotAllocator& any_kv) {
+  // A hybrid recurrent model's state slots wrap the KV allocator whose blocks the story follows.
+  const auto* slots = dynamic_cast<const StateSlotManager*>(&any_kv);
+  const KvSlotAllocator& kv = slots ? slots->inner() : any_kv;
   StoryKvInfo info;
   info.block_size = cfg.block_size;
   const std::string file = model.file ? std::filesystem::path(model.file->path()).filename().string() : "model";

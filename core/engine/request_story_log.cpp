@@ -80,6 +80,8 @@ const char* miss_reason_name(MissReason r) {
       return "last_prompt_token";
     case MissReason::SaltDiffers:
       return "salt_differs";
+    case MissReason::NoStateCheckpoint:
+      return "no_state_checkpoint";
     case MissReason::WindowDropped:
       return "window_dropped";
   }

@@ -73,6 +73,10 @@ std::string miss_body(const PrefixMiss& m, int32_t bs, const TokenText& text) {
     case MissReason::SaltDiffers:
       return req(m.other) + " of an earlier engine cached these tokens as " + m.other_cache +
              "; this engine stores another KV dtype or model, and such K/V never match.";
+    case MissReason::NoStateCheckpoint:
+      return "its K/V were cached, but the model's recurrent layers need their state at the hit's end too, and "
+             "the last state checkpoint at or below the cached blocks ends before this block (--state-checkpoints "
+             "sets which block boundaries keep one).";
     case MissReason::WindowDropped:
       return req(m.other) + "'s sliding window dropped the block before it at step " + std::to_string(m.step) +
              ", before this one was full, which broke the hash chain: it was never cached" +

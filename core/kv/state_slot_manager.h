@@ -71,8 +71,10 @@ class StateSlotManager : public KvSlotAllocator {
   int32_t peek_cached_prefix(std::span<const TokenId> prompt) const override {
     return inner_->peek_cached_prefix(hit_cut(prompt));
   }
+  // The KV groups' own hits, before the cut to a state checkpoint: a story that sees them exceed
+  // the hit knows the state ended it (MissReason::NoStateCheckpoint).
   std::vector<int32_t> peek_cached_prefix_by_group(std::span<const TokenId> prompt) const override {
-    return inner_->peek_cached_prefix_by_group(hit_cut(prompt));
+    return inner_->peek_cached_prefix_by_group(prompt);
   }
   bool can_admit(std::span<const TokenId> prompt, int32_t n_tokens, int32_t max_len) const override {
     return !free_.empty() && inner_->can_admit(hit_cut(prompt), n_tokens, max_len);

@@ -5,6 +5,7 @@
 // checkpoint, and a prompt whose checkpoints were evicted recomputes from the start.
 #include <QtTest>
 
+#include "engine/request_story_log.h"
 #include "hybrid_models.h"
 #include "kv/state_checkpoint_pool.h"
 #include "kv/state_slot_manager.h"
@@ -170,6 +171,23 @@ class TestStateCheckpoints : public QObject {
     QCOMPARE(got.cached, std::vector<int32_t>({0, 0, 40}));
     cfg.prefix_caching = false;
     QVERIFY(max_diff(got.out, run_in_turn(m, cfg, prompts).out) <= tolerance(StateDtype::F32));
+  }
+
+  // The request's story says the state, not the KV cache, ended B's hit.
+  void story_names_the_missing_checkpoint() {
+    const auto m = lfm2();
+    Engine e(m, std::make_unique<CpuBackend>(m, 2), base("prompt-end"));
+    const auto shared = tokens(40, 3);
+    for (const auto& p : {concat(shared, tokens(30, 100)), concat(shared, tokens(27, 200))}) {
+      e.submit(logged_request(p, 2));
+      e.run_until_idle();
+    }
+    const RequestStory* b = e.stories().find(2, e.story_engine());
+    QVERIFY(b && !b->admissions.empty());
+    const PrefixLookup& l = b->admissions.front().lookup;
+    QCOMPARE(l.hit_tokens, 0);
+    QCOMPARE(l.miss.reason, MissReason::NoStateCheckpoint);
+    QCOMPARE(l.miss.block_index, 0);
   }
 
   // Room for two checkpoints: P2's evict P1's, so P1's rerun finds its KV blocks but no state
