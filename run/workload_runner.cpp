@@ -190,17 +190,16 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.blocked_admission_steps = s.allocator.blocked_admission_steps;
   m.blocked_by_fragmentation_steps = s.allocator.blocked_by_fragmentation_steps;
   m.failed_reservations = s.allocator.failed_reservations;
-  if (const StateSlotManager* slots = engine_.state_slots()) {
-    const StateCheckpointPool& pool = slots->checkpoints();
+  if (s.state.on) {
     RunMetrics::StateCheckpoints& c = m.checkpoints;
     c.on = true;
-    c.policy = pool.capacity() > 0 ? checkpoint_policy_name(slots->checkpoint_policy()) : "off";
-    c.bytes_each = engine_.backend().state_bytes_per_slot();
-    c.capacity = pool.capacity();
-    c.peak_held = std::max(c.peak_held, pool.used());
-    c.saved = pool.counters().saved;
-    c.restored = pool.counters().restored;
-    c.evicted = pool.counters().evicted;
+    c.policy = s.state.checkpoint_policy;
+    c.bytes_each = s.state.bytes_per_slot;
+    c.capacity = s.state.checkpoints_total;
+    c.peak_held = std::max(c.peak_held, s.state.checkpoints_used);
+    c.saved = s.state.checkpoints_saved;
+    c.restored = s.state.checkpoints_restored;
+    c.evicted = s.state.checkpoints_evicted;
   }
 }
 

@@ -69,6 +69,44 @@ class Writer {
   std::ostringstream out_;
 };
 
+// Every KV group's blocks by state.
+void write_kv_block_metrics(Writer& w, const Snapshot& s) {
+  w.family("kvscope:kv_blocks", "gauge",
+           "KV blocks by state (cached: unreferenced but hashed, evictable) and KV group.");
+  auto blocks = [&](int g, int32_t u, int32_t ca, int32_t f) {
+    const std::string grp = "group=\"" + std::to_string(g) + "\",state=";
+    w.sample("kvscope:kv_blocks", u, grp + "\"used\"");
+    w.sample("kvscope:kv_blocks", ca, grp + "\"cached\"");
+    w.sample("kvscope:kv_blocks", f, grp + "\"free\"");
+  };
+  blocks(0, s.memory.blocks_used, s.memory.blocks_cached, s.memory.blocks_free);
+  for (size_t g = 1; g < s.kv_groups.size(); ++g)
+    blocks(static_cast<int>(g), s.kv_groups[g].blocks_used, s.kv_groups[g].blocks_cached, s.kv_groups[g].blocks_free);
+}
+
+// A hybrid recurrent model's state pool: fixed per sequence, so apart from the per-token KV.
+void write_state_metrics(Writer& w, const StateSnap& t) {
+  w.family("kvscope:state_slots", "gauge", "Recurrent-state slots (one per running sequence) by state.");
+  w.sample("kvscope:state_slots", t.slots_used, "state=\"used\"");
+  w.sample("kvscope:state_slots", t.slots_total - t.slots_used, "state=\"free\"");
+  w.family("kvscope:state_slot_bytes", "gauge", "Bytes of one sequence's recurrent state (every recurrent layer).");
+  w.sample("kvscope:state_slot_bytes", static_cast<double>(t.bytes_per_slot), "dtype=\"" + escape(t.dtype) + "\"");
+  w.gauge("kvscope:state_used_bytes", "Recurrent-state memory held by running sequences.",
+          static_cast<double>(t.slots_used) * static_cast<double>(t.bytes_per_slot));
+  w.family("kvscope:state_checkpoints", "gauge", "Prefix-cache state checkpoints by state, and the policy.");
+  const std::string policy = "policy=\"" + escape(t.checkpoint_policy) + "\",state=";
+  w.sample("kvscope:state_checkpoints", t.checkpoints_used, policy + "\"held\"");
+  w.sample("kvscope:state_checkpoints", t.checkpoints_total - t.checkpoints_used, policy + "\"free\"");
+  w.gauge("kvscope:state_checkpoint_bytes", "Memory held by state checkpoints.",
+          static_cast<double>(t.checkpoints_used) * static_cast<double>(t.bytes_per_slot));
+  w.counter("kvscope:state_checkpoints_saved_total", "State checkpoints written.",
+            static_cast<double>(t.checkpoints_saved));
+  w.counter("kvscope:state_checkpoints_restored_total", "Prefix hits served from a state checkpoint.",
+            static_cast<double>(t.checkpoints_restored));
+  w.counter("kvscope:state_checkpoints_evicted_total", "State checkpoints evicted to make room (LRU).",
+            static_cast<double>(t.checkpoints_evicted));
+}
+
 }  // namespace
 
 std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const MetricsContext& ctx) {
@@ -113,22 +151,13 @@ std::string render_prometheus(const Snapshot& s, const ServeMetrics& m, const Me
               "Histogram of new KV tokens computed during prefill (excluding cached tokens).", m.prefill_computed);
 
   // kvscope's own.
-  w.family("kvscope:kv_blocks", "gauge",
-           "KV blocks by state (cached: unreferenced but hashed, evictable) and KV group.");
-  auto blocks = [&](int g, int32_t u, int32_t ca, int32_t f) {
-    const std::string grp = "group=\"" + std::to_string(g) + "\",state=";
-    w.sample("kvscope:kv_blocks", u, grp + "\"used\"");
-    w.sample("kvscope:kv_blocks", ca, grp + "\"cached\"");
-    w.sample("kvscope:kv_blocks", f, grp + "\"free\"");
-  };
-  blocks(0, mem.blocks_used, mem.blocks_cached, mem.blocks_free);
-  for (size_t g = 1; g < s.kv_groups.size(); ++g)
-    blocks(static_cast<int>(g), s.kv_groups[g].blocks_used, s.kv_groups[g].blocks_cached, s.kv_groups[g].blocks_free);
+  write_kv_block_metrics(w, s);
   w.gauge("kvscope:kv_waste_perc", "Reserved KV slots holding no token, 0..1 (group 0).", mem.waste_pct / 100.0);
   w.gauge("kvscope:kv_tokens_stored", "Tokens held in used KV blocks (group 0).",
           static_cast<double>(mem.slots_filled));
   w.gauge("kvscope:kv_used_bytes", "KV memory in use, every group.", static_cast<double>(mem.kv_used_bytes));
   w.gauge("kvscope:kv_pool_bytes", "KV memory pool, every group.", static_cast<double>(mem.kv_pool_bytes));
+  if (s.state.on) write_state_metrics(w, s.state);
   w.gauge("kvscope:external_fragmentation", "1 - largest free run / free slots (0 for the paged allocator).",
           s.allocator.external_fragmentation);
   w.counter("kvscope:evictions_total", "Cached blocks evicted to make room.", static_cast<double>(c.evictions));

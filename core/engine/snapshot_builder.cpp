@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kv/state_slot_manager.h"
+
 namespace kvscope {
 
 namespace {
@@ -129,6 +131,24 @@ void fill_eviction(const SnapshotSources& src, const KvLayout& L, Snapshot& S) {
   E.hidden_now = c.hidden_now;
 }
 
+void fill_state(const SnapshotSources& src, Snapshot& S) {
+  const auto* slots = dynamic_cast<const StateSlotManager*>(&src.kv);
+  if (!slots) return;
+  StateSnap& T = S.state;
+  const StateCheckpointPool& pool = slots->checkpoints();
+  T.on = true;
+  T.dtype = state_dtype_name(src.backend.state_dtype());
+  T.bytes_per_slot = src.backend.state_bytes_per_slot();
+  T.slots_total = slots->num_state_slots();
+  T.slots_used = slots->used_state_slots();
+  T.checkpoint_policy = pool.capacity() > 0 ? checkpoint_policy_name(slots->checkpoint_policy()) : "off";
+  T.checkpoints_total = pool.capacity();
+  T.checkpoints_used = pool.used();
+  T.checkpoints_saved = pool.counters().saved;
+  T.checkpoints_restored = pool.counters().restored;
+  T.checkpoints_evicted = pool.counters().evicted;
+}
+
 }  // namespace
 
 std::shared_ptr<Snapshot> build_snapshot(const SnapshotSources& src, std::vector<BlockEvent> events) {
@@ -153,6 +173,7 @@ std::shared_ptr<Snapshot> build_snapshot(const SnapshotSources& src, std::vector
   for (const SeqSnap& q : S.seqs) mark_sink_blocks(q.block_table, L.block_size, S.sinks, S.blocks);
   fill_memory(src, L, S);
   fill_eviction(src, L, S);
+  fill_state(src, S);
   S.running = src.running;
   S.waiting = src.waiting;
   S.counters = src.counters;

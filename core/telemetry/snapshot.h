@@ -98,6 +98,18 @@ struct EvictionSnap {
   uint64_t hidden_now = 0;
 };
 
+// A hybrid recurrent model's state pool beside the KV pools (kv/state_slot_manager.h): a fixed
+// slot per running sequence, and the prefix cache's state checkpoints (kv/state_checkpoint_pool.h).
+struct StateSnap {
+  bool on = false;             // the model has recurrent layers
+  std::string dtype;           // "f32", "f16", "bf16"
+  int64_t bytes_per_slot = 0;  // one sequence's state (a checkpoint is one too)
+  int32_t slots_total = 0, slots_used = 0;
+  std::string checkpoint_policy = "off";  // "every:8", "prompt-end", "off"
+  int32_t checkpoints_total = 0, checkpoints_used = 0;
+  uint64_t checkpoints_saved = 0, checkpoints_restored = 0, checkpoints_evicted = 0;  // since the start
+};
+
 // One KV group of the hybrid KV cache (layers sharing a block pool and block tables).
 struct KvGroupSnap {
   std::string name;  // "global layers", "sliding layers (window 512)"
@@ -130,6 +142,7 @@ struct Snapshot {
   MemorySnap memory;
   AllocatorSnap allocator;
   EvictionSnap eviction;
+  StateSnap state;
   int32_t running = 0, waiting = 0;  // scheduler queues after the step
   double step_ms = 0;                // duration of the last step
   double tokens_per_s = 0;           // generated tokens per second over the last second or so

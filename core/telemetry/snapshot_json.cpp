@@ -145,6 +145,21 @@ nlohmann::json token_eviction_json(const Snapshot& s) {
           {"hidden_now", s.eviction.hidden_now}};
 }
 
+// A hybrid recurrent model's state pool; null for other models.
+nlohmann::json state_json(const StateSnap& t) {
+  if (!t.on) return nullptr;
+  return {{"dtype", t.dtype},
+          {"bytes_per_slot", t.bytes_per_slot},
+          {"slots_total", t.slots_total},
+          {"slots_used", t.slots_used},
+          {"checkpoint_policy", t.checkpoint_policy},
+          {"checkpoints_total", t.checkpoints_total},
+          {"checkpoints_used", t.checkpoints_used},
+          {"checkpoints_saved", t.checkpoints_saved},
+          {"checkpoints_restored", t.checkpoints_restored},
+          {"checkpoints_evicted", t.checkpoints_evicted}};
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Snapshot& s) {
@@ -168,6 +183,7 @@ nlohmann::json to_json(const Snapshot& s) {
           {"memory", memory_json(s.memory)},
           {"allocator", allocator_json(s.allocator)},
           {"eviction", token_eviction_json(s)},
+          {"state", state_json(s.state)},
           {"running", s.running},
           {"waiting", s.waiting},
           {"step_ms", s.step_ms},
