@@ -26,7 +26,9 @@ KvEventTracker::KvEventTracker(const Engine& e) {
 std::vector<KvEvent> KvEventTracker::update(const Engine& e) {
   std::vector<KvEvent> out;
   const std::vector<const KvCacheManager*> groups = groups_of(e);
-  const bool hybrid = groups.size() > 1;
+  // A hybrid model's attention layers are one KV cache group among several: the sliding
+  // layers', or the recurrent layers' state (which publishes no blocks: a state is no prefix).
+  const bool hybrid = groups.size() > 1 || e.state_slots() != nullptr;
   for (size_t g = 0; g < groups.size() && g < prev_.size(); ++g) {
     const KvCacheManager& m = *groups[g];
     const BlockPool& pool = m.pool();

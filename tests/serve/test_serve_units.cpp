@@ -16,6 +16,7 @@
 #include "chat/chat_template_choice.h"
 #include "chat_templates.h"
 #include "cpu/cpu_backend.h"
+#include "hybrid_models.h"
 #include "model/synthetic_model.h"
 #include "serve/engine_worker.h"
 #include "serve/kv_event_tracker.h"
@@ -232,6 +233,27 @@ class TestServeUnits : public QObject {
     }
     QVERIFY(stores[0] > 0 && stores[1] > 0);
     QVERIFY2(removes[0] + removes[1] > 0, "the small pools should have evicted");
+  }
+
+  // qwen35: the attention layers' blocks are KV group 0 of a hybrid model ("full_attention"),
+  // beside the recurrent state, which publishes none.
+  void tracker_marks_a_recurrent_models_attention_group() {
+    const auto m = test::hybrid("qwen35");
+    EngineConfig cfg;
+    cfg.block_size = 8;
+    cfg.num_blocks = 64;
+    Engine e(m, std::make_unique<CpuBackend>(m, 1), cfg);
+    KvEventTracker tracker(e);
+    e.submit(test::logged_request(test::tokens(40, 1), 4));
+    int stores = 0;
+    while (e.step())
+      for (const KvEvent& ev : tracker.update(e))
+        if (const auto* s = std::get_if<KvBlockStored>(&ev)) {
+          QCOMPARE(s->group_idx.value_or(-1), 0);
+          QCOMPARE(s->kv_cache_spec_kind.value_or(""), std::string("full_attention"));
+          ++stores;
+        }
+    QCOMPARE(stores, 5);  // 43 tokens computed: 5 full blocks of 8
   }
 
   void worker_serves_concurrent_submitters_and_cancels() {
