@@ -237,6 +237,41 @@ class TestWorkbenchMore : public QObject {
     QVERIFY(box->toolTip().contains(QStringLiteral("Qwen3.5")));
   }
 
+  // Settings > State checkpoints: a policy and budget reach the config; a bad policy or budget is
+  // refused with a note that says what is allowed, and Apply stays off.
+  void stateCheckpointSetting() {
+    MainWindow w;
+    w.show();
+    SettingsPanel* s = w.settingsPanel();
+    QComboBox* policy = s->checkpointsBox();
+    QLineEdit* mib = s->checkpointMemoryEdit();
+    QCOMPARE(policy->currentText(), QStringLiteral("every:8"));
+    QCOMPARE(mib->text(), QStringLiteral("256"));
+    s->setModelPath(model_path());
+    policy->setCurrentText(QStringLiteral("every:3"));
+    mib->setText(QStringLiteral("16"));
+    QVERIFY2(s->config(), qPrintable(s->validationMessage()));
+    QCOMPARE(s->config()->state_checkpoints.every_blocks, 3);
+    QCOMPARE(s->config()->checkpoint_memory_bytes, int64_t{16} << 20);
+    policy->setCurrentText(QStringLiteral("every:0"));
+    QVERIFY(!s->config());
+    QVERIFY2(s->validationMessage().contains(QStringLiteral("prompt-end")), qPrintable(s->validationMessage()));
+    QVERIFY(!s->applyButton()->isEnabled());
+    policy->setCurrentText(QStringLiteral("prompt-end"));
+    mib->setText(QStringLiteral("-4"));
+    QVERIFY(!s->config());
+    mib->setText(QStringLiteral("0"));
+    QVERIFY2(s->config(), qPrintable(s->validationMessage()));
+    QCOMPARE(s->config()->state_checkpoints.kind, CheckpointPolicy::Kind::PromptEnd);
+    EngineConfig cfg = *s->config();
+    cfg.state_checkpoints = CheckpointPolicy{CheckpointPolicy::Kind::Off, 1};
+    s->showConfig(cfg);
+    QCOMPARE(policy->currentText(), QStringLiteral("off"));
+    policy->setCurrentText(QStringLiteral("every:8"));
+    mib->setText(QStringLiteral("256"));
+    s->save();  // leave the saved settings as they were
+  }
+
   // File > Export engine snapshot: the newest snapshot as JSON, every block and sequence of
   // it; a clear error (not a crash, not an empty file) before any engine ran or on a bad path.
   void exportSnapshotJson() {

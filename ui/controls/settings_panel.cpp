@@ -95,6 +95,22 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
       tr("Hybrid models only (LFM2, Qwen3.5, Granite 4.0-H): the element type of the fixed state each "
          "sequence holds in the recurrent layers, apart from the KV dtype. f16 and bf16 halve it and round it "
          "once per token; models without recurrent layers ignore it."));
+  checkpoints_ = new QComboBox;
+  checkpoints_->setEditable(true);  // every:N for any N
+  for (const char* p : {"every:8", "every:4", "every-block", "prompt-end", "off"})
+    checkpoints_->addItem(QString::fromLatin1(p));
+  checkpoints_->setToolTip(
+      tr("Hybrid models only: where prefix caching keeps copies of the recurrent state, since a hit can resume "
+         "only from one: every:N blocks, every-block, prompt-end, or off (then no prefix-cache hits). Where a "
+         "prompt leaves a cached prefix (a shared system prompt's end) is checkpointed whatever the policy."));
+  checkpointMiB_ = int_edit(0, 1 << 20, tr("MiB"), this);
+  checkpointMiB_->setToolTip(
+      tr("Memory for the state checkpoints in MiB, least recently used out first; each one is a whole "
+         "sequence's state."));
+  auto* checkpointRow = new QHBoxLayout;
+  checkpointRow->addWidget(checkpoints_, 1);
+  checkpointRow->addWidget(checkpointMiB_);
+  checkpointRow->addWidget(new QLabel(tr("MiB")));
   window_ = int_edit(0, 10000000, tr("0 = full attention"), this);
   window_->setToolTip(
       tr("Sliding window in tokens: attention sees only the last W positions and blocks that fall "
@@ -217,6 +233,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   ef->addRow(tr("KV pool"), withNote(poolRow, {"num_blocks", "kv_memory_bytes", "sliding_num_blocks"}));
   ef->addRow(tr("KV dtype"), withNote(dtype_, {"kv_dtype"}));
   ef->addRow(tr("Recurrent state"), withNote(stateDtype_, {"state_dtype"}));
+  ef->addRow(tr("State checkpoints"), withNote(checkpointRow, {"state_checkpoints", "checkpoint_memory_bytes"}));
   ef->addRow(tr("Sliding window"), withNote(window_, {"window"}));
   ef->addRow(tr("Sinks"), withNote(sinks_, {"sinks"}));
   ef->addRow(tr("Token eviction"), withNote(evict_, {"evict"}));
@@ -262,7 +279,8 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   seed_->setValue(static_cast<int>(sp.seed));
   maxTok_->setValue(64);
 
-  for (QLineEdit* e : {pool_, window_, sinks_, evict_, maxLen_})
+  connect(checkpoints_, &QComboBox::editTextChanged, this, &SettingsPanel::revalidate);
+  for (QLineEdit* e : {pool_, window_, sinks_, evict_, maxLen_, checkpointMiB_})
     connect(e, &QLineEdit::textChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::revalidate);
   connect(blockSize_, &QComboBox::currentIndexChanged, this, &SettingsPanel::updateDtypeTooltips);
@@ -348,6 +366,8 @@ void SettingsPanel::showConfig(const EngineConfig& cfg) {
   }
   dtype_->setCurrentText(QString::fromLatin1(kv_dtype_name(cfg.kv_dtype)));
   stateDtype_->setCurrentText(QString::fromLatin1(state_dtype_name(cfg.state_dtype)));
+  checkpoints_->setCurrentText(QString::fromStdString(checkpoint_policy_name(cfg.state_checkpoints)));
+  checkpointMiB_->setText(QString::number(cfg.checkpoint_memory_bytes >> 20));
   window_->setText(QString::number(cfg.window));
   sinks_->setText(QString::number(cfg.sinks));
   evict_->setText(cfg.evict.on() ? QString::fromStdString(describe_evict(cfg.evict)) : QString());
@@ -438,6 +458,13 @@ void SettingsPanel::read(EngineConfig* out, std::vector<Problem>* problems) cons
     cfg.state_dtype = *st;
   else
     problem("state_dtype", tr("Unknown state dtype %1.").arg(stateDtype_->currentText()));
+  std::string why;
+  if (!parse_checkpoint_policy(checkpoints_->currentText().trimmed().toStdString(), cfg.state_checkpoints, why))
+    problem("state_checkpoints", tr("State checkpoints: %1.").arg(QString::fromStdString(why)));
+  if (checkpointMiB_->hasAcceptableInput())
+    cfg.checkpoint_memory_bytes = checkpointMiB_->text().toLongLong() << 20;
+  else
+    problem("checkpoint_memory_bytes", tr("State checkpoints: enter a whole number of MiB (0 = none)."));
   const bool windowOk = window_->hasAcceptableInput(), sinksOk = sinks_->hasAcceptableInput();
   if (!windowOk) problem("window", tr("Sliding window: enter a whole number of tokens (0 = full attention)."));
   if (!sinksOk) problem("sinks", tr("Sinks: enter a whole number of tokens (0 = none)."));

@@ -80,7 +80,9 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
   QLineEdit* evictEdit() const { return evict_; }  // token eviction: a `--evict` spec, empty = off
   QPushButton* applyButton() const { return apply_; }
   QComboBox* dtypeBox() const { return dtype_; }
-  QComboBox* stateDtypeBox() const { return stateDtype_; }  // a hybrid model's recurrent state
+  QComboBox* stateDtypeBox() const { return stateDtype_; }            // a hybrid model's recurrent state
+  QComboBox* checkpointsBox() const { return checkpoints_; }          // its prefix-cache checkpoints' policy (editable)
+  QLineEdit* checkpointMemoryEdit() const { return checkpointMiB_; }  // and their budget in MiB
   QCheckBox* prefixBox() const { return prefix_; }
   QCheckBox* baselineBox() const { return baseline_; }
   QComboBox* baselineReserveBox() const { return reserve_; }      // what the baseline reserves per request
@@ -110,8 +112,8 @@ class SettingsPanel : public QWidget, public EngineSettingsSource {
 
   QLineEdit* model_;
   QToolButton* recent_;
-  QComboBox *blockSize_, *poolUnit_, *dtype_, *stateDtype_;
-  QLineEdit *pool_, *window_, *sinks_, *evict_, *maxLen_;
+  QComboBox *blockSize_, *poolUnit_, *dtype_, *stateDtype_, *checkpoints_;
+  QLineEdit *pool_, *window_, *sinks_, *evict_, *maxLen_, *checkpointMiB_;
   QCheckBox* prefix_;
   QCheckBox* baseline_;
   QComboBox* reserve_;

@@ -47,6 +47,10 @@ void SettingsPanel::load() {
     pool_->setText(s.value(QStringLiteral("pool")).toString());
     dtype_->setCurrentText(s.value(QStringLiteral("dtype")).toString());
     stateDtype_->setCurrentText(s.value(QStringLiteral("stateDtype"), QStringLiteral("f32")).toString());
+    if (s.contains(QStringLiteral("checkpoints"))) {
+      checkpoints_->setCurrentText(s.value(QStringLiteral("checkpoints")).toString());
+      checkpointMiB_->setText(s.value(QStringLiteral("checkpointMiB")).toString());
+    }
     window_->setText(s.value(QStringLiteral("window")).toString());
     sinks_->setText(s.value(QStringLiteral("sinks")).toString());
     evict_->setText(s.value(QStringLiteral("evict")).toString());
@@ -77,6 +81,8 @@ void SettingsPanel::save() const {
   s.setValue(QStringLiteral("pool"), pool_->text());
   s.setValue(QStringLiteral("dtype"), dtype_->currentText());
   s.setValue(QStringLiteral("stateDtype"), stateDtype_->currentText());
+  s.setValue(QStringLiteral("checkpoints"), checkpoints_->currentText());
+  s.setValue(QStringLiteral("checkpointMiB"), checkpointMiB_->text());
   s.setValue(QStringLiteral("window"), window_->text());
   s.setValue(QStringLiteral("sinks"), sinks_->text());
   s.setValue(QStringLiteral("evict"), evict_->text());
