@@ -191,15 +191,9 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.blocked_by_fragmentation_steps = s.allocator.blocked_by_fragmentation_steps;
   m.failed_reservations = s.allocator.failed_reservations;
   if (s.state.on) {
-    RunMetrics::StateCheckpoints& c = m.checkpoints;
-    c.on = true;
-    c.policy = s.state.checkpoint_policy;
-    c.bytes_each = s.state.bytes_per_slot;
-    c.capacity = s.state.checkpoints_total;
-    c.peak_held = std::max(c.peak_held, s.state.checkpoints_used);
-    c.saved = s.state.checkpoints_saved;
-    c.restored = s.state.checkpoints_restored;
-    c.evicted = s.state.checkpoints_evicted;
+    m.state = s.state;
+    m.state.checkpoints.clear();
+    m.peak_checkpoints_held = std::max(m.peak_checkpoints_held, s.state.checkpoints_used);
   }
 }
 
@@ -266,16 +260,16 @@ nlohmann::json run_metrics_json(const RunMetrics& m) {
                       {"failed_reservations", m.failed_reservations},
                       {"mean_ttft_ms", m.mean_ttft_ms},
                       {"kv_pool_bytes", m.kv_pool_bytes}};
-  if (!m.checkpoints.on) return j;
-  const RunMetrics::StateCheckpoints& c = m.checkpoints;
-  j["state_checkpoints"] = {{"policy", c.policy},
-                            {"bytes_each", c.bytes_each},
-                            {"capacity", c.capacity},
-                            {"peak_held", c.peak_held},
-                            {"peak_bytes", c.peak_held * c.bytes_each},
-                            {"saved", c.saved},
-                            {"restored", c.restored},
-                            {"evicted", c.evicted}};
+  if (!m.state.on) return j;
+  const StateSnap& c = m.state;
+  j["state_checkpoints"] = {{"policy", c.checkpoint_policy},
+                            {"bytes_each", c.bytes_per_slot},
+                            {"capacity", c.checkpoints_total},
+                            {"peak_held", m.peak_checkpoints_held},
+                            {"peak_bytes", m.peak_checkpoints_held * c.bytes_per_slot},
+                            {"saved", c.checkpoints_saved},
+                            {"restored", c.checkpoints_restored},
+                            {"evicted", c.checkpoints_evicted}};
   return j;
 }
 

@@ -70,15 +70,10 @@ struct RunMetrics {
   uint64_t failed_reservations = 0;
   double mean_ttft_ms = 0;
   int64_t kv_pool_bytes = 0;
-  // Hybrid recurrent models (kv/state_checkpoint_pool.h): the prefix cache's state checkpoints.
-  struct StateCheckpoints {
-    bool on = false;  // a model with recurrent layers
-    std::string policy;
-    int64_t bytes_each = 0;  // one checkpoint (= one sequence's state slot)
-    int32_t capacity = 0;
-    int32_t peak_held = 0;
-    uint64_t saved = 0, restored = 0, evicted = 0;
-  } checkpoints;
+  // Hybrid recurrent models (kv/state_checkpoint_pool.h): the state pool and its checkpoints as
+  // the last snapshot saw them (without the list of checkpoints), and the most held at once.
+  StateSnap state;
+  int32_t peak_checkpoints_held = 0;
 };
 
 // What a driver that runs its own loop (the GUI's worker) learns from the runner, called on the

@@ -212,6 +212,7 @@ KvSetup make_kv_setup(const Model& model, Backend& backend, EngineConfig& cfg) {
   sc.n_checkpoints = cfg.prefix_caching ? static_cast<int32_t>(n_checkpoints) : 0;
   sc.block_size = cfg.block_size;
   sc.policy = cfg.state_checkpoints;
+  sc.hash_salt = kv_cache_salt(model.file->path(), cfg.kv_dtype, cfg.kv_quant_group);
   backend.init_state_slots(sc.n_slots + sc.n_checkpoints, cfg.state_dtype);
   auto slots = std::make_unique<StateSlotManager>(std::move(out.kv), sc);
   out.state_slots = slots.get();

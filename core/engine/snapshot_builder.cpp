@@ -147,6 +147,8 @@ void fill_state(const SnapshotSources& src, Snapshot& S) {
   T.checkpoints_saved = pool.counters().saved;
   T.checkpoints_restored = pool.counters().restored;
   T.checkpoints_evicted = pool.counters().evicted;
+  for (const StateCheckpointPool::Held& h : pool.held()) T.checkpoints.push_back({h.key, h.tokens, h.pending});
+  for (SeqSnap& q : S.seqs) q.state_slot = slots->state_slot(q.id);
 }
 
 }  // namespace

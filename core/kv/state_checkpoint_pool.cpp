@@ -8,10 +8,6 @@
 
 namespace kvscope {
 
-namespace {
-constexpr uint64_t kStateSalt = 0x5eed5a7e;  // keys apart from the KV blocks' own chain
-}
-
 std::string checkpoint_policy_name(const CheckpointPolicy& p) {
   switch (p.kind) {
     case CheckpointPolicy::Kind::Off:
@@ -45,15 +41,18 @@ bool parse_checkpoint_policy(const std::string& s, CheckpointPolicy& out, std::s
   return false;
 }
 
-StateCheckpointPool::StateCheckpointPool(int32_t first_slot, int32_t capacity, int32_t block_size)
-    : first_slot_(first_slot), block_size_(block_size), entries_(static_cast<size_t>(std::max(capacity, 0))) {
+StateCheckpointPool::StateCheckpointPool(int32_t first_slot, int32_t capacity, int32_t block_size, uint64_t hash_salt)
+    : first_slot_(first_slot),
+      block_size_(block_size),
+      salt_(hash_salt),
+      entries_(static_cast<size_t>(std::max(capacity, 0))) {
   if (block_size < 1) throw std::invalid_argument("state checkpoints need a block size of at least 1");
 }
 
 BlockHash StateCheckpointPool::key_of(std::span<const TokenId> prefix) const {
   BlockHash h = kRootBlockHash;
   for (size_t at = 0; at < prefix.size(); at += static_cast<size_t>(block_size_))
-    h = block_hash(h, prefix.subspan(at, std::min(prefix.size() - at, static_cast<size_t>(block_size_))), kStateSalt);
+    h = block_hash(h, prefix.subspan(at, std::min(prefix.size() - at, static_cast<size_t>(block_size_))), salt_);
   return h;
 }
 
@@ -72,8 +71,7 @@ StateCheckpointPool::Hit StateCheckpointPool::longest(std::span<const TokenId> t
   const int32_t n_blocks = std::min<int32_t>(max_len, static_cast<int32_t>(tokens.size())) / block_size_;
   BlockHash h = kRootBlockHash;
   for (int32_t b = 0; b < n_blocks; ++b) {
-    h = block_hash(h, tokens.subspan(static_cast<size_t>(b * block_size_), static_cast<size_t>(block_size_)),
-                   kStateSalt);
+    h = block_hash(h, tokens.subspan(static_cast<size_t>(b * block_size_), static_cast<size_t>(block_size_)), salt_);
     const int32_t len = (b + 1) * block_size_;
     const int32_t e = find(h, tokens.first(static_cast<size_t>(len)));
     if (e >= 0 && !entries_[static_cast<size_t>(e)].pending) hit = Hit{len, first_slot_ + e};
@@ -143,6 +141,13 @@ std::vector<int32_t> StateCheckpointPool::held_slots() const {
   std::vector<int32_t> out;
   for (int32_t i = 0; i < capacity(); ++i)
     if (entries_[static_cast<size_t>(i)].held) out.push_back(first_slot_ + i);
+  return out;
+}
+
+std::vector<StateCheckpointPool::Held> StateCheckpointPool::held() const {
+  std::vector<Held> out;
+  for (const Entry& e : entries_)
+    if (e.held) out.push_back({e.key, static_cast<int32_t>(e.prefix.size()), e.pending});
   return out;
 }
 

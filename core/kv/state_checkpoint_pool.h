@@ -5,6 +5,8 @@
 // it was at the hit's end. The pool keeps such copies (checkpoints) at block boundaries, each
 // keyed by its prefix's block-hash chain (kv/block_hash.h) and holding a state slot of the
 // backend's (slot ids first_slot .. first_slot + capacity - 1, beside the running sequences').
+// - Keys use the KV cache's own hash salt, so a checkpoint's key is the hash of the KV block its
+//   prefix ends on: the window marks that block in the prefix tree.
 // - A checkpoint is reserved when the step that computes its last token is planned and becomes
 //   findable only after that step ran (commit), so no sequence restores a state not yet written.
 // - Full: the least recently used ready checkpoint gives its slot up (an eviction); pending ones
@@ -41,7 +43,7 @@ struct CheckpointCounters {
 
 class StateCheckpointPool {
  public:
-  StateCheckpointPool(int32_t first_slot, int32_t capacity, int32_t block_size);
+  StateCheckpointPool(int32_t first_slot, int32_t capacity, int32_t block_size, uint64_t hash_salt = 0);
 
   int32_t capacity() const { return static_cast<int32_t>(entries_.size()); }
   int32_t used() const { return static_cast<int32_t>(by_key_.size()); }
@@ -64,6 +66,12 @@ class StateCheckpointPool {
   void drop_pending(SeqId seq);  // seq left before its step ran: its reservations free again
   // The slots held by pending or ready checkpoints.
   std::vector<int32_t> held_slots() const;
+  struct Held {
+    BlockHash key = 0;   // the prefix's block-hash chain: its last KV block's hash
+    int32_t tokens = 0;  // prefix length
+    bool pending = false;
+  };
+  std::vector<Held> held() const;
   void validate() const;
 
  private:
@@ -80,6 +88,7 @@ class StateCheckpointPool {
   void release(int32_t e);
 
   int32_t first_slot_, block_size_;
+  uint64_t salt_;
   std::vector<Entry> entries_;
   std::unordered_multimap<BlockHash, int32_t> by_key_;  // key -> entry (held only)
   uint64_t tick_ = 0;

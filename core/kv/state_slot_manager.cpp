@@ -9,8 +9,8 @@ namespace kvscope {
 StateSlotManager::StateSlotManager(std::unique_ptr<KvSlotAllocator> inner, const StateSlotConfig& cfg)
     : inner_(std::move(inner)),
       policy_(cfg.policy),
-      checkpoints_(cfg.n_slots, cfg.policy.kind == CheckpointPolicy::Kind::Off ? 0 : cfg.n_checkpoints,
-                   cfg.block_size) {
+      checkpoints_(cfg.n_slots, cfg.policy.kind == CheckpointPolicy::Kind::Off ? 0 : cfg.n_checkpoints, cfg.block_size,
+                   cfg.hash_salt) {
   if (!inner_ || cfg.n_slots < 1) throw std::invalid_argument("state slots: need an allocator and at least one slot");
   for (int32_t s = cfg.n_slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
 }
@@ -50,16 +50,17 @@ void StateSlotManager::commit_checkpoints() {
   saves_.clear();
 }
 
-std::span<const TokenId> StateSlotManager::hit_cut(std::span<const TokenId> prompt) const {
-  const int32_t len = checkpoints_.longest(prompt, inner_->peek_cached_prefix(prompt)).len;
-  return prompt.first(std::min(prompt.size(), static_cast<size_t>(len) + 1));
+StateSlotManager::Cut StateSlotManager::cut_at_checkpoint(std::span<const TokenId> prompt) const {
+  Cut c;
+  c.kv_hit = inner_->peek_cached_prefix(prompt);
+  c.hit = checkpoints_.longest(prompt, c.kv_hit);
+  c.prompt = prompt.first(std::min(prompt.size(), static_cast<size_t>(c.hit.len) + 1));
+  return c;
 }
 
 int32_t StateSlotManager::attach_cached_prefix(SeqId seq, std::span<const TokenId> prompt) {
-  const int32_t kv_hit = inner_->peek_cached_prefix(prompt);
-  const StateCheckpointPool::Hit hit = checkpoints_.longest(prompt, kv_hit);
+  const auto [kv_hit, hit, cut] = cut_at_checkpoint(prompt);
   if (kv_hit > hit.len) branch_at_[seq] = kv_hit;
-  const auto cut = prompt.first(std::min(prompt.size(), static_cast<size_t>(hit.len) + 1));
   const int32_t attached = inner_->attach_cached_prefix(seq, cut);
   KV_CHECK(attached == hit.len, "state slots: the KV allocator attached " + std::to_string(attached) +
                                     " tokens where the checkpoint covers " + std::to_string(hit.len));

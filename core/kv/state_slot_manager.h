@@ -36,6 +36,7 @@ struct StateSlotConfig {
   int32_t n_checkpoints = 0;  // checkpoint slots after them (0: no prefix-cache hits)
   int32_t block_size = 16;    // the KV allocator's: checkpoints sit at its block boundaries
   CheckpointPolicy policy;
+  uint64_t hash_salt = 0;  // the KV blocks' salt: a checkpoint's key is its last block's hash
 };
 
 class StateSlotManager : public KvSlotAllocator {
@@ -105,8 +106,14 @@ class StateSlotManager : public KvSlotAllocator {
 
  private:
   // prompt cut so that the KV allocator's hit on it ends at the longest checkpointed prefix
-  // within its own hit (the last prompt token stays: it is never a hit).
-  std::span<const TokenId> hit_cut(std::span<const TokenId> prompt) const;
+  // within its own hit (the last prompt token stays: it is never a hit), with both hits.
+  struct Cut {
+    int32_t kv_hit = 0;
+    StateCheckpointPool::Hit hit;
+    std::span<const TokenId> prompt;
+  };
+  Cut cut_at_checkpoint(std::span<const TokenId> prompt) const;
+  std::span<const TokenId> hit_cut(std::span<const TokenId> prompt) const { return cut_at_checkpoint(prompt).prompt; }
   // The checkpoints seq leaves while computing tokens [from, to) of tokens.
   void plan_saves(SeqId seq, std::span<const TokenId> tokens, int32_t from, int32_t to);
 

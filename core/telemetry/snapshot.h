@@ -46,6 +46,7 @@ struct SeqSnap {
   int32_t num_computed = 0;          // tokens whose K/V are in the cache
   int32_t cached_prompt_tokens = 0;  // prompt tokens reused from the prefix cache
   int32_t preemptions = 0;
+  int32_t state_slot = -1;  // hybrid recurrent models: the state slot it holds (-1: none)
   double ttft_ms = -1;      // -1 until the first token
   double mean_itl_ms = -1;  // mean inter-token latency
   std::string error;
@@ -108,6 +109,13 @@ struct StateSnap {
   std::string checkpoint_policy = "off";  // "every:8", "prompt-end", "off"
   int32_t checkpoints_total = 0, checkpoints_used = 0;
   uint64_t checkpoints_saved = 0, checkpoints_restored = 0, checkpoints_evicted = 0;  // since the start
+  // Each held checkpoint: the hash of the KV block (group 0) its prefix ends on, and its length.
+  struct Checkpoint {
+    uint64_t block_hash = 0;
+    int32_t tokens = 0;
+    bool pending = false;  // written by the step now running, not yet a hit
+  };
+  std::vector<Checkpoint> checkpoints;
 };
 
 // One KV group of the hybrid KV cache (layers sharing a block pool and block tables).

@@ -70,6 +70,7 @@ nlohmann::json seqs_json(const Snapshot& s) {
                         {"ttft_ms", q.ttft_ms},
                         {"mean_itl_ms", q.mean_itl_ms}};
     if (!q.error.empty()) j["error"] = q.error;
+    if (q.state_slot >= 0) j["state_slot"] = q.state_slot;
     if (!q.tables_after_first_group.empty()) j["tables_after_first_group"] = q.tables_after_first_group;
     seqs.push_back(std::move(j));
   }
@@ -148,6 +149,9 @@ nlohmann::json token_eviction_json(const Snapshot& s) {
 // A hybrid recurrent model's state pool; null for other models.
 nlohmann::json state_json(const StateSnap& t) {
   if (!t.on) return nullptr;
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (const StateSnap::Checkpoint& c : t.checkpoints)
+    checkpoints.push_back({{"tokens", c.tokens}, {"block_hash", c.block_hash}, {"pending", c.pending}});
   return {{"dtype", t.dtype},
           {"bytes_per_slot", t.bytes_per_slot},
           {"slots_total", t.slots_total},
@@ -157,7 +161,8 @@ nlohmann::json state_json(const StateSnap& t) {
           {"checkpoints_used", t.checkpoints_used},
           {"checkpoints_saved", t.checkpoints_saved},
           {"checkpoints_restored", t.checkpoints_restored},
-          {"checkpoints_evicted", t.checkpoints_evicted}};
+          {"checkpoints_evicted", t.checkpoints_evicted},
+          {"checkpoints", checkpoints}};
 }
 
 }  // namespace
