@@ -21,7 +21,7 @@ namespace kvscope::test {
 // qwen35: 4 layers, 0-2 Gated DeltaNet (4 value heads, 2 key heads of 16), 3 gated attention
 // (4 heads of 16, 2 KV heads, RoPE on 8 of 16 dims). granitehybrid: lfm2's layout with Mamba-2
 // layers of 128 (4 heads of 32, 2 groups of B and C of 16) and Granite's multipliers.
-inline std::shared_ptr<Model> hybrid(const std::string& arch, GgmlType dtype = GgmlType::F32) {
+inline SyntheticSpec hybrid_spec(const std::string& arch, GgmlType dtype = GgmlType::F32) {
   SyntheticSpec s;
   s.dtype = dtype;
   s.arch = arch;
@@ -36,6 +36,10 @@ inline std::shared_ptr<Model> hybrid(const std::string& arch, GgmlType dtype = G
   s.ssm_state = 16;
   s.rope_dim = arch == "qwen35" ? 8 : 0;
   s.seed = 17;
+  return s;
+}
+inline std::shared_ptr<Model> hybrid(const std::string& arch, GgmlType dtype = GgmlType::F32) {
+  const SyntheticSpec s = hybrid_spec(arch, dtype);
   // The process id in the name: ctest runs this suite twice at once (recurrent_state_vec_dot).
   const auto path = test::tmp_dir() / ("recurrent-state-" + arch + (dtype == GgmlType::F32 ? "" : "-q8") + "-" +
                                        std::to_string(QCoreApplication::applicationPid()) + ".gguf");

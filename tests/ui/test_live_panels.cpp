@@ -105,8 +105,8 @@ class TestLivePanels : public QObject {
     std::string header, last;
     std::getline(in, header);
     for (std::string line; std::getline(in, line);) last = line;
-    QVERIFY(header.ends_with(",sliding_blocks_used,sliding_blocks_total"));
-    QVERIFY2(QString::fromStdString(last).endsWith(",30,40"), last.c_str());
+    QVERIFY(header.ends_with(",sliding_blocks_used,sliding_blocks_total,state_bytes,kv_bytes"));
+    QVERIFY2(QString::fromStdString(last).endsWith(",30,40,0,0"), last.c_str());  // no recurrent state, no KV bytes set
 
     auto single = std::make_shared<Snapshot>(*hybrid(1, 5, 0));  // a new engine: its clock restarts
     single->kv_groups.clear();

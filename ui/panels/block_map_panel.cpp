@@ -16,6 +16,7 @@
 
 #include "widgets/block_map_widget.h"
 #include "widgets/live_label.h"
+#include "widgets/state_strip_widget.h"
 #include "widgets/seq_palette.h"
 #include "widgets/theme.h"
 
@@ -100,6 +101,8 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
   lv->addLayout(summaryRow);
   lv->addWidget(new BlockLegend);
   lv->addWidget(scroll_, 1);
+  state_ = new StateStripWidget;
+  lv->addWidget(state_);
   scroll_->viewport()->installEventFilter(this);
 
   auto* split = new QSplitter;
@@ -140,6 +143,7 @@ BlockMapPanel::BlockMapPanel(QWidget* parent) : QWidget(parent) {
 void BlockMapPanel::resetForEngine(const ModelInfo& info) {
   setVocab(info.vocab);
   map_->clearHistory();  // the same pool size must not keep the old engine's marks
+  state_->clear();
 }
 
 void BlockMapPanel::setCompact(bool compact) { list_->setVisible(!compact); }
@@ -207,6 +211,7 @@ void BlockMapPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch& even
   if (!map_->snapshot() || shownBlocks() != before) fit();
   if (events) map_->applyEvents(*events);
   if (!snap) return;
+  state_->setSnapshot(*snap);
   const auto c = map_->counts();
   const auto& m = snap->memory;
   const int g = map_->group() < snap->n_kv_groups() ? map_->group() : 0;

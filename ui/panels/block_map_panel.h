@@ -17,6 +17,7 @@ namespace kvscope::ui {
 
 class BlockMapWidget;
 class LiveLabel;
+class StateStripWidget;
 
 class BlockMapPanel : public QWidget, public SnapshotView {
   Q_OBJECT
@@ -24,7 +25,8 @@ class BlockMapPanel : public QWidget, public SnapshotView {
   explicit BlockMapPanel(QWidget* parent = nullptr);
   BlockMapWidget* map() const { return map_; }
   QListWidget* sequenceList() const { return list_; }
-  QComboBox* groupSelector() const { return group_; }  // shown only with the hybrid KV cache
+  QComboBox* groupSelector() const { return group_; }      // shown only with the hybrid KV cache
+  StateStripWidget* stateStrip() const { return state_; }  // shown only for recurrent models
   void setVocab(const VocabPtr& v);
   void showSnapshot(const SnapshotPtr& snap, const EventBatch& events) override;
   void resetForEngine(const ModelInfo& info) override;
@@ -46,6 +48,7 @@ class BlockMapPanel : public QWidget, public SnapshotView {
   QSlider* zoom_;
   QCheckBox* fit_;
   QComboBox* group_;
+  StateStripWidget* state_;
   QWidget* groupRow_;
   std::vector<SeqId> listIds_;
   struct RowKey {  // what a row's text is made of; the default never matches a real row

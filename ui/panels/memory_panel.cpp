@@ -10,6 +10,7 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QPushButton>
 #include <QTextStream>
 #include <QTimer>
@@ -79,6 +80,12 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   auto* csv = new QPushButton(tr("Export CSV…"));
   auto* reset = new QPushButton(tr("Reset view"));
   info_ = new LiveLabel;
+  stateInfo_ = new LiveLabel;
+  stateInfo_->setToolTip(
+      tr("A hybrid model keeps two kinds of memory: each sequence's recurrent state (conv and recurrent state of "
+         "every recurrent layer: the same bytes at any length) and the attention layers' KV, which grows with "
+         "every token."));
+  stateInfo_->hide();
   auto* row = new QHBoxLayout;
   row->addWidget(info_, 1);
   row->addWidget(follow_);
@@ -88,6 +95,7 @@ MemoryPanel::MemoryPanel(QWidget* parent) : QWidget(parent) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(4, 4, 4, 4);
   v->addWidget(plot_, 1);
+  v->addWidget(stateInfo_);
   v->addLayout(row);
 
   connect(png, &QPushButton::clicked, this, [this] {
@@ -155,6 +163,7 @@ void MemoryPanel::clear() {
   sliding_->setVisible(false);  // the next engine may have one KV group
   sliding_->removeFromLegend();
   used_->setName(tr("used"));
+  stateInfo_->hide();
   sharedEnd_ = 0;
   maxTotal_ = 0;
   maxTps_ = 0;
@@ -193,7 +202,9 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
            m.waste_pct,
            snap->counters.preemptions,
            sliding ? sliding->blocks_used : 0,
-           sliding ? sliding->blocks_total : 0};
+           sliding ? sliding->blocks_total : 0,
+           snap->state.on ? snap->state.bytes_per_slot * snap->state.slots_used : 0,
+           m.kv_used_bytes};
   if (sliding && !sliding_->visible()) {
     sliding_->setVisible(true);
     sliding_->addToLegend();
@@ -216,6 +227,7 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
                      .arg(s.preemptions);
   if (sliding) text += tr(" · sliding layers %1 / %2").arg(s.slidingUsed).arg(s.slidingTotal);
   info_->setText(text);
+  if (snap->state.on) showStateLine(*snap);
   // Each pool's layers, head shape and (gemma4) the layers that read its KV without storing any.
   QStringList pools;
   for (const KvGroupSnap& g : snap->kv_groups)
@@ -228,6 +240,24 @@ void MemoryPanel::showSnapshot(const SnapshotPtr& snap, const EventBatch&) {
     follow();
   else
     requestReplot();
+}
+
+// The two costs of a hybrid model apart: what each sequence holds whatever its length, and what
+// the tokens add.
+void MemoryPanel::showStateLine(const Snapshot& s) {
+  const Sample& x = samples_.back();
+  const QLocale en(QLocale::English);
+  auto bytes = [&](qint64 n) { return en.formattedDataSize(n, 1, QLocale::DataSizeIecFormat); };
+  stateInfo_->setText(tr("<b>Fixed per sequence</b>: %1 state slots × %2 = <b>%3</b> · <b>per token</b>: %4 tokens "
+                         "× %5 B (attention layers only) in %6 blocks = <b>%7</b>")
+                          .arg(s.state.slots_used)
+                          .arg(bytes(s.state.bytes_per_slot))
+                          .arg(bytes(x.stateBytes))
+                          .arg(s.memory.slots_filled)
+                          .arg(s.memory.kv_bytes_per_token)
+                          .arg(s.memory.blocks_used)
+                          .arg(bytes(x.kvBytes)));
+  if (!stateInfo_->isVisible()) stateInfo_->show();
 }
 
 void MemoryPanel::follow() {
@@ -267,10 +297,11 @@ bool MemoryPanel::exportCsv(const QString& path) const {
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) return false;
   QTextStream out(&f);
   out << "time_s,step,blocks_used,blocks_cached,blocks_free,tokens_per_s_avg,waste_pct,preemptions,"
-         "sliding_blocks_used,sliding_blocks_total\n";
+         "sliding_blocks_used,sliding_blocks_total,state_bytes,kv_bytes\n";
   for (const Sample& s : samples_)
     out << s.t << ',' << s.step << ',' << s.used << ',' << s.cached << ',' << s.free << ',' << s.tokensPerS << ','
-        << s.wastePct << ',' << s.preemptions << ',' << s.slidingUsed << ',' << s.slidingTotal << '\n';
+        << s.wastePct << ',' << s.preemptions << ',' << s.slidingUsed << ',' << s.slidingTotal << ',' << s.stateBytes
+        << ',' << s.kvBytes << '\n';
   return true;
 }
 

@@ -5,6 +5,8 @@
 // pan, wheel to zoom (either axis when hovering it), "Follow" keeps the newest data in view.
 // Exports the plot as PNG and the samples as CSV. With a hybrid KV cache (Gemma 3) the stack is
 // the global layers' pool and a dashed line shows the blocks in use in the sliding layers' pool.
+// A hybrid recurrent model (Qwen3.5, LFM2, Granite 4.0-H) adds a line under the plot that keeps
+// its two kinds of memory apart: the state, fixed per sequence, and the KV, per token.
 #include <QWidget>
 #include <memory>
 #include <vector>
@@ -36,6 +38,8 @@ class MemoryPanel : public QWidget, public SnapshotView {
   QCustomPlot* plot() const { return plot_; }
   // The dashed sliding-pool line (hidden, with no legend entry, until a hybrid snapshot arrives).
   QCPGraph* slidingGraph() const { return sliding_; }
+  // Hybrid recurrent models: "fixed per sequence ... · per token ..." (hidden for other models).
+  LiveLabel* stateLine() const { return stateInfo_; }
   void applyTheme();
   // Compare view: both panels show the same x range.
   void setXRange(double lo, double hi);
@@ -54,8 +58,10 @@ class MemoryPanel : public QWidget, public SnapshotView {
     double tokensPerS, wastePct;
     uint64_t preemptions;
     int slidingUsed, slidingTotal;  // the hybrid KV cache's sliding pool; 0 / 0 without one
+    qint64 stateBytes, kvBytes;     // recurrent state held (fixed per sequence), KV blocks held
   };
   void follow();
+  void showStateLine(const Snapshot& s);
   void requestReplot();  // coalesced: at most ~10 replots a second, none while hidden
   void showEvent(QShowEvent* e) override;
   void resizeEvent(QResizeEvent* e) override;
@@ -65,6 +71,7 @@ class MemoryPanel : public QWidget, public SnapshotView {
   std::unique_ptr<ThinnedSeries> series_;  // used_, cached_, free_, tps_, sliding_ (every sample stays in samples_)
   QCheckBox* follow_;
   LiveLabel* info_;
+  LiveLabel* stateInfo_;
   std::vector<Sample> samples_;
   int maxTotal_ = 0;  // running maxima, so following the data costs O(1) per sample
   double maxTps_ = 0;

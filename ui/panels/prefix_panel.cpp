@@ -154,13 +154,18 @@ void PrefixPanel::rebuildNow() {
   bars_->setSnapshot(snap);
   tree_->setNodes(source_.nodes(*snap));
   const PrefixTreeLayout& L = tree_->layout();
-  treeCaption_->setText(
-      tr("%1 blocks · %2 shared (ref ≥ 2) · %3 on live paths (orange) · %4 evictable leaves (dashed) · "
-         "darker = more hits, taller = more refs")
-          .arg(L.size())
-          .arg(L.sharedCount())
-          .arg(L.liveCount())
-          .arg(L.evictableLeafCount()));
+  QString caption = tr("%1 blocks · %2 shared (ref ≥ 2) · %3 on live paths (orange) · %4 evictable leaves (dashed) · "
+                       "darker = more hits, taller = more refs")
+                        .arg(L.size())
+                        .arg(L.sharedCount())
+                        .arg(L.liveCount())
+                        .arg(L.evictableLeafCount());
+  // Hybrid models: a hit ends at a saved recurrent state, so the diamonds are where hits can stop.
+  if (snap->state.on)
+    caption += tr(" · ◆ %1 blocks end where a state checkpoint was saved (%2 held): hits end at one")
+                   .arg(L.checkpointCount())
+                   .arg(snap->state.checkpoints_used);
+  treeCaption_->setText(caption);
 }
 
 }  // namespace kvscope::ui

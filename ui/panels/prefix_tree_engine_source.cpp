@@ -1,5 +1,7 @@
 #include "panels/prefix_tree_engine_source.h"
 
+#include <unordered_set>
+
 namespace kvscope::ui {
 
 namespace {
@@ -64,6 +66,9 @@ std::vector<PrefixTreeNode> EnginePrefixTree::nodes(const Snapshot& s) const {
   std::vector<BlockId> parentOf(nb, kNoBlock);
   std::vector<uint8_t> live(nb, 0);
   std::vector<PrefixTreeNode> out;
+  std::unordered_set<BlockHash> checkpointed;  // ready state checkpoints, keyed by their last block's hash
+  for (const StateSnap::Checkpoint& c : s.state.checkpoints)
+    if (!c.pending) checkpointed.insert(c.block_hash);
   // Live tables first: they say the parent for sure, and which blocks are on a live path.
   for (const SeqSnap& q : s.seqs) {
     if (!holds_blocks(q)) continue;
@@ -90,6 +95,7 @@ std::vector<PrefixTreeNode> EnginePrefixTree::nodes(const Snapshot& s) const {
     n.live = live[b];
     n.evictable = st.status == BlockStatus::Cached;
     n.partial = !st.hashed;
+    n.checkpoint = st.hashed && checkpointed.contains(st.hash);
     if (st.hashed) n.hash = k ? k->hashText : hash_text(st.hash);
     if (k) n.tokens = k->tokens, n.hits = k->hits;
     index[b] = static_cast<int>(out.size());

@@ -10,7 +10,7 @@ void PrefixTreeLayout::build(std::vector<PrefixTreeNode> nodes) {
   depth_.assign(n, 0);
   row_.assign(n, 0.0);
   columns_.clear();
-  rows_ = shared_ = live_ = evictableLeaves_ = 0;
+  rows_ = shared_ = live_ = evictableLeaves_ = checkpoints_ = 0;
   for (PrefixTreeNode& x : nodes_)
     if (x.parent < -1 || x.parent >= static_cast<int>(n)) x.parent = -1;
   linkChildren();
@@ -19,6 +19,7 @@ void PrefixTreeLayout::build(std::vector<PrefixTreeNode> nodes) {
     const PrefixTreeNode& x = nodes_[i];
     shared_ += x.refCount >= 2;
     live_ += x.live;
+    checkpoints_ += x.checkpoint;
     evictableLeaves_ += x.evictable && isLeaf(static_cast<int>(i));
   }
 }

@@ -12,16 +12,17 @@
 namespace kvscope::ui {
 
 struct PrefixTreeNode {
-  uint64_t id = 0;         // the source's key (block id, hash bits): stable across snapshots
-  int parent = -1;         // index into the same list; -1: a root (first block, or parent unknown)
-  QString tokens;          // the block's tokens as text ("" when the source has no tokenizer)
-  QString hash;            // the block hash as text ("" for a block not yet full)
-  int refCount = 0;        // sequences holding it now (attach: instances holding it)
-  int hits = 0;            // prefix-cache hits on it that the source saw
-  bool live = false;       // on the path of a live request
-  bool evictable = false;  // ref 0 but still cached: the LRU may recycle it
-  bool partial = false;    // not full yet: not in the prefix cache
-  uint32_t instances = 0;  // attach: bit i set when instance i caches it
+  uint64_t id = 0;          // the source's key (block id, hash bits): stable across snapshots
+  int parent = -1;          // index into the same list; -1: a root (first block, or parent unknown)
+  QString tokens;           // the block's tokens as text ("" when the source has no tokenizer)
+  QString hash;             // the block hash as text ("" for a block not yet full)
+  int refCount = 0;         // sequences holding it now (attach: instances holding it)
+  int hits = 0;             // prefix-cache hits on it that the source saw
+  bool live = false;        // on the path of a live request
+  bool evictable = false;   // ref 0 but still cached: the LRU may recycle it
+  bool partial = false;     // not full yet: not in the prefix cache
+  bool checkpoint = false;  // hybrid recurrent models: a saved state at this block's end (a hit can stop here)
+  uint32_t instances = 0;   // attach: bit i set when instance i caches it
 };
 
 class PrefixTreeLayout {
@@ -58,6 +59,7 @@ class PrefixTreeLayout {
   int sharedCount() const { return shared_; }  // refCount >= 2
   int liveCount() const { return live_; }
   int evictableLeafCount() const { return evictableLeaves_; }
+  int checkpointCount() const { return checkpoints_; }
 
  private:
   std::vector<PrefixTreeNode> nodes_;
@@ -65,7 +67,7 @@ class PrefixTreeLayout {
   std::vector<double> row_;
   std::vector<int> childBegin_, childEnd_, children_;  // CSR child lists
   std::vector<std::vector<int>> columns_;
-  int rows_ = 0, shared_ = 0, live_ = 0, evictableLeaves_ = 0;
+  int rows_ = 0, shared_ = 0, live_ = 0, evictableLeaves_ = 0, checkpoints_ = 0;
   LazyText lazy_;
   void linkChildren();
   void placeDepthFirst();

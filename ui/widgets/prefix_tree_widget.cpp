@@ -22,7 +22,8 @@ constexpr double kTextFromPx = 13.0;   // rows at least this tall: the tokens in
 constexpr double kMargin = 12.0;
 constexpr double kMaxFitZoom = 1.6;  // a small tree: rows a little taller than at zoom 1
 constexpr int kLabelChars = 40;      // more never fits a node
-const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8);
+const QColor kLive(0xf2, 0x8e, 0x2b), kEvictable(0x9a, 0x9a, 0x9a), kPartial(0xd0, 0xd8, 0xe8),
+    kCheckpoint(0x6a, 0x3d, 0x9a);
 
 // Instance i's stripe colour (attach): far from the nodes' blues and the live orange.
 QColor instanceColor(int i) {
@@ -115,6 +116,8 @@ QString PrefixTreeWidget::hoverText(int i) const {
                .arg(tree_->depthOf(i))
                .arg(tree_->depthOf(i) + 1);
   if (n.live) lines << tr("on a live request's path");
+  if (n.checkpoint)
+    lines << tr("◆ state checkpoint: the recurrent state after this block is saved, so a prefix hit can end here");
   if (n.evictable)
     lines << (tree_->isLeaf(i) ? tr("evictable leaf: ref 0, the LRU recycles it when the pool needs a block")
                                : tr("evictable: ref 0; recycling it also drops its cached descendants"));
@@ -217,6 +220,13 @@ void PrefixTreeWidget::paintColumnNodes(QPainter& p, int depth, std::pair<int, i
     p.setPen(rowPx() >= 5 ? pen : Qt::NoPen);
     p.setBrush(fillOf(n));
     p.drawRect(r);
+    if (n.checkpoint && rowPx() >= 5) {  // a diamond on the block's right edge: the state saved there
+      const double h = std::min(r.height() - 2, 10.0) / 2;
+      const QPointF m(r.right() - h - 2, r.center().y());
+      p.setBrush(kCheckpoint);
+      p.setPen(Qt::NoPen);
+      p.drawPolygon(QPolygonF({m + QPointF(0, -h), m + QPointF(h, 0), m + QPointF(0, h), m + QPointF(-h, 0)}));
+    }
     for (int b = 0, s = 0; n.instances && b < 32; ++b)  // attach: who holds it
       if (n.instances & (1u << b))
         p.fillRect(QRectF(r.left() + 1 + s++ * stripeW, r.top() + 1, stripeW, r.height() - 2), instanceColor(b));
