@@ -23,6 +23,7 @@
 #include "widgets/highlight_frame.h"
 #include "lessons/lessons_panel.h"
 #include "shell/main_window.h"
+#include "panels/hybrid_state_panel.h"
 #include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 #include "controls/settings_panel.h"
@@ -55,6 +56,7 @@ const Expected kExpected[] = {
     {7, "f32", 64, 4, false, "", 256, "blockMap"},
     {8, "int8", 0, 0, false, "", 256, "compareDock"},
     {9, "f32", 0, 0, false, "", 256, "latentDock"},
+    {10, "f32", 0, 0, false, "", 256, "hybridDock"},
 };
 }  // namespace
 
@@ -76,7 +78,7 @@ class TestLessons : public QObject {
     QVERIFY(lessons_);
     // --lesson N: asked for before the model has loaded, applied once it has.
     QVERIFY(w_->showLesson(6));
-    QVERIFY(!w_->showLesson(10));
+    QVERIFY(!w_->showLesson(11));
     w_->openModel(model_path());
     waitReady(6);
     QVERIFY(w_->panelDock(QStringLiteral("lessonsDock"))->isVisible());
@@ -108,11 +110,11 @@ class TestLessons : public QObject {
       const Lesson* l = find_lesson(e.lesson);
       QVERIFY(l);
       QVERIFY2(
-          lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 9 · %2").arg(e.lesson).arg(l->title)),
+          lessons_->titleLabel()->text().contains(QStringLiteral("Lesson %1 of 10 · %2").arg(e.lesson).arg(l->title)),
           qPrintable(lessons_->titleLabel()->text()));
       QVERIFY(lessons_->stepsLabel()->text().contains(l->steps.front().toHtmlEscaped()));
       QCOMPARE(lessons_->previousButton()->isEnabled(), e.lesson > 1);
-      QCOMPARE(lessons_->nextButton()->isEnabled(), e.lesson < 9);
+      QCOMPARE(lessons_->nextButton()->isEnabled(), e.lesson < 10);
 
       // The new engine's first snapshot says what it runs with.
       QTRY_VERIFY_WITH_TIMEOUT(
@@ -187,10 +189,36 @@ class TestLessons : public QObject {
         QVERIFY(p->peakBlocks(LatentKvPanel::Latent) > 0);
         QCOMPARE(p->peakBlocks(LatentKvPanel::Latent), p->peakBlocks(LatentKvPanel::Gqa));
       }
+      if (e.lesson == 10) {
+        // The Hybrid state panel's two runs. By hand: qwen35's six Gated DeltaNet layers each keep
+        // 4 value heads x 64 x 64 f32 plus 3 conv taps of 2 x 2 x 64 + 4 x 64 channels:
+        // (16384 + 1536) x 4 B x 6 = 430,080 B per sequence; KV f16 is 2 layers x 2 x 2 heads x 32
+        // x 2 B = 512 B per token against qwen3's 8 layers' 2,048 B: break-even at 430080 / 1536
+        // = 280 tokens, and the measured curves (a point per 64-token chunk) cross at the first
+        // point past it.
+        HybridStatePanel* p = w_->hybridStatePanel();
+        QTRY_VERIFY_WITH_TIMEOUT(!p->isRunning() && p->finished(), kTimeoutMs);
+        QCOMPARE(p->lastSnapshot(HybridStatePanel::Hybrid)->state.bytes_per_slot, int64_t{430080});
+        QCOMPARE(p->lastSnapshot(HybridStatePanel::Hybrid)->memory.kv_bytes_per_token, int64_t{512});
+        QCOMPARE(p->lastSnapshot(HybridStatePanel::Dense)->memory.kv_bytes_per_token, int64_t{2048});
+        QVERIFY(!p->lastSnapshot(HybridStatePanel::Dense)->state.on);
+        QCOMPARE(p->breakEvenTokens(), int64_t{280});
+        QCOMPARE(p->measuredCrossing(), int64_t{320});
+        const auto& h = p->points(HybridStatePanel::Hybrid);
+        const auto& d = p->points(HybridStatePanel::Dense);
+        QVERIFY(h.size() >= 16 && d.size() >= 16);
+        QCOMPARE(h.front().tokens, int64_t{64});
+        QCOMPARE(h.front().state_bytes, int64_t{430080});  // the whole state from the first chunk on
+        QVERIFY(h.front().total() > d.front().total());    // short: the hybrid holds more
+        QVERIFY(h.back().total() < d.back().total());      // long: much less
+        QVERIFY2(p->resultText().contains(QStringLiteral("Break-even: 280 tokens")), qPrintable(p->resultText()));
+      }
     }
   }
 
   void resetStartsOverAndPreviousGoesBack() {
+    waitReady(10);
+    QTest::mouseClick(lessons_->previousButton(), Qt::LeftButton);
     waitReady(9);
     QTest::mouseClick(lessons_->previousButton(), Qt::LeftButton);
     waitReady(8);

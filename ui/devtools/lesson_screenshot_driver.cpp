@@ -8,6 +8,7 @@
 #include "widgets/highlight_frame.h"
 #include "lessons/lessons_panel.h"
 #include "shell/main_window.h"
+#include "panels/hybrid_state_panel.h"
 #include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 
@@ -87,7 +88,8 @@ void LessonScreenshotDriver::tick() {
         lastProgressMs_ = t;
       }
       const bool noCacheBusy = (panel->lesson().runNoCacheComparison && win_->noCachePanel()->isRunning()) ||
-                               (panel->lesson().runLatentComparison && win_->latentKvPanel()->isRunning());
+                               (panel->lesson().runLatentComparison && win_->latentKvPanel()->isRunning()) ||
+                               (panel->lesson().runHybridComparison && win_->hybridStatePanel()->isRunning());
       if ((lastStep_ >= steps_for(number) || t - lastProgressMs_ > kNoProgressMs) && !noCacheBusy)
         phase_ = Phase::Shoot;
       return;

@@ -16,6 +16,7 @@
 #include "panels/chat_panel.h"
 #include "controls/compare_panel.h"
 #include "shell/main_window.h"
+#include "panels/hybrid_state_panel.h"
 #include "panels/no_cache_panel.h"
 #include "panels/prefix_panel.h"
 #include "panels/request_story_panel.h"
@@ -169,6 +170,18 @@ ScreenshotDriver::ScreenshotDriver(MainWindow* w, QString dir, QString scenario,
                      }});
   stages_.push_back({QStringLiteral("no-KV-cache run finished"), [this] { return !win_->noCachePanel()->isRunning(); },
                      [this] { shootFloating(win_->noCachePanel(), QStringLiteral("8-teaching-no-kv-cache.png")); }});
+  // Teaching: a hybrid's fixed state against a same-width model's KV (its own synthetic models).
+  stages_.push_back({QStringLiteral("hybrid-state run started"), [] { return true; },
+                     [this] {
+                       QString why;
+                       if (!win_->hybridStatePanel()->start(&why)) {
+                         QTextStream(stderr) << "hybrid-state run: " << why << '\n';
+                         ++failures_;
+                       }
+                     }});
+  stages_.push_back(
+      {QStringLiteral("hybrid-state run finished"), [this] { return !win_->hybridStatePanel()->isRunning(); },
+       [this] { shootFloating(win_->hybridStatePanel(), QStringLiteral("9-teaching-hybrid-state.png")); }});
 }
 
 void ScreenshotDriver::shootFloating(QWidget* panel, const QString& file) {
@@ -233,7 +246,8 @@ void ScreenshotDriver::shootAll(const QString& moment) {
   }
   // Tabified docks only lay out their contents when raised.
   for (QDockWidget* d : win_->panelDocks()) {
-    if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel())
+    if (d->widget() == win_->comparePanel() || d->widget() == win_->noCachePanel() ||
+        d->widget() == win_->hybridStatePanel())
       continue;  // shot on their own, at full size
     d->raise();
     settle();

@@ -2,7 +2,7 @@
 // A guided lesson is data, not code: a preset of engine settings (Settings panel override keys,
 // applied through the panel so its validation refuses what it refuses everywhere), a scenario
 // for the engine to replay one Step at a time, a few short plain-language steps, and the panel
-// (and optionally one widget in it) the learner should look at. The nine lessons of the
+// (and optionally one widget in it) the learner should look at. The ten lessons of the
 // Lessons panel live in lesson_table.cpp; LessonsPanel applies them.
 #include <QList>
 #include <QPair>
@@ -33,11 +33,12 @@ struct Lesson {
   std::optional<bool> compareQuality;
   bool runNoCacheComparison = false;  // start the No-KV-cache panel's two runs
   bool runLatentComparison = false;   // start the Latent KV panel's two runs
+  bool runHybridComparison = false;   // start the Hybrid state panel's two runs
 };
 
 // What every lesson starts from, so a lesson never inherits the previous one's settings.
 const LessonSettings& lesson_base_settings();
-// The lessons 1..9, in order.
+// The lessons 1..10, in order.
 const QList<Lesson>& builtin_lessons();
 // Lesson `number` (1-based), or null.
 const Lesson* find_lesson(int number);

@@ -26,6 +26,7 @@ class LessonStage {
   virtual void presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) = 0;
   virtual void startNoCacheComparison() = 0;  // unless it is running already
   virtual void startLatentComparison() = 0;   // the same for the Latent KV panel
+  virtual void startHybridComparison() = 0;   // and the Hybrid state panel
   virtual void clearCaptions() = 0;
   virtual QDockWidget* panelDock(const QString& objectName) const = 0;  // null if none
   virtual QWidget* centralPanel() const = 0;                            // the block map ("blockMap")

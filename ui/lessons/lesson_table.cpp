@@ -1,4 +1,4 @@
-// The nine guided lessons (issue 18, "Guided lessons"), as data. Texts stay short and plain:
+// The ten guided lessons (issue 18, "Guided lessons"), as data. Texts stay short and plain:
 // each step is one idea, and the last names what to look at.
 #include "lessons/lesson.h"
 
@@ -146,6 +146,23 @@ QList<Lesson> make_lessons() {
                "the same model as multi-head, every head's key and value cached: 4.8 MiB per token.")},
        .lookAt = QStringLiteral("latentDock"),
        .runLatentComparison = true});
+  l.push_back(
+      {.number = 10,
+       .title = tr("Why Qwen3.5's cache barely grows"),
+       .scenario = QStringLiteral("tiny-completions"),
+       .steps =
+           {tr("Qwen3.5 is a hybrid: three layers in four are Gated DeltaNet, which fold every token into a "
+               "fixed-size state instead of keeping its key and value. Only every fourth layer is attention with a "
+               "KV cache."),
+            tr("So a sequence costs a fixed state (paid once, at any length) plus a small KV per token. A short "
+               "sequence costs more than in a plain model; a long one much less."),
+            tr("The Hybrid state panel runs one long prompt through a small qwen35 and a qwen3 of the same width: "
+               "memory held at each length, both curves, and the break-even length where they cross."),
+            tr("Load a hybrid model and the block map grows a strip of state slots (one per running sequence) and "
+               "checkpoints (saved states a prefix hit restores); the memory panel splits fixed from per-token "
+               "bytes. The KV calculator's Qwen3.5 presets say how many sequences fit.")},
+       .lookAt = QStringLiteral("hybridDock"),
+       .runHybridComparison = true});
   return l;
 }
 

@@ -169,6 +169,7 @@ void LessonsPanel::finishApply() {
   stage_->presetCompareB(lesson_.compareB, lesson_.compareQuality);
   if (lesson_.runNoCacheComparison) stage_->startNoCacheComparison();
   if (lesson_.runLatentComparison) stage_->startLatentComparison();
+  if (lesson_.runHybridComparison) stage_->startHybridComparison();
   stage_->clearCaptions();
   lookAt(lesson_);
   ready_ = true;

@@ -10,7 +10,6 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "model/synthetic_model.h"
 #include "widgets/live_label.h"
 #include "widgets/theme.h"
 
@@ -62,6 +61,19 @@ QString formula(const ModelConfig& c) {
 }  // namespace
 
 LatentKvPanel::LatentKvPanel(QWidget* parent) : QWidget(parent) {
+  pair_ = new SyntheticPair(
+      {SyntheticPair::Side{tr("latent"), QStringLiteral("latent-mla.gguf"), spec_for(Latent)},
+       SyntheticPair::Side{tr("GQA"), QStringLiteral("gqa.gguf"), spec_for(Gqa)}},
+      [this](int i, EngineHost& host, const ModelInfo&) {
+        return host.submitText(prompt_->text(), tokens_->value(), true, pair_->name(i));
+      },
+      this);
+  connect(pair_, &SyntheticPair::loaded, this, &LatentKvPanel::onLoaded);
+  connect(pair_, &SyntheticPair::snapshot, this, &LatentKvPanel::onSnapshot);
+  connect(pair_, &SyntheticPair::stopped, this, [this] {
+    updateStatus();
+    emit runFinished();
+  });
   prompt_ = new QLineEdit(
       QStringLiteral("A latent cache keeps one compressed row per token, and every head reads it as key and value."));
   prompt_->setToolTip(tr("The prompt both models read (their weights are random: the text they write is not)."));
@@ -124,85 +136,17 @@ LatentKvPanel::LatentKvPanel(QWidget* parent) : QWidget(parent) {
   v->addWidget(caption);
   v->addStretch(1);
   fill_with_scroll_area(this, content);
-  connect(run_, &QPushButton::clicked, this, [this] {
-    QString why;
-    if (!start(&why)) {
-      error_ = why;
-      updateStatus();
-    }
-  });
+  connect(run_, &QPushButton::clicked, this, [this] { start(); });
   updateStatus();
 }
 
 LatentKvPanel::~LatentKvPanel() { shutdown(); }
 
-void LatentKvPanel::shutdown() {
-  for (Run& r : runs_)
-    if (r.host) r.host->shutdown();
-}
-
-bool LatentKvPanel::finished() const { return runs_[Latent].done && runs_[Gqa].done && error_.isEmpty(); }
-
-bool LatentKvPanel::writeModels(QString* why) {
-  if (dir_ && dir_->isValid()) return true;
-  dir_ = std::make_unique<QTemporaryDir>();
-  if (!dir_->isValid()) {
-    *why = tr("cannot create a temporary folder for the models");
-    return false;
-  }
-  for (int i = 0; i < 2; ++i) {
-    Run& r = runs_[static_cast<size_t>(i)];
-    r.path = dir_->filePath(i == Latent ? QStringLiteral("latent-mla.gguf") : QStringLiteral("gqa.gguf"));
-    r.name = i == Latent ? tr("latent") : tr("GQA");
-    try {
-      write_synthetic_model(spec_for(i), r.path.toStdString());
-    } catch (const std::exception& e) {
-      *why = tr("cannot write the %1 model: %2").arg(r.name, QString::fromStdString(e.what()));
-      dir_.reset();
-      return false;
-    }
-  }
-  return true;
-}
-
-void LatentKvPanel::ensureHost(int i) {
-  Run& r = runs_[static_cast<size_t>(i)];
-  if (r.host) return;
-  r.host = std::make_unique<EngineHost>(nullptr);
-  EngineHost* h = r.host.get();
-  connect(h, &EngineHost::modelLoaded, this, [this, i](const ModelInfo& info) { onLoaded(i, info); });
-  connect(h, &EngineHost::snapshot, this, [this, i](const SnapshotPtr& s, const EventBatch&) { onSnapshot(i, s); });
-  connect(h, &EngineHost::error, this, [this, i](const QString& msg) {
-    if (!runs_[static_cast<size_t>(i)].active) return;
-    error_ = tr("%1: %2").arg(runs_[static_cast<size_t>(i)].name, msg);
-    for (Run& other : runs_) other.active = false;
-    running_ = false;
-    updateStatus();
-    emit runFinished();
-  });
-  connect(h->worker(), &EngineThreadWorker::requestFinished, this, [this, i](const TurnStats& t) {
-    Run& run = runs_[static_cast<size_t>(i)];
-    if (!run.active || t.tag != run.tag) return;
-    run.done = true;
-    if (t.state != QLatin1String("finished")) error_ = tr("%1: the request was %2 %3").arg(run.name, t.state, t.error);
-    running_ = !(runs_[Latent].done && runs_[Gqa].done) && error_.isEmpty();
-    updateStatus();
-    if (!running_) emit runFinished();
-  });
-}
+void LatentKvPanel::shutdown() { pair_->shutdown(); }
 
 bool LatentKvPanel::start(QString* why) {
-  if (running_) {
-    if (why) *why = tr("A run is in progress.");
-    return false;
-  }
   QString err;
   if (prompt_->text().trimmed().isEmpty()) err = tr("Enter a prompt.");
-  if (err.isEmpty() && !writeModels(&err)) err = err.isEmpty() ? tr("cannot write the models") : err;
-  if (!err.isEmpty()) {
-    if (why) *why = err;
-    return false;
-  }
   EngineConfig c;
   c.block_size = 16;
   c.kv_dtype = KvDtype::F16;
@@ -210,36 +154,29 @@ bool LatentKvPanel::start(QString* why) {
   c.kv_memory_bytes = kBudgetBytes;
   c.prefix_caching = false;
   c.sched.max_model_len = 256;
+  if (err.isEmpty()) pair_->start(c, &err);
+  if (!err.isEmpty()) {
+    if (!pair_->isRunning()) error_ = err;
+    if (why) *why = err;
+    updateStatus();
+    return false;
+  }
   error_.clear();
   for (int i = 0; i < 2; ++i) {
-    Run& r = runs_[static_cast<size_t>(i)];
-    ensureHost(i);
-    r.active = true;
-    r.done = false;
-    r.tag = 0;
-    r.last.reset();
-    r.peakBlocks = 0;
-    r.peakTokens = r.peakBytes = 0;
+    runs_[static_cast<size_t>(i)] = Run{};
     for (QLabel* l : cells_[static_cast<size_t>(i)]) l->setText(QStringLiteral("…"));
-    r.host->setEveryStep(true);  // the peak blocks: a coalesced snapshot could miss the last steps
-    r.host->loadModel(r.path, c);
   }
-  running_ = true;
   updateStatus();
   return true;
 }
 
 void LatentKvPanel::onLoaded(int i, const ModelInfo& info) {
-  Run& r = runs_[static_cast<size_t>(i)];
-  if (!r.active) return;
-  r.config = info.modelConfig;
-  r.tag = r.host->submitText(prompt_->text(), tokens_->value(), true, r.name);
+  runs_[static_cast<size_t>(i)].config = info.modelConfig;
   fill(i);
 }
 
 void LatentKvPanel::onSnapshot(int i, const SnapshotPtr& s) {
   Run& r = runs_[static_cast<size_t>(i)];
-  if (!s || !r.active) return;
   r.last = s;
   r.peakBlocks = std::max(r.peakBlocks, s->memory.blocks_used);
   r.peakTokens = std::max<qint64>(r.peakTokens, s->memory.slots_filled);
@@ -266,10 +203,11 @@ void LatentKvPanel::fill(int i) {
 }
 
 void LatentKvPanel::updateStatus() {
-  run_->setEnabled(!running_);
-  if (!error_.isEmpty())
-    status_->setText(tr("Error: %1").arg(error_));
-  else if (running_)
+  run_->setEnabled(!isRunning());
+  const QString error = error_.isEmpty() ? pair_->error() : error_;
+  if (!error.isEmpty())
+    status_->setText(tr("Error: %1").arg(error));
+  else if (isRunning())
     status_->setText(tr("Running the prompt on both models…"));
   else if (finished() && runs_[Latent].last && runs_[Gqa].last && runs_[Gqa].last->memory.blocks_total > 0)
     status_->setText(

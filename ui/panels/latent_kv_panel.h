@@ -7,12 +7,10 @@
 // formula, the bytes per token, the blocks the same memory holds, and the blocks and bytes the
 // prompt fills. The models are written by kvscope's synthetic writer into a temporary folder
 // (random weights: the text is gibberish, the cache is real).
-#include <QTemporaryDir>
 #include <QWidget>
 #include <array>
-#include <memory>
 
-#include "engine_bridge/engine_host.h"
+#include "engine_bridge/synthetic_pair.h"
 
 class QLabel;
 class QLineEdit;
@@ -35,8 +33,8 @@ class LatentKvPanel : public QWidget {
   // Writes both models (once) and runs the prompt on each. False with *why if it cannot start.
   bool start(QString* why = nullptr);
   void shutdown();
-  bool isRunning() const { return running_; }
-  bool finished() const;
+  bool isRunning() const { return pair_->isRunning(); }
+  bool finished() const { return pair_->finished(); }
   QPushButton* runButton() const { return run_; }
   QLabel* cell(int run, Row row) const { return cells_[static_cast<size_t>(run)][static_cast<size_t>(row)]; }
   SnapshotPtr lastSnapshot(int run) const { return runs_[static_cast<size_t>(run)].last; }
@@ -49,18 +47,12 @@ class LatentKvPanel : public QWidget {
 
  private:
   struct Run {
-    std::unique_ptr<EngineHost> host;
-    QString path, name;
-    bool active = false, done = false;
-    quint64 tag = 0;
     SnapshotPtr last;
     ModelConfig config;
     // The most the run held at once: a finished request's blocks go back to the pool.
     int peakBlocks = 0;
     qint64 peakTokens = 0, peakBytes = 0;
   };
-  bool writeModels(QString* why);
-  void ensureHost(int i);
   void onLoaded(int i, const ModelInfo& info);
   void onSnapshot(int i, const SnapshotPtr& s);
   void fill(int i);
@@ -71,10 +63,9 @@ class LatentKvPanel : public QWidget {
   QPushButton* run_;
   LiveLabel* status_;
   std::array<std::array<QLabel*, kRows>, 2> cells_{};
+  SyntheticPair* pair_;
   std::array<Run, 2> runs_;
-  std::unique_ptr<QTemporaryDir> dir_;
-  bool running_ = false;
-  QString error_;
+  QString error_;  // why the last start was refused
 };
 
 }  // namespace kvscope::ui

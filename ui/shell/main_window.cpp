@@ -33,6 +33,7 @@
 #include "widgets/live_label.h"
 #include "panels/memory_panel.h"
 #include "panels/capacity_panel.h"
+#include "panels/hybrid_state_panel.h"
 #include "panels/latent_kv_panel.h"
 #include "panels/no_cache_panel.h"
 #include "panels/planner_panel.h"
@@ -90,6 +91,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   compare_ = new ComparePanel(settings_);
   noCache_ = new NoCachePanel(settings_);
   latentKv_ = new LatentKvPanel;
+  hybridState_ = new HybridStatePanel;
 
   // The registration: one line per panel. Panels of one area are tabs of its first one.
   addPanel(
@@ -126,6 +128,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
            tr("Teaching: DeepSeek's latent attention against grouped-query attention. The same prompt through two "
               "small synthetic models of the same width, each with the same KV memory: the row each caches per "
               "token, its bytes, and the blocks the same memory holds."));
+  addPanel(hybridState_, tr("Hybrid state"), QStringLiteral("hybridDock"), Qt::BottomDockWidgetArea,
+           tr("Teaching: why Qwen3.5's cache barely grows. One long prompt through a small hybrid (Gated DeltaNet "
+              "in three layers of four: a fixed state per sequence) and a same-width model with attention in every "
+              "layer: memory held at each length, read from both engines, and the break-even length."));
   addPanel(new CapacityPanel, tr("Capacity"), QStringLiteral("capacityDock"), Qt::BottomDockWidgetArea,
            tr("What-if on a real request trace (Mooncake's, or this server's own recording): the prefix-cache hit "
               "ratio against cache size, routers and a CPU tier side by side, and what one more GiB of KV buys."));
@@ -236,6 +242,10 @@ void MainWindow::startNoCacheComparison() {
 
 void MainWindow::startLatentComparison() {
   if (!latentKv_->isRunning()) latentKv_->runButton()->click();
+}
+
+void MainWindow::startHybridComparison() {
+  if (!hybridState_->isRunning()) hybridState_->runButton()->click();
 }
 
 void MainWindow::clearCaptions() {
@@ -497,6 +507,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   compare_->shutdown();
   noCache_->shutdown();
   latentKv_->shutdown();
+  hybridState_->shutdown();
   serve_->stop();  // answers its clients before the engine thread goes
   host_->shutdown();
   QMainWindow::closeEvent(e);

@@ -28,6 +28,7 @@ class FragmentationPanel;
 class LessonsPanel;
 class MemoryPanel;
 class NoCachePanel;
+class HybridStatePanel;
 class LatentKvPanel;
 class PlannerPanel;
 class PrefixPanel;
@@ -62,6 +63,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   PlannerPanel* plannerPanel() const;
   NoCachePanel* noCachePanel() const { return noCache_; }
   LatentKvPanel* latentKvPanel() const { return latentKv_; }
+  HybridStatePanel* hybridStatePanel() const { return hybridState_; }
   ServeController* serveController() const { return serve_; }  // the Serve toggle's server
   ServeMenu* serveMenu() const { return serveMenu_; }
   QList<QDockWidget*> panelDocks() const { return docks_; }          // in registration order
@@ -74,6 +76,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   void presetCompareB(const EngineConfigEdit& b, std::optional<bool> quality) override;
   void startNoCacheComparison() override;
   void startLatentComparison() override;
+  void startHybridComparison() override;
   void clearCaptions() override;
   QWidget* centralPanel() const override;
 
@@ -133,6 +136,7 @@ class MainWindow : public QMainWindow, public LessonStage {
   ComparePanel* compare_ = nullptr;
   NoCachePanel* noCache_ = nullptr;
   LatentKvPanel* latentKv_ = nullptr;
+  HybridStatePanel* hybridState_ = nullptr;
   LessonsPanel* lessons_ = nullptr;
   ServeController* serve_ = nullptr;
   ServeMenu* serveMenu_ = nullptr;
