@@ -4,12 +4,16 @@ vllm|sglang), taken from that project's wheel on PyPI (pip download --no-deps; o
 is kept), loaded by tests/peers/kv_events_wheels.py with small stubs for the project-internal
 names it imports, every payload decoded with msgspec.msgpack.Decoder(KVEventBatch). The hash
 chains the events describe must be exactly the prefix cache in kvscope's snapshot, and the
-replay socket must hand back the same batches. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
+replay socket must hand back the same batches. With KVSCOPE_KV_MODEL=qwen35 the model is a
+synthetic hybrid written here (Gated DeltaNet + attention, prefix hits through state
+checkpoints), and every stored block must say it is KV group 0, full attention, in the peer's own
+fields. usage: test_kv_events.py KVSCOPE_CLI MODEL"""
 import collections
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from serve_fixture import Server, wait_idle
@@ -19,6 +23,7 @@ import kv_events_wheels  # noqa: E402
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
 PEER = os.environ.get("KVSCOPE_KV_PEER", "vllm")  # vllm | sglang (kv_events_wheels.PEERS)
+HYBRID = os.environ.get("KVSCOPE_KV_MODEL") == "qwen35"
 skip = kv_events_wheels.skip
 
 
@@ -31,8 +36,14 @@ def main():
     kv = kv_events_wheels.load(PEER)
     decoder = msgspec.msgpack.Decoder(kv.KVEventBatch)
     fails = []
+    model = MODEL
+    if HYBRID:
+        model = os.path.join(tempfile.mkdtemp(), "qwen35.gguf")
+        subprocess.run([CLI, "make-model", "--out", model, "--arch", "qwen35", "--n-layer", "4"], check=True,
+                       capture_output=True)
+    group_fields = "group_idx" in getattr(kv.BlockStored, "__struct_fields__", ())
 
-    srv = Server(CLI, MODEL, "--kv-blocks", "48", "--kv-events-endpoint", "tcp://127.0.0.1:*",
+    srv = Server(CLI, model, "--kv-blocks", "48", "--kv-events-endpoint", "tcp://127.0.0.1:*",
                  "--kv-events-replay", "tcp://127.0.0.1:*", "--kv-events-topic", "kvscope")
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
@@ -42,7 +53,7 @@ def main():
 
     prefix = ("Once upon a time, there was a little girl named Lily who lived in a small house near the big forest. "
               "Every day she walked to the river with her dog and they played in the warm sun until the evening came.")
-    prompt_ids = json.loads(subprocess.run([CLI, "generate", "--model", MODEL, "--prompt", prefix, "-n", "1", "--json",
+    prompt_ids = json.loads(subprocess.run([CLI, "generate", "--model", model, "--prompt", prefix, "-n", "1", "--json",
                                             "--threads", "1"], check=True, capture_output=True, text=True).stdout)["prompt_tokens"]
     for i in range(6):  # a shared prefix, then enough other text to evict (48 blocks of 16)
         srv.request("POST", "/v1/completions", {"prompt": prefix, "max_tokens": 8 + i, "temperature": 0})
@@ -111,6 +122,8 @@ def main():
                 stored += 1
                 if ev.block_size != 16 or len(ev.token_ids) != 16 * len(ev.block_hashes) or ev.medium != "GPU":
                     fails.append("odd BlockStored %r" % ev)
+                if HYBRID and group_fields and (ev.group_idx != 0 or ev.kv_cache_spec_kind != "full_attention"):
+                    fails.append("a hybrid's attention block not in group 0, full attention: %r" % ev)
                 parent = ev.parent_block_hash
                 if parent is not None and cache[parent] <= 0:
                     fails.append("BlockStored names a parent %s that is not cached" % parent)
@@ -155,7 +168,11 @@ def main():
     if fails:
         print("FAIL: " + "\n  ".join(fails[:20]))
         sys.exit(1)
-    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot" % (PEER, kv_events_wheels.PEERS[PEER][1]))
+    if HYBRID and group_fields and stored == 0:
+        fails.append("the hybrid stored no block")
+    srv_kind = "qwen35 hybrid, group fields %s" % ("checked" if group_fields else "not in this peer") if HYBRID else MODEL
+    print("PASS kv events decoded by %s %s's KVEventBatch, chains match the snapshot (%s)" %
+          (PEER, kv_events_wheels.PEERS[PEER][1], srv_kind))
 
 
 if __name__ == "__main__":
