@@ -82,17 +82,25 @@ StateCheckpointPool::Hit StateCheckpointPool::longest(std::span<const TokenId> t
 void StateCheckpointPool::mark_restored(int32_t slot) {
   Entry& e = entries_.at(static_cast<size_t>(slot - first_slot_));
   e.last_used = ++tick_;
+  e.shared = true;
   ++counters_.restored;
 }
 
-int32_t StateCheckpointPool::victim() const {
-  int32_t best = -1;
+int32_t StateCheckpointPool::victim(bool for_shared) const {
+  int32_t lru = -1, lru_shared = -1, n_shared = 0;
+  auto older = [&](int32_t i, int32_t than) {
+    return than < 0 || entries_[static_cast<size_t>(i)].last_used < entries_[static_cast<size_t>(than)].last_used;
+  };
   for (int32_t i = 0; i < capacity(); ++i) {
     const Entry& e = entries_[static_cast<size_t>(i)];
     if (!e.held) return i;
-    if (!e.pending && (best < 0 || e.last_used < entries_[static_cast<size_t>(best)].last_used)) best = i;
+    n_shared += e.shared ? 1 : 0;
+    if (e.pending) continue;
+    int32_t& best = e.shared ? lru_shared : lru;
+    if (older(i, best)) best = i;
   }
-  return best;
+  if (lru >= 0) return lru;
+  return for_shared || n_shared * 4 > capacity() * 3 ? lru_shared : -1;
 }
 
 void StateCheckpointPool::release(int32_t i) {
@@ -106,20 +114,21 @@ void StateCheckpointPool::release(int32_t i) {
   e = Entry{};
 }
 
-int32_t StateCheckpointPool::reserve(std::span<const TokenId> prefix, SeqId seq) {
+int32_t StateCheckpointPool::reserve(std::span<const TokenId> prefix, SeqId seq, bool shared) {
   const BlockHash key = key_of(prefix);
   if (const int32_t e = find(key, prefix); e >= 0) {
     entries_[static_cast<size_t>(e)].last_used = ++tick_;
+    entries_[static_cast<size_t>(e)].shared |= shared;
     return -1;
   }
-  const int32_t i = victim();
+  const int32_t i = victim(shared);
   if (i < 0) return -1;
   if (entries_[static_cast<size_t>(i)].held) {
     release(i);
     ++counters_.evicted;
   }
   Entry& e = entries_[static_cast<size_t>(i)];
-  e = Entry{true, true, seq, key, std::vector<TokenId>(prefix.begin(), prefix.end()), ++tick_};
+  e = Entry{true, true, shared, seq, key, std::vector<TokenId>(prefix.begin(), prefix.end()), ++tick_};
   by_key_.emplace(key, i);
   return first_slot_ + i;
 }

@@ -105,10 +105,12 @@ void StateSlotManager::plan_saves(SeqId seq, std::span<const TokenId> tokens, in
   // furthest state saves the most recomputation. But the branch point before all: where the
   // KV cache shows the prompt's prefix is shared, its next sibling will hit.
   std::reverse(at.begin(), at.end());
-  if (const auto it = branch_at_.find(seq); it != branch_at_.end()) at.insert(at.begin(), it->second);
+  const auto branch = branch_at_.find(seq);
+  if (branch != branch_at_.end()) at.insert(at.begin(), branch->second);
   for (const int32_t b : at) {
     if (b <= from || b > to) continue;
-    if (const int32_t slot = checkpoints_.reserve(tokens.first(static_cast<size_t>(b)), seq); slot >= 0)
+    const bool shared = branch != branch_at_.end() && b == branch->second;
+    if (const int32_t slot = checkpoints_.reserve(tokens.first(static_cast<size_t>(b)), seq, shared); slot >= 0)
       saves_[seq].emplace_back(b - 1, slot);
   }
 }

@@ -109,6 +109,45 @@ class TestStateCheckpoints : public QObject {
     pool.validate();
   }
 
+  // Shared checkpoints (a branch point, or restored once) outlive a request's own saves: those
+  // evict each other first, and a shared one only while shared ones hold over 3/4 of the pool.
+  void pool_keeps_shared_checkpoints() {
+    StateCheckpointPool pool(10, 2, 4);
+    const auto shared = tokens(8, 1);
+    const int32_t ss = pool.reserve(shared, 1, true);
+    pool.commit();
+    for (int32_t k = 2; k < 6; ++k) {  // a long prompt's own boundaries, one per step
+      QVERIFY(pool.reserve(tokens(8, k), 1) >= 0);
+      pool.commit();
+    }
+    QCOMPARE(pool.longest(shared, 8).slot, ss);
+    QCOMPARE(pool.counters().evicted, uint64_t{3});
+    QCOMPARE(pool.longest(tokens(8, 5), 8).len, 8);  // the newest own save is there too
+    // A second shared prefix takes the unshared slot; then both are shared (2 of 2 > 3/4), so
+    // an unshared save may evict the least recently used of them.
+    const auto other = tokens(8, 9);
+    QVERIFY(pool.reserve(other, 2, true) >= 0);
+    pool.commit();
+    pool.mark_restored(ss);  // `shared` used more recently
+    QCOMPARE(pool.reserve(tokens(8, 10), 3), pool.longest(other, 8).slot);
+    pool.commit();
+    QCOMPARE(pool.longest(shared, 8).slot, ss);
+    QCOMPARE(pool.longest(other, 8).len, 0);
+    pool.validate();
+
+    // Four slots, three shared: an unshared save only cycles through the fourth.
+    StateCheckpointPool big(10, 4, 4);
+    for (int32_t k = 0; k < 3; ++k) QVERIFY(big.reserve(tokens(8, 20 + k), 1, true) >= 0);
+    big.commit();
+    for (int32_t k = 0; k < 5; ++k) {
+      QVERIFY(big.reserve(tokens(8, 30 + k), 2) >= 0);
+      big.commit();
+    }
+    for (int32_t k = 0; k < 3; ++k) QCOMPARE(big.longest(tokens(8, 20 + k), 8).len, 8);
+    QCOMPARE(big.counters().evicted, uint64_t{4});
+    big.validate();
+  }
+
   void prefix_hit_matches_no_hit_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<QString>("policy");
