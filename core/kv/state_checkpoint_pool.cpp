@@ -146,13 +146,6 @@ void StateCheckpointPool::drop_pending(SeqId seq) {
     if (entries_[static_cast<size_t>(i)].pending && entries_[static_cast<size_t>(i)].writer == seq) release(i);
 }
 
-std::vector<int32_t> StateCheckpointPool::held_slots() const {
-  std::vector<int32_t> out;
-  for (int32_t i = 0; i < capacity(); ++i)
-    if (entries_[static_cast<size_t>(i)].held) out.push_back(first_slot_ + i);
-  return out;
-}
-
 std::vector<StateCheckpointPool::Held> StateCheckpointPool::held() const {
   std::vector<Held> out;
   for (const Entry& e : entries_)

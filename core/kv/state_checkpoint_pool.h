@@ -70,8 +70,7 @@ class StateCheckpointPool {
   int32_t reserve(std::span<const TokenId> prefix, SeqId seq, bool shared = false);
   void commit();                 // the step ran: its pending checkpoints become findable
   void drop_pending(SeqId seq);  // seq left before its step ran: its reservations free again
-  // The slots held by pending or ready checkpoints.
-  std::vector<int32_t> held_slots() const;
+  // The pending and ready checkpoints.
   struct Held {
     BlockHash key = 0;   // the prefix's block-hash chain: its last KV block's hash
     int32_t tokens = 0;  // prefix length

@@ -79,33 +79,34 @@ void StateStripWidget::setSnapshot(const Snapshot& s) {
   bytesPerSlot_ = t.bytes_per_slot;
   dtype_ = QString::fromStdString(t.dtype);
   policy_ = QString::fromStdString(t.checkpoint_policy);
-  const QStringList lines = caption().split(QLatin1Char('\n'));
-  slotsLine_->setText(lines.value(0));
-  checkpointsLine_->setText(lines.value(1));
+  slotsLine_->setText(slotsLine());
+  checkpointsLine_->setText(checkpointsLine());
   if (!isVisible()) show();
   relayout();
   slotCells_->update();
   checkpointCells_->update();
 }
 
-QString StateStripWidget::caption() const {
+QString StateStripWidget::caption() const { return slotsLine() + QLatin1Char('\n') + checkpointsLine(); }
+
+QString StateStripWidget::slotsLine() const {
   const auto held = std::count_if(owners_.begin(), owners_.end(), [](SeqId id) { return id >= 0; });
-  QString text = tr("<b>Recurrent state</b> (%1): %2/%3 slots · <b>%4 per sequence</b>, any length")
-                     .arg(dtype_)
-                     .arg(held)
-                     .arg(owners_.size())
-                     .arg(bytes(bytesPerSlot_));
-  text += QLatin1Char('\n');
+  return tr("<b>Recurrent state</b> (%1): %2/%3 slots · <b>%4 per sequence</b>, any length")
+      .arg(dtype_)
+      .arg(held)
+      .arg(owners_.size())
+      .arg(bytes(bytesPerSlot_));
+}
+
+QString StateStripWidget::checkpointsLine() const {
   if (checkpointSlots_ > 0)
-    text += tr("<b>State checkpoints</b> (%1): %2/%3 held, %4%5")
-                .arg(policy_)
-                .arg(checkpointsHeld_)
-                .arg(checkpointSlots_)
-                .arg(bytes(bytesPerSlot_ * checkpointsHeld_))
-                .arg(pending_ > 0 ? tr(" (%1 being written)").arg(pending_) : QString());
-  else
-    text += tr("<b>No state checkpoints</b>: no prefix-cache hits");
-  return text;
+    return tr("<b>State checkpoints</b> (%1): %2/%3 held, %4%5")
+        .arg(policy_)
+        .arg(checkpointsHeld_)
+        .arg(checkpointSlots_)
+        .arg(bytes(bytesPerSlot_ * checkpointsHeld_))
+        .arg(pending_ > 0 ? tr(" (%1 being written)").arg(pending_) : QString());
+  return tr("<b>No state checkpoints</b>: no prefix-cache hits");
 }
 
 int StateStripWidget::perRow() const { return std::max(1, (slotCells_->width() + kGap) / (kCell + kGap)); }

@@ -24,12 +24,14 @@ class StateStripWidget : public QWidget {
   const std::vector<SeqId>& slotOwners() const { return owners_; }
   int checkpointsHeld() const { return checkpointsHeld_; }
   int checkpointSlots() const { return checkpointSlots_; }
-  QString caption() const;  // both lines
+  QString caption() const;  // both lines below, one under the other
 
  protected:
   bool eventFilter(QObject* o, QEvent* e) override;  // the cells: paint, tooltips, wrap
 
  private:
+  QString slotsLine() const;
+  QString checkpointsLine() const;
   QString slotTip(int k) const;
   QString checkpointTip(int k) const;
   int perRow() const;
