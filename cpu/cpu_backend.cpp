@@ -544,7 +544,9 @@ void CpuBackend::output_logits(const BatchView& batch, float* logits) {
     const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
     rms_norm(&x_[t * E], W.output_norm.data(), &xn_[r * E], E, c.rms_eps);
   }
+  const double matmul_before = phase_.matmul_s;
   matmul_timed(W.output, xn_.data(), n_out, logits);
+  phase_.output_s += phase_.matmul_s - matmul_before;
   if (c.logit_scale != 0.0f)  // granite: logits / logit_scale
     for (int64_t i = 0; i < static_cast<int64_t>(n_out) * c.n_vocab; ++i) logits[i] /= c.logit_scale;
   if (c.final_softcap > 0.0f) {  // gemma4: cap * tanh(logits / cap), as llama.cpp's graph

@@ -72,10 +72,11 @@ class CpuBackend : public Backend {
   void attention(int32_t layer, const BatchView& batch, const float* q, float* out);
 
   // Wall time of forward() since the last reset, and how much of it went to attention and to
-  // the weight matmuls (the rest: embedding, norms, RoPE, activations, K/V stores). For the
-  // benchmark's prefill profile; two clock reads per call, always on.
+  // the weight matmuls (the rest: embedding, norms, RoPE, activations, K/V stores); output_s is
+  // the part of matmul_s spent in the output (vocabulary) matrix. For the benchmark's step
+  // profiles; two clock reads per call, always on.
   struct PhaseTimes {
-    double forward_s = 0, attention_s = 0, matmul_s = 0;
+    double forward_s = 0, attention_s = 0, matmul_s = 0, output_s = 0;
     int64_t tiled_queries = 0;  // (token, KV head) queries attended in query tiles
   };
   const PhaseTimes& phase_times() const { return phase_; }

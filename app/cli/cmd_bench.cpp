@@ -76,6 +76,33 @@ nlohmann::json bench_single(const Args& a, std::shared_ptr<Model> m, int32_t pro
   return j;
 }
 
+// Where the time of the decode steps that ran a full batch went (no prefill in the step): the
+// mean step, and its shares in attention, the output (vocabulary) matmul, the other weight
+// matmuls, the rest of forward() (norms, RoPE, activations, K/V stores) and outside forward()
+// (scheduling, block tables, sampling).
+struct FullDecodeSteps {
+  int64_t steps = 0;
+  double step_s = 0, forward_s = 0, attention_s = 0, matmul_s = 0, output_s = 0;
+  void add(double s, const CpuBackend::PhaseTimes& a, const CpuBackend::PhaseTimes& b) {
+    ++steps;
+    step_s += s;
+    forward_s += b.forward_s - a.forward_s;
+    attention_s += b.attention_s - a.attention_s;
+    matmul_s += b.matmul_s - a.matmul_s;
+    output_s += b.output_s - a.output_s;
+  }
+  nlohmann::json json() const {
+    return {{"steps", steps},
+            {"mean_ms", 1e3 * step_s / static_cast<double>(steps)},
+            {"share",
+             {{"attention", attention_s / step_s},
+              {"output_matmul", output_s / step_s},
+              {"other_matmuls", (matmul_s - output_s) / step_s},
+              {"rest_of_forward", (forward_s - attention_s - matmul_s) / step_s},
+              {"outside_forward", (step_s - forward_s) / step_s}}}};
+  }
+};
+
 // Total generated tokens/s of one fixed workload (`n_requests` requests, same prompt and output
 // length each) with at most `batch` of them running together: the same work at every batch
 // size, so the rows compare directly; what continuous batching buys over one at a time.
@@ -91,20 +118,35 @@ nlohmann::json bench_batch(const Args& a, std::shared_ptr<Model> m, int32_t batc
     req.ignore_eos = true;
     engine->submit(req);
   }
+  auto* cpu = dynamic_cast<CpuBackend*>(&engine->backend());
+  FullDecodeSteps full;
   const auto t0 = Clock::now();
   int32_t most_running = 0;
-  while (engine->step()) most_running = std::max(most_running, engine->latest_snapshot()->running);
+  for (bool more = true; more;) {
+    const auto before = engine->latest_snapshot();
+    const CpuBackend::PhaseTimes phases = cpu ? cpu->phase_times() : CpuBackend::PhaseTimes{};
+    const auto ts = Clock::now();
+    more = engine->step();
+    const double step_s = std::chrono::duration<double>(Clock::now() - ts).count();
+    const auto after = engine->latest_snapshot();
+    most_running = std::max(most_running, after->running);
+    const bool decode_only = before && after->counters.tokens_prefilled == before->counters.tokens_prefilled &&
+                             after->counters.tokens_decoded == before->counters.tokens_decoded + batch;
+    if (decode_only && cpu) full.add(step_s, phases, cpu->phase_times());
+  }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto snap = engine->snapshot();
-  return {{"batch", batch},
-          {"requests", n_requests},
-          {"prompt_len", prompt_len},
-          {"gen", gen},
-          {"seconds", s},
-          {"generated_tokens", snap->counters.tokens_decoded},
-          {"tokens_per_s", static_cast<double>(snap->counters.tokens_decoded) / s},
-          {"most_running", most_running},
-          {"preemptions", snap->counters.preemptions}};
+  nlohmann::json j{{"batch", batch},
+                   {"requests", n_requests},
+                   {"prompt_len", prompt_len},
+                   {"gen", gen},
+                   {"seconds", s},
+                   {"generated_tokens", snap->counters.tokens_decoded},
+                   {"tokens_per_s", static_cast<double>(snap->counters.tokens_decoded) / s},
+                   {"most_running", most_running},
+                   {"preemptions", snap->counters.preemptions}};
+  if (full.steps > 0) j["decode_step"] = full.json();
+  return j;
 }
 
 // Decode attention of one token over `ctx` positions, all layers' worth of heads: walking a
@@ -204,15 +246,16 @@ nlohmann::json bench_paging_cost(const Args& a, std::shared_ptr<Model> m, int32_
 
 int cmd_bench(int argc, char** argv, int first) {
   const Args a(argc, argv, first,
-               with_engine_options({"prompt-len", "gen", "reps", "batches", "contexts", "kv-prefetch",
-                                    "contiguous-prefetch", "contiguous-layout", "kv-dtypes"}),
+               with_engine_options({"prompt-len", "gen", "reps", "batches", "batch-prompt-len", "contexts",
+                                    "kv-prefetch", "contiguous-prefetch", "contiguous-layout", "kv-dtypes"}),
                {"help", "no-single", "no-batch", "no-paging"});
   if (a.has("help")) {
     std::cout << "kvscope-cli bench [--model M] [--prompt-len 128] [--gen 64] [--reps 3] [--threads N]\n"
-                 "  [--batches 1,4,16] [--contexts 1024,4096] [--kv-prefetch auto|always|never]\n"
+                 "  [--batches 1,4,16 --batch-prompt-len 32] [--contexts 1024,4096] [--kv-prefetch auto|always|never]\n"
                  "  [--contiguous-prefetch same|hardware] [--contiguous-layout pos-major|head-major]\n"
                  "  [--no-single] [--no-batch] [--no-paging]\n"
-                 "  single: prefill/decode tokens/s of one sequence; batch: total tokens/s at each batch size;\n"
+                 "  single: prefill/decode tokens/s of one sequence; batch: total tokens/s at each batch size\n"
+                 "    (requests of --batch-prompt-len tokens) and where a full-batch decode step's time goes;\n"
                  "  paging: decode attention time, block table vs contiguous array, at each context length,\n"
                  "    with K/V in cache (hot) and from memory (cold); --kv-prefetch overrides when the paged\n"
                  "    path prefetches along the block table (auto: heads whose K/V exceed a quarter of the L2);\n"
@@ -252,7 +295,8 @@ int cmd_bench(int argc, char** argv, int first) {
     nlohmann::json rows = nlohmann::json::array();
     const std::vector<int32_t> batches = int_list(a.str("batches", "1,4,16"));
     const int32_t n_requests = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
-    for (int32_t b : batches) rows.push_back(bench_batch(a, lm.model, b, n_requests, 32, gen));
+    const auto batch_prompt = static_cast<int32_t>(a.i64("batch-prompt-len", 32));
+    for (int32_t b : batches) rows.push_back(bench_batch(a, lm.model, b, n_requests, batch_prompt, gen));
     for (auto& r : rows)
       r["speedup_vs_first"] = r["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
     j["batch"] = rows;

@@ -63,6 +63,13 @@ assert all(r["tokens_per_s"] > 0 for r in j["batch"])
 assert [r["requests"] for r in j["batch"]] == [2, 2]
 assert [r["generated_tokens"] for r in j["batch"]] == [16, 16]
 assert [r["most_running"] for r in j["batch"]] == [1, 2]
+# The full-batch decode steps' profile: some such steps ran, and the five shares of their time
+# are each in [0, 1] and add up to the whole step.
+for r in j["batch"]:
+    d = r["decode_step"]
+    assert d["steps"] > 0 and d["mean_ms"] > 0, d
+    assert all(0 <= v <= 1 for v in d["share"].values()), d
+    assert abs(sum(d["share"].values()) - 1) < 1e-6, d
 row = j["paging_cost"][0]
 assert row["context"] == 256
 for cache in ("hot", "cold"):
