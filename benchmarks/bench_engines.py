@@ -58,12 +58,16 @@ class KvscopeEngine:
         md = j.get("metadata", {})
         tensors = {t["name"]: t["bytes"] for t in j.get("tensors", [])}
         # Weight bytes one decode step reads: every matrix once; the token embedding only when it
-        # doubles as the output matrix (tied), otherwise one row of it (negligible).
-        per_token = sum(b for n, b in tensors.items() if n != "token_embd.weight")
+        # doubles as the output matrix (tied), otherwise one row of it (negligible); of an MoE
+        # layer's stacked routed experts (`*_exps`) only the expert_used_count of expert_count a
+        # token is routed to.
+        n_exp, n_used = cfg.get("n_expert") or 0, cfg.get("n_expert_used") or 0
+        routed = n_used / n_exp if n_exp and n_used else 1.0
+        per_token = sum(b * (routed if "_exps." in n else 1.0) for n, b in tensors.items() if n != "token_embd.weight")
         if "output.weight" not in tensors:
             per_token += tensors.get("token_embd.weight", 0)
         return {"n_params": j.get("n_params"), "n_vocab": cfg.get("n_vocab"), "bos": md.get("tokenizer.ggml.bos_token_id", 1),
-                "file_size": j.get("file_size"), "decode_bytes_per_token": per_token}
+                "file_size": j.get("file_size"), "decode_bytes_per_token": int(per_token)}
 
     def batched(self, batches: str, gen: int) -> dict:
         j = self._run(["bench", "--model", str(self.model), "--no-single", "--no-paging", "--batches", batches,
@@ -79,8 +83,10 @@ class KvscopeEngine:
             j = self.generate(prompt, gen)
             assert j["n_generated"] == gen, j
         else:
+            # The whole prompt in one step, as llama.cpp gets it (n_batch = n_ubatch = n_ctx).
             j = self._run(["bench", "--model", str(self.model), "--prompt-len", str(len(prompt)), "--gen", str(gen),
-                           "--reps", "1", "--threads", str(self.threads)])
+                           "--reps", "1", "--threads", str(self.threads),
+                           "--max-batched-tokens", str(max(512, len(prompt)))])
         return {"prefill_tokens_per_s": j["prefill_tokens_per_s"], "decode_tokens_per_s": j["decode_tokens_per_s"]}
 
     def version(self) -> dict:

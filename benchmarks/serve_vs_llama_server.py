@@ -8,9 +8,13 @@ and asks for --gen tokens at temperature 0 with EOS ignored (both servers accept
 `ignore_eos`). Each (client count, repetition) gets a system prompt of its own, so every
 measurement starts with a cold prefix on both servers.
 
-Both servers run at once with the same thread count: kvscope with its defaults (paged KV,
-prefix caching), llama-server with one slot per client at the most (-np max(C)), a context of
-1024 tokens per slot and its prompt cache (on by default). The idle one is paused with SIGSTOP
+Both servers run at once with the same thread count and the same context per request
+(--ctx-per-client, 1024): kvscope with its defaults otherwise (paged KV, prefix caching, f32 KV)
+and --max-model-len of that context, llama-server with one slot per client at the most
+(-np max(C)), that context per slot and its prompt cache (on by default). The model's own
+context (32K for gemma-3) as kvscope's max-model-len would plan its sliding-window pool for ~5
+full-length sequences and preempt short ones beyond that; kvscope's preemptions per
+measurement (from its /metrics) go into the JSON. The idle one is paused with SIGSTOP
 while the other is measured, and the order alternates between repetitions. Reported per server
 and client count: completion tokens/s over the whole run (all tokens / wall time from the first
 request to the last token), mean and p50 TTFT, p50 inter-token latency, and the load
@@ -18,7 +22,8 @@ generator's own CPU share (it shares the cores with the server); medians over --
 ratio kvscope / llama-server and kvscope's C-client / 1-client tokens/s.
 
 usage: benchmarks/serve_vs_llama_server.py --cli build/app/kvscope-cli --llama-server PATH
-       --model M.gguf [--clients 1,4,16] [--waves 2] [--gen 32] [--reps 2] [--threads 2] [--out F]
+       --model M.gguf [--clients 1,4,16] [--waves 2] [--gen 32] [--reps 2] [--threads 2]
+       [--ctx-per-client 1024] [--out F]
 Needs the `openai` package (the serve peer tests' venv has it). Loopback only.
 """
 import argparse
@@ -115,6 +120,16 @@ async def client_loop(client, model, sys_prompt, c, waves, gen, out):
         await one_request(client, model, sys_prompt + question, gen, out)
 
 
+def preemptions(server):
+    if server.name != "kvscope":
+        return None
+    with urllib.request.urlopen(server.base + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("vllm:num_preemptions_total"):
+                return float(line.split()[-1])
+    return None
+
+
 async def measure(server, n_clients, waves, gen, tag):
     client = openai.AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=600)
     out = []
@@ -143,6 +158,7 @@ def main():
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ctx-per-client", type=int, default=1024)
     ap.add_argument("--out")
     a = ap.parse_args()
     clients = [int(x) for x in a.clients.split(",")]
@@ -150,10 +166,10 @@ def main():
     kv_port, ll_port = free_port(), free_port()
     servers = {
         "kvscope": Server("kvscope", [a.cli, "serve", "--model", a.model, "--port", str(kv_port), "--threads",
-                                      str(a.threads)], kv_port),
+                                      str(a.threads), "--max-model-len", str(a.ctx_per_client)], kv_port),
         "llama-server": Server("llama-server", [a.llama_server, "-m", a.model, "--port", str(ll_port), "-t",
                                                 str(a.threads), "-tb", str(a.threads), "-np", str(np_slots), "-c",
-                                                str(1024 * np_slots), "--no-webui"], ll_port),
+                                                str(a.ctx_per_client * np_slots), "--no-webui"], ll_port),
     }
     samples = {name: {c: [] for c in clients} for name in servers}
     try:
@@ -166,7 +182,10 @@ def main():
                 for name in order:
                     s = servers[name]
                     s.resume()
+                    p0 = preemptions(s)
                     r = asyncio.run(measure(s, c, a.waves, a.gen, "%d-%d" % (rep, c)))
+                    if p0 is not None:
+                        r["preemptions"] = preemptions(s) - p0
                     s.pause()
                     samples[name][c].append(r)
                     print("rep %d %-12s %2d clients: %6.1f tok/s, mean TTFT %7.1f ms, p50 ITL %s ms, "
@@ -184,8 +203,10 @@ def main():
     for c in clients:
         row = {"clients": c}
         for name in servers:
-            row[name] = {k: med(name, c, k) for k in ("tokens_per_s", "mean_ttft_ms", "p50_ttft_ms",
+            row[name] = {k: med(name, c, k) for k in ("tokens_per_s", "mean_ttft_ms", "p50_ttft_ms", "p50_itl_ms",
                                                         "loadgen_cpu_share")}
+            if "preemptions" in samples[name][c][0]:
+                row[name]["preemptions"] = max(x["preemptions"] for x in samples[name][c])
         row["ratio_tokens_per_s"] = row["kvscope"]["tokens_per_s"] / row["llama-server"]["tokens_per_s"]
         row["ratio_mean_ttft"] = row["kvscope"]["mean_ttft_ms"] / row["llama-server"]["mean_ttft_ms"]
         table.append(row)
@@ -202,7 +223,8 @@ def main():
     result = {"what": "kvscope serve vs llama-server, shared ~600-token system prompt, streaming openai clients",
               "command": " ".join(sys.argv), "date": datetime.date.today().isoformat(),
               "model": a.model, "threads": a.threads, "waves": a.waves, "gen": a.gen, "reps": a.reps,
-              "llama_server_args": "-np %d -c %d (prompt cache on: the default)" % (np_slots, 1024 * np_slots),
+              "llama_server_args": "-np %d -c %d (prompt cache on: the default)" % (np_slots, a.ctx_per_client * np_slots),
+              "kvscope_args": "--max-model-len %d (otherwise defaults)" % a.ctx_per_client,
               "cpus": os.cpu_count(), "table": table, "samples": samples}
     if a.out:
         with open(a.out, "w") as f:
