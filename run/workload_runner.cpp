@@ -191,8 +191,7 @@ void WorkloadRunner::observe(const Snapshot& s) {
   m.blocked_by_fragmentation_steps = s.allocator.blocked_by_fragmentation_steps;
   m.failed_reservations = s.allocator.failed_reservations;
   if (s.state.on) {
-    m.state = s.state;
-    m.state.checkpoints.clear();
+    m.state = static_cast<const StatePoolCounts&>(s.state);
     m.peak_checkpoints_held = std::max(m.peak_checkpoints_held, s.state.checkpoints_used);
   }
 }
@@ -261,7 +260,7 @@ nlohmann::json run_metrics_json(const RunMetrics& m) {
                       {"mean_ttft_ms", m.mean_ttft_ms},
                       {"kv_pool_bytes", m.kv_pool_bytes}};
   if (!m.state.on) return j;
-  const StateSnap& c = m.state;
+  const StatePoolCounts& c = m.state;
   j["state_checkpoints"] = {{"policy", c.checkpoint_policy},
                             {"bytes_each", c.bytes_per_slot},
                             {"capacity", c.checkpoints_total},

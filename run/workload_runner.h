@@ -72,7 +72,7 @@ struct RunMetrics {
   int64_t kv_pool_bytes = 0;
   // Hybrid recurrent models (kv/state_checkpoint_pool.h): the state pool and its checkpoints as
   // the last snapshot saw them (without the list of checkpoints), and the most held at once.
-  StateSnap state;
+  StatePoolCounts state;
   int32_t peak_checkpoints_held = 0;
 };
 

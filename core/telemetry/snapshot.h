@@ -101,7 +101,8 @@ struct EvictionSnap {
 
 // A hybrid recurrent model's state pool beside the KV pools (kv/state_slot_manager.h): a fixed
 // slot per running sequence, and the prefix cache's state checkpoints (kv/state_checkpoint_pool.h).
-struct StateSnap {
+// The state pool's sizes and counters (what a run's summary keeps of it).
+struct StatePoolCounts {
   bool on = false;             // the model has recurrent layers
   std::string dtype;           // "f32", "f16", "bf16"
   int64_t bytes_per_slot = 0;  // one sequence's state (a checkpoint is one too)
@@ -109,6 +110,9 @@ struct StateSnap {
   std::string checkpoint_policy = "off";  // "every:8", "prompt-end", "off"
   int32_t checkpoints_total = 0, checkpoints_used = 0;
   uint64_t checkpoints_saved = 0, checkpoints_restored = 0, checkpoints_evicted = 0;  // since the start
+};
+
+struct StateSnap : StatePoolCounts {
   // Each held checkpoint: the hash of the KV block (group 0) its prefix ends on, and its length.
   struct Checkpoint {
     uint64_t block_hash = 0;

@@ -35,7 +35,6 @@ bool SyntheticPair::writeModels(QString* why) {
 void SyntheticPair::fail(const QString& why) {
   error_ = why;
   for (Run& r : runs_) r.active = false;
-  running_ = false;
   emit stopped();
 }
 
@@ -62,14 +61,13 @@ void SyntheticPair::ensureHost(int i) {
     run.done = true;
     if (t.state != QLatin1String("finished"))
       return fail(tr("%1: the request was %2 %3").arg(name(i), t.state, t.error));
-    running_ = !(done(0) && done(1));
-    if (!running_) emit stopped();
+    if (done(0) && done(1)) emit stopped();
   });
 }
 
 bool SyntheticPair::start(const EngineConfig& cfg, QString* why) {
   QString err;
-  if (running_)
+  if (isRunning())
     err = tr("A run is in progress.");
   else if (!writeModels(&err) && err.isEmpty())
     err = tr("cannot write the models");
@@ -87,7 +85,6 @@ bool SyntheticPair::start(const EngineConfig& cfg, QString* why) {
     r.host->setEveryStep(true);  // every step: a coalesced snapshot could miss the last ones
     r.host->loadModel(dir_->filePath(sides_[static_cast<size_t>(i)].file), cfg);
   }
-  running_ = true;
   return true;
 }
 

@@ -34,7 +34,7 @@ class SyntheticPair : public QObject {
   // with *why, when a run is in progress or a model cannot be written.
   bool start(const EngineConfig& cfg, QString* why);
   void shutdown();
-  bool isRunning() const { return running_; }
+  bool isRunning() const { return (runs_[0].active || runs_[1].active) && !(done(0) && done(1)); }
   bool done(int i) const { return runs_[static_cast<size_t>(i)].done; }
   bool finished() const { return done(0) && done(1) && error_.isEmpty(); }
   const QString& error() const { return error_; }
@@ -59,7 +59,6 @@ class SyntheticPair : public QObject {
   Submit submit_;
   std::array<Run, 2> runs_;
   std::unique_ptr<QTemporaryDir> dir_;
-  bool running_ = false;
   QString error_;
 };
 
