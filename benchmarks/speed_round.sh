@@ -8,9 +8,9 @@
 #   BUILD_DIR=$PWD/build benchmarks/speed_round.sh [OUT_DIR]
 #
 # Needs what run.sh installs (benchmarks/.venv with llama-cpp-python), gemma-3-270m from
-# `kvscope-cli pull`, llama-server (benchmarks/build_llama_server.sh, ~5 min, run here if
-# missing, or LLAMA_SERVER=PATH of one it built) and a Python with the `openai` package (SERVE_PY; default: the serve peer tests'
-# venv, build-serve-venv).
+# `kvscope-cli pull`, llama-server (LLAMA_SERVER=PATH of one benchmarks/build_llama_server.sh
+# built; otherwise that script runs here, ~5 min) and a Python with the `openai` package
+# (SERVE_PY; default: the serve peer tests' venv, build-serve-venv).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
